@@ -1,0 +1,270 @@
+//! Device configuration and the named presets of the seed papers.
+
+use serde::{Deserialize, Serialize};
+
+use crate::geometry::{Gang, Geometry, Timing};
+
+/// Everything that defines a simulated device. Serializes to TOML as the `[device]` table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceConfig {
+    pub geometry: Geometry,
+    pub timing: Timing,
+    pub gang: Gang,
+    /// Program/erase cycles a block endures; the erase that would exceed it fails and the block
+    /// becomes a grown bad block.
+    pub endurance_cycles: u32,
+    /// Fraction of blocks bad from the factory, in parts per million, drawn from `seed`.
+    pub factory_bad_ppm: u32,
+    /// Bit errors per page the ECC corrects; more makes the read fail as uncorrectable.
+    pub ecc_correctable_bits: u32,
+    /// Seed of the factory bad-block draw.
+    pub seed: u64,
+}
+
+impl DeviceConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        self.geometry.validate()?;
+        self.timing.validate()?;
+        self.gang.validate(&self.geometry)?;
+        if self.endurance_cycles == 0 {
+            return Err("endurance_cycles must be at least 1".into());
+        }
+        if self.factory_bad_ppm > 100_000 {
+            return Err(format!(
+                "factory_bad_ppm = {} is over 10% of blocks; refusing an unusable device",
+                self.factory_bad_ppm
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn write_unit_bytes(&self) -> u32 {
+        self.gang.write_unit_bytes(&self.geometry)
+    }
+}
+
+/// A named preset with a one-line description of where its numbers come from.
+pub struct Preset {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub config: DeviceConfig,
+}
+
+/// Samsung K9GAG08U0M (seed 000 Table I): 2 planes, 2,048 blocks per plane, 128 pages of 4 KiB,
+/// t_R 60 us, t_PROG 0.8 ms, t_BERS 1.5 ms; MLC endurance 5K-10K cycles (seed 000 II-B).
+const K9GAG_TIMING: Timing = Timing {
+    read_ns: 60_000,
+    program_ns: 800_000,
+    erase_ns: 1_500_000,
+    bus_mb_s: 40,
+    command_ns: 0,
+};
+
+/// RawSSD ganging (seed 000 V-H): two dies with two-plane operation form one 16 KiB write unit,
+/// and four such units form a virtual erase block of 8 MiB.
+const RAWSSD_GANG: Gang = Gang {
+    planes_per_unit: 2,
+    dies_per_unit: 2,
+    units_per_superblock: 4,
+};
+
+fn rawssd(dies_per_channel: u32, blocks_per_plane: u32) -> DeviceConfig {
+    DeviceConfig {
+        geometry: Geometry {
+            channels: 8,
+            dies_per_channel,
+            planes_per_die: 2,
+            blocks_per_plane,
+            pages_per_block: 128,
+            page_size_bytes: 4096,
+            oob_size_bytes: 64,
+        },
+        timing: K9GAG_TIMING,
+        gang: RAWSSD_GANG,
+        endurance_cycles: 5_000,
+        factory_bad_ppm: 0,
+        ecc_correctable_bits: 8,
+        seed: 0,
+    }
+}
+
+pub fn presets() -> Vec<Preset> {
+    vec![
+        Preset {
+            name: "rawssd",
+            about: "seed 000 RawSSD as used: 8 buses x 2 dies of K9GAG08U0M, 16 KiB write unit, 8 MiB virtual erase block, 4 GiB",
+            config: rawssd(2, 256),
+        },
+        Preset {
+            name: "rawssd-256g",
+            about: "seed 000 RawSSD, the whole device: 8 buses x 16 dies of K9GAG08U0M, 256 GiB",
+            config: rawssd(16, 2048),
+        },
+        Preset {
+            name: "nandsim-128m",
+            about: "seed 001 NANDsim: one 128 MiB chip, 2 KiB pages, 128 KiB erase blocks",
+            config: DeviceConfig {
+                geometry: Geometry {
+                    channels: 1,
+                    dies_per_channel: 1,
+                    planes_per_die: 1,
+                    blocks_per_plane: 1024,
+                    pages_per_block: 64,
+                    page_size_bytes: 2048,
+                    oob_size_bytes: 64,
+                },
+                // The Linux nandsim module's defaults: 25 us read, 300 us program, 2 ms erase,
+                // and a fast emulated bus.
+                timing: Timing {
+                    read_ns: 25_000,
+                    program_ns: 300_000,
+                    erase_ns: 2_000_000,
+                    bus_mb_s: 100,
+                    command_ns: 0,
+                },
+                gang: Gang::NONE,
+                endurance_cycles: 100_000,
+                factory_bad_ppm: 0,
+                ecc_correctable_bits: 4,
+                seed: 0,
+            },
+        },
+        Preset {
+            name: "poftl",
+            about: "seed 002 Table I: 3.64 GiB in 16 banks, 4 KiB pages, 64-page blocks, read 0.05 / program 0.2 / erase 1.5 ms, parallelism 16",
+            config: DeviceConfig {
+                geometry: Geometry {
+                    channels: 16,
+                    dies_per_channel: 1,
+                    planes_per_die: 1,
+                    blocks_per_plane: 931,
+                    pages_per_block: 64,
+                    page_size_bytes: 4096,
+                    oob_size_bytes: 64,
+                },
+                // The paper's simulator charges a transfer per page but does not give its
+                // rate; 400 MB/s (ONFI 2) keeps it small next to the array times.
+                timing: Timing {
+                    read_ns: 50_000,
+                    program_ns: 200_000,
+                    erase_ns: 1_500_000,
+                    bus_mb_s: 400,
+                    command_ns: 0,
+                },
+                gang: Gang { planes_per_unit: 1, dies_per_unit: 1, units_per_superblock: 16 },
+                endurance_cycles: 100_000,
+                factory_bad_ppm: 0,
+                ecc_correctable_bits: 8,
+                seed: 0,
+            },
+        },
+        Preset {
+            name: "mqsim-default",
+            about: "MQSim's shipped ssdconfig.xml: 8 channels x 4 chips x 2 dies x 2 planes x 2,048 blocks x 256 pages x 8 KiB",
+            config: DeviceConfig {
+                geometry: Geometry {
+                    channels: 8,
+                    dies_per_channel: 8,
+                    planes_per_die: 2,
+                    blocks_per_plane: 2048,
+                    pages_per_block: 256,
+                    page_size_bytes: 8192,
+                    oob_size_bytes: 64,
+                },
+                // MQSim defaults: 75 us read, 750 us program, 3.8 ms erase, 333 MT/s 8-bit bus.
+                timing: Timing {
+                    read_ns: 75_000,
+                    program_ns: 750_000,
+                    erase_ns: 3_800_000,
+                    bus_mb_s: 333,
+                    command_ns: 0,
+                },
+                gang: Gang { planes_per_unit: 1, dies_per_unit: 1, units_per_superblock: 128 },
+                endurance_cycles: 10_000,
+                factory_bad_ppm: 0,
+                ecc_correctable_bits: 40,
+                seed: 0,
+            },
+        },
+        Preset {
+            name: "tiny",
+            about: "a 16 MiB device for tests and quick runs: 2 channels x 2 dies, 4 KiB pages, 32-page blocks",
+            config: DeviceConfig {
+                geometry: Geometry {
+                    channels: 2,
+                    dies_per_channel: 2,
+                    planes_per_die: 1,
+                    blocks_per_plane: 32,
+                    pages_per_block: 32,
+                    page_size_bytes: 4096,
+                    oob_size_bytes: 64,
+                },
+                timing: Timing {
+                    read_ns: 50_000,
+                    program_ns: 200_000,
+                    erase_ns: 1_500_000,
+                    bus_mb_s: 400,
+                    command_ns: 0,
+                },
+                gang: Gang { planes_per_unit: 1, dies_per_unit: 1, units_per_superblock: 4 },
+                endurance_cycles: 100_000,
+                factory_bad_ppm: 0,
+                ecc_correctable_bits: 8,
+                seed: 0,
+            },
+        },
+    ]
+}
+
+/// Looks a preset up by name; the error lists the names there are.
+pub fn preset(name: &str) -> Result<DeviceConfig, String> {
+    let all = presets();
+    match all.iter().find(|p| p.name == name) {
+        Some(p) => Ok(p.config),
+        None => Err(format!(
+            "unknown device preset '{name}'; known presets: {}",
+            all.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_is_valid() {
+        for p in presets() {
+            p.config
+                .validate()
+                .unwrap_or_else(|e| panic!("{}: {e}", p.name));
+        }
+    }
+
+    #[test]
+    fn rawssd_matches_seed_000() {
+        let c = preset("rawssd").unwrap();
+        assert_eq!(c.write_unit_bytes(), 16 * 1024);
+        assert_eq!(c.gang.superblock_bytes(&c.geometry), 8 << 20);
+        assert_eq!(c.geometry.capacity_bytes(), 4 << 30);
+        let full = preset("rawssd-256g").unwrap();
+        assert_eq!(full.geometry.capacity_bytes(), 256 << 30);
+    }
+
+    #[test]
+    fn other_presets_match_their_papers() {
+        let n = preset("nandsim-128m").unwrap();
+        assert_eq!(n.geometry.capacity_bytes(), 128 << 20);
+        assert_eq!(
+            n.geometry.pages_per_block * n.geometry.page_size_bytes,
+            128 * 1024
+        );
+        let p = preset("poftl").unwrap();
+        let gib = p.geometry.capacity_bytes() as f64 / (1u64 << 30) as f64;
+        assert!((gib - 3.64).abs() < 0.01, "poftl is {gib} GiB");
+        let m = preset("mqsim-default").unwrap();
+        assert_eq!(m.geometry.capacity_bytes(), 512 << 30);
+        assert!(preset("nope").unwrap_err().contains("rawssd"));
+    }
+}

@@ -1,0 +1,381 @@
+//! Fault injection, as a wrapper around any [`Flash`] (the engine has no fault flags).
+//!
+//! # The fault model
+//! - **Power cut.** [`Faulty::cut_power_after`] lets `n` more commands (a batched read, program
+//!   or erase counts as one) complete; the next program or erase is the one power fails
+//!   during. With [`CutMode::Torn`] that command is damaged: a *torn program* leaves its pages
+//!   programmed but unreadable (every read of them fails as uncorrectable), an *interrupted
+//!   erase* leaves the block unreadable and unprogrammable until it is erased again. With
+//!   [`CutMode::Clean`] power fails just before the command, which does not happen. From then on
+//!   every command returns [`FlashError::PowerLoss`] until [`Faulty::restore_power`], which is
+//!   the reboot: the layers above must remount from what the flash holds.
+//! - **Bit flips.** [`Faulty::flip_bits`] adds bit errors to a programmed page. Reads report
+//!   errors up to the ECC strength as corrected, and fail as uncorrectable beyond it.
+//! - **Page failure.** [`Faulty::fail_program`] makes the next program of a page fail; the device
+//!   then treats its block as a grown bad block, as NAND status-fail handling does.
+//! - **Grown bad block on erase.** [`Faulty::fail_erase`] makes the next erase of a block fail.
+//! - **Misdirected write.** [`Faulty::misdirect_next_program`] sends the next single-page program
+//!   to the same page of the next block of that plane when that page is the one to program
+//!   there, and drops it otherwise; the command still reports success, and the intended page
+//!   stays erased.
+//!
+//! Damage is kept in this wrapper, so it lasts as long as the wrapper (a simulated reboot keeps
+//! it); it is cleared when the damaged block is erased.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::{
+    BlockAddr, BlockInfo, DeviceConfig, Flash, FlashError, FlashStats, Nanos, PageAddr, ProgramOp,
+    ReadOp,
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CutMode {
+    /// Power fails between two commands.
+    Clean,
+    /// Power fails during the program or erase, damaging it.
+    Torn,
+}
+
+/// How many faults of each kind were injected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultCounts {
+    pub power_cuts: u64,
+    pub torn_programs: u64,
+    pub interrupted_erases: u64,
+    pub bit_flips: u64,
+    pub program_failures: u64,
+    pub erase_failures: u64,
+    pub misdirected_writes: u64,
+}
+
+pub struct Faulty<F: Flash> {
+    inner: F,
+    ops: u64,
+    cut_at: Option<(u64, CutMode)>,
+    powered: bool,
+    bit_errors: HashMap<PageAddr, u32>,
+    torn: HashSet<PageAddr>,
+    interrupted: HashSet<BlockAddr>,
+    fail_program: HashSet<PageAddr>,
+    fail_erase: HashSet<BlockAddr>,
+    misdirect: bool,
+    counts: FaultCounts,
+}
+
+impl<F: Flash> Faulty<F> {
+    pub fn new(inner: F) -> Self {
+        Faulty {
+            inner,
+            ops: 0,
+            cut_at: None,
+            powered: true,
+            bit_errors: HashMap::new(),
+            torn: HashSet::new(),
+            interrupted: HashSet::new(),
+            fail_program: HashSet::new(),
+            fail_erase: HashSet::new(),
+            misdirect: false,
+            counts: FaultCounts::default(),
+        }
+    }
+
+    pub fn inner(&self) -> &F {
+        &self.inner
+    }
+    pub fn into_inner(self) -> F {
+        self.inner
+    }
+    /// Commands issued so far (successful or not).
+    pub fn ops(&self) -> u64 {
+        self.ops
+    }
+    pub fn counts(&self) -> FaultCounts {
+        self.counts
+    }
+    pub fn powered(&self) -> bool {
+        self.powered
+    }
+
+    pub fn cut_power_after(&mut self, n: u64, mode: CutMode) {
+        self.cut_at = Some((self.ops + n, mode));
+    }
+    pub fn restore_power(&mut self) {
+        self.powered = true;
+        self.cut_at = None;
+    }
+    pub fn flip_bits(&mut self, page: PageAddr, bits: u32) {
+        *self.bit_errors.entry(page).or_default() += bits;
+        self.counts.bit_flips += 1;
+    }
+    pub fn fail_program(&mut self, page: PageAddr) {
+        self.fail_program.insert(page);
+    }
+    pub fn fail_erase(&mut self, block: BlockAddr) {
+        self.fail_erase.insert(block);
+    }
+    pub fn misdirect_next_program(&mut self) {
+        self.misdirect = true;
+    }
+
+    /// Counts a command and reports whether power fails during it.
+    fn begin(&mut self, damaging: bool) -> Result<Option<CutMode>, FlashError> {
+        if !self.powered {
+            return Err(FlashError::PowerLoss);
+        }
+        self.ops += 1;
+        match self.cut_at {
+            Some((at, mode)) if damaging && self.ops > at => {
+                self.powered = false;
+                self.counts.power_cuts += 1;
+                Ok(Some(mode))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn forget_block(&mut self, b: BlockAddr) {
+        self.bit_errors.retain(|p, _| p.block_addr() != b);
+        self.torn.retain(|p| p.block_addr() != b);
+        self.interrupted.remove(&b);
+    }
+}
+
+impl<F: Flash> Flash for Faulty<F> {
+    fn config(&self) -> &DeviceConfig {
+        self.inner.config()
+    }
+
+    fn read(&mut self, at: Nanos, ops: &mut [ReadOp<'_>]) -> Result<Nanos, FlashError> {
+        self.begin(false)?;
+        let done = self.inner.read(at, ops)?;
+        let ecc = self.inner.config().ecc_correctable_bits;
+        for op in ops.iter_mut() {
+            if self.torn.contains(&op.addr) || self.interrupted.contains(&op.addr.block_addr()) {
+                return Err(FlashError::Uncorrectable {
+                    addr: op.addr,
+                    bit_errors: u32::MAX,
+                });
+            }
+            if let Some(&bits) = self.bit_errors.get(&op.addr) {
+                if bits > ecc {
+                    return Err(FlashError::Uncorrectable {
+                        addr: op.addr,
+                        bit_errors: bits,
+                    });
+                }
+                op.corrected_bits += bits;
+            }
+        }
+        Ok(done)
+    }
+
+    fn program(&mut self, at: Nanos, ops: &[ProgramOp<'_>]) -> Result<Nanos, FlashError> {
+        let cut = self.begin(true)?;
+        if cut == Some(CutMode::Clean) {
+            return Err(FlashError::PowerLoss);
+        }
+        for op in ops {
+            if self.interrupted.contains(&op.addr.block_addr()) {
+                return Err(FlashError::ProgramFailed(op.addr));
+            }
+            if self.fail_program.remove(&op.addr) {
+                self.counts.program_failures += 1;
+                self.inner.mark_bad(op.addr.block_addr())?;
+                return Err(FlashError::ProgramFailed(op.addr));
+            }
+        }
+        if std::mem::take(&mut self.misdirect) && ops.len() == 1 {
+            self.counts.misdirected_writes += 1;
+            let g = self.inner.config().geometry;
+            let mut wrong = ops[0];
+            wrong.addr.block = (wrong.addr.block + 1) % g.blocks_per_plane;
+            let target = self.inner.block_info(wrong.addr.block_addr());
+            if !target.bad && target.next_page == wrong.addr.page {
+                return self.inner.program(at, &[wrong]);
+            }
+            return Ok(at);
+        }
+        let done = self.inner.program(at, ops)?;
+        if cut == Some(CutMode::Torn) {
+            self.counts.torn_programs += 1;
+            self.torn.extend(ops.iter().map(|o| o.addr));
+            return Err(FlashError::PowerLoss);
+        }
+        Ok(done)
+    }
+
+    fn erase(&mut self, at: Nanos, blocks: &[BlockAddr]) -> Result<Nanos, FlashError> {
+        let cut = self.begin(true)?;
+        if cut == Some(CutMode::Clean) {
+            return Err(FlashError::PowerLoss);
+        }
+        for &b in blocks {
+            if self.fail_erase.remove(&b) {
+                self.counts.erase_failures += 1;
+                self.inner.mark_bad(b)?;
+                return Err(FlashError::EraseFailed(b));
+            }
+        }
+        let done = self.inner.erase(at, blocks)?;
+        for &b in blocks {
+            self.forget_block(b);
+        }
+        if cut == Some(CutMode::Torn) {
+            self.counts.interrupted_erases += 1;
+            self.interrupted.extend(blocks.iter().copied());
+            return Err(FlashError::PowerLoss);
+        }
+        Ok(done)
+    }
+
+    fn block_info(&self, b: BlockAddr) -> BlockInfo {
+        self.inner.block_info(b)
+    }
+
+    fn mark_bad(&mut self, b: BlockAddr) -> Result<(), FlashError> {
+        if !self.powered {
+            return Err(FlashError::PowerLoss);
+        }
+        self.inner.mark_bad(b)
+    }
+
+    fn stats(&self) -> FlashStats {
+        self.inner.stats()
+    }
+
+    fn sync(&mut self) -> Result<(), FlashError> {
+        if !self.powered {
+            return Err(FlashError::PowerLoss);
+        }
+        self.inner.sync()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{preset, Content, DieId, Nand, Payload};
+
+    fn dev() -> Faulty<Nand> {
+        Faulty::new(Nand::in_memory(preset("tiny").unwrap()).unwrap())
+    }
+    fn p(block: u32, page: u32) -> PageAddr {
+        PageAddr {
+            die: DieId(0),
+            plane: 0,
+            block,
+            page,
+        }
+    }
+    fn prog(f: &mut Faulty<Nand>, a: PageAddr) -> Result<Nanos, FlashError> {
+        f.program(
+            0,
+            &[ProgramOp {
+                addr: a,
+                payload: Payload::Fingerprint(a.page as u64),
+                oob: &[],
+            }],
+        )
+    }
+    fn read(f: &mut Faulty<Nand>, a: PageAddr) -> Result<(Content, u32), FlashError> {
+        let mut ops = [ReadOp::new(a, &mut [], &mut [])];
+        f.read(0, &mut ops)?;
+        Ok((ops[0].content, ops[0].corrected_bits))
+    }
+
+    #[test]
+    fn torn_program_reads_uncorrectable_and_power_stays_off() {
+        let mut f = dev();
+        prog(&mut f, p(0, 0)).unwrap();
+        f.cut_power_after(0, CutMode::Torn);
+        assert_eq!(prog(&mut f, p(0, 1)), Err(FlashError::PowerLoss));
+        assert_eq!(read(&mut f, p(0, 0)), Err(FlashError::PowerLoss));
+        f.restore_power();
+        assert_eq!(read(&mut f, p(0, 0)).unwrap().0, Content::Fingerprint(0));
+        assert!(matches!(
+            read(&mut f, p(0, 1)),
+            Err(FlashError::Uncorrectable { .. })
+        ));
+        // The torn page is consumed: the next program goes to page 2.
+        assert!(matches!(
+            prog(&mut f, p(0, 1)),
+            Err(FlashError::NotErased(_))
+        ));
+        f.erase(0, &[p(0, 0).block_addr()]).unwrap();
+        assert_eq!(read(&mut f, p(0, 1)).unwrap().0, Content::Erased);
+        assert_eq!(f.counts().torn_programs, 1);
+    }
+
+    #[test]
+    fn clean_cut_does_not_program() {
+        let mut f = dev();
+        f.cut_power_after(1, CutMode::Clean);
+        prog(&mut f, p(0, 0)).unwrap();
+        assert_eq!(prog(&mut f, p(0, 1)), Err(FlashError::PowerLoss));
+        f.restore_power();
+        assert_eq!(read(&mut f, p(0, 1)).unwrap().0, Content::Erased);
+        prog(&mut f, p(0, 1)).unwrap();
+    }
+
+    #[test]
+    fn interrupted_erase_leaves_block_unusable_until_erased() {
+        let mut f = dev();
+        prog(&mut f, p(1, 0)).unwrap();
+        f.cut_power_after(0, CutMode::Torn);
+        assert_eq!(
+            f.erase(0, &[p(1, 0).block_addr()]),
+            Err(FlashError::PowerLoss)
+        );
+        f.restore_power();
+        assert!(matches!(
+            read(&mut f, p(1, 0)),
+            Err(FlashError::Uncorrectable { .. })
+        ));
+        assert!(matches!(
+            prog(&mut f, p(1, 0)),
+            Err(FlashError::ProgramFailed(_))
+        ));
+        f.erase(0, &[p(1, 0).block_addr()]).unwrap();
+        prog(&mut f, p(1, 0)).unwrap();
+    }
+
+    #[test]
+    fn bit_flips_within_ecc_are_corrected_beyond_are_errors() {
+        let mut f = dev();
+        prog(&mut f, p(0, 0)).unwrap();
+        f.flip_bits(p(0, 0), 3);
+        assert_eq!(read(&mut f, p(0, 0)).unwrap(), (Content::Fingerprint(0), 3));
+        f.flip_bits(p(0, 0), 6);
+        assert!(matches!(
+            read(&mut f, p(0, 0)),
+            Err(FlashError::Uncorrectable { bit_errors: 9, .. })
+        ));
+    }
+
+    #[test]
+    fn failed_program_and_erase_make_grown_bad_blocks() {
+        let mut f = dev();
+        f.fail_program(p(2, 0));
+        assert_eq!(
+            prog(&mut f, p(2, 0)),
+            Err(FlashError::ProgramFailed(p(2, 0)))
+        );
+        assert!(f.block_info(p(2, 0).block_addr()).bad);
+        f.fail_erase(p(3, 0).block_addr());
+        assert_eq!(
+            f.erase(0, &[p(3, 0).block_addr()]),
+            Err(FlashError::EraseFailed(p(3, 0).block_addr()))
+        );
+        assert!(f.block_info(p(3, 0).block_addr()).bad);
+    }
+
+    #[test]
+    fn misdirected_write_lands_elsewhere() {
+        let mut f = dev();
+        f.misdirect_next_program();
+        prog(&mut f, p(4, 0)).unwrap();
+        assert_eq!(read(&mut f, p(4, 0)).unwrap().0, Content::Erased);
+        assert_eq!(read(&mut f, p(5, 0)).unwrap().0, Content::Fingerprint(0));
+    }
+}

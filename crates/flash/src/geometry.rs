@@ -1,0 +1,273 @@
+//! Device geometry, timing and ganging, and the typed physical addresses built from them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::FlashError;
+
+/// Virtual time in integer nanoseconds. The whole lab runs on it.
+pub type Nanos = u64;
+
+/// Physical organisation of the NAND array (seed 000 II-B).
+///
+/// Dies are numbered channel-first: die `d` sits on channel `d % channels`, so consecutive dies
+/// are on different buses and ganging consecutive dies spreads a write over channels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Geometry {
+    /// Independent flash buses.
+    pub channels: u32,
+    /// Dies ("ways") sharing each bus.
+    pub dies_per_channel: u32,
+    /// Planes per die; one multi-plane operation drives all of them at once.
+    pub planes_per_die: u32,
+    /// Erase blocks per plane.
+    pub blocks_per_plane: u32,
+    /// Pages per erase block, programmed strictly in order.
+    pub pages_per_block: u32,
+    /// Data bytes per physical page.
+    pub page_size_bytes: u32,
+    /// Spare (OOB) bytes per page left to the FTL after ECC.
+    pub oob_size_bytes: u32,
+}
+
+impl Geometry {
+    pub fn dies(&self) -> u32 {
+        self.channels * self.dies_per_channel
+    }
+    pub fn blocks(&self) -> u32 {
+        self.dies() * self.planes_per_die * self.blocks_per_plane
+    }
+    pub fn pages(&self) -> u64 {
+        self.blocks() as u64 * self.pages_per_block as u64
+    }
+    pub fn capacity_bytes(&self) -> u64 {
+        self.pages() * self.page_size_bytes as u64
+    }
+
+    /// Flat index of a block: `((die * planes) + plane) * blocks_per_plane + block`.
+    pub fn block_index(&self, b: BlockAddr) -> u32 {
+        (b.die.0 * self.planes_per_die + b.plane) * self.blocks_per_plane + b.block
+    }
+
+    pub fn block_at(&self, index: u32) -> BlockAddr {
+        let block = index % self.blocks_per_plane;
+        let rest = index / self.blocks_per_plane;
+        BlockAddr {
+            die: DieId(rest / self.planes_per_die),
+            plane: rest % self.planes_per_die,
+            block,
+        }
+    }
+
+    pub fn channel_of(&self, die: DieId) -> u32 {
+        die.0 % self.channels
+    }
+
+    pub fn check_block(&self, b: BlockAddr) -> Result<(), FlashError> {
+        if b.die.0 >= self.dies()
+            || b.plane >= self.planes_per_die
+            || b.block >= self.blocks_per_plane
+        {
+            return Err(FlashError::OutOfRange {
+                what: "block",
+                detail: format!("{b}"),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn check_page(&self, p: PageAddr) -> Result<(), FlashError> {
+        self.check_block(p.block_addr())?;
+        if p.page >= self.pages_per_block {
+            return Err(FlashError::OutOfRange {
+                what: "page",
+                detail: format!("{p}"),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let fields = [
+            ("channels", self.channels),
+            ("dies_per_channel", self.dies_per_channel),
+            ("planes_per_die", self.planes_per_die),
+            ("blocks_per_plane", self.blocks_per_plane),
+            ("pages_per_block", self.pages_per_block),
+            ("page_size_bytes", self.page_size_bytes),
+        ];
+        for (name, v) in fields {
+            if v == 0 {
+                return Err(format!("geometry.{name} must be at least 1"));
+            }
+        }
+        if self.page_size_bytes % 512 != 0 {
+            return Err(format!(
+                "geometry.page_size_bytes = {} is not a multiple of 512",
+                self.page_size_bytes
+            ));
+        }
+        if self.blocks() as u64 * self.pages_per_block as u64 >= u32::MAX as u64 {
+            return Err("geometry has 2^32 pages or more; addresses are 32-bit".into());
+        }
+        Ok(())
+    }
+}
+
+/// Operation latencies (seed 000 Table I; seed 002 Table I).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timing {
+    /// Array read time t_R.
+    pub read_ns: Nanos,
+    /// Array program time t_PROG.
+    pub program_ns: Nanos,
+    /// Block erase time t_BERS.
+    pub erase_ns: Nanos,
+    /// Transfer rate of each channel bus in MB/s (10^6 bytes per second).
+    pub bus_mb_s: u64,
+    /// Fixed controller cost added to every command.
+    pub command_ns: Nanos,
+}
+
+impl Timing {
+    /// Time to move `bytes` over one channel bus.
+    pub fn transfer_ns(&self, bytes: u32) -> Nanos {
+        (bytes as u64 * 1000).div_ceil(self.bus_mb_s)
+    }
+    pub fn validate(&self) -> Result<(), String> {
+        if self.bus_mb_s == 0 {
+            return Err("timing.bus_mb_s must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// Ganging of physical pages and blocks into the units the FML manages.
+///
+/// A *parallel unit* is `dies_per_unit` consecutive dies (so on distinct channels) times
+/// `planes_per_unit` planes, driven together by one multi-plane, multi-die command. A *write
+/// unit* (virtual page) is one page in each member of a parallel unit. A *virtual erase block*
+/// (super-block) is one block in each of `units_per_superblock` consecutive parallel units;
+/// successive write units of a super-block rotate over its parallel units (page-wise striping,
+/// seed 000 V-H), and it is erased as a whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gang {
+    pub planes_per_unit: u32,
+    pub dies_per_unit: u32,
+    pub units_per_superblock: u32,
+}
+
+impl Gang {
+    pub const NONE: Gang = Gang {
+        planes_per_unit: 1,
+        dies_per_unit: 1,
+        units_per_superblock: 1,
+    };
+
+    pub fn validate(&self, g: &Geometry) -> Result<(), String> {
+        if self.planes_per_unit == 0 || g.planes_per_die % self.planes_per_unit != 0 {
+            return Err(format!(
+                "gang.planes_per_unit = {} must divide planes_per_die = {}",
+                self.planes_per_unit, g.planes_per_die
+            ));
+        }
+        if self.dies_per_unit == 0 || g.dies() % self.dies_per_unit != 0 {
+            return Err(format!(
+                "gang.dies_per_unit = {} must divide the die count {}",
+                self.dies_per_unit,
+                g.dies()
+            ));
+        }
+        let units = self.parallel_units(g);
+        if self.units_per_superblock == 0 || units % self.units_per_superblock != 0 {
+            return Err(format!(
+                "gang.units_per_superblock = {} must divide the parallel unit count {}",
+                self.units_per_superblock, units
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn parallel_units(&self, g: &Geometry) -> u32 {
+        (g.dies() / self.dies_per_unit) * (g.planes_per_die / self.planes_per_unit)
+    }
+    pub fn pages_per_unit(&self) -> u32 {
+        self.planes_per_unit * self.dies_per_unit
+    }
+    pub fn write_unit_bytes(&self, g: &Geometry) -> u32 {
+        self.pages_per_unit() * g.page_size_bytes
+    }
+    pub fn superblocks(&self, g: &Geometry) -> u32 {
+        self.parallel_units(g) / self.units_per_superblock * g.blocks_per_plane
+    }
+    pub fn units_per_superblock_total(&self, g: &Geometry) -> u32 {
+        self.units_per_superblock * g.pages_per_block
+    }
+    pub fn superblock_bytes(&self, g: &Geometry) -> u64 {
+        self.units_per_superblock_total(g) as u64 * self.write_unit_bytes(g) as u64
+    }
+}
+
+/// A die, numbered channel-first across the whole device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct DieId(pub u32);
+
+/// One physical erase block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct BlockAddr {
+    pub die: DieId,
+    pub plane: u32,
+    pub block: u32,
+}
+
+/// One physical page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PageAddr {
+    pub die: DieId,
+    pub plane: u32,
+    pub block: u32,
+    pub page: u32,
+}
+
+impl PageAddr {
+    pub fn block_addr(&self) -> BlockAddr {
+        BlockAddr {
+            die: self.die,
+            plane: self.plane,
+            block: self.block,
+        }
+    }
+}
+
+impl BlockAddr {
+    pub fn page(&self, page: u32) -> PageAddr {
+        PageAddr {
+            die: self.die,
+            plane: self.plane,
+            block: self.block,
+            page,
+        }
+    }
+}
+
+impl std::fmt::Display for BlockAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "die {} plane {} block {}",
+            self.die.0, self.plane, self.block
+        )
+    }
+}
+
+impl std::fmt::Display for PageAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "die {} plane {} block {} page {}",
+            self.die.0, self.plane, self.block, self.page
+        )
+    }
+}

@@ -1,0 +1,152 @@
+//! The NAND flash device: the papers' RawSSD behind the FAL (seed 000 V-G, V-H).
+//!
+//! # The NAND contract ([`Flash`])
+//! - A page is read, programmed or (with its block) erased; nothing else.
+//! - A page is programmed once after its block was erased, and the pages of a block are
+//!   programmed in order 0, 1, 2, ...: anything else is an error, never silently allowed.
+//! - An erased page reads as [`Content::Erased`] with an OOB area of `0xFF` bytes.
+//! - A block that fails a program or an erase, or that was bad from the factory, is *bad*: every
+//!   later program or erase of it returns [`FlashError::BadBlock`]. Reads of pages it already
+//!   holds still work, so the owner can move them out.
+//! - Every operation is issued at a virtual time and returns its completion time, computed from
+//!   the availability of the die and its channel bus ([`nand`] has the time model).
+//!
+//! A page holds either real bytes or a 64-bit fingerprint of them ([`Payload`]); the writer
+//! chooses per program, so multi-gigabyte simulations stay small and are still checkable.
+
+pub mod config;
+pub mod fault;
+pub mod gang;
+pub mod geometry;
+pub mod image;
+pub mod nand;
+pub mod store;
+
+pub use config::{preset, presets, DeviceConfig, Preset};
+pub use gang::Ganged;
+pub use geometry::{BlockAddr, DieId, Gang, Geometry, Nanos, PageAddr, Timing};
+pub use nand::Nand;
+
+/// What a program stores in a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Payload<'a> {
+    /// Real bytes, exactly one page long.
+    Bytes(&'a [u8]),
+    /// A 64-bit stand-in for the page's bytes.
+    Fingerprint(u64),
+}
+
+/// What a read found in a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Content {
+    /// Never programmed since its block was erased.
+    Erased,
+    /// Real bytes, copied into the caller's buffer when one was given.
+    Bytes,
+    /// A fingerprint written in place of bytes.
+    Fingerprint(u64),
+}
+
+/// One page of a batched program.
+#[derive(Clone, Copy, Debug)]
+pub struct ProgramOp<'a> {
+    pub addr: PageAddr,
+    pub payload: Payload<'a>,
+    /// At most `oob_size_bytes`; the rest of the OOB area stays 0xFF.
+    pub oob: &'a [u8],
+}
+
+/// One page of a batched read. `data` may be empty to read only the OOB area (the transfer then
+/// moves only OOB bytes, as a recovery scan does).
+#[derive(Debug)]
+pub struct ReadOp<'a> {
+    pub addr: PageAddr,
+    pub data: &'a mut [u8],
+    pub oob: &'a mut [u8],
+    /// Set by the read.
+    pub content: Content,
+    /// Bit errors the ECC corrected in this read.
+    pub corrected_bits: u32,
+}
+
+impl<'a> ReadOp<'a> {
+    pub fn new(addr: PageAddr, data: &'a mut [u8], oob: &'a mut [u8]) -> Self {
+        ReadOp {
+            addr,
+            data,
+            oob,
+            content: Content::Erased,
+            corrected_bits: 0,
+        }
+    }
+}
+
+/// Wear and state of one physical block.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockInfo {
+    pub erase_count: u32,
+    /// Pages programmed since the last erase (the next page to program).
+    pub next_page: u32,
+    pub bad: bool,
+    pub factory_bad: bool,
+}
+
+/// Counters of physical operations, kept by the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlashStats {
+    pub pages_read: u64,
+    pub pages_programmed: u64,
+    pub blocks_erased: u64,
+    pub bytes_transferred: u64,
+    /// Time the busiest die spent in array operations and transfers.
+    pub busy_until_ns: Nanos,
+}
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum FlashError {
+    #[error("{what} address out of range: {detail}")]
+    OutOfRange { what: &'static str, detail: String },
+    #[error("{0} is a bad block")]
+    BadBlock(BlockAddr),
+    #[error("program of {0}: page is not erased")]
+    NotErased(PageAddr),
+    #[error("program of {addr}: out of order, the block's next page is {expected}")]
+    OutOfOrder { addr: PageAddr, expected: u32 },
+    #[error("{what} of {addr}: {got} bytes given, the page takes {expected}")]
+    Size {
+        what: &'static str,
+        addr: PageAddr,
+        got: usize,
+        expected: usize,
+    },
+    #[error("program of {0} failed; the block is now a grown bad block")]
+    ProgramFailed(PageAddr),
+    #[error("erase of {0} failed (worn out or faulty); the block is now a grown bad block")]
+    EraseFailed(BlockAddr),
+    #[error("read of {addr}: {bit_errors} bit errors, beyond what the ECC corrects")]
+    Uncorrectable { addr: PageAddr, bit_errors: u32 },
+    #[error("power is off (a power cut was injected); reopen the device")]
+    PowerLoss,
+    #[error("device image {path}: {msg}")]
+    Image { path: String, msg: String },
+    #[error("device configuration: {0}")]
+    Config(String),
+}
+
+/// The device boundary: physical pages and blocks, batched so one command can drive several
+/// planes and dies at once (multi-plane pages on one die share one array operation).
+pub trait Flash {
+    fn config(&self) -> &DeviceConfig;
+    /// Reads pages issued together at `at`; returns when the last one is transferred.
+    fn read(&mut self, at: Nanos, ops: &mut [ReadOp<'_>]) -> Result<Nanos, FlashError>;
+    /// Programs pages issued together at `at`; returns when the last one is programmed.
+    fn program(&mut self, at: Nanos, ops: &[ProgramOp<'_>]) -> Result<Nanos, FlashError>;
+    /// Erases blocks issued together at `at`.
+    fn erase(&mut self, at: Nanos, blocks: &[BlockAddr]) -> Result<Nanos, FlashError>;
+    fn block_info(&self, b: BlockAddr) -> BlockInfo;
+    /// Marks a block bad (the FML retires it); persistent like any other block state.
+    fn mark_bad(&mut self, b: BlockAddr) -> Result<(), FlashError>;
+    fn stats(&self) -> FlashStats;
+    /// Makes everything written so far durable (image backends).
+    fn sync(&mut self) -> Result<(), FlashError>;
+}

@@ -1,0 +1,185 @@
+//! Where page contents and block state live: in memory ([`MemStore`]) or in an image file
+//! ([`crate::image::ImageStore`]). The [`crate::Nand`] enforces the physics; a store only keeps
+//! bytes.
+//!
+//! Whether a page is programmed is not stored per page: pages are programmed in order, so the
+//! pages below a block's `next_page` are programmed and the rest are erased. Erasing a block
+//! is therefore just resetting `next_page` (and forgetting the contents, to give memory back).
+
+use crate::{BlockInfo, Content, FlashError, Geometry, Payload};
+
+pub trait PageStore {
+    /// Block state as stored; `None` for a store that starts blank.
+    fn load_blocks(&mut self) -> Result<Option<Vec<BlockInfo>>, FlashError>;
+    /// Persists a block's erase count and bad flags (called on erase and on marking bad).
+    fn put_block(&mut self, index: u32, info: &BlockInfo) -> Result<(), FlashError>;
+    fn put_page(
+        &mut self,
+        block: u32,
+        page: u32,
+        epoch: u32,
+        payload: Payload<'_>,
+        oob: &[u8],
+    ) -> Result<(), FlashError>;
+    /// Reads a programmed page; `data` is empty when only the OOB is wanted.
+    fn get_page(
+        &mut self,
+        block: u32,
+        page: u32,
+        data: &mut [u8],
+        oob: &mut [u8],
+    ) -> Result<Content, FlashError>;
+    /// Forgets a block's contents after an erase.
+    fn drop_block(&mut self, block: u32);
+    fn sync(&mut self) -> Result<(), FlashError>;
+    /// Bytes of memory the store holds for page contents (for the memory report).
+    fn resident_bytes(&self) -> u64;
+}
+
+const KIND_FINGERPRINT: u8 = 1;
+const KIND_BYTES: u8 = 2;
+
+/// Contents of one block, allocated at its first program after an erase and freed at erase.
+struct MemBlock {
+    kinds: Box<[u8]>,
+    fingerprints: Box<[u64]>,
+    /// OOB bytes, `oob_stride` per page; the stride grows to the longest record written, so a
+    /// stack writing 16-byte records does not pay for a 64-byte spare area.
+    oob: Vec<u8>,
+    oob_stride: usize,
+    oob_len: Box<[u8]>,
+    /// Page bytes, allocated on the first `Payload::Bytes` program.
+    bytes: Option<Box<[u8]>>,
+}
+
+/// The in-memory store: sparse, one allocation per programmed block.
+pub struct MemStore {
+    geometry: Geometry,
+    blocks: Vec<Option<Box<MemBlock>>>,
+    resident: u64,
+}
+
+impl MemStore {
+    pub fn new(geometry: Geometry) -> Self {
+        let mut blocks = Vec::new();
+        blocks.resize_with(geometry.blocks() as usize, || None);
+        MemStore {
+            geometry,
+            blocks,
+            resident: 0,
+        }
+    }
+
+    fn block_bytes(b: &MemBlock) -> u64 {
+        (b.kinds.len() * 9
+            + b.oob.capacity()
+            + b.oob_len.len()
+            + b.bytes.as_ref().map_or(0, |x| x.len())) as u64
+    }
+}
+
+impl PageStore for MemStore {
+    fn load_blocks(&mut self) -> Result<Option<Vec<BlockInfo>>, FlashError> {
+        Ok(None)
+    }
+
+    fn put_block(&mut self, _index: u32, _info: &BlockInfo) -> Result<(), FlashError> {
+        Ok(())
+    }
+
+    fn put_page(
+        &mut self,
+        block: u32,
+        page: u32,
+        _epoch: u32,
+        payload: Payload<'_>,
+        oob: &[u8],
+    ) -> Result<(), FlashError> {
+        let ppb = self.geometry.pages_per_block as usize;
+        let page_size = self.geometry.page_size_bytes as usize;
+        let slot = &mut self.blocks[block as usize];
+        let existed = slot.is_some();
+        let b = slot.get_or_insert_with(|| {
+            Box::new(MemBlock {
+                kinds: vec![0; ppb].into_boxed_slice(),
+                fingerprints: vec![0; ppb].into_boxed_slice(),
+                oob: Vec::new(),
+                oob_stride: 0,
+                oob_len: vec![0; ppb].into_boxed_slice(),
+                bytes: None,
+            })
+        });
+        let before = if existed { Self::block_bytes(b) } else { 0 };
+        let p = page as usize;
+        match payload {
+            Payload::Fingerprint(fp) => {
+                b.kinds[p] = KIND_FINGERPRINT;
+                b.fingerprints[p] = fp;
+            }
+            Payload::Bytes(data) => {
+                b.kinds[p] = KIND_BYTES;
+                let bytes = b
+                    .bytes
+                    .get_or_insert_with(|| vec![0u8; ppb * page_size].into_boxed_slice());
+                bytes[p * page_size..(p + 1) * page_size].copy_from_slice(data);
+            }
+        }
+        if oob.len() > b.oob_stride {
+            let stride = oob.len();
+            let mut grown = vec![0xFFu8; ppb * stride];
+            for i in 0..ppb {
+                let n = b.oob_len[i] as usize;
+                grown[i * stride..i * stride + n]
+                    .copy_from_slice(&b.oob[i * b.oob_stride..i * b.oob_stride + n]);
+            }
+            b.oob = grown;
+            b.oob_stride = stride;
+        }
+        b.oob[p * b.oob_stride..p * b.oob_stride + oob.len()].copy_from_slice(oob);
+        b.oob_len[p] = oob.len() as u8;
+        self.resident = self.resident + Self::block_bytes(b) - before;
+        Ok(())
+    }
+
+    fn get_page(
+        &mut self,
+        block: u32,
+        page: u32,
+        data: &mut [u8],
+        oob: &mut [u8],
+    ) -> Result<Content, FlashError> {
+        let page_size = self.geometry.page_size_bytes as usize;
+        oob.fill(0xFF);
+        let Some(b) = self.blocks[block as usize].as_ref() else {
+            return Ok(Content::Erased);
+        };
+        let p = page as usize;
+        let n = (b.oob_len[p] as usize).min(oob.len());
+        oob[..n].copy_from_slice(&b.oob[p * b.oob_stride..p * b.oob_stride + n]);
+        Ok(match b.kinds[p] {
+            KIND_FINGERPRINT => Content::Fingerprint(b.fingerprints[p]),
+            KIND_BYTES => {
+                if !data.is_empty() {
+                    let bytes = b.bytes.as_ref().expect("a bytes page has a bytes area");
+                    data.copy_from_slice(&bytes[p * page_size..(p + 1) * page_size]);
+                }
+                Content::Bytes
+            }
+            _ => Content::Erased,
+        })
+    }
+
+    fn drop_block(&mut self, block: u32) {
+        if let Some(b) = self.blocks[block as usize].take() {
+            self.resident -= Self::block_bytes(&b);
+        }
+    }
+
+    fn sync(&mut self) -> Result<(), FlashError> {
+        Ok(())
+    }
+
+    fn resident_bytes(&self) -> u64 {
+        self.resident + self.blocks.len() as u64 * 8
+    }
+}
