@@ -1,1 +1,654 @@
+//! The flash management layer (FML, seed 000 V-F), written once for every mapping layer above
+//! it, so the object store and the block baselines are compared on the same mechanism
+//! (seed 000 V-I).
+//!
+//! The FML manages super-blocks ("blocks") of write units ("units"). A mapping layer writes a
+//! unit into a *stream* (an open update block) it chooses per write, invalidates units it no
+//! longer needs, and runs GC steps when the FML says free blocks are short. GC reports every
+//! moved unit to the mapping layer through [`Owner`].
 
+pub mod block;
+pub mod gc;
+pub mod wear;
+
+use std::collections::VecDeque;
+
+use flash::gang::{Layout, Vpa};
+use flash::{Content, Flash, FlashError, Ganged, Nanos, Payload};
+use serde::{Deserialize, Serialize};
+
+pub use block::{Block, BlockState, BlockTable};
+pub use gc::{choose_victim, GcJob, GcStep, VictimPolicy};
+use wear::FreePool;
+
+/// FML settings. Defaults are seed 000 V-F's.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FmlConfig {
+    /// GC must run before a host write when free blocks fall below this (default 10).
+    pub low_watermark_blocks: u32,
+    /// Background GC stops at this many free blocks while requests are pending (default 11).
+    pub high_watermark_busy_blocks: u32,
+    /// Background GC stops at this many free blocks when the device is idle (default 15).
+    pub high_watermark_idle_blocks: u32,
+    /// Victim selection (default greedy, seed 000 V-F).
+    pub victim_policy: VictimPolicy,
+    /// Erase-count spread over usable blocks that triggers static wear leveling; 0 disables it
+    /// (default 1000).
+    pub static_wear_threshold: u32,
+    /// Share of blocks held back to replace grown bad blocks, in per mille (default 15 = 1.5%,
+    /// seed 000 V-H).
+    pub bad_block_reserve_permille: u32,
+}
+
+impl Default for FmlConfig {
+    fn default() -> Self {
+        FmlConfig {
+            low_watermark_blocks: 10,
+            high_watermark_busy_blocks: 11,
+            high_watermark_idle_blocks: 15,
+            victim_policy: VictimPolicy::Greedy,
+            static_wear_threshold: 1000,
+            bad_block_reserve_permille: 15,
+        }
+    }
+}
+
+impl FmlConfig {
+    /// Watermarks scaled for a device with few blocks (tests, tiny presets): a quarter of the
+    /// blocks at most, and at least 3.
+    pub fn for_blocks(blocks: u32) -> Self {
+        let d = FmlConfig::default();
+        let low = d.low_watermark_blocks.min((blocks / 8).max(3));
+        FmlConfig {
+            low_watermark_blocks: low,
+            high_watermark_busy_blocks: low + 1,
+            high_watermark_idle_blocks: low
+                + (d.high_watermark_idle_blocks - d.low_watermark_blocks).min(low),
+            ..d
+        }
+    }
+
+    pub fn validate(&self, blocks: u32, streams: u32) -> Result<(), String> {
+        if self.low_watermark_blocks < 2 {
+            return Err(
+                "fml.low_watermark_blocks must be at least 2 (GC needs a free block to copy into)"
+                    .into(),
+            );
+        }
+        if self.high_watermark_busy_blocks < self.low_watermark_blocks
+            || self.high_watermark_idle_blocks < self.high_watermark_busy_blocks
+        {
+            return Err(format!(
+                "fml watermarks must satisfy low ({}) <= high_busy ({}) <= high_idle ({})",
+                self.low_watermark_blocks,
+                self.high_watermark_busy_blocks,
+                self.high_watermark_idle_blocks
+            ));
+        }
+        if self.high_watermark_idle_blocks + streams + 2 >= blocks {
+            return Err(format!(
+                "the device has {blocks} blocks: too few for {streams} streams and a high watermark of {}",
+                self.high_watermark_idle_blocks
+            ));
+        }
+        if self.bad_block_reserve_permille > 500 {
+            return Err("fml.bad_block_reserve_permille must be at most 500".into());
+        }
+        Ok(())
+    }
+}
+
+/// An update stream chosen by the mapping layer's placement decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StreamId(pub u8);
+
+/// The mapping layer above, as GC sees it.
+pub trait Owner {
+    /// Stream for a unit that GC is about to copy; `None` sends it to the FML's GC stream.
+    fn gc_stream(&mut self, _from: Vpa, _oob: &[u8]) -> Option<StreamId> {
+        None
+    }
+    /// The unit at `from` now lives at `to`.
+    fn relocated(&mut self, from: Vpa, to: Vpa, oob: &[u8]);
+    /// The unit at `from` could not be read back; its contents are lost.
+    fn lost(&mut self, from: Vpa, error: &FlashError);
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FmlError {
+    #[error(transparent)]
+    Flash(#[from] FlashError),
+    #[error("no space: {free} free blocks and no block GC could reclaim")]
+    NoSpace { free: u32 },
+    #[error("stream {0} does not exist (the mapping layer asked for {1} streams)")]
+    NoStream(u8, u8),
+    #[error("FML configuration: {0}")]
+    Config(String),
+}
+
+/// Counters of FML work, in write units and blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FmlStats {
+    pub units_written: u64,
+    pub units_read: u64,
+    pub gc_units_copied: u64,
+    pub gc_victims: u64,
+    pub blocks_erased: u64,
+    pub blocks_retired: u64,
+    pub units_lost: u64,
+    pub program_failures: u64,
+}
+
+pub struct Fml<F: Flash> {
+    dev: Ganged<F>,
+    config: FmlConfig,
+    layout: Layout,
+    table: BlockTable,
+    free: FreePool,
+    /// Open block per stream; the last entry is the GC stream.
+    open: Vec<Option<u32>>,
+    job: GcJob,
+    /// Blocks whose programs failed: GC empties them first, then retires them.
+    retiring: VecDeque<u32>,
+    next_seq: u64,
+    stats: FmlStats,
+    unit_buf: Vec<u8>,
+    oob_buf: Vec<u8>,
+    /// Free blocks found at mount, erased again before first use (a power cut may have
+    /// interrupted their erase).
+    needs_erase: Vec<bool>,
+}
+
+impl<F: Flash> Fml<F> {
+    /// Opens the FML over a device, fresh or holding data. Blocks the device says hold programmed
+    /// units are closed (`Full`) with no valid units: the mapping layer's recovery marks the
+    /// live ones with [`Fml::mark_valid`] after a [`Fml::scan`].
+    pub fn open(flash: F, config: FmlConfig, streams: u8) -> Result<Self, FmlError> {
+        let dev = Ganged::new(flash);
+        let layout = *dev.layout();
+        config
+            .validate(layout.superblocks, streams as u32 + 1)
+            .map_err(FmlError::Config)?;
+        let mut table = BlockTable::new(layout.superblocks, layout.units_per_superblock);
+        let mut free = FreePool::default();
+        let mut needs_erase = vec![false; layout.superblocks as usize];
+        let width = dev.flash().config().gang.units_per_superblock;
+        for id in 0..layout.superblocks {
+            let info = dev.superblock_info(id);
+            let b = &mut table.blocks[id as usize];
+            b.erase_count = info.erase_count;
+            b.seq = id as u64;
+            if info.bad {
+                b.state = BlockState::Bad;
+                continue;
+            }
+            // Units rotate over the super-block's parallel units; count each one's pages.
+            let next: u32 = (0..width)
+                .map(|u| {
+                    dev.flash()
+                        .block_info(layout.page(layout.vpa(id, u), 0).block_addr())
+                        .next_page
+                })
+                .sum();
+            b.next = next;
+            if next == 0 {
+                free.push(id, info.erase_count);
+                needs_erase[id as usize] = info.erase_count > 0;
+            } else {
+                b.state = BlockState::Full;
+            }
+        }
+        Ok(Fml {
+            unit_buf: vec![0; layout.write_unit_bytes as usize],
+            oob_buf: vec![0; dev.flash().config().geometry.oob_size_bytes as usize],
+            dev,
+            config,
+            layout,
+            table,
+            free,
+            open: vec![None; streams as usize + 1],
+            job: GcJob::Idle,
+            retiring: VecDeque::new(),
+            next_seq: layout.superblocks as u64,
+            stats: FmlStats::default(),
+            needs_erase,
+        })
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    pub fn config(&self) -> &FmlConfig {
+        &self.config
+    }
+    pub fn flash(&self) -> &F {
+        self.dev.flash()
+    }
+    pub fn flash_mut(&mut self) -> &mut F {
+        self.dev.flash_mut()
+    }
+    pub fn into_flash(self) -> F {
+        self.dev.into_flash()
+    }
+    pub fn stats(&self) -> FmlStats {
+        self.stats
+    }
+    pub fn blocks(&self) -> &[Block] {
+        &self.table.blocks
+    }
+    pub fn job(&self) -> GcJob {
+        self.job
+    }
+    pub fn free_blocks(&self) -> u32 {
+        self.free.len()
+    }
+    pub fn is_valid(&self, v: Vpa) -> bool {
+        self.table.is_valid(v.0)
+    }
+    /// The FML's own stream for GC copies.
+    pub fn gc_stream(&self) -> StreamId {
+        StreamId((self.open.len() - 1) as u8)
+    }
+
+    /// Write units a mapping layer may keep valid at once: every usable block less the GC
+    /// reserve (low watermark), the open update blocks and the bad-block reserve.
+    pub fn capacity_units(&self) -> u64 {
+        let good = self
+            .table
+            .blocks
+            .iter()
+            .filter(|b| b.state != BlockState::Bad)
+            .count() as u64;
+        let reserve = (good * self.config.bad_block_reserve_permille as u64).div_ceil(1000);
+        let held = self.config.low_watermark_blocks as u64 + self.open.len() as u64 + reserve;
+        good.saturating_sub(held) * self.layout.units_per_superblock as u64
+    }
+
+    /// Total write units of usable blocks.
+    pub fn physical_units(&self) -> u64 {
+        let good = self
+            .table
+            .blocks
+            .iter()
+            .filter(|b| b.state != BlockState::Bad)
+            .count() as u64;
+        good * self.layout.units_per_superblock as u64
+    }
+
+    /// Free blocks are below the low watermark: GC must run before the next host write.
+    pub fn must_collect(&self) -> bool {
+        self.free.len() < self.config.low_watermark_blocks
+    }
+
+    /// Background GC has work: below the high watermark (idle or busy), or a victim under way.
+    pub fn wants_collect(&self, idle: bool) -> bool {
+        let high = if idle {
+            self.config.high_watermark_idle_blocks
+        } else {
+            self.config.high_watermark_busy_blocks
+        };
+        self.job != GcJob::Idle || !self.retiring.is_empty() || self.free.len() < high
+    }
+
+    /// Writes one unit into `stream`; returns where it went and when it is programmed.
+    pub fn write(
+        &mut self,
+        at: Nanos,
+        stream: StreamId,
+        payload: Payload<'_>,
+        oob: &[u8],
+    ) -> Result<(Vpa, Nanos), FmlError> {
+        if stream.0 as usize >= self.open.len() {
+            return Err(FmlError::NoStream(stream.0, self.open.len() as u8 - 1));
+        }
+        let host = stream != self.gc_stream();
+        let mut at = at;
+        loop {
+            let (id, t) = self.update_block(at, stream, host)?;
+            at = t;
+            let off = self.table.blocks[id as usize].next;
+            let vpa = self.layout.vpa(id, off);
+            let result = self.dev.program(at, vpa, payload, oob);
+            let b = &mut self.table.blocks[id as usize];
+            b.next += 1;
+            b.last_write_ns = at;
+            let filled = b.next == self.layout.units_per_superblock;
+            match result {
+                Ok(done) => {
+                    self.table.set_valid(vpa.0);
+                    if filled {
+                        self.table.set_state(id, BlockState::Full);
+                        self.open[stream.0 as usize] = None;
+                    }
+                    self.stats.units_written += 1;
+                    return Ok((vpa, done));
+                }
+                Err(FlashError::ProgramFailed(_) | FlashError::BadBlock(_)) => {
+                    // Grown bad block: stop writing here, let GC move what it holds, retry.
+                    self.stats.program_failures += 1;
+                    self.open[stream.0 as usize] = None;
+                    self.table.set_state(id, BlockState::Victim);
+                    self.table.blocks[id as usize].retire = true;
+                    self.retiring.push_back(id);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// The stream's update block, opening the least-worn free block if it has none.
+    fn update_block(
+        &mut self,
+        at: Nanos,
+        stream: StreamId,
+        host: bool,
+    ) -> Result<(u32, Nanos), FmlError> {
+        if let Some(id) = self.open[stream.0 as usize] {
+            return Ok((id, at));
+        }
+        // Host streams leave two free blocks to GC, which needs somewhere to copy into.
+        if host && self.free.len() <= 2 {
+            return Err(FmlError::NoSpace {
+                free: self.free.len(),
+            });
+        }
+        let mut at = at;
+        loop {
+            let id = self
+                .free
+                .pop_least_worn()
+                .ok_or(FmlError::NoSpace { free: 0 })?;
+            if std::mem::take(&mut self.needs_erase[id as usize]) {
+                match self.dev.erase(at, id) {
+                    Ok(done) => {
+                        at = done;
+                        self.table.blocks[id as usize].erase_count += 1;
+                        self.stats.blocks_erased += 1;
+                    }
+                    Err(FlashError::EraseFailed(_) | FlashError::BadBlock(_)) => {
+                        self.retire_now(id)?;
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            self.table.set_state(id, BlockState::Open(stream.0));
+            self.table.blocks[id as usize].seq = self.next_seq;
+            self.next_seq += 1;
+            self.open[stream.0 as usize] = Some(id);
+            return Ok((id, at));
+        }
+    }
+
+    /// Marks a unit invalid (overwritten, trimmed, deleted). Returns false if it was not valid.
+    pub fn invalidate(&mut self, v: Vpa) -> bool {
+        self.table.clear_valid(v.0)
+    }
+
+    /// Marks a unit valid during recovery; it must lie below its block's write pointer.
+    pub fn mark_valid(&mut self, v: Vpa) {
+        let id = self.layout.superblock_of(v);
+        assert!(
+            self.layout.offset_of(v) < self.table.blocks[id as usize].next,
+            "mark_valid past the write pointer"
+        );
+        self.table.set_valid(v.0);
+    }
+
+    /// Reads one unit (`data` a whole unit, or empty for the OOB record only).
+    pub fn read(
+        &mut self,
+        at: Nanos,
+        v: Vpa,
+        data: &mut [u8],
+        oob: &mut [u8],
+    ) -> Result<(Nanos, Content), FmlError> {
+        self.stats.units_read += 1;
+        Ok(self.dev.read(at, v, data, oob)?)
+    }
+
+    /// Reads the OOB record of every programmed unit, block by block in write order, for
+    /// recovery. Unreadable units are passed as errors. Returns when the scan completes.
+    pub fn scan(
+        &mut self,
+        at: Nanos,
+        mut visit: impl FnMut(Vpa, Result<(Content, &[u8]), FlashError>),
+    ) -> Result<Nanos, FmlError> {
+        let mut done = at;
+        let mut oob = std::mem::take(&mut self.oob_buf);
+        for id in 0..self.layout.superblocks {
+            let b = self.table.blocks[id as usize];
+            if b.state == BlockState::Bad {
+                continue;
+            }
+            for off in 0..b.next {
+                let v = self.layout.vpa(id, off);
+                match self.dev.read(at, v, &mut [], &mut oob) {
+                    Ok((t, content)) => {
+                        done = done.max(t);
+                        visit(v, Ok((content, &oob)));
+                    }
+                    Err(e @ FlashError::Uncorrectable { .. }) => visit(v, Err(e)),
+                    Err(e) => {
+                        self.oob_buf = oob;
+                        return Err(e.into());
+                    }
+                }
+            }
+        }
+        self.oob_buf = oob;
+        Ok(done)
+    }
+
+    /// Runs one GC step: choose a victim, copy one valid unit, or erase the emptied victim.
+    pub fn gc_step(&mut self, at: Nanos, owner: &mut dyn Owner) -> Result<GcStep, FmlError> {
+        match self.job {
+            GcJob::Idle => {
+                let Some(victim) = self.choose() else {
+                    return Ok(GcStep::Idle);
+                };
+                if self.table.blocks[victim as usize].state == BlockState::Full {
+                    self.table.set_state(victim, BlockState::Victim);
+                }
+                self.stats.gc_victims += 1;
+                self.job = GcJob::Copying { victim, next: 0 };
+                Ok(GcStep::Chose { victim })
+            }
+            GcJob::Copying { victim, next } => match self.table.next_valid(victim, next) {
+                Some(unit) => {
+                    let done = self.copy(at, Vpa(unit), owner)?;
+                    self.job = GcJob::Copying {
+                        victim,
+                        next: self.layout.offset_of(Vpa(unit)) + 1,
+                    };
+                    Ok(GcStep::Copied { done_ns: done })
+                }
+                None => {
+                    self.job = GcJob::Erasing { victim };
+                    self.erase_victim(at, victim)
+                }
+            },
+            GcJob::Erasing { victim } => self.erase_victim(at, victim),
+        }
+    }
+
+    /// Runs GC steps until a whole victim is reclaimed (or nothing can be); returns when the
+    /// last step completes.
+    pub fn collect_one(
+        &mut self,
+        at: Nanos,
+        owner: &mut dyn Owner,
+    ) -> Result<Option<Nanos>, FmlError> {
+        let mut t = at;
+        loop {
+            match self.gc_step(t, owner)? {
+                GcStep::Idle => return Ok(None),
+                GcStep::Chose { .. } => {}
+                GcStep::Copied { done_ns } => t = done_ns,
+                GcStep::Erased { done_ns } => return Ok(Some(done_ns)),
+                GcStep::Retired => return Ok(Some(t)),
+            }
+        }
+    }
+
+    fn choose(&mut self) -> Option<u32> {
+        if let Some(id) = self.retiring.pop_front() {
+            return Some(id);
+        }
+        let units = self.layout.units_per_superblock;
+        wear::static_victim(&self.table.blocks, self.config.static_wear_threshold).or_else(|| {
+            choose_victim(
+                self.config.victim_policy,
+                &self.table.blocks,
+                units,
+                self.last_time(),
+            )
+        })
+    }
+
+    fn last_time(&self) -> Nanos {
+        self.dev.flash().stats().busy_until_ns
+    }
+
+    fn copy(&mut self, at: Nanos, from: Vpa, owner: &mut dyn Owner) -> Result<Nanos, FmlError> {
+        let mut data = std::mem::take(&mut self.unit_buf);
+        let mut oob = std::mem::take(&mut self.oob_buf);
+        let read = self.dev.read(at, from, &mut data, &mut oob);
+        self.stats.units_read += 1;
+        let result = match read {
+            Ok((t, content)) => {
+                let payload = match content {
+                    Content::Bytes => Some(Payload::Bytes(&data)),
+                    Content::Fingerprint(fp) => Some(Payload::Fingerprint(fp)),
+                    Content::Erased => None,
+                };
+                match payload {
+                    Some(payload) => {
+                        let stream = owner.gc_stream(from, &oob).unwrap_or(self.gc_stream());
+                        match self.write(t, stream, payload, &oob) {
+                            Ok((to, done)) => {
+                                self.table.clear_valid(from.0);
+                                self.stats.gc_units_copied += 1;
+                                owner.relocated(from, to, &oob);
+                                Ok(done)
+                            }
+                            Err(e) => Err(e),
+                        }
+                    }
+                    None => {
+                        // A valid unit that reads erased was never really written (a misdirected
+                        // write): its contents are lost.
+                        self.lose(
+                            from,
+                            &FlashError::Uncorrectable {
+                                addr: self.layout.page(from, 0),
+                                bit_errors: 0,
+                            },
+                            owner,
+                        );
+                        Ok(t)
+                    }
+                }
+            }
+            Err(e @ FlashError::Uncorrectable { .. }) => {
+                self.lose(from, &e, owner);
+                Ok(at)
+            }
+            Err(e) => Err(e.into()),
+        };
+        self.unit_buf = data;
+        self.oob_buf = oob;
+        result
+    }
+
+    fn lose(&mut self, from: Vpa, e: &FlashError, owner: &mut dyn Owner) {
+        self.table.clear_valid(from.0);
+        self.stats.units_lost += 1;
+        owner.lost(from, e);
+    }
+
+    fn erase_victim(&mut self, at: Nanos, victim: u32) -> Result<GcStep, FmlError> {
+        debug_assert_eq!(self.table.blocks[victim as usize].valid, 0);
+        self.job = GcJob::Idle;
+        if self.table.blocks[victim as usize].retire {
+            self.retire_now(victim)?;
+            return Ok(GcStep::Retired);
+        }
+        match self.dev.erase(at, victim) {
+            Ok(done) => {
+                let b = &mut self.table.blocks[victim as usize];
+                b.erase_count += 1;
+                b.next = 0;
+                b.retire = false;
+                let ec = b.erase_count;
+                self.table.set_state(victim, BlockState::Free);
+                self.free.push(victim, ec);
+                self.stats.blocks_erased += 1;
+                Ok(GcStep::Erased { done_ns: done })
+            }
+            Err(FlashError::EraseFailed(_) | FlashError::BadBlock(_)) => {
+                self.retire_now(victim)?;
+                Ok(GcStep::Retired)
+            }
+            Err(e) => {
+                self.job = GcJob::Erasing { victim };
+                Err(e.into())
+            }
+        }
+    }
+
+    fn retire_now(&mut self, id: u32) -> Result<(), FmlError> {
+        self.table.set_state(id, BlockState::Bad);
+        self.stats.blocks_retired += 1;
+        self.dev.retire(id)?;
+        Ok(())
+    }
+
+    /// Whole-structure check (tests, debug builds, fsck): bitmap and counts agree, the free pool
+    /// holds exactly the free blocks, every open block belongs to its stream.
+    pub fn check(&self) -> Result<(), String> {
+        self.table.check()?;
+        let free = self
+            .table
+            .blocks
+            .iter()
+            .filter(|b| b.state == BlockState::Free)
+            .count() as u32;
+        if free != self.free.len() {
+            return Err(format!(
+                "{free} blocks are Free but the pool holds {}",
+                self.free.len()
+            ));
+        }
+        for (s, open) in self.open.iter().enumerate() {
+            if let Some(id) = open {
+                if self.table.blocks[*id as usize].state != BlockState::Open(s as u8) {
+                    return Err(format!(
+                        "stream {s} holds block {id} in state {:?}",
+                        self.table.blocks[*id as usize].state
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Erase counts over usable blocks: (min, max, mean).
+    pub fn erase_counts(&self) -> (u32, u32, f64) {
+        let usable: Vec<u32> = self
+            .table
+            .blocks
+            .iter()
+            .filter(|b| b.state != BlockState::Bad)
+            .map(|b| b.erase_count)
+            .collect();
+        if usable.is_empty() {
+            return (0, 0, 0.0);
+        }
+        let min = *usable.iter().min().unwrap();
+        let max = *usable.iter().max().unwrap();
+        let mean = usable.iter().map(|&e| e as f64).sum::<f64>() / usable.len() as f64;
+        (min, max, mean)
+    }
+}

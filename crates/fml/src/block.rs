@@ -1,0 +1,194 @@
+//! Super-block ("block" from here up) state with checked transitions, valid-unit bitmaps and
+//! counts.
+//!
+//! ```text
+//!   Free --open--> Open --fill--> Full --choose--> Victim --erase--> Free
+//!                    \______________________________^   (program failure: retire via GC)
+//!   any --failure--> Bad
+//! ```
+
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum BlockState {
+    /// Erased, in the free pool.
+    Free,
+    /// The update block of a stream, being filled in order.
+    Open(u8),
+    /// Completely written (or closed early at remount).
+    Full,
+    /// Chosen by GC: its valid units are being copied out, then it is erased.
+    Victim,
+    /// Retired: factory bad, grown bad, or worn out.
+    Bad,
+}
+
+impl BlockState {
+    fn may_become(self, to: BlockState) -> bool {
+        use BlockState::*;
+        matches!(
+            (self, to),
+            (Free, Open(_)) | (Open(_), Full) | (Open(_), Victim) | (Full, Victim) | (Victim, Free)
+        ) || to == Bad
+    }
+}
+
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Block {
+    pub state: BlockState,
+    /// Valid write units.
+    pub valid: u32,
+    /// Next write unit to program (units programmed so far).
+    pub next: u32,
+    pub erase_count: u32,
+    /// Order in which the block was opened (FIFO victim order).
+    pub seq: u64,
+    /// Virtual time of the last program into the block (cost-benefit age).
+    pub last_write_ns: u64,
+    /// Retire instead of erasing once GC has emptied it (a program into it failed).
+    pub retire: bool,
+}
+
+/// All blocks, plus the valid bitmap over all write units.
+pub struct BlockTable {
+    pub blocks: Vec<Block>,
+    valid_bits: Vec<u64>,
+    units_per_block: u32,
+}
+
+impl BlockTable {
+    pub fn new(count: u32, units_per_block: u32) -> Self {
+        let blank = Block {
+            state: BlockState::Free,
+            valid: 0,
+            next: 0,
+            erase_count: 0,
+            seq: 0,
+            last_write_ns: 0,
+            retire: false,
+        };
+        let units = count as u64 * units_per_block as u64;
+        BlockTable {
+            blocks: vec![blank; count as usize],
+            valid_bits: vec![0; units.div_ceil(64) as usize],
+            units_per_block,
+        }
+    }
+
+    pub fn units_per_block(&self) -> u32 {
+        self.units_per_block
+    }
+
+    /// Moves a block to a new state; an illegal transition is a bug in the FML.
+    pub fn set_state(&mut self, id: u32, to: BlockState) {
+        let b = &mut self.blocks[id as usize];
+        assert!(
+            b.state.may_become(to),
+            "block {id}: illegal transition {:?} -> {to:?}",
+            b.state
+        );
+        b.state = to;
+    }
+
+    pub fn is_valid(&self, unit: u32) -> bool {
+        self.valid_bits[(unit / 64) as usize] & (1 << (unit % 64)) != 0
+    }
+
+    pub fn set_valid(&mut self, unit: u32) {
+        let w = &mut self.valid_bits[(unit / 64) as usize];
+        let bit = 1 << (unit % 64);
+        assert!(*w & bit == 0, "unit {unit} is already valid");
+        *w |= bit;
+        self.blocks[(unit / self.units_per_block) as usize].valid += 1;
+    }
+
+    /// Clears a valid unit; returns false if it was not valid.
+    pub fn clear_valid(&mut self, unit: u32) -> bool {
+        let w = &mut self.valid_bits[(unit / 64) as usize];
+        let bit = 1 << (unit % 64);
+        if *w & bit == 0 {
+            return false;
+        }
+        *w &= !bit;
+        self.blocks[(unit / self.units_per_block) as usize].valid -= 1;
+        true
+    }
+
+    /// The first valid unit of `block` at offset `from` or later.
+    pub fn next_valid(&self, block: u32, from: u32) -> Option<u32> {
+        let base = block * self.units_per_block;
+        let end = base + self.units_per_block;
+        let mut u = base + from;
+        while u < end {
+            let word = self.valid_bits[(u / 64) as usize] >> (u % 64);
+            if word == 0 {
+                u = (u / 64 + 1) * 64;
+                continue;
+            }
+            let hit = u + word.trailing_zeros();
+            return (hit < end).then_some(hit);
+        }
+        None
+    }
+
+    /// Whole-table check (debug builds, tests, fsck): counts match the bitmap, and units past a
+    /// block's write pointer are never valid.
+    pub fn check(&self) -> Result<(), String> {
+        for (id, b) in self.blocks.iter().enumerate() {
+            let base = id as u32 * self.units_per_block;
+            let count = (base..base + self.units_per_block)
+                .filter(|&u| self.is_valid(u))
+                .count();
+            if count as u32 != b.valid {
+                return Err(format!(
+                    "block {id}: valid count {} but {count} bits set",
+                    b.valid
+                ));
+            }
+            if let Some(u) = self.next_valid(id as u32, b.next) {
+                return Err(format!(
+                    "block {id}: unit {u} valid past the write pointer {}",
+                    b.next
+                ));
+            }
+            if matches!(b.state, BlockState::Free | BlockState::Bad) && b.valid > 0 {
+                return Err(format!(
+                    "block {id}: {:?} with {} valid units",
+                    b.state, b.valid
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bitmap_counts_and_scan() {
+        let mut t = BlockTable::new(3, 100);
+        t.blocks[1].next = 100;
+        for u in [100, 163, 164, 199] {
+            t.set_valid(u);
+        }
+        assert_eq!(t.blocks[1].valid, 4);
+        assert_eq!(t.next_valid(1, 0), Some(100));
+        assert_eq!(t.next_valid(1, 1), Some(163));
+        assert_eq!(t.next_valid(1, 65), Some(199));
+        assert_eq!(t.next_valid(0, 0), None);
+        assert!(t.clear_valid(163));
+        assert!(!t.clear_valid(163));
+        t.check().unwrap();
+        t.blocks[1].next = 150;
+        assert!(t.check().is_err());
+    }
+
+    #[test]
+    #[should_panic(expected = "illegal transition")]
+    fn illegal_transition_panics() {
+        let mut t = BlockTable::new(1, 4);
+        t.set_state(0, BlockState::Victim);
+    }
+}
