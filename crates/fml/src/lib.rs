@@ -105,8 +105,10 @@ pub struct StreamId(pub u8);
 
 /// The mapping layer above, as GC sees it.
 pub trait Owner {
-    /// Stream for a unit that GC is about to copy; `None` sends it to the FML's GC stream.
-    fn gc_stream(&mut self, _from: Vpa, _oob: &[u8]) -> Option<StreamId> {
+    /// Called before GC copies the unit at `from`: the owner may rewrite the copy's OOB record
+    /// (for example to give it a fresh sequence number) and choose its stream; `None` sends it
+    /// to the FML's GC stream.
+    fn before_copy(&mut self, _from: Vpa, _oob: &mut [u8]) -> Option<StreamId> {
         None
     }
     /// The unit at `from` now lives at `to`.
@@ -163,8 +165,14 @@ pub struct Fml<F: Flash> {
 impl<F: Flash> Fml<F> {
     /// Opens the FML over a device, fresh or holding data. Blocks the device says hold programmed
     /// units are closed (`Full`) with no valid units: the mapping layer's recovery marks the
-    /// live ones with [`Fml::mark_valid`] after a [`Fml::scan`].
-    pub fn open(flash: F, config: FmlConfig, streams: u8) -> Result<Self, FmlError> {
+    /// live ones with [`Fml::mark_valid`] after a [`Fml::scan`]. `oob_record_bytes` is the size
+    /// of the mapping layer's OOB record, which GC copies along with each unit.
+    pub fn open(
+        flash: F,
+        config: FmlConfig,
+        streams: u8,
+        oob_record_bytes: usize,
+    ) -> Result<Self, FmlError> {
         let dev = Ganged::new(flash);
         let layout = *dev.layout();
         config
@@ -201,7 +209,11 @@ impl<F: Flash> Fml<F> {
         }
         Ok(Fml {
             unit_buf: vec![0; layout.write_unit_bytes as usize],
-            oob_buf: vec![0; dev.flash().config().geometry.oob_size_bytes as usize],
+            oob_buf: vec![
+                0;
+                oob_record_bytes
+                    .min(dev.flash().config().geometry.oob_size_bytes as usize)
+            ],
             dev,
             config,
             layout,
@@ -347,8 +359,9 @@ impl<F: Flash> Fml<F> {
         if let Some(id) = self.open[stream.0 as usize] {
             return Ok((id, at));
         }
-        // Host streams leave two free blocks to GC, which needs somewhere to copy into.
-        if host && self.free.len() <= 2 {
+        // Host streams leave the last free block to GC, which needs somewhere to copy into (a
+        // victim's valid units never fill more than one block).
+        if host && self.free.len() <= 1 {
             return Err(FmlError::NoSpace {
                 free: self.free.len(),
             });
@@ -525,7 +538,9 @@ impl<F: Flash> Fml<F> {
                 };
                 match payload {
                     Some(payload) => {
-                        let stream = owner.gc_stream(from, &oob).unwrap_or(self.gc_stream());
+                        let stream = owner
+                            .before_copy(from, &mut oob)
+                            .unwrap_or(self.gc_stream());
                         match self.write(t, stream, payload, &oob) {
                             Ok((to, done)) => {
                                 self.table.clear_valid(from.0);

@@ -1,1 +1,1097 @@
+//! The block-interface baselines (the papers' sFTL / PFTL, and DFTL) over the shared FML.
+//!
+//! A logical page (`lpn`) is one write unit. Host I/O is in 512-byte sectors; a write that
+//! covers part of a unit is gathered in the write buffer and, if still partial when it leaves,
+//! merged with the unit's old contents (read-modify-write, seed 000 VI-F).
+//!
+//! Durability: a write is durable once a [`Ftl::flush`] that followed it completed. Recovery
+//! rebuilds the map from the newest complete checkpoint (written by [`Ftl::checkpoint`] and at
+//! close) and rolls forward every data unit written after it, by sequence number. A TRIM is
+//! durable at the next checkpoint; after a power cut, a range trimmed since the last
+//! checkpoint may read back its old data (as non-deterministic TRIM allows).
 
+pub mod buffer;
+pub mod dftl;
+pub mod oob;
+
+use flash::gang::Vpa;
+use flash::{Content, Flash, FlashError, Nanos, Payload};
+use fml::{Fml, FmlConfig, FmlError, GcStep, Owner, StreamId};
+use serde::{Deserialize, Serialize};
+
+use buffer::{Fill, WriteBuffer};
+use dftl::Cmt;
+use oob::{Kind, Record, RECORD_BYTES};
+
+pub const SECTOR_BYTES: u64 = 512;
+const DATA_STREAM: StreamId = StreamId(0);
+const META_STREAM: StreamId = StreamId(1);
+const UNMAPPED: u32 = u32::MAX;
+
+/// Which mapping table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mapping {
+    /// The whole page map in device RAM (sFTL / PFTL).
+    Page,
+    /// DFTL: translation pages on flash behind a bounded cache.
+    Dftl,
+}
+
+/// FTL settings.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FtlConfig {
+    pub mapping: Mapping,
+    /// Write buffer size (default 2 MiB, seed 000 V-E); 0 writes through.
+    pub buffer_bytes: u64,
+    /// DFTL cache size; 8 bytes per cached entry (default 256 KiB).
+    pub dftl_cache_bytes: u64,
+    /// Share of the usable flash held back from the logical space, in percent (default 7).
+    pub overprovision_percent: f64,
+    /// GC copies go to an update block of their own (default true); false appends them to the
+    /// host data stream, one log as in the LRW model.
+    pub separate_gc_stream: bool,
+    pub fml: FmlConfig,
+}
+
+impl Default for FtlConfig {
+    fn default() -> Self {
+        FtlConfig {
+            mapping: Mapping::Page,
+            buffer_bytes: 2 << 20,
+            dftl_cache_bytes: 256 << 10,
+            overprovision_percent: 7.0,
+            separate_gc_stream: true,
+            fml: FmlConfig::default(),
+        }
+    }
+}
+
+impl FtlConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(0.0..=90.0).contains(&self.overprovision_percent) {
+            return Err(format!(
+                "ftl.overprovision_percent = {} must lie in 0..=90",
+                self.overprovision_percent
+            ));
+        }
+        if self.mapping == Mapping::Dftl && self.dftl_cache_bytes < 8 {
+            return Err("ftl.dftl_cache_bytes must hold at least one 8-byte entry".into());
+        }
+        Ok(())
+    }
+}
+
+/// Data of a host write.
+#[derive(Clone, Copy, Debug)]
+pub enum Data<'a> {
+    /// Real bytes, as long as the write.
+    Bytes(&'a [u8]),
+    /// Fingerprint mode: a token standing for the request's bytes. Units store a fingerprint
+    /// derived from it ([`fingerprint`]), so reads can be checked without storing data.
+    Token(u64),
+}
+
+/// Where a host read puts what it finds.
+pub enum ReadOut<'a> {
+    Bytes(&'a mut [u8]),
+    /// One fingerprint per unit touched (0 for a unit never written).
+    Fingerprints(&'a mut Vec<u64>),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FtlError {
+    #[error(transparent)]
+    Fml(#[from] FmlError),
+    #[error("{what}: offset {offset} length {len}: {why}")]
+    BadRequest {
+        what: &'static str,
+        offset: u64,
+        len: u64,
+        why: String,
+    },
+    #[error("logical page {lpn} holds a fingerprint, but bytes were asked for (written in fingerprint mode)")]
+    PayloadMode { lpn: u32 },
+    #[error("logical page {lpn} could not be read: {source}")]
+    Unreadable { lpn: u32, source: FlashError },
+    #[error("FTL configuration: {0}")]
+    Config(String),
+}
+
+impl From<FlashError> for FtlError {
+    fn from(e: FlashError) -> Self {
+        FtlError::Fml(FmlError::Flash(e))
+    }
+}
+
+/// The fingerprint of a whole unit written by a request with `token`.
+pub fn fingerprint(lpn: u32, token: u64) -> u64 {
+    mix(token ^ (lpn as u64).rotate_left(32))
+}
+
+/// Folds a partial write into a unit's running fingerprint.
+pub fn fold(old: u64, token: u64, mask: u64) -> u64 {
+    mix(old ^ mix(token) ^ mask.rotate_left(17))
+}
+
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Counters of FTL work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FtlStats {
+    pub host_write_bytes: u64,
+    pub host_read_bytes: u64,
+    pub host_writes: u64,
+    pub host_reads: u64,
+    pub trims: u64,
+    pub flushes: u64,
+    pub buffer_read_hits: u64,
+    pub rmw_reads: u64,
+    pub map_pages_read: u64,
+    pub map_pages_written: u64,
+    pub checkpoint_units_written: u64,
+    pub units_lost: u64,
+}
+
+/// The mapping state; GC reports relocations to it.
+struct Map {
+    l2p: Vec<u32>,
+    p2l: Vec<u32>,
+    next_seq: u64,
+    cmt: Option<Cmt>,
+    /// GTD: location of each translation page (DFTL).
+    gtd: Vec<u32>,
+    ckpt: Vec<u32>,
+    ckpt_seq: u64,
+    /// Parts of a checkpoint being written, and its sequence number.
+    ckpt_new: Vec<u32>,
+    ckpt_new_seq: u64,
+    /// Logical pages GC moved whose cached translation must be updated (DFTL).
+    moved: Vec<u32>,
+    lost: u64,
+    /// Stream for GC copies of data (`None`: the FML's GC stream).
+    gc_data_stream: Option<StreamId>,
+}
+
+impl Map {
+    fn take_seq(&mut self) -> u64 {
+        let s = self.next_seq;
+        self.next_seq += 1;
+        s
+    }
+}
+
+impl Owner for Map {
+    fn before_copy(&mut self, _from: Vpa, oob: &mut [u8]) -> Option<StreamId> {
+        // A copy gets a fresh sequence number so it wins over the checkpoint at recovery.
+        if let Ok(Some(mut r)) = Record::decode(oob) {
+            if r.kind != Kind::Checkpoint {
+                r.seq = self.take_seq();
+                oob[..RECORD_BYTES].copy_from_slice(&r.encode());
+                if r.kind == Kind::Data {
+                    return self.gc_data_stream;
+                }
+            }
+        }
+        None
+    }
+
+    fn relocated(&mut self, from: Vpa, to: Vpa, oob: &[u8]) {
+        let r = Record::decode(oob)
+            .ok()
+            .flatten()
+            .expect("GC copied a unit whose record the FTL wrote");
+        match r.kind {
+            Kind::Data => {
+                let lpn = r.key;
+                assert_eq!(
+                    self.l2p[lpn as usize], from.0,
+                    "GC moved lpn {lpn} from a unit the map does not point to"
+                );
+                self.l2p[lpn as usize] = to.0;
+                self.p2l[from.0 as usize] = UNMAPPED;
+                self.p2l[to.0 as usize] = lpn;
+                if let Some(cmt) = self.cmt.as_mut() {
+                    if !cmt.mark_dirty_if_cached(lpn) {
+                        self.moved.push(lpn);
+                    }
+                }
+            }
+            Kind::Map => self.gtd[r.key as usize] = to.0,
+            Kind::Checkpoint => {
+                let set = if r.seq == self.ckpt_new_seq {
+                    &mut self.ckpt_new
+                } else {
+                    &mut self.ckpt
+                };
+                if let Some(slot) = set.iter_mut().find(|v| **v == from.0) {
+                    *slot = to.0;
+                }
+            }
+        }
+    }
+
+    fn lost(&mut self, from: Vpa, _error: &FlashError) {
+        self.lost += 1;
+        let lpn = self.p2l[from.0 as usize];
+        if lpn != UNMAPPED {
+            self.l2p[lpn as usize] = UNMAPPED;
+            self.p2l[from.0 as usize] = UNMAPPED;
+        } else if let Some(g) = self.gtd.iter_mut().find(|g| **g == from.0) {
+            *g = UNMAPPED; // rewritten from the in-memory table at the next write-back
+        } else {
+            for set in [&mut self.ckpt, &mut self.ckpt_new] {
+                set.retain(|v| *v != from.0);
+            }
+        }
+    }
+}
+
+/// What recovery found and did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Recovery {
+    pub units_scanned: u64,
+    pub units_unreadable: u64,
+    pub checkpoint_seq: Option<u64>,
+    pub rolled_forward: u64,
+    pub scan_done_ns: Nanos,
+}
+
+pub struct Ftl<F: Flash> {
+    fml: Fml<F>,
+    map: Map,
+    buf: WriteBuffer,
+    config: FtlConfig,
+    unit_bytes: usize,
+    sectors_per_unit: u32,
+    logical_units: u32,
+    stats: FtlStats,
+    scratch: Vec<u8>,
+    recovery: Recovery,
+}
+
+impl<F: Flash> Ftl<F> {
+    /// Opens the FTL over a device: blank, or holding an earlier FTL's data (recovered).
+    pub fn open(flash: F, config: FtlConfig) -> Result<Self, FtlError> {
+        config.validate().map_err(FtlError::Config)?;
+        let unit_bytes = flash.config().write_unit_bytes() as usize;
+        let sectors_per_unit = (unit_bytes as u64 / SECTOR_BYTES) as u32;
+        if sectors_per_unit > 64 {
+            return Err(FtlError::Config(format!(
+                "write units over 32 KiB ({unit_bytes} bytes) are not supported"
+            )));
+        }
+        let fml = Fml::open(flash, config.fml, 2, RECORD_BYTES)?;
+        let physical = fml.physical_units();
+        let logical = ((physical as f64 * (1.0 - config.overprovision_percent / 100.0)) as u64)
+            .min(fml.capacity_units());
+        if logical == 0 {
+            return Err(FtlError::Config(
+                "no logical space left after over-provisioning and reserves".into(),
+            ));
+        }
+        let logical_units = logical as u32;
+        let entries_per_tpage = (unit_bytes / 4) as u32;
+        let tpages = logical_units.div_ceil(entries_per_tpage);
+        let cmt = (config.mapping == Mapping::Dftl)
+            .then(|| Cmt::new((config.dftl_cache_bytes / 8) as usize, entries_per_tpage));
+        let total_units =
+            fml.layout().superblocks as usize * fml.layout().units_per_superblock as usize;
+        let mut ftl = Ftl {
+            map: Map {
+                l2p: vec![UNMAPPED; logical_units as usize],
+                p2l: vec![UNMAPPED; total_units],
+                next_seq: 1,
+                cmt,
+                gtd: vec![UNMAPPED; tpages as usize],
+                ckpt: Vec::new(),
+                ckpt_seq: 0,
+                ckpt_new: Vec::new(),
+                ckpt_new_seq: u64::MAX,
+                moved: Vec::new(),
+                lost: 0,
+                gc_data_stream: (!config.separate_gc_stream).then_some(DATA_STREAM),
+            },
+            buf: WriteBuffer::new((config.buffer_bytes / unit_bytes as u64) as usize),
+            fml,
+            config,
+            unit_bytes,
+            sectors_per_unit,
+            logical_units,
+            stats: FtlStats::default(),
+            scratch: vec![0; unit_bytes],
+            recovery: Recovery::default(),
+        };
+        ftl.recover()?;
+        Ok(ftl)
+    }
+
+    pub fn capacity_bytes(&self) -> u64 {
+        self.logical_units as u64 * self.unit_bytes as u64
+    }
+    pub fn unit_bytes(&self) -> usize {
+        self.unit_bytes
+    }
+    pub fn stats(&self) -> FtlStats {
+        FtlStats {
+            units_lost: self.map.lost,
+            ..self.stats
+        }
+    }
+    pub fn fml(&self) -> &Fml<F> {
+        &self.fml
+    }
+    pub fn config(&self) -> &FtlConfig {
+        &self.config
+    }
+    pub fn recovery(&self) -> Recovery {
+        self.recovery
+    }
+    /// DFTL cache (hits, misses), if DFTL.
+    pub fn cmt_hits_misses(&self) -> Option<(u64, u64)> {
+        self.map.cmt.as_ref().map(|c| (c.hits, c.misses))
+    }
+    pub fn buffered_units(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn check_range(&self, what: &'static str, offset: u64, len: u64) -> Result<(), FtlError> {
+        let bad = |why: String| {
+            Err(FtlError::BadRequest {
+                what,
+                offset,
+                len,
+                why,
+            })
+        };
+        if offset % SECTOR_BYTES != 0 || len % SECTOR_BYTES != 0 {
+            return bad("not aligned to 512-byte sectors".into());
+        }
+        if len == 0 {
+            return bad("empty request".into());
+        }
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > self.capacity_bytes())
+        {
+            return bad(format!(
+                "beyond the logical capacity of {} bytes",
+                self.capacity_bytes()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Splits a byte range into (lpn, first sector, end sector) pieces.
+    fn pieces(&self, offset: u64, len: u64) -> impl Iterator<Item = (u32, u32, u32)> {
+        let spu = self.sectors_per_unit as u64;
+        let first = offset / SECTOR_BYTES;
+        let end = (offset + len) / SECTOR_BYTES;
+        let (lo, hi) = (first / spu, (end - 1) / spu);
+        (lo..=hi).map(move |lpn| {
+            let s0 = first.max(lpn * spu) - lpn * spu;
+            let s1 = end.min((lpn + 1) * spu) - lpn * spu;
+            (lpn as u32, s0 as u32, s1 as u32)
+        })
+    }
+
+    fn full_mask(&self) -> u64 {
+        if self.sectors_per_unit == 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.sectors_per_unit) - 1
+        }
+    }
+
+    fn mask(s0: u32, s1: u32) -> u64 {
+        let n = s1 - s0;
+        let bits = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        bits << s0
+    }
+
+    /// Host write. Returns when the write is accepted (in the buffer, or programmed when the
+    /// buffer is off or had to make room).
+    pub fn write(
+        &mut self,
+        at: Nanos,
+        offset: u64,
+        len: u64,
+        data: Data<'_>,
+    ) -> Result<Nanos, FtlError> {
+        self.check_range("write", offset, len)?;
+        if let Data::Bytes(b) = data {
+            if b.len() as u64 != len {
+                return Err(FtlError::BadRequest {
+                    what: "write",
+                    offset,
+                    len,
+                    why: format!("{} data bytes given", b.len()),
+                });
+            }
+        }
+        self.stats.host_writes += 1;
+        self.stats.host_write_bytes += len;
+        let mut done = at;
+        let unit = self.unit_bytes;
+        let full = self.full_mask();
+        let bytes_mode = matches!(data, Data::Bytes(_));
+        let pieces: Vec<(u32, u32, u32)> = self.pieces(offset, len).collect();
+        let mut consumed = 0usize;
+        for (lpn, s0, s1) in pieces {
+            let mask = Self::mask(s0, s1);
+            let n = ((s1 - s0) as u64 * SECTOR_BYTES) as usize;
+            // A unit buffered in the other payload mode is written out first.
+            if self
+                .buf
+                .get(lpn)
+                .is_some_and(|e| matches!(e.fill, Fill::Bytes(_)) != bytes_mode)
+            {
+                let old = self.buf.take(lpn).expect("entry exists");
+                done = done.max(self.program_entry(at, old)?);
+            }
+            if self.buf.capacity() > 0 && self.buf.get(lpn).is_none() && self.buf.is_full() {
+                done = done.max(self.evict_one(at)?);
+            }
+            let e = self.buf.entry(lpn, bytes_mode, unit);
+            match (&mut e.fill, data) {
+                (Fill::Bytes(b), Data::Bytes(src)) => {
+                    let o = s0 as usize * SECTOR_BYTES as usize;
+                    b[o..o + n].copy_from_slice(&src[consumed..consumed + n]);
+                }
+                (Fill::Token(fp), Data::Token(t)) => {
+                    *fp = if mask == full {
+                        fingerprint(lpn, t)
+                    } else {
+                        fold(*fp, t, mask)
+                    };
+                }
+                _ => unreachable!("entries of the other mode were written out above"),
+            }
+            e.mask |= mask;
+            consumed += n;
+            if self.buf.capacity() == 0 {
+                let e = self.buf.take(lpn).expect("entry exists");
+                done = done.max(self.program_entry(at, e)?);
+            }
+        }
+        Ok(done)
+    }
+
+    /// Writes the oldest buffered unit to flash.
+    fn evict_one(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
+        match self.buf.pop_oldest() {
+            Some(e) => self.program_entry(at, e),
+            None => Ok(at),
+        }
+    }
+
+    /// Programs one buffered unit, merging in its old contents when the buffer holds only part.
+    fn program_entry(&mut self, at: Nanos, mut e: buffer::Entry) -> Result<Nanos, FtlError> {
+        let mut t = self.foreground_gc(at)?;
+        t = self.translate(t, e.lpn, true)?;
+        let full = self.full_mask();
+        let old = self.map.l2p[e.lpn as usize];
+        if e.mask != full {
+            match &mut e.fill {
+                Fill::Bytes(b) => {
+                    if old != UNMAPPED {
+                        let mut scratch = std::mem::take(&mut self.scratch);
+                        let r = self.fml.read(t, Vpa(old), &mut scratch, &mut []);
+                        self.stats.rmw_reads += 1;
+                        let merged = match r {
+                            Ok((done, Content::Bytes)) => {
+                                t = done;
+                                Self::merge(b, &scratch, e.mask);
+                                Ok(())
+                            }
+                            Ok((_, Content::Fingerprint(_))) => {
+                                Err(FtlError::PayloadMode { lpn: e.lpn })
+                            }
+                            Ok((done, Content::Erased)) => {
+                                t = done;
+                                Self::zero_missing(b, e.mask);
+                                Ok(())
+                            }
+                            Err(err) => Err(err.into()),
+                        };
+                        self.scratch = scratch;
+                        merged?;
+                    } else {
+                        Self::zero_missing(b, e.mask);
+                    }
+                }
+                Fill::Token(fp) => {
+                    let mut old_fp = 0;
+                    if old != UNMAPPED {
+                        let (done, content) = self.fml.read(t, Vpa(old), &mut [], &mut [])?;
+                        self.stats.rmw_reads += 1;
+                        t = done;
+                        if let Content::Fingerprint(f) = content {
+                            old_fp = f;
+                        }
+                    }
+                    *fp = fold(old_fp, *fp, e.mask);
+                }
+            }
+        }
+        let seq = self.map.take_seq();
+        let rec = Record {
+            kind: Kind::Data,
+            key: e.lpn,
+            seq,
+        }
+        .encode();
+        let payload = match &e.fill {
+            Fill::Bytes(b) => Payload::Bytes(b),
+            Fill::Token(fp) => Payload::Fingerprint(*fp),
+        };
+        let (vpa, done) = self.fml.write(t, DATA_STREAM, payload, &rec)?;
+        if old != UNMAPPED {
+            self.fml.invalidate(Vpa(old));
+            self.map.p2l[old as usize] = UNMAPPED;
+        }
+        self.map.l2p[e.lpn as usize] = vpa.0;
+        self.map.p2l[vpa.0 as usize] = e.lpn;
+        self.buf.recycle(e);
+        Ok(done)
+    }
+
+    fn merge(dst: &mut [u8], old: &[u8], mask: u64) {
+        let s = SECTOR_BYTES as usize;
+        for i in 0..dst.len() / s {
+            if mask & (1 << i) == 0 {
+                dst[i * s..(i + 1) * s].copy_from_slice(&old[i * s..(i + 1) * s]);
+            }
+        }
+    }
+
+    fn zero_missing(dst: &mut [u8], mask: u64) {
+        let s = SECTOR_BYTES as usize;
+        for i in 0..dst.len() / s {
+            if mask & (1 << i) == 0 {
+                dst[i * s..(i + 1) * s].fill(0);
+            }
+        }
+    }
+
+    /// Runs GC until free blocks are back at the low watermark; returns when it is done.
+    fn foreground_gc(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
+        let mut t = at;
+        while self.fml.must_collect() {
+            match self.fml.gc_step(t, &mut self.map)? {
+                GcStep::Idle => break,
+                GcStep::Copied { done_ns } | GcStep::Erased { done_ns } => t = done_ns,
+                GcStep::Chose { .. } | GcStep::Retired => {}
+            }
+            t = self.update_moved(t)?;
+        }
+        Ok(t)
+    }
+
+    /// Background GC in idle time: steps while the FML wants them and they start before
+    /// `until`. Returns when the last step completes.
+    pub fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, FtlError> {
+        let idle = self.buf.is_empty();
+        let mut t = from;
+        while t < until && self.fml.wants_collect(idle) {
+            match self.fml.gc_step(t, &mut self.map)? {
+                GcStep::Idle => break,
+                GcStep::Copied { done_ns } | GcStep::Erased { done_ns } => t = done_ns,
+                GcStep::Chose { .. } | GcStep::Retired => {}
+            }
+            t = self.update_moved(t)?;
+        }
+        Ok(t)
+    }
+
+    /// DFTL: brings the translations of units GC moved into the cache, dirty.
+    fn update_moved(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
+        let mut t = at;
+        while let Some(lpn) = self.map.moved.pop() {
+            t = self.translate(t, lpn, true)?;
+        }
+        Ok(t)
+    }
+
+    /// DFTL address translation: a cache miss reads the translation page; evicting a dirty
+    /// entry writes its translation page back first. A no-op for the page-mapping FTL.
+    fn translate(&mut self, at: Nanos, lpn: u32, dirty: bool) -> Result<Nanos, FtlError> {
+        let Some(cmt) = self.map.cmt.as_mut() else {
+            return Ok(at);
+        };
+        let io = cmt.access(lpn, dirty);
+        let mut t = at;
+        if let Some(tp) = io.writeback {
+            t = self.write_tpage(t, tp)?;
+        }
+        if let Some(tp) = io.fetch {
+            let loc = self.map.gtd[tp as usize];
+            if loc != UNMAPPED {
+                let (done, _) = self.fml.read(t, Vpa(loc), &mut [], &mut [])?;
+                self.stats.map_pages_read += 1;
+                t = done;
+            }
+        }
+        Ok(t)
+    }
+
+    /// Writes a translation page back: read the old copy (the cache holds only part of it),
+    /// write the new one.
+    fn write_tpage(&mut self, at: Nanos, tp: u32) -> Result<Nanos, FtlError> {
+        let mut t = at;
+        let old = self.map.gtd[tp as usize];
+        if old != UNMAPPED {
+            let (done, _) = self.fml.read(t, Vpa(old), &mut [], &mut [])?;
+            self.stats.map_pages_read += 1;
+            t = done;
+        }
+        let seq = self.map.take_seq();
+        let rec = Record {
+            kind: Kind::Map,
+            key: tp,
+            seq,
+        }
+        .encode();
+        // The page's entries live in the host-side table; the flash copy stands for them.
+        let (vpa, done) = self.fml.write(
+            t,
+            META_STREAM,
+            Payload::Fingerprint(fingerprint(tp, seq)),
+            &rec,
+        )?;
+        if old != UNMAPPED {
+            self.fml.invalidate(Vpa(old));
+        }
+        self.map.gtd[tp as usize] = vpa.0;
+        self.stats.map_pages_written += 1;
+        Ok(done)
+    }
+
+    /// Host read.
+    pub fn read(
+        &mut self,
+        at: Nanos,
+        offset: u64,
+        len: u64,
+        out: ReadOut<'_>,
+    ) -> Result<Nanos, FtlError> {
+        self.check_range("read", offset, len)?;
+        self.stats.host_reads += 1;
+        self.stats.host_read_bytes += len;
+        let mut done = at;
+        let pieces: Vec<(u32, u32, u32)> = self.pieces(offset, len).collect();
+        let mut out = out;
+        let mut produced = 0usize;
+        for (lpn, s0, s1) in pieces {
+            let want = Self::mask(s0, s1);
+            let n = ((s1 - s0) as u64 * SECTOR_BYTES) as usize;
+            let buffered = self
+                .buf
+                .get(lpn)
+                .map(|e| e.mask & want == want)
+                .unwrap_or(false);
+            if buffered {
+                self.stats.buffer_read_hits += 1;
+                let e = self.buf.get(lpn).unwrap();
+                match (&mut out, &e.fill) {
+                    (ReadOut::Bytes(dst), Fill::Bytes(b)) => {
+                        let o = s0 as usize * SECTOR_BYTES as usize;
+                        dst[produced..produced + n].copy_from_slice(&b[o..o + n]);
+                    }
+                    (ReadOut::Fingerprints(v), Fill::Token(fp)) => v.push(*fp),
+                    (ReadOut::Fingerprints(v), Fill::Bytes(_)) => v.push(0),
+                    (ReadOut::Bytes(_), Fill::Token(_)) => {
+                        return Err(FtlError::PayloadMode { lpn })
+                    }
+                }
+                produced += n;
+                continue;
+            }
+            // Partly buffered units are written out first so the flash copy is current.
+            if self.buf.get(lpn).is_some() {
+                let e = self.buf.take(lpn).expect("entry exists");
+                done = done.max(self.program_entry(at, e)?);
+            }
+            let t = self.translate(at, lpn, false)?;
+            let loc = self.map.l2p[lpn as usize];
+            match &mut out {
+                ReadOut::Bytes(dst) => {
+                    let dst = &mut dst[produced..produced + n];
+                    if loc == UNMAPPED {
+                        dst.fill(0);
+                    } else {
+                        let mut scratch = std::mem::take(&mut self.scratch);
+                        let r = self.fml.read(t, Vpa(loc), &mut scratch, &mut []);
+                        let res = match r {
+                            Ok((d, Content::Bytes)) => {
+                                done = done.max(d);
+                                let o = s0 as usize * SECTOR_BYTES as usize;
+                                dst.copy_from_slice(&scratch[o..o + n]);
+                                Ok(())
+                            }
+                            Ok((_, Content::Fingerprint(_))) => Err(FtlError::PayloadMode { lpn }),
+                            Ok((_, Content::Erased)) => Err(FtlError::Unreadable {
+                                lpn,
+                                source: FlashError::Uncorrectable {
+                                    addr: self.fml.layout().page(Vpa(loc), 0),
+                                    bit_errors: 0,
+                                },
+                            }),
+                            Err(FmlError::Flash(source)) => {
+                                Err(FtlError::Unreadable { lpn, source })
+                            }
+                            Err(e) => Err(e.into()),
+                        };
+                        self.scratch = scratch;
+                        res?;
+                    }
+                }
+                ReadOut::Fingerprints(v) => {
+                    if loc == UNMAPPED {
+                        v.push(0);
+                    } else {
+                        let (d, content) =
+                            self.fml
+                                .read(t, Vpa(loc), &mut [], &mut [])
+                                .map_err(|e| match e {
+                                    FmlError::Flash(source) => FtlError::Unreadable { lpn, source },
+                                    e => e.into(),
+                                })?;
+                        done = done.max(d);
+                        v.push(match content {
+                            Content::Fingerprint(f) => f,
+                            _ => 0,
+                        });
+                    }
+                }
+            }
+            produced += n;
+        }
+        Ok(done)
+    }
+
+    /// Discards whole units of a range (a partial unit at either end is left as it is).
+    pub fn trim(&mut self, at: Nanos, offset: u64, len: u64) -> Result<Nanos, FtlError> {
+        self.check_range("trim", offset, len)?;
+        self.stats.trims += 1;
+        let full = self.full_mask();
+        let mut t = at;
+        let pieces: Vec<(u32, u32, u32)> = self.pieces(offset, len).collect();
+        for (lpn, s0, s1) in pieces {
+            if Self::mask(s0, s1) != full {
+                continue;
+            }
+            self.buf.remove(lpn);
+            let old = self.map.l2p[lpn as usize];
+            if old != UNMAPPED {
+                t = self.translate(t, lpn, true)?;
+                self.fml.invalidate(Vpa(old));
+                self.map.p2l[old as usize] = UNMAPPED;
+                self.map.l2p[lpn as usize] = UNMAPPED;
+            }
+        }
+        Ok(t)
+    }
+
+    /// Writes every buffered unit to flash and syncs the device; returns when all are durable.
+    pub fn flush(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
+        self.stats.flushes += 1;
+        let mut done = at;
+        while let Some(e) = self.buf.pop_oldest() {
+            done = done.max(self.program_entry(at, e)?);
+        }
+        self.fml.flash_mut().sync()?;
+        Ok(done)
+    }
+
+    /// Flushes, then writes the whole map as a checkpoint (and DFTL's dirty translation pages),
+    /// so that TRIMs become durable and recovery has a base. Returns when it is durable.
+    pub fn checkpoint(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
+        let mut t = self.flush(at)?;
+        if let Some(cmt) = self.map.cmt.as_mut() {
+            let dirty = cmt.dirty_tpages();
+            for tp in dirty {
+                t = self.write_tpage(t, tp)?;
+                self.map.cmt.as_mut().unwrap().clean_tpage(tp);
+            }
+        }
+        let seq = self.map.take_seq();
+        self.map.ckpt_new_seq = seq;
+        self.map.ckpt_new.clear();
+        let per_part = (self.unit_bytes - CKPT_HEADER - 4) / 4;
+        let parts = (self.logical_units as usize).div_ceil(per_part);
+        let mut page = vec![0u8; self.unit_bytes];
+        for part in 0..parts {
+            let first = part * per_part;
+            let count = per_part.min(self.logical_units as usize - first);
+            encode_ckpt(
+                &mut page,
+                seq,
+                part as u32,
+                parts as u32,
+                self.logical_units,
+                first as u32,
+                &self.map.l2p[first..first + count],
+            );
+            t = self.foreground_gc(t)?;
+            let rec = Record {
+                kind: Kind::Checkpoint,
+                key: part as u32,
+                seq,
+            }
+            .encode();
+            let (vpa, done) = self
+                .fml
+                .write(t, META_STREAM, Payload::Bytes(&page), &rec)?;
+            t = done;
+            self.map.ckpt_new.push(vpa.0);
+            self.stats.checkpoint_units_written += 1;
+        }
+        for old in std::mem::take(&mut self.map.ckpt) {
+            self.fml.invalidate(Vpa(old));
+        }
+        self.map.ckpt = std::mem::take(&mut self.map.ckpt_new);
+        self.map.ckpt_seq = seq;
+        self.map.ckpt_new_seq = u64::MAX;
+        self.fml.flash_mut().sync()?;
+        Ok(t)
+    }
+
+    /// Checkpoints and hands the device back.
+    pub fn close(mut self, at: Nanos) -> Result<F, FtlError> {
+        self.checkpoint(at)?;
+        Ok(self.fml.into_flash())
+    }
+
+    /// Hands the device back without writing anything (what a power cut leaves).
+    pub fn crash(self) -> F {
+        self.fml.into_flash()
+    }
+
+    fn recover(&mut self) -> Result<(), FtlError> {
+        let logical = self.logical_units as usize;
+        let mut best_seq = vec![0u64; logical];
+        let mut cand = vec![UNMAPPED; logical];
+        let mut scanned_lpn = vec![(UNMAPPED, 0u64); self.map.p2l.len()];
+        let mut map_best: Vec<(u64, u32)> = vec![(0, UNMAPPED); self.map.gtd.len()];
+        let mut ckpts: Vec<(u64, u32, u32)> = Vec::new();
+        let mut max_seq = 0u64;
+        let mut rec = Recovery::default();
+        let done = self.fml.scan(0, |v, r| {
+            rec.units_scanned += 1;
+            let Ok((_content, oob)) = r else {
+                rec.units_unreadable += 1;
+                return;
+            };
+            let Ok(Some(r)) = Record::decode(oob) else {
+                rec.units_unreadable += 1;
+                return;
+            };
+            max_seq = max_seq.max(r.seq);
+            match r.kind {
+                Kind::Data if (r.key as usize) < logical => {
+                    scanned_lpn[v.0 as usize] = (r.key, r.seq);
+                    if r.seq > best_seq[r.key as usize] {
+                        best_seq[r.key as usize] = r.seq;
+                        cand[r.key as usize] = v.0;
+                    }
+                }
+                Kind::Map if (r.key as usize) < map_best.len() => {
+                    if r.seq > map_best[r.key as usize].0 {
+                        map_best[r.key as usize] = (r.seq, v.0);
+                    }
+                }
+                Kind::Checkpoint => ckpts.push((r.seq, r.key, v.0)),
+                _ => rec.units_unreadable += 1,
+            }
+        })?;
+        rec.scan_done_ns = done;
+        // The newest checkpoint whose parts are all present and readable.
+        ckpts.sort_unstable_by(|a, b| b.cmp(a));
+        let mut base: Option<(u64, Vec<u32>, Vec<u32>)> = None;
+        let mut i = 0;
+        while i < ckpts.len() && base.is_none() {
+            let seq = ckpts[i].0;
+            let group: Vec<(u64, u32, u32)> =
+                ckpts.iter().filter(|c| c.0 == seq).copied().collect();
+            i += group.len();
+            if let Some(loaded) = self.load_checkpoint(seq, &group)? {
+                base = Some((seq, loaded, group.iter().map(|g| g.2).collect()));
+            }
+        }
+        let ckpt_seq = base.as_ref().map_or(0, |b| b.0);
+        for lpn in 0..logical {
+            let from_ckpt = base.as_ref().map_or(UNMAPPED, |b| b.1[lpn]);
+            let chosen = if best_seq[lpn] > ckpt_seq {
+                rec.rolled_forward += 1;
+                cand[lpn]
+            } else if from_ckpt != UNMAPPED
+                && (from_ckpt as usize) < scanned_lpn.len()
+                && scanned_lpn[from_ckpt as usize].0 == lpn as u32
+                && scanned_lpn[from_ckpt as usize].1 <= ckpt_seq
+            {
+                // The checkpoint's unit still holds this page (a unit erased and reused since
+                // belongs to someone else, and the page was trimmed).
+                from_ckpt
+            } else {
+                UNMAPPED
+            };
+            if chosen != UNMAPPED {
+                self.map.l2p[lpn] = chosen;
+                self.map.p2l[chosen as usize] = lpn as u32;
+                self.fml.mark_valid(Vpa(chosen));
+            }
+        }
+        for (tp, &(_, loc)) in map_best.iter().enumerate() {
+            if loc != UNMAPPED {
+                self.map.gtd[tp] = loc;
+                self.fml.mark_valid(Vpa(loc));
+            }
+        }
+        if let Some((seq, _, units)) = base {
+            for &u in &units {
+                self.fml.mark_valid(Vpa(u));
+            }
+            self.map.ckpt = units;
+            self.map.ckpt_seq = seq;
+            rec.checkpoint_seq = Some(seq);
+        }
+        self.map.next_seq = max_seq + 1;
+        self.recovery = rec;
+        #[cfg(debug_assertions)]
+        self.check().expect("recovered FTL is consistent");
+        Ok(())
+    }
+
+    /// Reads a checkpoint's parts; `None` if it is incomplete or any part is damaged.
+    fn load_checkpoint(
+        &mut self,
+        seq: u64,
+        group: &[(u64, u32, u32)],
+    ) -> Result<Option<Vec<u32>>, FtlError> {
+        let mut l2p = vec![UNMAPPED; self.logical_units as usize];
+        let mut page = vec![0u8; self.unit_bytes];
+        let mut seen = 0u32;
+        let mut parts_total = None;
+        for &(_, part, loc) in group {
+            match self.fml.read(0, Vpa(loc), &mut page, &mut []) {
+                Ok((_, Content::Bytes)) => {}
+                _ => return Ok(None),
+            }
+            let Some(h) = decode_ckpt(&page, seq, part, self.logical_units) else {
+                return Ok(None);
+            };
+            if *parts_total.get_or_insert(h.parts) != h.parts {
+                return Ok(None);
+            }
+            for (k, e) in h.entries.iter().enumerate() {
+                l2p[h.first as usize + k] = *e;
+            }
+            seen += 1;
+        }
+        Ok((Some(seen) == parts_total).then_some(l2p))
+    }
+
+    /// Whole-structure check (tests, debug builds): map and reverse map agree, and exactly the
+    /// units the FTL references are valid in the FML.
+    pub fn check(&self) -> Result<(), String> {
+        self.fml.check()?;
+        let mut referenced = 0u64;
+        for (lpn, &v) in self.map.l2p.iter().enumerate() {
+            if v == UNMAPPED {
+                continue;
+            }
+            referenced += 1;
+            if self.map.p2l[v as usize] != lpn as u32 {
+                return Err(format!(
+                    "lpn {lpn} maps to unit {v}, whose reverse entry is {}",
+                    self.map.p2l[v as usize]
+                ));
+            }
+            if !self.fml.is_valid(Vpa(v)) {
+                return Err(format!(
+                    "lpn {lpn} maps to unit {v}, which the FML holds invalid"
+                ));
+            }
+        }
+        referenced += self.map.gtd.iter().filter(|&&g| g != UNMAPPED).count() as u64;
+        referenced += self.map.ckpt.len() as u64;
+        let valid: u64 = self.fml.blocks().iter().map(|b| b.valid as u64).sum();
+        if valid != referenced {
+            return Err(format!(
+                "{valid} valid units in the FML, {referenced} referenced by the FTL"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Checkpoint part header: magic, version, seq, part, parts, logical units, first lpn, count.
+const CKPT_HEADER: usize = 4 + 4 + 8 + 4 + 4 + 4 + 4 + 4;
+const CKPT_MAGIC: &[u8; 4] = b"FTLC";
+const CKPT_VERSION: u32 = 1;
+
+fn encode_ckpt(
+    page: &mut [u8],
+    seq: u64,
+    part: u32,
+    parts: u32,
+    logical: u32,
+    first: u32,
+    entries: &[u32],
+) {
+    page.fill(0);
+    page[0..4].copy_from_slice(CKPT_MAGIC);
+    page[4..8].copy_from_slice(&CKPT_VERSION.to_le_bytes());
+    page[8..16].copy_from_slice(&seq.to_le_bytes());
+    page[16..20].copy_from_slice(&part.to_le_bytes());
+    page[20..24].copy_from_slice(&parts.to_le_bytes());
+    page[24..28].copy_from_slice(&logical.to_le_bytes());
+    page[28..32].copy_from_slice(&first.to_le_bytes());
+    page[32..36].copy_from_slice(&(entries.len() as u32).to_le_bytes());
+    for (i, e) in entries.iter().enumerate() {
+        page[CKPT_HEADER + 4 * i..CKPT_HEADER + 4 * i + 4].copy_from_slice(&e.to_le_bytes());
+    }
+    let end = CKPT_HEADER + 4 * entries.len();
+    let crc = crc32c::crc32c(&page[..end]);
+    page[end..end + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+struct CkptPart {
+    parts: u32,
+    first: u32,
+    entries: Vec<u32>,
+}
+
+fn decode_ckpt(page: &[u8], seq: u64, part: u32, logical: u32) -> Option<CkptPart> {
+    let u32_at = |o: usize| u32::from_le_bytes(page[o..o + 4].try_into().unwrap());
+    if &page[0..4] != CKPT_MAGIC || u32_at(4) != CKPT_VERSION {
+        return None;
+    }
+    let count = u32_at(32) as usize;
+    let end = CKPT_HEADER + 4 * count;
+    if end + 4 > page.len() || crc32c::crc32c(&page[..end]) != u32_at(end) {
+        return None;
+    }
+    let (s, p, parts, l, first) = (
+        u64::from_le_bytes(page[8..16].try_into().unwrap()),
+        u32_at(16),
+        u32_at(20),
+        u32_at(24),
+        u32_at(28),
+    );
+    if s != seq || p != part || l != logical || first as usize + count > logical as usize {
+        return None;
+    }
+    Some(CkptPart {
+        parts,
+        first,
+        entries: (0..count).map(|i| u32_at(CKPT_HEADER + 4 * i)).collect(),
+    })
+}
