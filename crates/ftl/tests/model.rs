@@ -1,0 +1,399 @@
+//! Model-based test of the FTL against an in-memory oracle: random writes (partial units
+//! included), reads, TRIMs, flushes, idle-time GC, clean reopens, crashes and power cuts in
+//! the middle of flash operations (torn programs and interrupted erases), for the page-mapping
+//! FTL and DFTL, with and without the write buffer.
+//!
+//! The contract checked after a crash, per sector: the value it had at the last completed flush
+//! or any value written since. A sector trimmed since the last checkpoint (TRIM is durable only
+//! at a checkpoint) may also come back as any value it held since that checkpoint, until a
+//! write after the trim is flushed. Nothing else may come back, and everything else must read
+//! back exactly.
+
+use std::collections::BTreeSet;
+
+use flash::fault::{CutMode, Faulty};
+use flash::{DeviceConfig, FlashError, Gang, Geometry, Nand, Timing};
+use fml::{FmlConfig, FmlError};
+use ftl::{Data, Ftl, FtlConfig, FtlError, Mapping, ReadOut};
+use proptest::prelude::*;
+
+const SECTOR: usize = 512;
+
+fn device() -> DeviceConfig {
+    DeviceConfig {
+        geometry: Geometry {
+            channels: 2,
+            dies_per_channel: 1,
+            planes_per_die: 1,
+            blocks_per_plane: 24,
+            pages_per_block: 8,
+            page_size_bytes: 4096,
+            oob_size_bytes: 64,
+        },
+        timing: Timing {
+            read_ns: 50_000,
+            program_ns: 200_000,
+            erase_ns: 1_500_000,
+            bus_mb_s: 400,
+            command_ns: 0,
+        },
+        gang: Gang {
+            planes_per_unit: 1,
+            dies_per_unit: 1,
+            units_per_superblock: 1,
+        },
+        endurance_cycles: 1_000_000,
+        factory_bad_ppm: 0,
+        ecc_correctable_bits: 8,
+        seed: 3,
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Write { start: u32, len: u32 },
+    Read { start: u32, len: u32 },
+    Trim { start: u32, len: u32 },
+    Flush,
+    Idle,
+    Reopen,
+    Crash,
+    PowerCut { after: u64, torn: bool },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        12 => (any::<u32>(), 1u32..40).prop_map(|(start, len)| Op::Write { start, len }),
+        4 => (any::<u32>(), 1u32..40).prop_map(|(start, len)| Op::Read { start, len }),
+        2 => (any::<u32>(), 8u32..64).prop_map(|(start, len)| Op::Trim { start, len }),
+        2 => Just(Op::Flush),
+        1 => Just(Op::Idle),
+        1 => Just(Op::Reopen),
+        1 => Just(Op::Crash),
+        1 => (0u64..40, any::<bool>()).prop_map(|(after, torn)| Op::PowerCut { after, torn }),
+    ]
+}
+
+/// Bytes of sector `s` holding value `v` (0 is the zero sector).
+fn sector_bytes(v: u64, s: usize, out: &mut [u8]) {
+    if v == 0 {
+        out.fill(0);
+        return;
+    }
+    for (i, chunk) in out.chunks_mut(8).enumerate() {
+        let x = v.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (s as u64) << 20 ^ i as u64;
+        chunk.copy_from_slice(&x.to_le_bytes());
+    }
+}
+
+fn value_of(bytes: &[u8], s: usize) -> Option<u64> {
+    if bytes.iter().all(|&b| b == 0) {
+        return Some(0);
+    }
+    let x = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+    // Recover v from the first word and check the whole sector.
+    let v = (x ^ (s as u64) << 20).wrapping_mul(0xF1DE_83E1_9937_733D);
+    let mut expect = vec![0u8; SECTOR];
+    sector_bytes(v, s, &mut expect);
+    (expect == bytes).then_some(v)
+}
+
+struct Oracle {
+    cur: Vec<u64>,
+    since_flush: Vec<Vec<u64>>,
+    since_ckpt: Vec<Vec<u64>>,
+    trimmed: Vec<bool>,
+    touched: BTreeSet<usize>,
+}
+
+impl Oracle {
+    fn new(sectors: usize) -> Self {
+        Oracle {
+            cur: vec![0; sectors],
+            since_flush: vec![vec![0]; sectors],
+            since_ckpt: vec![vec![0]; sectors],
+            trimmed: vec![false; sectors],
+            touched: BTreeSet::new(),
+        }
+    }
+    fn set(&mut self, s: usize, v: u64) {
+        self.cur[s] = v;
+        self.since_flush[s].push(v);
+        self.since_ckpt[s].push(v);
+        self.touched.insert(s);
+    }
+    fn flush(&mut self) {
+        for &s in &self.touched {
+            self.since_flush[s] = vec![self.cur[s]];
+            // A flushed write after a trim is newer than every copy the trim left behind.
+            if self.cur[s] != 0 {
+                self.trimmed[s] = false;
+            }
+        }
+    }
+    fn checkpoint(&mut self) {
+        self.flush();
+        for &s in &self.touched {
+            self.since_ckpt[s] = vec![self.cur[s]];
+            self.trimmed[s] = false;
+        }
+    }
+    fn allowed_after_crash(&self, s: usize) -> Vec<u64> {
+        let mut a = self.since_flush[s].clone();
+        if self.trimmed[s] {
+            a.extend(&self.since_ckpt[s]);
+        }
+        a
+    }
+}
+
+struct Rig {
+    ftl: Option<Ftl<Faulty<Nand>>>,
+    cfg: FtlConfig,
+    oracle: Oracle,
+    t: u64,
+    next_value: u64,
+}
+
+fn is_power_loss(e: &FtlError) -> bool {
+    matches!(e, FtlError::Fml(FmlError::Flash(FlashError::PowerLoss)))
+}
+
+impl Rig {
+    fn ftl(&mut self) -> &mut Ftl<Faulty<Nand>> {
+        self.ftl.as_mut().unwrap()
+    }
+
+    /// Drops the FTL's RAM state, restores power, recovers, and checks every touched sector.
+    fn crash_and_check(&mut self) -> Result<(), TestCaseError> {
+        let mut dev = self.ftl.take().unwrap().crash();
+        dev.restore_power();
+        let ftl = Ftl::open(dev, self.cfg)
+            .map_err(|e| TestCaseError::fail(format!("recovery failed: {e}")))?;
+        self.ftl = Some(ftl);
+        self.ftl().check().map_err(TestCaseError::fail)?;
+        let touched: Vec<usize> = self.oracle.touched.iter().copied().collect();
+        let mut buf = vec![0u8; SECTOR];
+        for s in touched {
+            let t = self.t;
+            self.ftl()
+                .read(
+                    t,
+                    (s * SECTOR) as u64,
+                    SECTOR as u64,
+                    ReadOut::Bytes(&mut buf),
+                )
+                .map_err(|e| TestCaseError::fail(format!("read of sector {s}: {e}")))?;
+            let got = value_of(&buf, s).ok_or_else(|| {
+                TestCaseError::fail(format!("sector {s} holds bytes never written there"))
+            })?;
+            let allowed = self.oracle.allowed_after_crash(s);
+            prop_assert!(
+                allowed.contains(&got),
+                "sector {s}: recovered value {got}, allowed {allowed:?}"
+            );
+            self.oracle.cur[s] = got;
+            self.oracle.since_flush[s] = vec![got];
+            self.oracle.since_ckpt[s].push(got);
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, op: &Op, sectors: u32) -> Result<(), TestCaseError> {
+        let clamp = |start: u32, len: u32| {
+            let start = start % sectors;
+            (start, len.min(sectors - start))
+        };
+        let result: Result<(), FtlError> = match *op {
+            Op::Write { start, len } => {
+                let (start, len) = clamp(start, len);
+                let mut data = vec![0u8; len as usize * SECTOR];
+                let mut values = Vec::new();
+                for i in 0..len as usize {
+                    self.next_value += 1;
+                    let s = start as usize + i;
+                    sector_bytes(self.next_value, s, &mut data[i * SECTOR..(i + 1) * SECTOR]);
+                    values.push((s, self.next_value));
+                }
+                let t = self.t;
+                let r =
+                    self.ftl()
+                        .write(t, start as u64 * 512, len as u64 * 512, Data::Bytes(&data));
+                // Even a write cut short may have reached flash in part: all values are possible.
+                for (s, v) in values {
+                    self.oracle.set(s, v);
+                }
+                r.map(|done| self.t = self.t.max(done))
+            }
+            Op::Read { start, len } => {
+                let (start, len) = clamp(start, len);
+                let mut buf = vec![0u8; len as usize * SECTOR];
+                let t = self.t;
+                match self.ftl().read(
+                    t,
+                    start as u64 * 512,
+                    len as u64 * 512,
+                    ReadOut::Bytes(&mut buf),
+                ) {
+                    Ok(_) => {
+                        for i in 0..len as usize {
+                            let s = start as usize + i;
+                            let got = value_of(&buf[i * SECTOR..(i + 1) * SECTOR], s);
+                            prop_assert_eq!(got, Some(self.oracle.cur[s]), "read of sector {}", s);
+                        }
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Op::Trim { start, len } => {
+                let (start, len) = clamp(start, len);
+                let spu = (self.ftl().unit_bytes() / SECTOR) as u32;
+                let t = self.t;
+                let r = self.ftl().trim(t, start as u64 * 512, len as u64 * 512);
+                let first_unit = start.div_ceil(spu);
+                let end_unit = (start + len) / spu;
+                for u in first_unit..end_unit {
+                    for s in u * spu..(u + 1) * spu {
+                        self.oracle.set(s as usize, 0);
+                        self.oracle.trimmed[s as usize] = true;
+                    }
+                }
+                r.map(|_| ())
+            }
+            Op::Flush => {
+                let t = self.t;
+                let r = self.ftl().flush(t);
+                if r.is_ok() {
+                    self.oracle.flush();
+                }
+                r.map(|done| self.t = done)
+            }
+            Op::Idle => {
+                let t = self.t;
+                self.ftl()
+                    .background(t, t + 20_000_000)
+                    .map(|done| self.t = done)
+            }
+            Op::Reopen => {
+                // A clean close is a checkpoint followed by dropping the RAM state.
+                let t = self.t;
+                match self.ftl().checkpoint(t) {
+                    Ok(done) => {
+                        self.t = done;
+                        self.oracle.checkpoint();
+                        let dev = self.ftl.take().unwrap().crash();
+                        self.ftl = Some(
+                            Ftl::open(dev, self.cfg)
+                                .map_err(|e| TestCaseError::fail(format!("reopen: {e}")))?,
+                        );
+                        self.ftl().check().map_err(TestCaseError::fail)?;
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Op::Crash => return self.crash_and_check(),
+            Op::PowerCut { after, torn } => {
+                let mode = if torn { CutMode::Torn } else { CutMode::Clean };
+                self.ftl().device_mut().cut_power_after(after, mode);
+                Ok(())
+            }
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) if is_power_loss(&e) => self.crash_and_check(),
+            Err(e) => {
+                let f = self.ftl().fml();
+                let blocks: Vec<String> = f
+                    .blocks()
+                    .iter()
+                    .map(|b| format!("{:?}/{}/{}", b.state, b.valid, b.next))
+                    .collect();
+                Err(TestCaseError::fail(format!(
+                    "{op:?}: {e}\nfree {} capacity {} job {:?}\n{}",
+                    f.free_blocks(),
+                    f.capacity_units(),
+                    f.job(),
+                    blocks.join(" ")
+                )))
+            }
+        }
+    }
+}
+
+fn config(mapping: Mapping, buffer_units: u64) -> FtlConfig {
+    FtlConfig {
+        mapping,
+        buffer_bytes: buffer_units * 4096,
+        dftl_cache_bytes: 8 * 16,
+        overprovision_percent: 10.0,
+        fml: FmlConfig {
+            low_watermark_blocks: 3,
+            high_watermark_busy_blocks: 4,
+            high_watermark_idle_blocks: 6,
+            ..FmlConfig::default()
+        },
+        ..FtlConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn ftl_matches_the_oracle(
+        dftl in any::<bool>(),
+        buffer_units in prop_oneof![Just(0u64), Just(4u64)],
+        ops in prop::collection::vec(op(), 1..250),
+    ) {
+        let cfg = config(if dftl { Mapping::Dftl } else { Mapping::Page }, buffer_units);
+        let ftl = Ftl::open(Faulty::new(Nand::in_memory(device()).unwrap()), cfg).unwrap();
+        let sectors = (ftl.capacity_bytes() / 512) as u32;
+        let mut rig = Rig { ftl: Some(ftl), cfg, oracle: Oracle::new(sectors as usize), t: 0, next_value: 0 };
+        for op in &ops {
+            rig.run(op, sectors)?;
+        }
+        rig.ftl().check().map_err(TestCaseError::fail)?;
+    }
+}
+
+/// Enough writes to force many GC cycles, with reopen at the end.
+#[test]
+fn long_run_with_gc_and_reopen() {
+    let cfg = config(Mapping::Page, 4);
+    let ftl = Ftl::open(Faulty::new(Nand::in_memory(device()).unwrap()), cfg).unwrap();
+    let sectors = (ftl.capacity_bytes() / 512) as u32;
+    let mut rig = Rig {
+        ftl: Some(ftl),
+        cfg,
+        oracle: Oracle::new(sectors as usize),
+        t: 0,
+        next_value: 0,
+    };
+    let mut x: u64 = 1;
+    for i in 0..3000u32 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let start = (x >> 33) as u32 % sectors;
+        rig.run(
+            &Op::Write {
+                start,
+                len: 1 + (x >> 20) as u32 % 16,
+            },
+            sectors,
+        )
+        .unwrap();
+        if i % 500 == 499 {
+            rig.run(&Op::Reopen, sectors).unwrap();
+        }
+    }
+    rig.run(&Op::Crash, sectors).unwrap();
+    use flash::Flash;
+    let erased = rig.ftl().fml().flash().stats().blocks_erased;
+    assert!(
+        erased > 100,
+        "only {erased} blocks erased: the run did not exercise GC"
+    );
+}
