@@ -1,7 +1,12 @@
-//! The lab: a virtual-time engine, workloads, trace readers and metrics.
+//! The lab: a virtual-time engine, workloads, trace readers, the stacks under test and the
+//! run report with every metric.
 
+pub mod engine;
 pub mod request;
+pub mod run;
+pub mod stack;
 pub mod trace;
 pub mod workload;
 
 pub use request::{Op, Request};
+pub use run::{run, RunConfig, RunReport, StackKind};

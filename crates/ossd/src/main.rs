@@ -1,1 +1,386 @@
-fn main() {}
+//! `ossd`: run experiments on the simulated device, format and inspect device images.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Parser, Subcommand};
+use flash::image::ImageStore;
+use flash::{Flash, Nand};
+use indicatif::{ProgressBar, ProgressStyle};
+use lab::RunReport;
+
+mod settings;
+
+#[derive(Parser)]
+#[command(
+    name = "ossd",
+    version,
+    about = "Object-based SSD stack: a NAND device model, one flash management layer, block and object mapping layers, and the papers' experiments"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the built-in device presets.
+    Presets,
+    /// Run a workload or replay a trace on a simulated device and report every metric.
+    #[command(after_long_help = settings::SET_KEYS_HELP)]
+    Run(RunArgs),
+    /// Create a blank device image file (every block erased, factory bad blocks drawn).
+    Format {
+        #[arg(long)]
+        image: PathBuf,
+        #[arg(long, default_value = "rawssd")]
+        device: String,
+        /// Seed of the factory bad-block draw.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Show a device image's geometry, wear and bad blocks.
+    Info {
+        #[arg(long)]
+        image: PathBuf,
+        /// Also write the summary as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Stack under test: ftl (page mapping), dftl (cached page mapping), ossd (object store).
+    #[arg(long)]
+    stack: Option<String>,
+    /// Device preset (see `ossd presets`).
+    #[arg(long)]
+    device: Option<String>,
+    /// A TOML file with run settings (same keys as --set).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Built-in workload: seq-write, seq-read, rand-write, rand-read, zipf, hotcold.
+    #[arg(long)]
+    workload: Option<String>,
+    /// Replay a block trace (MQSim ASCII .trace, MSR Cambridge .csv, blkparse text).
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Set any run setting: --set key=value (repeatable; keys listed below).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+    /// Seed of every random choice in the run.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Write the report as one JSON object to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Presets => presets(),
+        Command::Run(args) => run(args),
+        Command::Format {
+            image,
+            device,
+            seed,
+        } => format(&image, &device, seed),
+        Command::Info { image, json } => info(&image, json.as_deref()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn presets() -> Result<()> {
+    println!(
+        "{:<14} {:>10} {:>11} {:>12} {:>10}  about",
+        "name", "capacity", "write unit", "erase unit", "dies"
+    );
+    for p in flash::presets() {
+        let c = p.config;
+        let g = c.geometry;
+        println!(
+            "{:<14} {:>10} {:>11} {:>12} {:>10}  {}",
+            p.name,
+            human(g.capacity_bytes()),
+            human(c.write_unit_bytes() as u64),
+            human(c.gang.superblock_bytes(&g)),
+            g.dies(),
+            p.about
+        );
+    }
+    Ok(())
+}
+
+fn human(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < UNITS.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[i])
+    } else {
+        format!("{v:.2} {}", UNITS[i])
+    }
+}
+
+fn run(args: RunArgs) -> Result<()> {
+    let mut sets = Vec::new();
+    if let Some(s) = &args.stack {
+        sets.push(format!("stack={s}"));
+    }
+    if let Some(d) = &args.device {
+        sets.push(format!("device={d}"));
+    }
+    if let Some(w) = &args.workload {
+        sets.push(format!("workload.kind={w}"));
+    }
+    if let Some(t) = &args.trace {
+        sets.push(format!("trace={}", t.display()));
+    }
+    if let Some(s) = args.seed {
+        sets.push(format!("seed={s}"));
+    }
+    sets.extend(args.sets.iter().cloned());
+    let cfg = settings::build(args.config.as_deref(), &sets)?;
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{prefix:>8} [{bar:40}] {pos}/{len} requests ({per_sec}, eta {eta})",
+        )
+        .unwrap()
+        .progress_chars("=> "),
+    );
+    let mut last_phase = "";
+    let report = lab::run(&cfg, &mut |phase, done, total| {
+        if phase != last_phase {
+            last_phase = phase;
+            bar.reset();
+            bar.set_prefix(phase);
+            bar.set_length(total);
+        }
+        bar.set_position(done);
+    })
+    .map_err(|e| anyhow!(e))?;
+    bar.finish_and_clear();
+    print_report(&report);
+    if let Some(path) = &args.json {
+        write_json(path, &report)?;
+        println!("\nreport written to {}", path.display());
+    }
+    Ok(())
+}
+
+fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let mut f =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    serde_json::to_writer_pretty(&mut f, value)?;
+    writeln!(f)?;
+    Ok(())
+}
+
+fn print_report(r: &RunReport) {
+    let row = |k: &str, v: String| println!("  {k:<28} {v}");
+    println!(
+        "{} on {} running {} (seed {})",
+        r.stack, r.device, r.workload, r.seed
+    );
+    row("requests", r.requests.to_string());
+    row(
+        "host written / read",
+        format!(
+            "{} / {}",
+            human(r.host_write_bytes),
+            human(r.host_read_bytes)
+        ),
+    );
+    row(
+        "write unit / logical space",
+        format!(
+            "{} / {} (footprint {})",
+            human(r.write_unit_bytes),
+            human(r.logical_capacity_bytes),
+            human(r.footprint_bytes)
+        ),
+    );
+    row(
+        "flash pages programmed",
+        r.flash_pages_programmed.to_string(),
+    );
+    row("flash pages read", r.flash_pages_read.to_string());
+    row("flash blocks erased", r.flash_blocks_erased.to_string());
+    row("GC unit copies", r.gc_page_copies.to_string());
+    row("read-modify-write reads", r.rmw_reads.to_string());
+    row(
+        "write amplification",
+        format!("{:.3}", r.write_amplification),
+    );
+    if r.index_pages_written + r.index_pages_read > 0 {
+        row(
+            "mapping pages written / read",
+            format!("{} / {}", r.index_pages_written, r.index_pages_read),
+        );
+    }
+    row("virtual time", format!("{:.3} s", r.virtual_seconds));
+    row("throughput", format!("{:.2} MiB/s", r.throughput_mib_s));
+    row(
+        "latency p50 / p99 / p99.9 / max",
+        format!(
+            "{:.1} / {:.1} / {:.1} / {:.1} us",
+            r.p50_us, r.p99_us, r.p999_us, r.max_us
+        ),
+    );
+    if r.read_latency.count > 0 {
+        row(
+            "  reads p50 / p99",
+            format!(
+                "{:.1} / {:.1} us",
+                r.read_latency.p50_us, r.read_latency.p99_us
+            ),
+        );
+    }
+    if r.write_latency.count > 0 {
+        row(
+            "  writes p50 / p99",
+            format!(
+                "{:.1} / {:.1} us",
+                r.write_latency.p50_us, r.write_latency.p99_us
+            ),
+        );
+    }
+    row(
+        "erase count min / max / mean",
+        format!(
+            "{} / {} / {:.2}",
+            r.erase_count_min, r.erase_count_max, r.erase_count_mean
+        ),
+    );
+    row("reads verified", r.verified_reads.to_string());
+    row(
+        "wall time",
+        format!(
+            "{:.2} s ({:.0} requests/s)",
+            r.wall_seconds, r.requests_per_wall_second
+        ),
+    );
+}
+
+fn format(image: &Path, device: &str, seed: u64) -> Result<()> {
+    let mut cfg = flash::preset(device).map_err(|e| anyhow!(e))?;
+    cfg.seed = seed;
+    let store = ImageStore::create(image, &cfg)?;
+    let mut nand = Nand::open(cfg, store)?;
+    nand.sync()?;
+    let bad = (0..cfg.geometry.blocks())
+        .filter(|&i| nand.block_info(cfg.geometry.block_at(i)).bad)
+        .count();
+    println!(
+        "formatted {} as {device}: {} in {} blocks of {} ({bad} factory bad)",
+        image.display(),
+        human(cfg.geometry.capacity_bytes()),
+        cfg.geometry.blocks(),
+        human(cfg.geometry.pages_per_block as u64 * cfg.geometry.page_size_bytes as u64)
+    );
+    Ok(())
+}
+
+#[derive(serde::Serialize)]
+struct Info {
+    image: String,
+    device: flash::DeviceConfig,
+    capacity_bytes: u64,
+    blocks: u32,
+    pages_programmed: u64,
+    erase_count_min: u32,
+    erase_count_max: u32,
+    erase_count_mean: f64,
+    factory_bad_blocks: Vec<String>,
+    grown_bad_blocks: Vec<String>,
+}
+
+fn info(image: &Path, json: Option<&Path>) -> Result<()> {
+    let (cfg, store) = ImageStore::open(image)?;
+    let nand = Nand::open(cfg, store)?;
+    let g = cfg.geometry;
+    let (mut min, mut max, mut sum, mut programmed) = (u32::MAX, 0u32, 0u64, 0u64);
+    let (mut factory, mut grown) = (Vec::new(), Vec::new());
+    for i in 0..g.blocks() {
+        let addr = g.block_at(i);
+        let b = nand.block_info(addr);
+        min = min.min(b.erase_count);
+        max = max.max(b.erase_count);
+        sum += b.erase_count as u64;
+        programmed += b.next_page as u64;
+        if b.factory_bad {
+            factory.push(addr.to_string());
+        } else if b.bad {
+            grown.push(addr.to_string());
+        }
+    }
+    let info = Info {
+        image: image.display().to_string(),
+        device: cfg,
+        capacity_bytes: g.capacity_bytes(),
+        blocks: g.blocks(),
+        pages_programmed: programmed,
+        erase_count_min: min,
+        erase_count_max: max,
+        erase_count_mean: sum as f64 / g.blocks() as f64,
+        factory_bad_blocks: factory,
+        grown_bad_blocks: grown,
+    };
+    println!("image {}", info.image);
+    println!(
+        "  geometry   {} channels x {} dies x {} planes x {} blocks x {} pages x {} B (+{} B spare)",
+        g.channels, g.dies_per_channel, g.planes_per_die, g.blocks_per_plane, g.pages_per_block, g.page_size_bytes, g.oob_size_bytes
+    );
+    println!(
+        "  capacity   {} in {} blocks; write unit {}",
+        human(info.capacity_bytes),
+        info.blocks,
+        human(cfg.write_unit_bytes() as u64)
+    );
+    println!(
+        "  timing     read {} ns, program {} ns, erase {} ns, bus {} MB/s",
+        cfg.timing.read_ns, cfg.timing.program_ns, cfg.timing.erase_ns, cfg.timing.bus_mb_s
+    );
+    println!(
+        "  programmed {} pages ({})",
+        programmed,
+        human(programmed * g.page_size_bytes as u64)
+    );
+    println!(
+        "  wear       erase count min {min} / max {max} / mean {:.2} (endurance {})",
+        info.erase_count_mean, cfg.endurance_cycles
+    );
+    println!(
+        "  bad blocks {} factory, {} grown",
+        info.factory_bad_blocks.len(),
+        info.grown_bad_blocks.len()
+    );
+    for b in info.grown_bad_blocks.iter().take(20) {
+        println!("    grown bad: {b}");
+    }
+    if let Some(path) = json {
+        write_json(path, &info)?;
+    }
+    if min == u32::MAX {
+        bail!("image has no blocks");
+    }
+    Ok(())
+}

@@ -1,0 +1,380 @@
+//! One run: a stack on a device, a workload or a trace, and the report with every metric.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use flash::{DeviceConfig, Nand};
+use ftl::{Ftl, FtlConfig, Mapping};
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{self, Latencies, Load, Verifier};
+use crate::stack::{Counters, FtlStack, Stack};
+use crate::trace::{TraceFormat, TraceReader};
+use crate::workload::{prefill, Workload, WorkloadConfig};
+
+/// Which stack to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StackKind {
+    /// Page-mapping FTL (the papers' sFTL / PFTL).
+    Ftl,
+    /// DFTL: page mapping with a bounded cache of translation pages.
+    Dftl,
+    /// The object store (not built yet).
+    Ossd,
+}
+
+impl std::str::FromStr for StackKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ftl" => Ok(StackKind::Ftl),
+            "dftl" => Ok(StackKind::Dftl),
+            "ossd" => Ok(StackKind::Ossd),
+            _ => Err(format!("unknown stack '{s}'; use ftl, dftl or ossd")),
+        }
+    }
+}
+
+/// A run, as a TOML file or `--set key=value` pairs describe it. Defaults in [`Default`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunConfig {
+    pub stack: StackKind,
+    /// Device preset name (see `ossd presets`).
+    pub device: String,
+    /// A whole device description, used instead of the preset when given.
+    pub device_config: Option<DeviceConfig>,
+    /// Logical footprint of the workload as a share of the device's physical capacity.
+    pub utilisation: f64,
+    /// Write the footprint once, sequentially, before measuring.
+    pub prefill: bool,
+    /// Check every read against what was written (fingerprint mode, whole units).
+    pub verify: bool,
+    /// Seed of all randomness in the run.
+    pub seed: u64,
+    pub workload: WorkloadConfig,
+    /// Replay this block trace (open loop) instead of the workload.
+    pub trace: Option<PathBuf>,
+    /// Trace format: mqsim, msr or blkparse (guessed from the extension when absent).
+    pub trace_format: Option<String>,
+    pub load: Load,
+    pub ftl: FtlConfig,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            stack: StackKind::Ftl,
+            device: "rawssd".into(),
+            device_config: None,
+            utilisation: 0.75,
+            prefill: true,
+            verify: true,
+            seed: 1,
+            workload: WorkloadConfig::default(),
+            trace: None,
+            trace_format: None,
+            load: Load {
+                threads: 1,
+                queue_depth: 1,
+                think_time_ns: 0,
+            },
+            ftl: FtlConfig::default(),
+        }
+    }
+}
+
+impl RunConfig {
+    pub fn device_config(&self) -> Result<DeviceConfig, String> {
+        let mut c = match self.device_config {
+            Some(c) => c,
+            None => flash::preset(&self.device)?,
+        };
+        c.seed ^= self.seed;
+        c.validate()?;
+        Ok(c)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.utilisation > 0.0 && self.utilisation <= 1.0) {
+            return Err(format!(
+                "utilisation = {} must lie in (0, 1]",
+                self.utilisation
+            ));
+        }
+        if self.load.threads == 0 || self.load.queue_depth == 0 {
+            return Err("load.threads and load.queue_depth must be at least 1".into());
+        }
+        self.ftl.validate()?;
+        Ok(())
+    }
+}
+
+/// Latency percentiles of one class, in microseconds.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+}
+
+fn summarize(h: &hdrhistogram::Histogram<u64>) -> LatencySummary {
+    if h.is_empty() {
+        return LatencySummary::default();
+    }
+    let us = |ns: u64| ns as f64 / 1000.0;
+    LatencySummary {
+        count: h.len(),
+        mean_us: h.mean() / 1000.0,
+        p50_us: us(h.value_at_quantile(0.5)),
+        p99_us: us(h.value_at_quantile(0.99)),
+        p999_us: us(h.value_at_quantile(0.999)),
+        max_us: us(h.max()),
+    }
+}
+
+/// Everything a run measured. Top-level keys are the metric names of ARCHITECTURE.md.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    pub stack: String,
+    pub device: String,
+    pub workload: String,
+    pub seed: u64,
+    pub requests: u64,
+    pub host_write_bytes: u64,
+    pub host_read_bytes: u64,
+    pub flash_pages_programmed: u64,
+    pub flash_pages_read: u64,
+    pub flash_blocks_erased: u64,
+    pub gc_page_copies: u64,
+    pub write_amplification: f64,
+    pub index_pages_written: u64,
+    pub index_pages_read: u64,
+    pub metadata_pages_written: u64,
+    pub rmw_reads: u64,
+    pub virtual_seconds: f64,
+    pub throughput_mib_s: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+    pub latency_by_priority: BTreeMap<String, LatencySummary>,
+    pub read_latency: LatencySummary,
+    pub write_latency: LatencySummary,
+    pub erase_count_min: u32,
+    pub erase_count_max: u32,
+    pub erase_count_mean: f64,
+    pub wall_seconds: f64,
+    pub requests_per_wall_second: f64,
+    pub verified_reads: u64,
+    pub device_memory_bytes: u64,
+    pub page_size_bytes: u32,
+    pub write_unit_bytes: u64,
+    pub logical_capacity_bytes: u64,
+    pub footprint_bytes: u64,
+    pub config: RunConfig,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("{0}")]
+    Setup(String),
+    #[error("{phase}: {source}")]
+    Engine {
+        phase: &'static str,
+        source: engine::EngineError,
+    },
+    #[error("consistency check failed after the run: {0}")]
+    Check(String),
+}
+
+/// Progress callback: phase name, requests done, requests planned (0 if unknown).
+pub type Progress<'a> = &'a mut dyn FnMut(&'static str, u64, u64);
+
+fn build_stack(cfg: &RunConfig, device: DeviceConfig) -> Result<Box<dyn Stack>, RunError> {
+    let nand = Nand::in_memory(device).map_err(|e| RunError::Setup(e.to_string()))?;
+    let (mapping, name) = match cfg.stack {
+        StackKind::Ftl => (Mapping::Page, "ftl"),
+        StackKind::Dftl => (Mapping::Dftl, "dftl"),
+        StackKind::Ossd => {
+            return Err(RunError::Config(
+                "stack 'ossd' (the object store) is not built yet; use ftl or dftl".into(),
+            ))
+        }
+    };
+    let ftl_cfg = FtlConfig { mapping, ..cfg.ftl };
+    let ftl = Ftl::open(nand, ftl_cfg).map_err(|e| RunError::Setup(e.to_string()))?;
+    Ok(Box::new(FtlStack {
+        ftl,
+        name: name.into(),
+        resident: |n: &Nand| n.resident_bytes(),
+    }))
+}
+
+/// Runs one configuration to completion.
+pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunError> {
+    cfg.validate().map_err(RunError::Config)?;
+    let device = cfg.device_config().map_err(RunError::Config)?;
+    let wall = Instant::now();
+    let mut stack = build_stack(cfg, device)?;
+    let capacity = stack.capacity_bytes();
+    let unit = stack.unit_bytes();
+    let physical = device.geometry.capacity_bytes();
+    let footprint = ((physical as f64 * cfg.utilisation) as u64) / unit * unit;
+    if footprint > capacity {
+        return Err(RunError::Config(format!(
+            "utilisation {} asks for {footprint} bytes but the {} stack exports {capacity} bytes ({:.3} of the device); lower utilisation or ftl.overprovision_percent",
+            cfg.utilisation,
+            stack.name(),
+            capacity as f64 / physical as f64
+        )));
+    }
+    let mut verifier = cfg.verify.then(|| Verifier::new(capacity, unit));
+    let mut t = 0;
+    if cfg.prefill {
+        let req_bytes = (1 << 20) / unit * unit;
+        let req_bytes = req_bytes.max(unit);
+        let total = footprint.div_ceil(req_bytes);
+        let mut fill = prefill(footprint, req_bytes);
+        let load = Load {
+            threads: 1,
+            queue_depth: 8,
+            think_time_ns: 0,
+        };
+        let phase = engine::run_closed(
+            stack.as_mut(),
+            &mut fill,
+            load,
+            0,
+            cfg.seed ^ 0xF111,
+            verifier.as_mut(),
+            &mut |d| progress("prefill", d, total),
+        )
+        .map_err(|source| RunError::Engine {
+            phase: "prefill",
+            source,
+        })?;
+        t = phase.end_ns;
+    }
+    let before = stack.counters();
+    let (phase, workload_name) = match &cfg.trace {
+        Some(path) => {
+            let format = match &cfg.trace_format {
+                Some(f) => f.parse::<TraceFormat>().map_err(RunError::Config)?,
+                None => TraceFormat::detect(path).ok_or_else(|| {
+                    RunError::Config(format!(
+                        "cannot tell the format of {} from its extension; set trace_format",
+                        path.display()
+                    ))
+                })?,
+            };
+            let reader =
+                TraceReader::open(path, format).map_err(|e| RunError::Setup(e.to_string()))?;
+            let mut reqs = reader.map(|r| r.map_err(|e| e.to_string()));
+            let phase = engine::run_open(
+                stack.as_mut(),
+                &mut reqs,
+                t,
+                cfg.seed,
+                verifier.as_mut(),
+                &mut |d| progress("replay", d, 0),
+            )
+            .map_err(|source| RunError::Engine {
+                phase: "replay",
+                source,
+            })?;
+            (phase, format!("trace:{}", path.display()))
+        }
+        None => {
+            let wcfg = WorkloadConfig {
+                footprint_bytes: footprint,
+                seed: cfg.seed,
+                ..cfg.workload.clone()
+            };
+            let mut w = Workload::new(&wcfg).map_err(RunError::Config)?;
+            let total = wcfg.requests;
+            let phase = engine::run_closed(
+                stack.as_mut(),
+                &mut w,
+                cfg.load,
+                t,
+                cfg.seed,
+                verifier.as_mut(),
+                &mut |d| progress("measure", d, total),
+            )
+            .map_err(|source| RunError::Engine {
+                phase: "measure",
+                source,
+            })?;
+            (phase, wcfg.kind.to_string())
+        }
+    };
+    let wall_seconds = wall.elapsed().as_secs_f64();
+    stack.check().map_err(RunError::Check)?;
+    let c: Counters = stack.counters() - before;
+    let (ec_min, ec_max, ec_mean) = stack.erase_counts();
+    let virtual_seconds = (phase.end_ns - phase.start_ns) as f64 / 1e9;
+    let page = device.geometry.page_size_bytes;
+    let lat: &Latencies = &phase.latencies;
+    let all = summarize(&lat.all);
+    Ok(RunReport {
+        stack: stack.name().to_string(),
+        device: cfg
+            .device_config
+            .map_or(cfg.device.clone(), |_| "custom".into()),
+        workload: workload_name,
+        seed: cfg.seed,
+        requests: phase.requests,
+        host_write_bytes: c.host_write_bytes,
+        host_read_bytes: c.host_read_bytes,
+        flash_pages_programmed: c.flash_pages_programmed,
+        flash_pages_read: c.flash_pages_read,
+        flash_blocks_erased: c.flash_blocks_erased,
+        gc_page_copies: c.gc_page_copies,
+        write_amplification: if c.host_write_bytes == 0 {
+            0.0
+        } else {
+            (c.flash_pages_programmed * page as u64) as f64 / c.host_write_bytes as f64
+        },
+        index_pages_written: c.index_pages_written,
+        index_pages_read: c.index_pages_read,
+        metadata_pages_written: c.metadata_pages_written,
+        rmw_reads: c.rmw_reads,
+        virtual_seconds,
+        throughput_mib_s: if virtual_seconds > 0.0 {
+            (c.host_write_bytes + c.host_read_bytes) as f64 / (1 << 20) as f64 / virtual_seconds
+        } else {
+            0.0
+        },
+        p50_us: all.p50_us,
+        p99_us: all.p99_us,
+        p999_us: all.p999_us,
+        max_us: all.max_us,
+        latency_by_priority: lat
+            .by_priority
+            .iter()
+            .map(|(p, h)| (p.to_string(), summarize(h)))
+            .collect(),
+        read_latency: summarize(&lat.reads),
+        write_latency: summarize(&lat.writes),
+        erase_count_min: ec_min,
+        erase_count_max: ec_max,
+        erase_count_mean: ec_mean,
+        wall_seconds,
+        requests_per_wall_second: phase.requests as f64 / wall_seconds.max(1e-9),
+        verified_reads: verifier.as_ref().map_or(0, |v| v.checked),
+        device_memory_bytes: stack.device_resident_bytes(),
+        page_size_bytes: page,
+        write_unit_bytes: unit,
+        logical_capacity_bytes: capacity,
+        footprint_bytes: footprint,
+        config: cfg.clone(),
+    })
+}

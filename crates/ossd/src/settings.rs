@@ -1,0 +1,250 @@
+//! Run settings: defaults, then a TOML file, then `--set key=value` pairs, checked once.
+
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use lab::RunConfig;
+use toml::Value;
+
+/// Every `--set` key, with its meaning and default. Shown by `ossd run --help` and kept in
+/// step with [`RunConfig`] by a test.
+pub const SET_KEYS_HELP: &str = "\
+SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
+  stack                              ftl | dftl | ossd (default ftl)
+  device                             device preset name (default rawssd)
+  device_config.*                    override any device field, e.g. device_config.endurance_cycles=3000,
+                                     device_config.timing.program_ns=900000, device_config.geometry.blocks_per_plane=128,
+                                     device_config.factory_bad_ppm=2000 (fields of the chosen preset otherwise)
+  utilisation                        workload footprint / physical capacity (default 0.75)
+  prefill                            write the footprint once before measuring (default true)
+  verify                             check every read against what was written (default true)
+  seed                               seed of all randomness (default 1)
+  workload.kind                      seq-write | seq-read | rand-write | rand-read | zipf | hotcold (default rand-write)
+  workload.request_bytes             request size, a multiple of 512 (default 4096)
+  workload.requests                  requests to run after prefill (default 100000)
+  workload.read_fraction             share of reads for zipf and hotcold (default 0)
+  workload.zipf_theta                Zipf skew (default 0.99)
+  workload.hot_fraction              hot share of the footprint for hotcold (default 0.1)
+  workload.hot_access_fraction       share of accesses to the hot part (default 0.9)
+  trace                              replay this block trace instead of the workload (open loop)
+  trace_format                       mqsim | msr | blkparse (default: from the file extension)
+  load.threads                       closed-loop threads (default 1)
+  load.queue_depth                   requests in flight per thread (default 1)
+  load.think_time_ns                 pause between a completion and the thread's next request (default 0)
+  ftl.buffer_bytes                   write buffer, 0 = write-through (default 2097152, seed 000 V-E)
+  ftl.dftl_cache_bytes               DFTL mapping cache, 8 bytes per entry (default 262144)
+  ftl.overprovision_percent          flash held back from the logical space (default 7)
+  ftl.separate_gc_stream             GC copies in an update block of their own (default true)
+  ftl.fml.low_watermark_blocks       GC before writes below this many free blocks (default 10, seed 000 V-F)
+  ftl.fml.high_watermark_busy_blocks background GC target while busy (default 11)
+  ftl.fml.high_watermark_idle_blocks background GC target while idle (default 15)
+  ftl.fml.victim_policy              greedy | cost-benefit | fifo (default greedy)
+  ftl.fml.static_wear_threshold      erase-count spread that triggers static wear leveling, 0 = off (default 1000)
+  ftl.fml.bad_block_reserve_permille blocks held for grown bad blocks (default 15 = 1.5%)
+";
+
+/// Parses a value as TOML would (integer, float, boolean), else takes it as a string.
+fn parse_value(raw: &str) -> Value {
+    if let Ok(i) = raw.parse::<i64>() {
+        return Value::Integer(i);
+    }
+    if let Ok(f) = raw.parse::<f64>() {
+        if raw.contains('.') || raw.contains('e') {
+            return Value::Float(f);
+        }
+    }
+    match raw {
+        "true" => Value::Boolean(true),
+        "false" => Value::Boolean(false),
+        _ => Value::String(raw.to_string()),
+    }
+}
+
+fn set(root: &mut Value, key: &str, raw: &str) -> Result<()> {
+    let parts: Vec<&str> = key.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        bail!("--set {key}={raw}: malformed key");
+    }
+    let mut node = root;
+    for (i, p) in parts.iter().enumerate() {
+        let table = node
+            .as_table_mut()
+            .ok_or_else(|| anyhow!("--set {key}: '{}' is not a table", parts[..i].join(".")))?;
+        if i == parts.len() - 1 {
+            table.insert(p.to_string(), parse_value(raw));
+            return Ok(());
+        }
+        node = table
+            .entry(p.to_string())
+            .or_insert_with(|| Value::Table(Default::default()));
+    }
+    unreachable!()
+}
+
+/// Builds the run configuration from defaults, an optional TOML file and `key=value` pairs.
+pub fn build(file: Option<&Path>, sets: &[String]) -> Result<RunConfig> {
+    let mut root = Value::try_from(RunConfig::default()).context("serializing defaults")?;
+    if let Some(path) = file {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let file_value: Value = toml::from_str(&text)
+            .with_context(|| format!("{} is not valid TOML", path.display()))?;
+        merge(&mut root, file_value);
+    }
+    let pairs: Vec<(&str, &str)> = sets
+        .iter()
+        .map(|s| {
+            s.split_once('=')
+                .ok_or_else(|| anyhow!("--set {s}: expected KEY=VALUE"))
+        })
+        .collect::<Result<_>>()?;
+    // Device overrides start from the chosen preset.
+    if pairs.iter().any(|(k, _)| k.starts_with("device_config."))
+        && root.get("device_config").is_none()
+    {
+        let name = pairs
+            .iter()
+            .rev()
+            .find(|(k, _)| *k == "device")
+            .map(|(_, v)| v.to_string());
+        let name = name
+            .or_else(|| {
+                root.get("device")
+                    .and_then(|v| v.as_str())
+                    .map(String::from)
+            })
+            .unwrap_or_default();
+        let preset = flash::preset(&name).map_err(|e| anyhow!(e))?;
+        root.as_table_mut()
+            .unwrap()
+            .insert("device_config".into(), Value::try_from(preset)?);
+    }
+    for (k, v) in pairs {
+        set(&mut root, k, v)?;
+    }
+    let cfg: RunConfig = root
+        .try_into()
+        .map_err(|e: toml::de::Error| anyhow!("invalid run settings: {}", e.message()))?;
+    cfg.validate()
+        .map_err(|e| anyhow!("invalid run settings: {e}"))?;
+    cfg.device_config()
+        .map_err(|e| anyhow!("invalid run settings: {e}"))?;
+    Ok(cfg)
+}
+
+fn merge(into: &mut Value, from: Value) {
+    match (into, from) {
+        (Value::Table(a), Value::Table(b)) => {
+            for (k, v) in b {
+                match a.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        a.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build_sets(sets: &[&str]) -> Result<RunConfig> {
+        build(
+            None,
+            &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn sets_reach_nested_fields() {
+        let c = build_sets(&[
+            "ftl.fml.victim_policy=fifo",
+            "workload.requests=7",
+            "utilisation=0.5",
+            "device=poftl",
+            "device_config.endurance_cycles=300",
+        ])
+        .unwrap();
+        assert_eq!(c.ftl.fml.victim_policy, fml::VictimPolicy::Fifo);
+        assert_eq!(c.workload.requests, 7);
+        assert_eq!(c.utilisation, 0.5);
+        assert_eq!(c.device_config.unwrap().endurance_cycles, 300);
+        assert_eq!(
+            c.device_config.unwrap().geometry.pages_per_block,
+            64,
+            "poftl preset fields kept"
+        );
+    }
+
+    #[test]
+    fn bad_input_gives_clear_errors() {
+        let e = build_sets(&["nope=1"]).unwrap_err().to_string();
+        assert!(e.contains("unknown field") && e.contains("nope"), "{e}");
+        let e = build_sets(&["utilisation=2.0"]).unwrap_err().to_string();
+        assert!(e.contains("utilisation"), "{e}");
+        let e = build_sets(&["device=nosuch"]).unwrap_err().to_string();
+        assert!(e.contains("unknown device preset"), "{e}");
+        let e = build_sets(&["workload.kind=bogus"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bogus"), "{e}");
+        let e = build_sets(&["seed"]).unwrap_err().to_string();
+        assert!(e.contains("KEY=VALUE"), "{e}");
+        let e = build_sets(&["ftl.fml.victim_policy=lru"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lru"), "{e}");
+    }
+
+    /// Every documented key is accepted, and every leaf of the defaults is documented.
+    #[test]
+    fn help_lists_exactly_the_keys() {
+        let documented: Vec<&str> = SET_KEYS_HELP
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|k| !k.ends_with('*') && k.chars().next().unwrap().is_ascii_lowercase())
+            .collect();
+        let mut leaves = Vec::new();
+        fn walk(prefix: &str, v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Table(t) => t.iter().for_each(|(k, v)| {
+                    walk(
+                        &if prefix.is_empty() {
+                            k.clone()
+                        } else {
+                            format!("{prefix}.{k}")
+                        },
+                        v,
+                        out,
+                    )
+                }),
+                _ => out.push(prefix.to_string()),
+            }
+        }
+        walk(
+            "",
+            &Value::try_from(RunConfig::default()).unwrap(),
+            &mut leaves,
+        );
+        for leaf in &leaves {
+            assert!(
+                documented.contains(&leaf.as_str()),
+                "--set key {leaf} is not documented"
+            );
+        }
+        for key in documented {
+            if key == "trace" || key == "trace_format" {
+                continue;
+            }
+            assert!(
+                leaves.iter().any(|l| l == key),
+                "documented key {key} does not exist"
+            );
+        }
+    }
+}
