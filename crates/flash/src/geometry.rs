@@ -101,7 +101,7 @@ impl Geometry {
                 return Err(format!("geometry.{name} must be at least 1"));
             }
         }
-        if self.page_size_bytes % 512 != 0 {
+        if !self.page_size_bytes.is_multiple_of(512) {
             return Err(format!(
                 "geometry.page_size_bytes = {} is not a multiple of 512",
                 self.page_size_bytes
@@ -167,13 +167,13 @@ impl Gang {
     };
 
     pub fn validate(&self, g: &Geometry) -> Result<(), String> {
-        if self.planes_per_unit == 0 || g.planes_per_die % self.planes_per_unit != 0 {
+        if self.planes_per_unit == 0 || !g.planes_per_die.is_multiple_of(self.planes_per_unit) {
             return Err(format!(
                 "gang.planes_per_unit = {} must divide planes_per_die = {}",
                 self.planes_per_unit, g.planes_per_die
             ));
         }
-        if self.dies_per_unit == 0 || g.dies() % self.dies_per_unit != 0 {
+        if self.dies_per_unit == 0 || !g.dies().is_multiple_of(self.dies_per_unit) {
             return Err(format!(
                 "gang.dies_per_unit = {} must divide the die count {}",
                 self.dies_per_unit,
@@ -181,7 +181,7 @@ impl Gang {
             ));
         }
         let units = self.parallel_units(g);
-        if self.units_per_superblock == 0 || units % self.units_per_superblock != 0 {
+        if self.units_per_superblock == 0 || !units.is_multiple_of(self.units_per_superblock) {
             return Err(format!(
                 "gang.units_per_superblock = {} must divide the parallel unit count {}",
                 self.units_per_superblock, units

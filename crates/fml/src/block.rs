@@ -170,6 +170,7 @@ mod tests {
     fn bitmap_counts_and_scan() {
         let mut t = BlockTable::new(3, 100);
         t.blocks[1].next = 100;
+        t.blocks[1].state = BlockState::Full;
         for u in [100, 163, 164, 199] {
             t.set_valid(u);
         }
@@ -181,7 +182,7 @@ mod tests {
         assert!(t.clear_valid(163));
         assert!(!t.clear_valid(163));
         t.check().unwrap();
-        t.blocks[1].next = 150;
+        t.blocks[1].next = 80; // unit 199 (offset 99) now lies past the write pointer
         assert!(t.check().is_err());
     }
 

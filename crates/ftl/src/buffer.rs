@@ -3,7 +3,9 @@
 //! when the host writes it piecewise. Entries leave in arrival order; a unit that is not
 //! completely covered when it leaves is merged with its old contents (read-modify-write).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 
 /// Content of a buffered unit.
 pub enum Fill {
@@ -24,7 +26,7 @@ pub struct Entry {
 
 pub struct WriteBuffer {
     capacity: usize,
-    entries: HashMap<u32, Entry>,
+    entries: FxHashMap<u32, Entry>,
     order: VecDeque<(u32, u64)>,
     next_stamp: u64,
     /// Spare byte buffers, reused to avoid an allocation per entry.
@@ -36,7 +38,7 @@ impl WriteBuffer {
     pub fn new(capacity: usize) -> Self {
         WriteBuffer {
             capacity,
-            entries: HashMap::new(),
+            entries: FxHashMap::default(),
             order: VecDeque::new(),
             next_stamp: 0,
             spare: Vec::new(),

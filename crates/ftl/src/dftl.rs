@@ -7,7 +7,7 @@
 //! cost a translation-page read, and which evictions cost a translation-page write-back. A
 //! write-back carries every dirty cached entry of that translation page (batch update).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 const NIL: u32 = u32::MAX;
 
@@ -43,12 +43,12 @@ impl Cmt {
         Cmt {
             capacity: capacity_entries.max(1),
             entries_per_tpage,
-            index: HashMap::new(),
+            index: HashMap::default(),
             nodes: Vec::new(),
             free_nodes: Vec::new(),
             head: NIL,
             tail: NIL,
-            dirty_by_tpage: HashMap::new(),
+            dirty_by_tpage: HashMap::default(),
             hits: 0,
             misses: 0,
         }

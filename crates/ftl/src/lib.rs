@@ -31,10 +31,11 @@ const META_STREAM: StreamId = StreamId(1);
 const UNMAPPED: u32 = u32::MAX;
 
 /// Which mapping table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mapping {
     /// The whole page map in device RAM (sFTL / PFTL).
+    #[default]
     Page,
     /// DFTL: translation pages on flash behind a bounded cache.
     Dftl,
@@ -44,6 +45,8 @@ pub enum Mapping {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FtlConfig {
+    /// Chosen by the stack (`ftl` or `dftl`), not a setting of its own.
+    #[serde(skip)]
     pub mapping: Mapping,
     /// Write buffer size (default 2 MiB, seed 000 V-E); 0 writes through.
     pub buffer_bytes: u64,
@@ -376,7 +379,7 @@ impl<F: Flash> Ftl<F> {
                 why,
             })
         };
-        if offset % SECTOR_BYTES != 0 || len % SECTOR_BYTES != 0 {
+        if !offset.is_multiple_of(SECTOR_BYTES) || !len.is_multiple_of(SECTOR_BYTES) {
             return bad("not aligned to 512-byte sectors".into());
         }
         if len == 0 {
@@ -395,16 +398,17 @@ impl<F: Flash> Ftl<F> {
     }
 
     /// Splits a byte range into (lpn, first sector, end sector) pieces.
-    fn pieces(&self, offset: u64, len: u64) -> impl Iterator<Item = (u32, u32, u32)> {
+    fn pieces(&self, offset: u64, len: u64) -> Pieces {
         let spu = self.sectors_per_unit as u64;
         let first = offset / SECTOR_BYTES;
         let end = (offset + len) / SECTOR_BYTES;
-        let (lo, hi) = (first / spu, (end - 1) / spu);
-        (lo..=hi).map(move |lpn| {
-            let s0 = first.max(lpn * spu) - lpn * spu;
-            let s1 = end.min((lpn + 1) * spu) - lpn * spu;
-            (lpn as u32, s0 as u32, s1 as u32)
-        })
+        Pieces {
+            spu,
+            first,
+            end,
+            lpn: first / spu,
+            last: (end - 1) / spu,
+        }
     }
 
     fn full_mask(&self) -> u64 {
@@ -447,7 +451,7 @@ impl<F: Flash> Ftl<F> {
         let unit = self.unit_bytes;
         let full = self.full_mask();
         let bytes_mode = matches!(data, Data::Bytes(_));
-        let pieces: Vec<(u32, u32, u32)> = self.pieces(offset, len).collect();
+        let pieces = self.pieces(offset, len);
         let mut consumed = 0usize;
         for (lpn, s0, s1) in pieces {
             let mask = Self::mask(s0, s1);
@@ -586,8 +590,9 @@ impl<F: Flash> Ftl<F> {
         }
     }
 
-    /// Runs GC until free blocks are back at the low watermark; returns when it is done.
-    fn foreground_gc(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
+    /// Runs GC until free blocks are back at the low watermark; returns when it is done. Every
+    /// write to a host stream (data, translation pages, checkpoints) makes room this way first.
+    fn make_room(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
         let mut t = at;
         while self.fml.must_collect() {
             match self.fml.gc_step(t, &mut self.map)? {
@@ -596,8 +601,12 @@ impl<F: Flash> Ftl<F> {
                 GcStep::Chose { .. } | GcStep::Retired => {}
             }
         }
-        // Translation updates for moved units are written once GC has freed space: they go to
-        // a host stream, which may not take GC's last free block.
+        Ok(t)
+    }
+
+    /// [`Self::make_room`], then the translation updates for units GC moved (DFTL).
+    fn foreground_gc(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
+        let t = self.make_room(at)?;
         self.update_moved(t)
     }
 
@@ -652,7 +661,7 @@ impl<F: Flash> Ftl<F> {
     /// Writes a translation page back: read the old copy (the cache holds only part of it),
     /// write the new one.
     fn write_tpage(&mut self, at: Nanos, tp: u32) -> Result<Nanos, FtlError> {
-        let mut t = at;
+        let mut t = self.make_room(at)?;
         let old = self.map.gtd[tp as usize];
         if old != UNMAPPED {
             let (done, _) = self.fml.read(t, Vpa(old), &mut [], &mut [])?;
@@ -693,7 +702,7 @@ impl<F: Flash> Ftl<F> {
         self.stats.host_reads += 1;
         self.stats.host_read_bytes += len;
         let mut done = at;
-        let pieces: Vec<(u32, u32, u32)> = self.pieces(offset, len).collect();
+        let pieces = self.pieces(offset, len);
         let mut out = out;
         let mut produced = 0usize;
         for (lpn, s0, s1) in pieces {
@@ -790,7 +799,7 @@ impl<F: Flash> Ftl<F> {
         self.stats.trims += 1;
         let full = self.full_mask();
         let mut t = at;
-        let pieces: Vec<(u32, u32, u32)> = self.pieces(offset, len).collect();
+        let pieces = self.pieces(offset, len);
         for (lpn, s0, s1) in pieces {
             if Self::mask(s0, s1) != full {
                 continue;
@@ -1107,4 +1116,28 @@ fn decode_ckpt(page: &[u8], seq: u64, part: u32, logical: u32) -> Option<CkptPar
         first,
         entries: (0..count).map(|i| u32_at(CKPT_HEADER + 4 * i)).collect(),
     })
+}
+
+/// The (lpn, first sector, end sector) pieces of a byte range, one per unit it touches.
+struct Pieces {
+    spu: u64,
+    first: u64,
+    end: u64,
+    lpn: u64,
+    last: u64,
+}
+
+impl Iterator for Pieces {
+    type Item = (u32, u32, u32);
+    fn next(&mut self) -> Option<(u32, u32, u32)> {
+        if self.lpn > self.last {
+            return None;
+        }
+        let lpn = self.lpn;
+        self.lpn += 1;
+        let base = lpn * self.spu;
+        let s0 = self.first.max(base) - base;
+        let s1 = self.end.min(base + self.spu) - base;
+        Some((lpn as u32, s0 as u32, s1 as u32))
+    }
 }

@@ -228,7 +228,7 @@ pub fn run_closed(
         lat.record(&req, done - t);
         end = end.max(done);
         ready.push(Reverse((done + load.think_time_ns, slot)));
-        if d.index % 4096 == 0 {
+        if d.index.is_multiple_of(4096) {
             progress(d.index);
         }
     }
@@ -284,7 +284,7 @@ pub fn run_open(
         let done = d.issue(t, &req)?;
         lat.record(&req, done - t);
         end = end.max(done);
-        if d.index % 4096 == 0 {
+        if d.index.is_multiple_of(4096) {
             progress(d.index);
         }
     }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::{self, Latencies, Load, Verifier};
 use crate::stack::{Counters, FtlStack, Stack};
 use crate::trace::{TraceFormat, TraceReader};
-use crate::workload::{prefill, Workload, WorkloadConfig};
+use crate::workload::{prefill, Workload, WorkloadConfig, WorkloadKind};
 
 /// Which stack to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,7 +54,7 @@ pub struct RunConfig {
     pub verify: bool,
     /// Seed of all randomness in the run.
     pub seed: u64,
-    pub workload: WorkloadConfig,
+    pub workload: RunWorkload,
     /// Replay this block trace (open loop) instead of the workload.
     pub trace: Option<PathBuf>,
     /// Trace format: mqsim, msr or blkparse (guessed from the extension when absent).
@@ -73,7 +73,7 @@ impl Default for RunConfig {
             prefill: true,
             verify: true,
             seed: 1,
-            workload: WorkloadConfig::default(),
+            workload: RunWorkload::default(),
             trace: None,
             trace_format: None,
             load: Load {
@@ -109,6 +109,51 @@ impl RunConfig {
         }
         self.ftl.validate()?;
         Ok(())
+    }
+}
+
+/// A built-in workload as a run sets it: its footprint comes from `utilisation` and its seed
+/// from the run's seed (see [`WorkloadConfig`] for each field).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunWorkload {
+    pub kind: WorkloadKind,
+    pub request_bytes: u64,
+    pub requests: u64,
+    pub read_fraction: f64,
+    pub zipf_theta: f64,
+    pub hot_fraction: f64,
+    pub hot_access_fraction: f64,
+}
+
+impl Default for RunWorkload {
+    fn default() -> Self {
+        let w = WorkloadConfig::default();
+        RunWorkload {
+            kind: w.kind,
+            request_bytes: w.request_bytes,
+            requests: w.requests,
+            read_fraction: w.read_fraction,
+            zipf_theta: w.zipf_theta,
+            hot_fraction: w.hot_fraction,
+            hot_access_fraction: w.hot_access_fraction,
+        }
+    }
+}
+
+impl RunWorkload {
+    pub fn config(&self, footprint_bytes: u64, seed: u64) -> WorkloadConfig {
+        WorkloadConfig {
+            kind: self.kind,
+            request_bytes: self.request_bytes,
+            footprint_bytes,
+            requests: self.requests,
+            read_fraction: self.read_fraction,
+            zipf_theta: self.zipf_theta,
+            hot_fraction: self.hot_fraction,
+            hot_access_fraction: self.hot_access_fraction,
+            seed,
+        }
     }
 }
 
@@ -169,7 +214,9 @@ pub struct RunReport {
     pub erase_count_min: u32,
     pub erase_count_max: u32,
     pub erase_count_mean: f64,
+    /// Wall-clock time of the whole run (setup and prefill included).
     pub wall_seconds: f64,
+    /// Requests of the measured phase per wall-clock second of that phase.
     pub requests_per_wall_second: f64,
     pub verified_reads: u64,
     pub device_memory_bytes: u64,
@@ -264,6 +311,7 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
         t = phase.end_ns;
     }
     let before = stack.counters();
+    let measure_wall = Instant::now();
     let (phase, workload_name) = match &cfg.trace {
         Some(path) => {
             let format = match &cfg.trace_format {
@@ -293,11 +341,7 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
             (phase, format!("trace:{}", path.display()))
         }
         None => {
-            let wcfg = WorkloadConfig {
-                footprint_bytes: footprint,
-                seed: cfg.seed,
-                ..cfg.workload.clone()
-            };
+            let wcfg = cfg.workload.config(footprint, cfg.seed);
             let mut w = Workload::new(&wcfg).map_err(RunError::Config)?;
             let total = wcfg.requests;
             let phase = engine::run_closed(
@@ -316,6 +360,7 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
             (phase, wcfg.kind.to_string())
         }
     };
+    let measure_seconds = measure_wall.elapsed().as_secs_f64();
     let wall_seconds = wall.elapsed().as_secs_f64();
     stack.check().map_err(RunError::Check)?;
     let c: Counters = stack.counters() - before;
@@ -368,7 +413,7 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
         erase_count_max: ec_max,
         erase_count_mean: ec_mean,
         wall_seconds,
-        requests_per_wall_second: phase.requests as f64 / wall_seconds.max(1e-9),
+        requests_per_wall_second: phase.requests as f64 / measure_seconds.max(1e-9),
         verified_reads: verifier.as_ref().map_or(0, |v| v.checked),
         device_memory_bytes: stack.device_resident_bytes(),
         page_size_bytes: page,
