@@ -63,30 +63,27 @@ impl WriteBuffer {
 
     /// The entry for `lpn`, created empty (at the back of the queue) if absent.
     pub fn entry(&mut self, lpn: u32, bytes_mode: bool, unit_bytes: usize) -> &mut Entry {
-        if !self.entries.contains_key(&lpn) {
-            let stamp = self.next_stamp;
-            self.next_stamp += 1;
-            self.order.push_back((lpn, stamp));
+        let (order, next_stamp, spare) = (&mut self.order, &mut self.next_stamp, &mut self.spare);
+        self.entries.entry(lpn).or_insert_with(|| {
+            let stamp = *next_stamp;
+            *next_stamp += 1;
+            order.push_back((lpn, stamp));
             let fill = if bytes_mode {
                 Fill::Bytes(
-                    self.spare
+                    spare
                         .pop()
                         .unwrap_or_else(|| vec![0u8; unit_bytes].into_boxed_slice()),
                 )
             } else {
                 Fill::Token(0)
             };
-            self.entries.insert(
+            Entry {
                 lpn,
-                Entry {
-                    lpn,
-                    mask: 0,
-                    fill,
-                    stamp,
-                },
-            );
-        }
-        self.entries.get_mut(&lpn).unwrap()
+                mask: 0,
+                fill,
+                stamp,
+            }
+        })
     }
 
     /// Removes and returns the oldest entry.

@@ -167,7 +167,8 @@ pub struct FtlStats {
 /// The mapping state; GC reports relocations to it.
 struct Map {
     l2p: Vec<u32>,
-    p2l: Vec<u32>,
+    /// Write units on the device (the range of unit addresses).
+    total_units: usize,
     next_seq: u64,
     cmt: Option<Cmt>,
     /// GTD: location of each translation page (DFTL).
@@ -182,6 +183,8 @@ struct Map {
     lost: u64,
     /// Stream for GC copies of data (`None`: the FML's GC stream).
     gc_data_stream: Option<StreamId>,
+    /// The record of the unit GC is copying, decoded in `before_copy` for `relocated`.
+    copying: Option<Record>,
 }
 
 impl Map {
@@ -195,7 +198,9 @@ impl Map {
 impl Owner for Map {
     fn before_copy(&mut self, _from: Vpa, oob: &mut [u8]) -> Option<StreamId> {
         // A copy gets a fresh sequence number so it wins over the checkpoint at recovery.
+        self.copying = None;
         if let Ok(Some(mut r)) = Record::decode(oob) {
+            self.copying = Some(r);
             if r.kind != Kind::Checkpoint {
                 r.seq = self.take_seq();
                 oob[..RECORD_BYTES].copy_from_slice(&r.encode());
@@ -220,8 +225,6 @@ impl Owner for Map {
                     "GC moved lpn {lpn} from a unit the map does not point to"
                 );
                 self.l2p[lpn as usize] = to.0;
-                self.p2l[from.0 as usize] = UNMAPPED;
-                self.p2l[to.0 as usize] = lpn;
                 if let Some(cmt) = self.cmt.as_mut() {
                     if !cmt.mark_dirty_if_cached(lpn) {
                         self.moved.push(lpn);
@@ -243,11 +246,11 @@ impl Owner for Map {
     }
 
     fn lost(&mut self, from: Vpa, _error: &FlashError) {
+        // A rare event: find the owner by search rather than keep a reverse map (4 bytes per
+        // unit) for it.
         self.lost += 1;
-        let lpn = self.p2l[from.0 as usize];
-        if lpn != UNMAPPED {
-            self.l2p[lpn as usize] = UNMAPPED;
-            self.p2l[from.0 as usize] = UNMAPPED;
+        if let Some(lpn) = self.l2p.iter().position(|&v| v == from.0) {
+            self.l2p[lpn] = UNMAPPED;
         } else if let Some(g) = self.gtd.iter_mut().find(|g| **g == from.0) {
             *g = UNMAPPED; // rewritten from the in-memory table at the next write-back
         } else {
@@ -311,7 +314,7 @@ impl<F: Flash> Ftl<F> {
         let mut ftl = Ftl {
             map: Map {
                 l2p: vec![UNMAPPED; logical_units as usize],
-                p2l: vec![UNMAPPED; total_units],
+                total_units,
                 next_seq: 1,
                 cmt,
                 gtd: vec![UNMAPPED; tpages as usize],
@@ -322,6 +325,7 @@ impl<F: Flash> Ftl<F> {
                 moved: Vec::new(),
                 lost: 0,
                 gc_data_stream: (!config.separate_gc_stream).then_some(DATA_STREAM),
+                copying: None,
             },
             buf: WriteBuffer::new((config.buffer_bytes / unit_bytes as u64) as usize),
             fml,
@@ -564,10 +568,8 @@ impl<F: Flash> Ftl<F> {
         let (vpa, done) = self.fml.write(t, DATA_STREAM, payload, &rec)?;
         if old != UNMAPPED {
             self.fml.invalidate(Vpa(old));
-            self.map.p2l[old as usize] = UNMAPPED;
         }
         self.map.l2p[e.lpn as usize] = vpa.0;
-        self.map.p2l[vpa.0 as usize] = e.lpn;
         self.buf.recycle(e);
         Ok(done)
     }
@@ -809,7 +811,6 @@ impl<F: Flash> Ftl<F> {
             if old != UNMAPPED {
                 t = self.translate(t, lpn, true)?;
                 self.fml.invalidate(Vpa(old));
-                self.map.p2l[old as usize] = UNMAPPED;
                 self.map.l2p[lpn as usize] = UNMAPPED;
             }
         }
@@ -895,7 +896,7 @@ impl<F: Flash> Ftl<F> {
         let logical = self.logical_units as usize;
         let mut best_seq = vec![0u64; logical];
         let mut cand = vec![UNMAPPED; logical];
-        let mut scanned_lpn = vec![(UNMAPPED, 0u64); self.map.p2l.len()];
+        let mut scanned_lpn = vec![(UNMAPPED, 0u64); self.map.total_units];
         let mut map_best: Vec<(u64, u32)> = vec![(0, UNMAPPED); self.map.gtd.len()];
         let mut ckpts: Vec<(u64, u32, u32)> = Vec::new();
         let mut max_seq = 0u64;
@@ -961,7 +962,6 @@ impl<F: Flash> Ftl<F> {
             };
             if chosen != UNMAPPED {
                 self.map.l2p[lpn] = chosen;
-                self.map.p2l[chosen as usize] = lpn as u32;
                 self.fml.mark_valid(Vpa(chosen));
             }
         }
@@ -1020,22 +1020,24 @@ impl<F: Flash> Ftl<F> {
         Ok((Some(seen.len() as u32) == parts_total).then_some(l2p))
     }
 
-    /// Whole-structure check (tests, debug builds): map and reverse map agree, and exactly the
-    /// units the FTL references are valid in the FML.
+    /// Whole-structure check (tests, debug builds, fsck): no two logical pages share a unit,
+    /// and exactly the units the FTL references are valid in the FML.
     pub fn check(&self) -> Result<(), String> {
         self.fml.check()?;
+        let mut owner = vec![UNMAPPED; self.map.total_units];
         let mut referenced = 0u64;
         for (lpn, &v) in self.map.l2p.iter().enumerate() {
             if v == UNMAPPED {
                 continue;
             }
             referenced += 1;
-            if self.map.p2l[v as usize] != lpn as u32 {
+            if owner[v as usize] != UNMAPPED {
                 return Err(format!(
-                    "lpn {lpn} maps to unit {v}, whose reverse entry is {}",
-                    self.map.p2l[v as usize]
+                    "lpns {} and {lpn} both map to unit {v}",
+                    owner[v as usize]
                 ));
             }
+            owner[v as usize] = lpn as u32;
             if !self.fml.is_valid(Vpa(v)) {
                 return Err(format!(
                     "lpn {lpn} maps to unit {v}, which the FML holds invalid"
