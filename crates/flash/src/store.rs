@@ -36,18 +36,20 @@ pub trait PageStore {
     fn resident_bytes(&self) -> u64;
 }
 
-const KIND_FINGERPRINT: u8 = 1;
-const KIND_BYTES: u8 = 2;
-
 /// Contents of one block, allocated at its first program after an erase and freed at erase.
+/// Whether a page is programmed follows from the block's write pointer, so a page costs 8 bytes
+/// (its fingerprint) and one bit (bytes or fingerprint) plus its OOB record if it has one.
 struct MemBlock {
-    kinds: Box<[u8]>,
     fingerprints: Box<[u64]>,
-    /// OOB bytes, `oob_stride` per page; the stride grows to the longest record written, so a
-    /// stack writing 16-byte records does not pay for a 64-byte spare area.
+    /// Bit set: the page holds bytes rather than a fingerprint.
+    is_bytes: Box<[u64]>,
+    /// OOB bytes, `oob_stride` per page, and each page's record length; allocated at the first
+    /// page with a record. The stride grows to the longest record written, so a stack writing
+    /// 20-byte records does not pay for a 64-byte spare area, and blocks whose pages carry no
+    /// record (the later pages of a ganged write unit) pay nothing.
     oob: Vec<u8>,
     oob_stride: usize,
-    oob_len: Box<[u8]>,
+    oob_len: Vec<u8>,
     /// Page bytes, allocated on the first `Payload::Bytes` program.
     bytes: Option<Box<[u8]>>,
 }
@@ -71,9 +73,10 @@ impl MemStore {
     }
 
     fn block_bytes(b: &MemBlock) -> u64 {
-        (b.kinds.len() * 9
+        (b.fingerprints.len() * 8
+            + b.is_bytes.len() * 8
             + b.oob.capacity()
-            + b.oob_len.len()
+            + b.oob_len.capacity()
             + b.bytes.as_ref().map_or(0, |x| x.len())) as u64
     }
 }
@@ -101,23 +104,24 @@ impl PageStore for MemStore {
         let existed = slot.is_some();
         let b = slot.get_or_insert_with(|| {
             Box::new(MemBlock {
-                kinds: vec![0; ppb].into_boxed_slice(),
                 fingerprints: vec![0; ppb].into_boxed_slice(),
+                is_bytes: vec![0; ppb.div_ceil(64)].into_boxed_slice(),
                 oob: Vec::new(),
                 oob_stride: 0,
-                oob_len: vec![0; ppb].into_boxed_slice(),
+                oob_len: Vec::new(),
                 bytes: None,
             })
         });
         let before = if existed { Self::block_bytes(b) } else { 0 };
         let p = page as usize;
+        let bit = 1u64 << (p % 64);
         match payload {
             Payload::Fingerprint(fp) => {
-                b.kinds[p] = KIND_FINGERPRINT;
+                b.is_bytes[p / 64] &= !bit;
                 b.fingerprints[p] = fp;
             }
             Payload::Bytes(data) => {
-                b.kinds[p] = KIND_BYTES;
+                b.is_bytes[p / 64] |= bit;
                 let bytes = b
                     .bytes
                     .get_or_insert_with(|| vec![0u8; ppb * page_size].into_boxed_slice());
@@ -127,16 +131,19 @@ impl PageStore for MemStore {
         if oob.len() > b.oob_stride {
             let stride = oob.len();
             let mut grown = vec![0xFFu8; ppb * stride];
-            for i in 0..ppb {
+            for i in 0..b.oob_len.len() {
                 let n = b.oob_len[i] as usize;
                 grown[i * stride..i * stride + n]
                     .copy_from_slice(&b.oob[i * b.oob_stride..i * b.oob_stride + n]);
             }
             b.oob = grown;
             b.oob_stride = stride;
+            b.oob_len.resize(ppb, 0);
         }
-        b.oob[p * b.oob_stride..p * b.oob_stride + oob.len()].copy_from_slice(oob);
-        b.oob_len[p] = oob.len() as u8;
+        if !b.oob_len.is_empty() {
+            b.oob[p * b.oob_stride..p * b.oob_stride + oob.len()].copy_from_slice(oob);
+            b.oob_len[p] = oob.len() as u8;
+        }
         self.resident = self.resident + Self::block_bytes(b) - before;
         Ok(())
     }
@@ -154,19 +161,18 @@ impl PageStore for MemStore {
             return Ok(Content::Erased);
         };
         let p = page as usize;
-        let n = (b.oob_len[p] as usize).min(oob.len());
-        oob[..n].copy_from_slice(&b.oob[p * b.oob_stride..p * b.oob_stride + n]);
-        Ok(match b.kinds[p] {
-            KIND_FINGERPRINT => Content::Fingerprint(b.fingerprints[p]),
-            KIND_BYTES => {
-                if !data.is_empty() {
-                    let bytes = b.bytes.as_ref().expect("a bytes page has a bytes area");
-                    data.copy_from_slice(&bytes[p * page_size..(p + 1) * page_size]);
-                }
-                Content::Bytes
-            }
-            _ => Content::Erased,
-        })
+        if let Some(&len) = b.oob_len.get(p) {
+            let n = (len as usize).min(oob.len());
+            oob[..n].copy_from_slice(&b.oob[p * b.oob_stride..p * b.oob_stride + n]);
+        }
+        if b.is_bytes[p / 64] & (1 << (p % 64)) == 0 {
+            return Ok(Content::Fingerprint(b.fingerprints[p]));
+        }
+        if !data.is_empty() {
+            let bytes = b.bytes.as_ref().expect("a bytes page has a bytes area");
+            data.copy_from_slice(&bytes[p * page_size..(p + 1) * page_size]);
+        }
+        Ok(Content::Bytes)
     }
 
     fn drop_block(&mut self, block: u32) {

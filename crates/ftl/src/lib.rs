@@ -807,11 +807,13 @@ impl<F: Flash> Ftl<F> {
                 continue;
             }
             self.buf.remove(lpn);
-            let old = self.map.l2p[lpn as usize];
-            if old != UNMAPPED {
+            if self.map.l2p[lpn as usize] != UNMAPPED {
+                // Translation may run GC, which may move this very unit: read the map after it.
                 t = self.translate(t, lpn, true)?;
-                self.fml.invalidate(Vpa(old));
-                self.map.l2p[lpn as usize] = UNMAPPED;
+                let old = std::mem::replace(&mut self.map.l2p[lpn as usize], UNMAPPED);
+                if old != UNMAPPED {
+                    self.fml.invalidate(Vpa(old));
+                }
             }
         }
         Ok(t)
@@ -892,77 +894,92 @@ impl<F: Flash> Ftl<F> {
         self.fml.into_flash()
     }
 
+    /// Rebuilds the map from the flash, in two passes over the OOB records so memory stays at
+    /// one bit per logical page beyond the map itself:
+    /// 1. find the newest complete checkpoint and load it as the base map;
+    /// 2. keep each base entry whose unit still holds that page with a sequence number no newer
+    ///    than the checkpoint (a unit erased and reused since belongs to another page, and the
+    ///    page was trimmed), and roll forward every data unit written after the checkpoint,
+    ///    the newest per page winning.
     fn recover(&mut self) -> Result<(), FtlError> {
-        let logical = self.logical_units as usize;
-        let mut best_seq = vec![0u64; logical];
-        let mut cand = vec![UNMAPPED; logical];
-        let mut scanned_lpn = vec![(UNMAPPED, 0u64); self.map.total_units];
-        let mut map_best: Vec<(u64, u32)> = vec![(0, UNMAPPED); self.map.gtd.len()];
+        let mut rec = Recovery::default();
         let mut ckpts: Vec<(u64, u32, u32)> = Vec::new();
         let mut max_seq = 0u64;
-        let mut rec = Recovery::default();
         let done = self.fml.scan(0, |v, r| {
             rec.units_scanned += 1;
-            let Ok((_content, oob)) = r else {
-                rec.units_unreadable += 1;
-                return;
-            };
-            let Ok(Some(r)) = Record::decode(oob) else {
-                rec.units_unreadable += 1;
-                return;
-            };
-            max_seq = max_seq.max(r.seq);
-            match r.kind {
-                Kind::Data if (r.key as usize) < logical => {
-                    scanned_lpn[v.0 as usize] = (r.key, r.seq);
-                    if r.seq > best_seq[r.key as usize] {
-                        best_seq[r.key as usize] = r.seq;
-                        cand[r.key as usize] = v.0;
+            match r.ok().map(|(_, oob)| Record::decode(oob)) {
+                Some(Ok(Some(r))) => {
+                    max_seq = max_seq.max(r.seq);
+                    if r.kind == Kind::Checkpoint {
+                        ckpts.push((r.seq, r.key, v.0));
                     }
                 }
-                Kind::Map if (r.key as usize) < map_best.len() => {
-                    if r.seq > map_best[r.key as usize].0 {
-                        map_best[r.key as usize] = (r.seq, v.0);
-                    }
-                }
-                Kind::Checkpoint => ckpts.push((r.seq, r.key, v.0)),
                 _ => rec.units_unreadable += 1,
             }
         })?;
         rec.scan_done_ns = done;
-        // The newest checkpoint whose parts are all present and readable.
+        if rec.units_scanned == 0 {
+            self.recovery = rec;
+            return Ok(());
+        }
+        // Pass 1 result: the newest checkpoint whose parts are all present and readable.
         ckpts.sort_unstable_by(|a, b| b.cmp(a));
-        let mut base: Option<(u64, Vec<u32>, Vec<u32>)> = None;
+        let mut base: Option<(u64, Vec<u32>)> = None;
         let mut i = 0;
         while i < ckpts.len() && base.is_none() {
             let seq = ckpts[i].0;
             let group: Vec<(u64, u32, u32)> =
                 ckpts.iter().filter(|c| c.0 == seq).copied().collect();
             i += group.len();
-            if let Some(loaded) = self.load_checkpoint(seq, &group)? {
-                base = Some((seq, loaded, group.iter().map(|g| g.2).collect()));
+            if self.load_checkpoint(seq, &group)? {
+                base = Some((seq, group.iter().map(|g| g.2).collect()));
+            } else {
+                self.map.l2p.fill(UNMAPPED);
             }
         }
         let ckpt_seq = base.as_ref().map_or(0, |b| b.0);
-        for lpn in 0..logical {
-            let from_ckpt = base.as_ref().map_or(UNMAPPED, |b| b.1[lpn]);
-            let chosen = if best_seq[lpn] > ckpt_seq {
-                rec.rolled_forward += 1;
-                cand[lpn]
-            } else if from_ckpt != UNMAPPED
-                && (from_ckpt as usize) < scanned_lpn.len()
-                && scanned_lpn[from_ckpt as usize].0 == lpn as u32
-                && scanned_lpn[from_ckpt as usize].1 <= ckpt_seq
-            {
-                // The checkpoint's unit still holds this page (a unit erased and reused since
-                // belongs to someone else, and the page was trimmed).
-                from_ckpt
-            } else {
-                UNMAPPED
+        // Pass 2: confirm base entries, collect newer units and translation pages.
+        let logical = self.logical_units;
+        let mut confirmed = vec![0u64; (logical as usize).div_ceil(64)];
+        let mut newer: rustc_hash::FxHashMap<u32, (u64, u32)> = Default::default();
+        let mut map_best: Vec<(u64, u32)> = vec![(0, UNMAPPED); self.map.gtd.len()];
+        let l2p = &self.map.l2p;
+        let done = self.fml.scan(done, |v, r| {
+            let Some(Ok(Some(r))) = r.ok().map(|(_, oob)| Record::decode(oob)) else {
+                return;
             };
-            if chosen != UNMAPPED {
-                self.map.l2p[lpn] = chosen;
-                self.fml.mark_valid(Vpa(chosen));
+            match r.kind {
+                Kind::Data if r.key < logical => {
+                    if r.seq > ckpt_seq {
+                        let e = newer.entry(r.key).or_insert((0, UNMAPPED));
+                        if r.seq > e.0 {
+                            *e = (r.seq, v.0);
+                        }
+                    } else if l2p[r.key as usize] == v.0 {
+                        confirmed[r.key as usize / 64] |= 1 << (r.key % 64);
+                    }
+                }
+                Kind::Map
+                    if (r.key as usize) < map_best.len() && r.seq > map_best[r.key as usize].0 =>
+                {
+                    map_best[r.key as usize] = (r.seq, v.0);
+                }
+                _ => {}
+            }
+        })?;
+        rec.scan_done_ns = done;
+        for lpn in 0..logical as usize {
+            if confirmed[lpn / 64] & (1 << (lpn % 64)) == 0 {
+                self.map.l2p[lpn] = UNMAPPED;
+            }
+        }
+        rec.rolled_forward = newer.len() as u64;
+        for (lpn, (_, unit)) in newer {
+            self.map.l2p[lpn as usize] = unit;
+        }
+        for &v in &self.map.l2p {
+            if v != UNMAPPED {
+                self.fml.mark_valid(Vpa(v));
             }
         }
         for (tp, &(_, loc)) in map_best.iter().enumerate() {
@@ -971,7 +988,7 @@ impl<F: Flash> Ftl<F> {
                 self.fml.mark_valid(Vpa(loc));
             }
         }
-        if let Some((seq, _, units)) = base {
+        if let Some((seq, units)) = base {
             for &u in &units {
                 self.fml.mark_valid(Vpa(u));
             }
@@ -986,13 +1003,8 @@ impl<F: Flash> Ftl<F> {
         Ok(())
     }
 
-    /// Reads a checkpoint's parts; `None` if it is incomplete or any part is damaged.
-    fn load_checkpoint(
-        &mut self,
-        seq: u64,
-        group: &[(u64, u32, u32)],
-    ) -> Result<Option<Vec<u32>>, FtlError> {
-        let mut l2p = vec![UNMAPPED; self.logical_units as usize];
+    /// Reads a checkpoint's parts into the map; false if it is incomplete or a part is damaged.
+    fn load_checkpoint(&mut self, seq: u64, group: &[(u64, u32, u32)]) -> Result<bool, FtlError> {
         let mut page = vec![0u8; self.unit_bytes];
         // A part GC copied may be on flash twice (the copy and its not yet erased source): both
         // hold the same bytes, and either readable one will do.
@@ -1007,37 +1019,35 @@ impl<F: Flash> Ftl<F> {
                 _ => continue,
             }
             let Some(h) = decode_ckpt(&page, seq, part, self.logical_units) else {
-                return Ok(None);
+                continue;
             };
             if *parts_total.get_or_insert(h.parts) != h.parts {
-                return Ok(None);
+                return Ok(false);
             }
-            for (k, e) in h.entries.iter().enumerate() {
-                l2p[h.first as usize + k] = *e;
-            }
+            self.map.l2p[h.first as usize..h.first as usize + h.entries.len()]
+                .copy_from_slice(&h.entries);
             seen.insert(part);
         }
-        Ok((Some(seen.len() as u32) == parts_total).then_some(l2p))
+        Ok(Some(seen.len() as u32) == parts_total)
     }
 
     /// Whole-structure check (tests, debug builds, fsck): no two logical pages share a unit,
     /// and exactly the units the FTL references are valid in the FML.
     pub fn check(&self) -> Result<(), String> {
         self.fml.check()?;
-        let mut owner = vec![UNMAPPED; self.map.total_units];
+        let mut taken = vec![0u64; self.map.total_units.div_ceil(64)];
         let mut referenced = 0u64;
         for (lpn, &v) in self.map.l2p.iter().enumerate() {
             if v == UNMAPPED {
                 continue;
             }
             referenced += 1;
-            if owner[v as usize] != UNMAPPED {
-                return Err(format!(
-                    "lpns {} and {lpn} both map to unit {v}",
-                    owner[v as usize]
-                ));
+            let (word, bit) = (v as usize / 64, 1u64 << (v % 64));
+            if taken[word] & bit != 0 {
+                let first = self.map.l2p.iter().position(|&o| o == v).unwrap_or(lpn);
+                return Err(format!("lpns {first} and {lpn} both map to unit {v}"));
             }
-            owner[v as usize] = lpn as u32;
+            taken[word] |= bit;
             if !self.fml.is_valid(Vpa(v)) {
                 return Err(format!(
                     "lpn {lpn} maps to unit {v}, which the FML holds invalid"

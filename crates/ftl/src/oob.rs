@@ -16,11 +16,13 @@ pub enum Kind {
 pub struct Record {
     pub kind: Kind,
     pub key: u32,
-    /// Global write sequence number; a checkpoint's parts all carry the checkpoint's.
+    /// Global write sequence number (48 bits); a checkpoint's parts all carry the checkpoint's.
     pub seq: u64,
 }
 
-pub const RECORD_BYTES: usize = 20;
+pub const RECORD_BYTES: usize = 16;
+/// Sequence numbers are 48 bits: 2.8 * 10^14 writes.
+pub const SEQ_MAX: u64 = (1 << 48) - 1;
 const VERSION: u8 = 1;
 
 impl Record {
@@ -32,10 +34,11 @@ impl Record {
             Kind::Checkpoint => 3,
         };
         b[1] = VERSION;
-        b[4..8].copy_from_slice(&self.key.to_le_bytes());
-        b[8..16].copy_from_slice(&self.seq.to_le_bytes());
-        let crc = crc32c::crc32c(&b[..16]);
-        b[16..20].copy_from_slice(&crc.to_le_bytes());
+        b[2..6].copy_from_slice(&self.key.to_le_bytes());
+        assert!(self.seq <= SEQ_MAX, "sequence number space exhausted");
+        b[6..12].copy_from_slice(&self.seq.to_le_bytes()[..6]);
+        let crc = crc32c::crc32c(&b[..12]);
+        b[12..16].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
@@ -50,8 +53,8 @@ impl Record {
         if b[..RECORD_BYTES].iter().all(|&x| x == 0xFF) {
             return Ok(None);
         }
-        let crc = u32::from_le_bytes(b[16..20].try_into().unwrap());
-        if crc32c::crc32c(&b[..16]) != crc {
+        let crc = u32::from_le_bytes(b[12..16].try_into().unwrap());
+        if crc32c::crc32c(&b[..12]) != crc {
             return Err("OOB record checksum mismatch".into());
         }
         if b[1] != VERSION {
@@ -66,10 +69,12 @@ impl Record {
             3 => Kind::Checkpoint,
             k => return Err(format!("OOB record kind {k} is unknown")),
         };
+        let mut seq = [0u8; 8];
+        seq[..6].copy_from_slice(&b[6..12]);
         Ok(Some(Record {
             kind,
-            key: u32::from_le_bytes(b[4..8].try_into().unwrap()),
-            seq: u64::from_le_bytes(b[8..16].try_into().unwrap()),
+            key: u32::from_le_bytes(b[2..6].try_into().unwrap()),
+            seq: u64::from_le_bytes(seq),
         }))
     }
 }
@@ -87,7 +92,7 @@ mod tests {
         };
         let mut b = r.encode();
         assert_eq!(Record::decode(&b), Ok(Some(r)));
-        assert_eq!(Record::decode(&[0xFF; 20]), Ok(None));
+        assert_eq!(Record::decode(&[0xFF; 16]), Ok(None));
         b[5] ^= 1;
         assert!(Record::decode(&b).is_err());
         assert!(Record::decode(&b[..3]).is_err());

@@ -339,7 +339,7 @@ fn config(mapping: Mapping, buffer_units: u64) -> FtlConfig {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
 
     #[test]
     fn ftl_matches_the_oracle(
