@@ -543,7 +543,7 @@ impl<F: Flash> Ftl<F> {
                 Fill::Token(fp) => {
                     let mut old_fp = 0;
                     if old != UNMAPPED {
-                        let (done, content) = self.fml.read(t, Vpa(old), &mut [], &mut [])?;
+                        let (done, content) = self.read_unit(t, Vpa(old))?;
                         self.stats.rmw_reads += 1;
                         t = done;
                         if let Content::Fingerprint(f) = content {
@@ -572,6 +572,15 @@ impl<F: Flash> Ftl<F> {
         self.map.l2p[e.lpn as usize] = vpa.0;
         self.buf.recycle(e);
         Ok(done)
+    }
+
+    /// Reads a whole unit (its bytes cross the bus even when it holds a fingerprint, so the
+    /// timing is the same in both payload modes); the bytes land in the scratch buffer.
+    fn read_unit(&mut self, at: Nanos, v: Vpa) -> Result<(Nanos, Content), FmlError> {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let r = self.fml.read(at, v, &mut scratch, &mut []);
+        self.scratch = scratch;
+        r
     }
 
     fn merge(dst: &mut [u8], old: &[u8], mask: u64) {
@@ -652,7 +661,7 @@ impl<F: Flash> Ftl<F> {
         if let Some(tp) = io.fetch {
             let loc = self.map.gtd[tp as usize];
             if loc != UNMAPPED {
-                let (done, _) = self.fml.read(t, Vpa(loc), &mut [], &mut [])?;
+                let (done, _) = self.read_unit(t, Vpa(loc))?;
                 self.stats.map_pages_read += 1;
                 t = done;
             }
@@ -666,7 +675,7 @@ impl<F: Flash> Ftl<F> {
         let mut t = self.make_room(at)?;
         let old = self.map.gtd[tp as usize];
         if old != UNMAPPED {
-            let (done, _) = self.fml.read(t, Vpa(old), &mut [], &mut [])?;
+            let (done, _) = self.read_unit(t, Vpa(old))?;
             self.stats.map_pages_read += 1;
             t = done;
         }
@@ -775,13 +784,10 @@ impl<F: Flash> Ftl<F> {
                     if loc == UNMAPPED {
                         v.push(0);
                     } else {
-                        let (d, content) =
-                            self.fml
-                                .read(t, Vpa(loc), &mut [], &mut [])
-                                .map_err(|e| match e {
-                                    FmlError::Flash(source) => FtlError::Unreadable { lpn, source },
-                                    e => e.into(),
-                                })?;
+                        let (d, content) = self.read_unit(t, Vpa(loc)).map_err(|e| match e {
+                            FmlError::Flash(source) => FtlError::Unreadable { lpn, source },
+                            e => e.into(),
+                        })?;
                         done = done.max(d);
                         v.push(match content {
                             Content::Fingerprint(f) => f,

@@ -1,0 +1,38 @@
+//! Regression: in fingerprint mode a host read must pay for moving the whole unit over the bus,
+//! exactly as in bytes mode (it once read only the OOB area and charged t_R alone).
+
+use flash::{preset, Nand};
+use fml::FmlConfig;
+use ftl::{Data, Ftl, FtlConfig, ReadOut};
+
+#[test]
+fn a_read_costs_array_time_plus_transfer_in_both_payload_modes() {
+    let dev = preset("tiny").unwrap();
+    let t = dev.timing;
+    let expected = t.read_ns + t.transfer_ns(dev.geometry.page_size_bytes);
+    let cfg = FtlConfig {
+        fml: FmlConfig::for_blocks(32),
+        buffer_bytes: 0,
+        ..FtlConfig::default()
+    };
+    let mut ftl = Ftl::open(Nand::in_memory(dev).unwrap(), cfg).unwrap();
+    let unit = ftl.unit_bytes() as u64;
+    let done = ftl.write(0, 0, unit, Data::Token(9)).unwrap();
+    let bytes = vec![7u8; unit as usize];
+    let done = ftl.write(done, unit, unit, Data::Bytes(&bytes)).unwrap();
+    let at = done + 1_000_000;
+    let mut fps = Vec::new();
+    assert_eq!(
+        ftl.read(at, 0, unit, ReadOut::Fingerprints(&mut fps))
+            .unwrap()
+            - at,
+        expected
+    );
+    let mut out = vec![0u8; unit as usize];
+    let at = at + 1_000_000;
+    assert_eq!(
+        ftl.read(at, unit, unit, ReadOut::Bytes(&mut out)).unwrap() - at,
+        expected
+    );
+    assert_eq!(out, bytes);
+}
