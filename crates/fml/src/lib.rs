@@ -266,12 +266,7 @@ impl<F: Flash> Fml<F> {
     /// Write units a mapping layer may keep valid at once: every usable block less the GC
     /// reserve (low watermark), the open update blocks and the bad-block reserve.
     pub fn capacity_units(&self) -> u64 {
-        let good = self
-            .table
-            .blocks
-            .iter()
-            .filter(|b| b.state != BlockState::Bad)
-            .count() as u64;
+        let good = self.good_blocks();
         let reserve = (good * self.config.bad_block_reserve_permille as u64).div_ceil(1000);
         let held = self.config.low_watermark_blocks as u64 + self.open.len() as u64 + reserve;
         good.saturating_sub(held) * self.layout.units_per_superblock as u64
@@ -279,13 +274,15 @@ impl<F: Flash> Fml<F> {
 
     /// Total write units of usable blocks.
     pub fn physical_units(&self) -> u64 {
-        let good = self
-            .table
+        self.good_blocks() * self.layout.units_per_superblock as u64
+    }
+
+    fn good_blocks(&self) -> u64 {
+        self.table
             .blocks
             .iter()
             .filter(|b| b.state != BlockState::Bad)
-            .count() as u64;
-        good * self.layout.units_per_superblock as u64
+            .count() as u64
     }
 
     /// Free blocks are below the low watermark: GC must run before the next host write.

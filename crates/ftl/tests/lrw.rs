@@ -7,40 +7,19 @@
 //! open update block, which hold no live data, so "physical" here is the units in the log:
 //! all usable units less those blocks.
 
-use flash::{DeviceConfig, Gang, Geometry, Nand, Timing};
+use flash::{preset, DeviceConfig, Nand};
 use fml::{FmlConfig, VictimPolicy};
 use ftl::{Data, Ftl, FtlConfig};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 fn device() -> DeviceConfig {
-    DeviceConfig {
-        geometry: Geometry {
-            channels: 4,
-            dies_per_channel: 1,
-            planes_per_die: 1,
-            blocks_per_plane: 256,
-            pages_per_block: 64,
-            page_size_bytes: 4096,
-            oob_size_bytes: 64,
-        },
-        timing: Timing {
-            read_ns: 50_000,
-            program_ns: 200_000,
-            erase_ns: 1_500_000,
-            bus_mb_s: 400,
-            command_ns: 0,
-        },
-        gang: Gang {
-            planes_per_unit: 1,
-            dies_per_unit: 1,
-            units_per_superblock: 4,
-        },
-        endurance_cycles: 1_000_000,
-        factory_bad_ppm: 0,
-        ecc_correctable_bits: 8,
-        seed: 1,
-    }
+    let mut c = preset("tiny").unwrap();
+    c.geometry.blocks_per_plane = 256;
+    c.geometry.pages_per_block = 64;
+    c.endurance_cycles = 1_000_000;
+    c.seed = 1;
+    c
 }
 
 fn lrw_model_wa(rho: f64) -> f64 {

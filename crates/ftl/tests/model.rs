@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 
 use flash::fault::{CutMode, Faulty};
-use flash::{DeviceConfig, FlashError, Gang, Geometry, Nand, Timing};
+use flash::{preset, DeviceConfig, FlashError, Nand};
 use fml::{FmlConfig, FmlError};
 use ftl::{Data, Ftl, FtlConfig, FtlError, Mapping, ReadOut};
 use proptest::prelude::*;
@@ -20,33 +20,14 @@ use proptest::prelude::*;
 const SECTOR: usize = 512;
 
 fn device() -> DeviceConfig {
-    DeviceConfig {
-        geometry: Geometry {
-            channels: 2,
-            dies_per_channel: 1,
-            planes_per_die: 1,
-            blocks_per_plane: 24,
-            pages_per_block: 8,
-            page_size_bytes: 4096,
-            oob_size_bytes: 64,
-        },
-        timing: Timing {
-            read_ns: 50_000,
-            program_ns: 200_000,
-            erase_ns: 1_500_000,
-            bus_mb_s: 400,
-            command_ns: 0,
-        },
-        gang: Gang {
-            planes_per_unit: 1,
-            dies_per_unit: 1,
-            units_per_superblock: 1,
-        },
-        endurance_cycles: 1_000_000,
-        factory_bad_ppm: 0,
-        ecc_correctable_bits: 8,
-        seed: 3,
-    }
+    let mut c = preset("tiny").unwrap();
+    c.geometry.dies_per_channel = 1;
+    c.geometry.blocks_per_plane = 24;
+    c.geometry.pages_per_block = 8;
+    c.gang.units_per_superblock = 1;
+    c.endurance_cycles = 1_000_000;
+    c.seed = 3;
+    c
 }
 
 #[derive(Clone, Debug)]

@@ -154,14 +154,41 @@ pub enum EngineError {
 struct Driver<'a> {
     stack: &'a mut dyn Stack,
     verify: Option<&'a mut Verifier>,
+    progress: &'a mut dyn FnMut(u64),
     busy_until: Nanos,
     out: Vec<u64>,
     index: u64,
     seed: u64,
+    start_ns: Nanos,
+    end_ns: Nanos,
+    latencies: Latencies,
 }
 
-impl Driver<'_> {
-    fn idle_until(&mut self, t: Nanos) -> Result<(), EngineError> {
+impl<'a> Driver<'a> {
+    fn new(
+        stack: &'a mut dyn Stack,
+        verify: Option<&'a mut Verifier>,
+        progress: &'a mut dyn FnMut(u64),
+        start_ns: Nanos,
+        seed: u64,
+    ) -> Self {
+        Driver {
+            stack,
+            verify,
+            progress,
+            busy_until: start_ns,
+            out: Vec::new(),
+            index: 0,
+            seed,
+            start_ns,
+            end_ns: start_ns,
+            latencies: Latencies::default(),
+        }
+    }
+
+    /// Gives an idle gap before `t` to background work, then serves `req` issued at `t`;
+    /// returns its completion time.
+    fn serve(&mut self, t: Nanos, req: &Request) -> Result<Nanos, EngineError> {
         if t > self.busy_until {
             let done = self
                 .stack
@@ -169,12 +196,9 @@ impl Driver<'_> {
                 .map_err(EngineError::Background)?;
             self.busy_until = self.busy_until.max(done);
         }
-        Ok(())
-    }
-
-    fn issue(&mut self, t: Nanos, req: &Request) -> Result<Nanos, EngineError> {
         let token = self.seed ^ self.index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let fail = |msg: String, index| EngineError::Request {
+        let index = self.index;
+        let fail = |msg: String| EngineError::Request {
             index,
             op: req.op,
             offset: req.offset_bytes,
@@ -184,17 +208,32 @@ impl Driver<'_> {
         let done = self
             .stack
             .submit(t, req, token, &mut self.out)
-            .map_err(|m| fail(m, self.index))?;
+            .map_err(fail)?;
         if let Some(v) = self.verify.as_deref_mut() {
             match req.op {
-                Op::Read => v.read(req, &self.out).map_err(|m| fail(m, self.index))?,
+                Op::Read => v.read(req, &self.out).map_err(fail)?,
                 Op::Write | Op::Trim => v.wrote(req, token),
                 Op::Flush => {}
             }
         }
         self.index += 1;
         self.busy_until = self.busy_until.max(done);
+        self.end_ns = self.end_ns.max(done);
+        self.latencies.record(req, done - t);
+        if self.index % 4096 == 0 {
+            (self.progress)(self.index);
+        }
         Ok(done)
+    }
+
+    fn finish(self) -> Phase {
+        (self.progress)(self.index);
+        Phase {
+            requests: self.index,
+            start_ns: self.start_ns,
+            end_ns: self.end_ns,
+            latencies: self.latencies,
+        }
     }
 }
 
@@ -211,34 +250,13 @@ pub fn run_closed(
     let slots = (load.threads.max(1) * load.queue_depth.max(1)) as usize;
     let mut ready: BinaryHeap<Reverse<(Nanos, usize)>> =
         (0..slots).map(|s| Reverse((start_ns, s))).collect();
-    let mut d = Driver {
-        stack,
-        verify,
-        busy_until: start_ns,
-        out: Vec::new(),
-        index: 0,
-        seed,
-    };
-    let mut lat = Latencies::default();
-    let mut end = start_ns;
+    let mut d = Driver::new(stack, verify, progress, start_ns, seed);
     while let Some(Reverse((t, slot))) = ready.pop() {
         let Some(req) = requests.next() else { break };
-        d.idle_until(t)?;
-        let done = d.issue(t, &req)?;
-        lat.record(&req, done - t);
-        end = end.max(done);
+        let done = d.serve(t, &req)?;
         ready.push(Reverse((done + load.think_time_ns, slot)));
-        if d.index.is_multiple_of(4096) {
-            progress(d.index);
-        }
     }
-    progress(d.index);
-    Ok(Phase {
-        requests: d.index,
-        start_ns,
-        end_ns: end,
-        latencies: lat,
-    })
+    Ok(d.finish())
 }
 
 /// Fits a request from a trace made on a larger device into `capacity` bytes: the offset wraps
@@ -261,16 +279,7 @@ pub fn run_open(
     progress: &mut dyn FnMut(u64),
 ) -> Result<Phase, EngineError> {
     let capacity = stack.capacity_bytes();
-    let mut d = Driver {
-        stack,
-        verify,
-        busy_until: start_ns,
-        out: Vec::new(),
-        index: 0,
-        seed,
-    };
-    let mut lat = Latencies::default();
-    let mut end = start_ns;
+    let mut d = Driver::new(stack, verify, progress, start_ns, seed);
     let mut last_arrival = start_ns;
     for r in requests {
         let mut req = r.map_err(EngineError::Source)?;
@@ -280,21 +289,9 @@ pub fn run_open(
         if req.op != Op::Flush {
             fit(&mut req, capacity);
         }
-        d.idle_until(t)?;
-        let done = d.issue(t, &req)?;
-        lat.record(&req, done - t);
-        end = end.max(done);
-        if d.index.is_multiple_of(4096) {
-            progress(d.index);
-        }
+        d.serve(t, &req)?;
     }
-    progress(d.index);
-    Ok(Phase {
-        requests: d.index,
-        start_ns,
-        end_ns: end,
-        latencies: lat,
-    })
+    Ok(d.finish())
 }
 
 #[cfg(test)]
