@@ -220,7 +220,7 @@ impl<'a> Driver<'a> {
         self.busy_until = self.busy_until.max(done);
         self.end_ns = self.end_ns.max(done);
         self.latencies.record(req, done - t);
-        if self.index % 4096 == 0 {
+        if self.index.is_multiple_of(4096) {
             (self.progress)(self.index);
         }
         Ok(done)
