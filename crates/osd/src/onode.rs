@@ -1,0 +1,294 @@
+//! Onodes: object descriptors of at most 256 bytes holding the predefined attributes and the
+//! user attributes as (id, length, value) tuples (seed 000 V-D, seed 001 III-A). Several onodes
+//! share one descriptor page on flash.
+
+use crate::id::Oid;
+
+/// An onode never exceeds this (seed 000 V-D).
+pub const ONODE_MAX_BYTES: usize = 256;
+/// User attribute ids start here; lower ids are the predefined attributes.
+pub const FIRST_USER_ATTR: u16 = 0x1000;
+/// A single user attribute value is at most this long.
+pub const USER_ATTR_MAX_BYTES: usize = 128;
+
+const MAGIC: u8 = 0xD5;
+const VERSION: u8 = 1;
+const FLAG_REMOVED: u8 = 1;
+const FLAG_READ_ONLY: u8 = 2;
+const FLAG_INODE: u8 = 4;
+/// magic, version, flags, priority, access pattern, oid, length, used, 4 times, expected size,
+/// write count, attribute count; then the attributes; then the CRC.
+const FIXED_BYTES: usize = 1 + 1 + 1 + 1 + 1 + 16 + 8 + 8 + 4 * 8 + 8 + 4 + 1;
+
+/// How the host expects an object to be accessed (a placement hint).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AccessPattern {
+    #[default]
+    Unknown,
+    Sequential,
+    Random,
+    /// Written once, read many times.
+    WriteOnce,
+}
+
+impl AccessPattern {
+    fn code(self) -> u8 {
+        match self {
+            AccessPattern::Unknown => 0,
+            AccessPattern::Sequential => 1,
+            AccessPattern::Random => 2,
+            AccessPattern::WriteOnce => 3,
+        }
+    }
+    fn from_code(c: u8) -> Option<Self> {
+        Some(match c {
+            0 => AccessPattern::Unknown,
+            1 => AccessPattern::Sequential,
+            2 => AccessPattern::Random,
+            3 => AccessPattern::WriteOnce,
+            _ => return None,
+        })
+    }
+}
+
+/// An object descriptor.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Onode {
+    pub oid: Oid,
+    /// A tombstone: the object was removed (kept on flash until recovery no longer needs it).
+    pub removed: bool,
+    pub read_only: bool,
+    /// The host marked the object as an inode (seed 001 V-D: inode embedding).
+    pub inode: bool,
+    pub priority: u8,
+    pub access: AccessPattern,
+    pub logical_length: u64,
+    /// Bytes of flash the object's data occupies (whole write units).
+    pub used_bytes: u64,
+    pub created_ns: u64,
+    pub modified_ns: u64,
+    pub accessed_ns: u64,
+    pub attr_changed_ns: u64,
+    /// Placement hint: the size the host expects the object to reach (0 = unknown).
+    pub expected_size: u64,
+    /// Writes counted in write units, for hot/cold placement (seed 000 V-F); GC copies of the
+    /// object's units decrement it.
+    pub write_count: u32,
+    /// User attributes, sorted by id.
+    pub attrs: Vec<(u16, Vec<u8>)>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum OnodeError {
+    TooLarge { bytes: usize },
+    Corrupted(String),
+}
+
+impl Onode {
+    pub fn new(oid: Oid, now_ns: u64) -> Onode {
+        Onode {
+            oid,
+            created_ns: now_ns,
+            modified_ns: now_ns,
+            accessed_ns: now_ns,
+            attr_changed_ns: now_ns,
+            ..Onode::default()
+        }
+    }
+
+    pub fn encoded_len(&self) -> usize {
+        FIXED_BYTES + self.attrs.iter().map(|(_, v)| 3 + v.len()).sum::<usize>() + 4
+    }
+
+    /// Encodes into `out`; an onode over [`ONODE_MAX_BYTES`] is an error (the caller refuses
+    /// the attribute that made it too large).
+    pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), OnodeError> {
+        let len = self.encoded_len();
+        if len > ONODE_MAX_BYTES {
+            return Err(OnodeError::TooLarge { bytes: len });
+        }
+        let start = out.len();
+        let flags = (self.removed as u8) * FLAG_REMOVED
+            | (self.read_only as u8) * FLAG_READ_ONLY
+            | (self.inode as u8) * FLAG_INODE;
+        out.extend_from_slice(&[MAGIC, VERSION, flags, self.priority, self.access.code()]);
+        out.extend_from_slice(&self.oid.as_u128().to_le_bytes());
+        for v in [
+            self.logical_length,
+            self.used_bytes,
+            self.created_ns,
+            self.modified_ns,
+            self.accessed_ns,
+            self.attr_changed_ns,
+            self.expected_size,
+        ] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&self.write_count.to_le_bytes());
+        out.push(self.attrs.len() as u8);
+        for (id, v) in &self.attrs {
+            out.extend_from_slice(&id.to_le_bytes());
+            out.push(v.len() as u8);
+            out.extend_from_slice(v);
+        }
+        let crc = crc32c::crc32c(&out[start..]);
+        out.extend_from_slice(&crc.to_le_bytes());
+        debug_assert_eq!(out.len() - start, len);
+        Ok(())
+    }
+
+    /// Decodes one onode from the front of `b`; returns it and the bytes it took.
+    pub fn decode(b: &[u8]) -> Result<(Onode, usize), OnodeError> {
+        let bad = |what: &str| OnodeError::Corrupted(what.to_string());
+        if b.len() < FIXED_BYTES + 4 {
+            return Err(bad("onode shorter than its fixed part"));
+        }
+        if b[0] != MAGIC {
+            return Err(bad("bad onode magic"));
+        }
+        if b[1] != VERSION {
+            return Err(OnodeError::Corrupted(format!(
+                "onode version {} is not supported",
+                b[1]
+            )));
+        }
+        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+        let mut at = FIXED_BYTES;
+        let n = b[FIXED_BYTES - 1] as usize;
+        let mut attrs = Vec::with_capacity(n);
+        for _ in 0..n {
+            if at + 3 > b.len() {
+                return Err(bad("onode attribute runs past the end"));
+            }
+            let id = u16::from_le_bytes([b[at], b[at + 1]]);
+            let len = b[at + 2] as usize;
+            if at + 3 + len > b.len() {
+                return Err(bad("onode attribute value runs past the end"));
+            }
+            attrs.push((id, b[at + 3..at + 3 + len].to_vec()));
+            at += 3 + len;
+        }
+        if at + 4 > b.len() || at + 4 > ONODE_MAX_BYTES {
+            return Err(bad("onode checksum runs past the end"));
+        }
+        let crc = u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        if crc32c::crc32c(&b[..at]) != crc {
+            return Err(bad("onode checksum mismatch"));
+        }
+        let flags = b[2];
+        let onode = Onode {
+            oid: Oid::from_u128(u128::from_le_bytes(b[5..21].try_into().unwrap())),
+            removed: flags & FLAG_REMOVED != 0,
+            read_only: flags & FLAG_READ_ONLY != 0,
+            inode: flags & FLAG_INODE != 0,
+            priority: b[3],
+            access: AccessPattern::from_code(b[4]).ok_or_else(|| bad("unknown access pattern"))?,
+            logical_length: u64_at(21),
+            used_bytes: u64_at(29),
+            created_ns: u64_at(37),
+            modified_ns: u64_at(45),
+            accessed_ns: u64_at(53),
+            attr_changed_ns: u64_at(61),
+            expected_size: u64_at(69),
+            write_count: u32::from_le_bytes(b[77..81].try_into().unwrap()),
+            attrs,
+        };
+        Ok((onode, at + 4))
+    }
+
+    pub fn user_attr(&self, id: u16) -> Option<&[u8]> {
+        self.attrs
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, v)| v.as_slice())
+    }
+
+    /// Sets (or with `None` removes) a user attribute, keeping the onode within its size.
+    pub fn set_user_attr(&mut self, id: u16, value: Option<&[u8]>) -> Result<(), String> {
+        if id < FIRST_USER_ATTR {
+            return Err(format!(
+                "attribute id {id:#x} is predefined; user attributes start at {FIRST_USER_ATTR:#x}"
+            ));
+        }
+        let old = self.attrs.clone();
+        self.attrs.retain(|(i, _)| *i != id);
+        if let Some(v) = value {
+            if v.len() > USER_ATTR_MAX_BYTES {
+                self.attrs = old;
+                return Err(format!(
+                    "attribute value of {} bytes exceeds {USER_ATTR_MAX_BYTES}",
+                    v.len()
+                ));
+            }
+            let pos = self.attrs.partition_point(|(i, _)| *i < id);
+            self.attrs.insert(pos, (id, v.to_vec()));
+        }
+        if self.encoded_len() > ONODE_MAX_BYTES {
+            let over = self.encoded_len() - ONODE_MAX_BYTES;
+            self.attrs = old;
+            return Err(format!(
+                "attributes do not fit the {ONODE_MAX_BYTES}-byte onode ({over} bytes over)"
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_with_attributes() {
+        let mut o = Onode::new(Oid::new(0x10000, 0x10001), 5);
+        o.logical_length = 12345;
+        o.priority = 3;
+        o.access = AccessPattern::Sequential;
+        o.inode = true;
+        o.set_user_attr(0x1001, Some(b"hello")).unwrap();
+        o.set_user_attr(0x1000, Some(b"")).unwrap();
+        let mut buf = Vec::new();
+        o.encode(&mut buf).unwrap();
+        buf.extend_from_slice(b"trailing");
+        let (back, used) = Onode::decode(&buf).unwrap();
+        assert_eq!(back, o);
+        assert_eq!(used, o.encoded_len());
+        assert_eq!(back.attrs[0].0, 0x1000, "attributes are sorted by id");
+    }
+
+    #[test]
+    fn size_limits_are_enforced() {
+        let mut o = Onode::new(Oid::new(1, 2), 0);
+        assert!(o
+            .set_user_attr(5, Some(b"x"))
+            .unwrap_err()
+            .contains("predefined"));
+        assert!(o.set_user_attr(0x1000, Some(&[0; 129])).is_err());
+        o.set_user_attr(0x1000, Some(&[1; 128])).unwrap();
+        let e = o.set_user_attr(0x1001, Some(&[1; 64])).unwrap_err();
+        assert!(e.contains("do not fit"), "{e}");
+        assert_eq!(
+            o.attrs.len(),
+            1,
+            "a refused attribute leaves the onode as it was"
+        );
+    }
+
+    #[test]
+    fn damage_is_detected_not_panicked_on() {
+        let o = Onode::new(Oid::new(1, 2), 0);
+        let mut buf = Vec::new();
+        o.encode(&mut buf).unwrap();
+        for i in 0..buf.len() {
+            let mut b = buf.clone();
+            b[i] ^= 0x40;
+            assert!(
+                Onode::decode(&b).is_err(),
+                "flip at byte {i} went unnoticed"
+            );
+        }
+        for n in 0..buf.len() {
+            assert!(Onode::decode(&buf[..n]).is_err());
+        }
+    }
+}

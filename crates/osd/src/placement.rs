@@ -1,0 +1,269 @@
+//! Placement policies: which update block (FML stream) each page goes to, decided from what the
+//! device knows about the page's object. A policy is a small state machine over pure decisions,
+//! chosen in config.
+//!
+//! - `one` (OFS-ONE, seed 000 VI-A): every page into one update block.
+//! - `ossd` (seed 000 V-F): descriptors, index nodes and data in separate update blocks; an object
+//!   larger than a virtual erase block gets an update block of its own; smaller objects go to a
+//!   hot or a cold update block by their write count against tau = 2 x object size / write unit,
+//!   the count being decremented when GC copies the object's pages.
+//! - `split` (seed 001 III-B): metadata (onodes, index nodes) in metadata segments, data in data
+//!   segments.
+//! - `split+atime` (seed 001 IV): as `split`, with access times journaled in segments of their own.
+
+use fml::StreamId;
+use serde::{Deserialize, Serialize};
+
+use crate::id::Oid;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Placement {
+    #[serde(rename = "one")]
+    One,
+    #[serde(rename = "ossd")]
+    Ossd,
+    #[serde(rename = "split")]
+    Split,
+    #[serde(rename = "split+atime")]
+    SplitAtime,
+}
+
+impl std::str::FromStr for Placement {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "one" => Ok(Placement::One),
+            "ossd" => Ok(Placement::Ossd),
+            "split" => Ok(Placement::Split),
+            "split+atime" => Ok(Placement::SplitAtime),
+            _ => Err(format!(
+                "unknown placement '{s}'; use one, ossd, split or split+atime"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Placement::One => "one",
+            Placement::Ossd => "ossd",
+            Placement::Split => "split",
+            Placement::SplitAtime => "split+atime",
+        })
+    }
+}
+
+/// What a page holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageKind {
+    Data,
+    /// Onodes (descriptor page).
+    Descriptor,
+    /// Index (B+tree) node.
+    Index,
+    /// Access-time journal entries.
+    Atime,
+    /// Checkpoint part.
+    Checkpoint,
+}
+
+/// What the placement decision may look at.
+#[derive(Clone, Copy, Debug)]
+pub struct Hint {
+    pub kind: PageKind,
+    pub oid: Oid,
+    /// The larger of the object's logical length and its expected size (a host hint).
+    pub object_bytes: u64,
+    /// The object's write count in write units.
+    pub write_count: u32,
+}
+
+// Streams of the `ossd` policy.
+const OSSD_DESCRIPTOR: u8 = 0;
+const OSSD_INDEX: u8 = 1;
+const OSSD_HOT: u8 = 2;
+const OSSD_COLD: u8 = 3;
+const OSSD_FIRST_DEDICATED: u8 = 4;
+/// Objects larger than a virtual erase block written at the same time, each with an update
+/// block of its own; the least recently written gives its block up to a newcomer.
+pub const DEDICATED_STREAMS: u8 = 8;
+
+pub struct Placer {
+    policy: Placement,
+    write_unit_bytes: u64,
+    erase_block_bytes: u64,
+    /// Object holding each dedicated stream, with the time (a counter) of its last write.
+    dedicated: Vec<Option<(Oid, u64)>>,
+    clock: u64,
+}
+
+impl Placer {
+    pub fn new(policy: Placement, write_unit_bytes: u64, erase_block_bytes: u64) -> Placer {
+        let n = if policy == Placement::Ossd {
+            DEDICATED_STREAMS as usize
+        } else {
+            0
+        };
+        Placer {
+            policy,
+            write_unit_bytes,
+            erase_block_bytes,
+            dedicated: vec![None; n],
+            clock: 0,
+        }
+    }
+
+    pub fn policy(&self) -> Placement {
+        self.policy
+    }
+
+    /// Streams the policy uses.
+    pub fn streams(policy: Placement) -> u8 {
+        match policy {
+            Placement::One => 1,
+            Placement::Ossd => OSSD_FIRST_DEDICATED + DEDICATED_STREAMS,
+            Placement::Split => 2,
+            Placement::SplitAtime => 3,
+        }
+    }
+
+    /// The hot/cold threshold of seed 000 V-F: tau = 2 x object size / write unit.
+    pub fn tau(&self, object_bytes: u64) -> u64 {
+        2 * object_bytes.div_ceil(self.write_unit_bytes).max(1)
+    }
+
+    pub fn choose(&mut self, h: &Hint) -> StreamId {
+        StreamId(match (self.policy, h.kind) {
+            (Placement::One, _) => 0,
+            (Placement::Split | Placement::SplitAtime, PageKind::Data) => 1,
+            (Placement::SplitAtime, PageKind::Atime) => 2,
+            (Placement::Split | Placement::SplitAtime, _) => 0,
+            (Placement::Ossd, PageKind::Descriptor | PageKind::Checkpoint | PageKind::Atime) => {
+                OSSD_DESCRIPTOR
+            }
+            (Placement::Ossd, PageKind::Index) => OSSD_INDEX,
+            (Placement::Ossd, PageKind::Data) => self.data_stream(h),
+        })
+    }
+
+    fn data_stream(&mut self, h: &Hint) -> u8 {
+        self.clock += 1;
+        if h.object_bytes > self.erase_block_bytes {
+            let slot = match self
+                .dedicated
+                .iter()
+                .position(|d| d.is_some_and(|(o, _)| o == h.oid))
+            {
+                Some(s) => s,
+                None => {
+                    // A free slot, else the least recently written object's.
+                    let s = self
+                        .dedicated
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(i, d)| (d.map_or(0, |(_, t)| t + 1), *i))
+                        .map(|(i, _)| i)
+                        .expect("the ossd policy has dedicated streams");
+                    s
+                }
+            };
+            self.dedicated[slot] = Some((h.oid, self.clock));
+            return OSSD_FIRST_DEDICATED + slot as u8;
+        }
+        if h.write_count as u64 > self.tau(h.object_bytes) {
+            OSSD_HOT
+        } else {
+            OSSD_COLD
+        }
+    }
+
+    /// The object was removed: its dedicated stream (if any) is free for another.
+    pub fn forget(&mut self, oid: Oid) {
+        for d in self.dedicated.iter_mut() {
+            if d.is_some_and(|(o, _)| o == oid) {
+                *d = None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hint(kind: PageKind, object: u64, object_bytes: u64, write_count: u32) -> Hint {
+        Hint {
+            kind,
+            oid: Oid::new(0x10000, object),
+            object_bytes,
+            write_count,
+        }
+    }
+
+    #[test]
+    fn one_puts_everything_together() {
+        let mut p = Placer::new(Placement::One, 16384, 8 << 20);
+        for k in [
+            PageKind::Data,
+            PageKind::Descriptor,
+            PageKind::Index,
+            PageKind::Atime,
+        ] {
+            assert_eq!(p.choose(&hint(k, 1, 100, 0)), StreamId(0));
+        }
+    }
+
+    #[test]
+    fn split_separates_metadata_and_atime() {
+        let mut p = Placer::new(Placement::SplitAtime, 2048, 256 << 10);
+        assert_eq!(p.choose(&hint(PageKind::Data, 1, 100, 0)), StreamId(1));
+        assert_eq!(
+            p.choose(&hint(PageKind::Descriptor, 1, 100, 0)),
+            StreamId(0)
+        );
+        assert_eq!(p.choose(&hint(PageKind::Index, 1, 100, 0)), StreamId(0));
+        assert_eq!(p.choose(&hint(PageKind::Atime, 1, 100, 0)), StreamId(2));
+        let mut s = Placer::new(Placement::Split, 2048, 256 << 10);
+        assert_eq!(s.choose(&hint(PageKind::Atime, 1, 100, 0)), StreamId(0));
+    }
+
+    #[test]
+    fn ossd_hot_cold_by_tau() {
+        let mut p = Placer::new(Placement::Ossd, 16384, 8 << 20);
+        // A 128 KiB object: tau = 2 x 8 units = 16.
+        assert_eq!(p.tau(128 << 10), 16);
+        assert_eq!(
+            p.choose(&hint(PageKind::Data, 1, 128 << 10, 16)),
+            StreamId(OSSD_COLD)
+        );
+        assert_eq!(
+            p.choose(&hint(PageKind::Data, 1, 128 << 10, 17)),
+            StreamId(OSSD_HOT)
+        );
+        assert_eq!(
+            p.choose(&hint(PageKind::Descriptor, 1, 0, 0)),
+            StreamId(OSSD_DESCRIPTOR)
+        );
+        assert_eq!(
+            p.choose(&hint(PageKind::Index, 1, 0, 0)),
+            StreamId(OSSD_INDEX)
+        );
+    }
+
+    #[test]
+    fn ossd_dedicates_streams_to_large_objects_lru() {
+        let mut p = Placer::new(Placement::Ossd, 16384, 8 << 20);
+        let big = 9 << 20;
+        let first: Vec<StreamId> = (0..8)
+            .map(|o| p.choose(&hint(PageKind::Data, o, big, 0)))
+            .collect();
+        let distinct: std::collections::HashSet<_> = first.iter().collect();
+        assert_eq!(distinct.len(), 8);
+        // Object 0 keeps its stream; a ninth object takes the least recently written (object 1).
+        assert_eq!(p.choose(&hint(PageKind::Data, 0, big, 0)), first[0]);
+        assert_eq!(p.choose(&hint(PageKind::Data, 8, big, 0)), first[1]);
+        p.forget(Oid::new(0x10000, 8));
+        assert_eq!(p.choose(&hint(PageKind::Data, 9, big, 0)), first[1]);
+    }
+}
