@@ -1,6 +1,16 @@
 //! The object store on flash: the OSD command set over an object management layer (OML)
 //! that shares the FML with the block baselines (seed 000 IV-V, seed 001 III-IV).
 
+pub mod api;
+pub mod buffer;
 pub mod id;
+pub mod index;
 pub mod onode;
 pub mod placement;
+pub mod record;
+pub mod store;
+
+pub use api::{Attr, AttrValue, FlushScope, Osd, OsdError};
+pub use id::{ObjectId, Oid, PartitionId};
+pub use placement::Placement;
+pub use store::{IndexMode, ObjectStore, OsdConfig};

@@ -17,8 +17,8 @@ const FLAG_REMOVED: u8 = 1;
 const FLAG_READ_ONLY: u8 = 2;
 const FLAG_INODE: u8 = 4;
 /// magic, version, flags, priority, access pattern, oid, length, used, 4 times, expected size,
-/// write count, attribute count; then the attributes; then the CRC.
-const FIXED_BYTES: usize = 1 + 1 + 1 + 1 + 1 + 16 + 8 + 8 + 4 * 8 + 8 + 4 + 1;
+/// write count, sequence number, attribute count; then the attributes; then the CRC.
+const FIXED_BYTES: usize = 1 + 1 + 1 + 1 + 1 + 16 + 8 + 8 + 4 * 8 + 8 + 4 + 8 + 1;
 
 /// How the host expects an object to be accessed (a placement hint).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,6 +74,9 @@ pub struct Onode {
     /// Writes counted in write units, for hot/cold placement (seed 000 V-F); GC copies of the
     /// object's units decrement it.
     pub write_count: u32,
+    /// Sequence number of the write that produced this version; recovery applies an onode only
+    /// over an older version of it.
+    pub seq: u64,
     /// User attributes, sorted by id.
     pub attrs: Vec<(u16, Vec<u8>)>,
 }
@@ -108,9 +111,10 @@ impl Onode {
             return Err(OnodeError::TooLarge { bytes: len });
         }
         let start = out.len();
-        let flags = (self.removed as u8) * FLAG_REMOVED
-            | (self.read_only as u8) * FLAG_READ_ONLY
-            | (self.inode as u8) * FLAG_INODE;
+        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+        let flags = flag(self.removed, FLAG_REMOVED)
+            | flag(self.read_only, FLAG_READ_ONLY)
+            | flag(self.inode, FLAG_INODE);
         out.extend_from_slice(&[MAGIC, VERSION, flags, self.priority, self.access.code()]);
         out.extend_from_slice(&self.oid.as_u128().to_le_bytes());
         for v in [
@@ -125,6 +129,7 @@ impl Onode {
             out.extend_from_slice(&v.to_le_bytes());
         }
         out.extend_from_slice(&self.write_count.to_le_bytes());
+        out.extend_from_slice(&self.seq.to_le_bytes());
         out.push(self.attrs.len() as u8);
         for (id, v) in &self.attrs {
             out.extend_from_slice(&id.to_le_bytes());
@@ -191,6 +196,7 @@ impl Onode {
             attr_changed_ns: u64_at(61),
             expected_size: u64_at(69),
             write_count: u32::from_le_bytes(b[77..81].try_into().unwrap()),
+            seq: u64_at(81),
             attrs,
         };
         Ok((onode, at + 4))
@@ -245,6 +251,7 @@ mod tests {
         o.priority = 3;
         o.access = AccessPattern::Sequential;
         o.inode = true;
+        o.seq = 1 << 40;
         o.set_user_attr(0x1001, Some(b"hello")).unwrap();
         o.set_user_attr(0x1000, Some(b"")).unwrap();
         let mut buf = Vec::new();

@@ -1,0 +1,859 @@
+use super::node::{Body, Geometry};
+use super::*;
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// In-memory node storage: fresh addresses from a counter (or, with `reuse`, freed addresses
+/// first, to catch stale cache entries); freeing removes the node so that a later read fails.
+struct MemIo {
+    node_bytes: usize,
+    nodes: BTreeMap<NodeAddr, Vec<u8>>,
+    meta: HashMap<NodeAddr, (u8, IndexKey)>,
+    next: NodeAddr,
+    reuse: bool,
+    freed: Vec<NodeAddr>,
+    fail_writes: bool,
+}
+
+impl MemIo {
+    fn new(node_bytes: usize) -> MemIo {
+        MemIo {
+            node_bytes,
+            nodes: BTreeMap::new(),
+            meta: HashMap::new(),
+            next: 1,
+            reuse: false,
+            freed: Vec::new(),
+            fail_writes: false,
+        }
+    }
+
+    fn alloc(&mut self) -> NodeAddr {
+        if self.reuse {
+            if let Some(a) = self.freed.pop() {
+                return a;
+            }
+        }
+        let a = self.next;
+        self.next += 1;
+        a
+    }
+
+    fn live(&self) -> BTreeSet<NodeAddr> {
+        self.nodes.keys().copied().collect()
+    }
+
+    /// What GC does: copy the node to a fresh address (the caller frees the old one once the
+    /// index has been told).
+    fn copy_node(&mut self, from: NodeAddr) -> NodeAddr {
+        let bytes = self.nodes[&from].clone();
+        let meta = self.meta[&from];
+        let to = self.alloc();
+        self.nodes.insert(to, bytes);
+        self.meta.insert(to, meta);
+        to
+    }
+
+    fn drop_node(&mut self, a: NodeAddr) {
+        assert!(
+            self.nodes.remove(&a).is_some(),
+            "drop of unallocated node {a}"
+        );
+        self.meta.remove(&a);
+        self.freed.push(a);
+    }
+}
+
+impl NodeIo for MemIo {
+    fn read_node(&mut self, addr: NodeAddr, buf: &mut [u8]) -> Result<(), IndexError> {
+        match self.nodes.get(&addr) {
+            Some(b) if b.len() == buf.len() => {
+                buf.copy_from_slice(b);
+                Ok(())
+            }
+            Some(b) => Err(IndexError::Io(format!(
+                "read of {} bytes from a {}-byte node",
+                buf.len(),
+                b.len()
+            ))),
+            None => Err(IndexError::Io(format!("read of unallocated node {addr}"))),
+        }
+    }
+
+    fn write_node(
+        &mut self,
+        buf: &[u8],
+        level: u8,
+        first_key: &IndexKey,
+    ) -> Result<NodeAddr, IndexError> {
+        if self.fail_writes {
+            return Err(IndexError::Io("write failed".into()));
+        }
+        assert_eq!(
+            buf.len(),
+            self.node_bytes,
+            "node written with the wrong size"
+        );
+        let a = self.alloc();
+        assert!(!self.nodes.contains_key(&a));
+        self.nodes.insert(a, buf.to_vec());
+        self.meta.insert(a, (level, *first_key));
+        Ok(a)
+    }
+
+    fn free_node(&mut self, addr: NodeAddr) {
+        assert!(
+            self.nodes.remove(&addr).is_some(),
+            "free of unallocated node {addr} (double free?)"
+        );
+        self.meta.remove(&addr);
+        self.freed.push(addr);
+    }
+}
+
+fn k(oid: u128, kind: u8, offset: u64) -> IndexKey {
+    IndexKey { oid, kind, offset }
+}
+
+/// Full consistency check of `ix` against the model and the storage.
+fn verify(ix: &mut Index, io: &mut MemIo, model: &BTreeMap<IndexKey, u64>) {
+    let (n, visited) = ix.check(io).unwrap_or_else(|e| panic!("check failed: {e}"));
+    assert_eq!(n, model.len() as u64);
+    let visited_set: BTreeSet<NodeAddr> = visited.iter().copied().collect();
+    assert_eq!(visited_set.len(), visited.len(), "address visited twice");
+    let pending: BTreeSet<NodeAddr> = ix.pending_free.iter().copied().collect();
+    assert!(visited_set.is_disjoint(&pending));
+    let expected: BTreeSet<NodeAddr> = visited_set.union(&pending).copied().collect();
+    assert_eq!(expected, io.live(), "leak or dangling pointer");
+    if !ix.is_dirty() {
+        assert_eq!(visited_set, io.live());
+        assert_eq!(ix.dirty_nodes(), 0);
+    }
+    assert!(ix.cached_nodes() <= ix.arena.cap);
+    let (lru, map) = ix.arena.lru_len();
+    assert_eq!(lru, ix.cached_nodes());
+    assert_eq!(map, ix.cached_nodes());
+    if let Some(len) = ix.len_hint() {
+        assert_eq!(len, model.len() as u64);
+    }
+}
+
+fn model_floor(model: &BTreeMap<IndexKey, u64>, key: &IndexKey) -> Option<(IndexKey, u64)> {
+    model.range(..=*key).next_back().map(|(k, v)| (*k, *v))
+}
+
+fn model_range(
+    model: &BTreeMap<IndexKey, u64>,
+    from: &IndexKey,
+    to: &IndexKey,
+    limit: usize,
+) -> Vec<(IndexKey, u64)> {
+    if from >= to {
+        return Vec::new();
+    }
+    model
+        .range(*from..*to)
+        .take(limit)
+        .map(|(k, v)| (*k, *v))
+        .collect()
+}
+
+// ---- unit tests ----------------------------------------------------------------------------
+
+#[test]
+fn key_encoding_round_trips_and_orders() {
+    let keys = [
+        IndexKey::MIN,
+        k(1, 0, 0),
+        k(1, 0, 7),
+        k(1, 2, 0),
+        k(IndexKey::oid_of(3, 9), 1, u64::MAX),
+        IndexKey::MAX,
+    ];
+    for w in keys.windows(2) {
+        assert!(w[0] < w[1]);
+    }
+    for key in keys {
+        let mut b = [0u8; IndexKey::ENCODED_BYTES];
+        key.encode(&mut b);
+        assert_eq!(IndexKey::decode(&b), key);
+    }
+    // Short buffers neither panic nor write past the end.
+    let mut short = [0u8; 3];
+    k(5, 0, 0).encode(&mut short);
+    assert_eq!(short, [5, 0, 0]);
+    assert_eq!(IndexKey::decode(&[5]), k(5, 0, 0));
+    assert_eq!(IndexKey::oid_of(1, 2), (1u128 << 64) | 2);
+    assert_eq!(IndexKey::end_of(u128::MAX), IndexKey::MAX);
+    assert_eq!(IndexKey::end_of(4), IndexKey::first_of(5));
+}
+
+#[test]
+fn fanout() {
+    assert_eq!(Index::fanout(2048), (61, 70));
+    assert_eq!(Index::fanout(16384), (496, 564));
+    assert_eq!(Index::fanout(256), (7, 8));
+    // Out-of-range sizes are clamped, never panic.
+    assert_eq!(Index::fanout(0), Index::fanout(MIN_NODE_BYTES));
+    assert_eq!(Index::fanout(usize::MAX), Index::fanout(MAX_NODE_BYTES));
+    let g = Geometry::new(MAX_NODE_BYTES);
+    assert!(g.inner_max <= u16::MAX as usize);
+    let mut ix = Index::new(1, 0);
+    let mut io = MemIo::new(MIN_NODE_BYTES);
+    ix.insert(&mut io, k(1, 0, 0), 1).unwrap();
+    ix.commit(&mut io).unwrap();
+    assert_eq!(ix.get(&mut io, &k(1, 0, 0)).unwrap(), Some(1));
+}
+
+#[test]
+fn empty_tree() {
+    let mut io = MemIo::new(512);
+    let mut ix = Index::new(512, 4096);
+    assert_eq!(ix.get(&mut io, &k(0, 0, 0)).unwrap(), None);
+    assert_eq!(ix.floor(&mut io, &IndexKey::MAX).unwrap(), None);
+    assert!(ix
+        .range(&mut io, &IndexKey::MIN, &IndexKey::MAX, 10)
+        .unwrap()
+        .is_empty());
+    assert_eq!(ix.remove(&mut io, &k(0, 0, 0)).unwrap(), None);
+    assert_eq!(
+        ix.remove_range(&mut io, &IndexKey::MIN, &IndexKey::MAX)
+            .unwrap(),
+        0
+    );
+    assert!(!ix.is_dirty());
+    assert_eq!(ix.commit(&mut io).unwrap(), None);
+    assert_eq!(ix.check(&mut io).unwrap(), (0, vec![]));
+    assert_eq!(ix.len_hint(), Some(0));
+    // A tree that becomes empty frees everything.
+    for i in 0..100 {
+        ix.insert(&mut io, k(1, 0, i), i).unwrap();
+    }
+    ix.commit(&mut io).unwrap();
+    assert!(!io.nodes.is_empty());
+    assert_eq!(
+        ix.remove_range(&mut io, &IndexKey::MIN, &IndexKey::MAX)
+            .unwrap(),
+        100
+    );
+    assert!(ix.is_dirty());
+    assert_eq!(ix.commit(&mut io).unwrap(), None);
+    assert!(io.nodes.is_empty());
+}
+
+/// Builds a committed tree over `keys` (value = offset * 10 + kind).
+fn build(
+    node_bytes: usize,
+    keys: impl IntoIterator<Item = IndexKey>,
+) -> (MemIo, NodeAddr, u8, BTreeMap<IndexKey, u64>) {
+    let mut io = MemIo::new(node_bytes);
+    let mut ix = Index::new(node_bytes, 1 << 20);
+    let mut model = BTreeMap::new();
+    for key in keys {
+        let v = key.offset * 10 + key.kind as u64;
+        ix.insert(&mut io, key, v).unwrap();
+        model.insert(key, v);
+    }
+    let (root, height) = ix.commit(&mut io).unwrap().unwrap();
+    verify(&mut ix, &mut io, &model);
+    (io, root, height, model)
+}
+
+#[test]
+fn corruption_is_detected() {
+    let (mut io, root, height, _) = build(256, (0..300).map(|i| k(1, 0, i * 3)));
+    assert!(height >= 2);
+    let addrs: Vec<NodeAddr> = io.live().into_iter().collect();
+    // Flipping any single byte of any node is detected when the node is read.
+    for &a in addrs.iter().take(5).chain([&root]) {
+        for pos in [0usize, 4, 5, 6, 7, 8, 20, 40, 100, 200, 255] {
+            let orig = io.nodes[&a].clone();
+            io.nodes.get_mut(&a).unwrap()[pos] ^= 0x10;
+            let mut ix = Index::open(root, height, 256, 0);
+            let r = ix.check(&mut io);
+            assert!(r.is_err(), "flip at {pos} of node {a} not detected");
+            if a == root {
+                let e = ix.get(&mut io, &k(1, 0, 3)).unwrap_err();
+                assert!(
+                    matches!(e, IndexError::Corrupted { addr, .. } if addr == root),
+                    "{e}"
+                );
+            }
+            io.nodes.insert(a, orig);
+        }
+    }
+    // A wrong level claimed by the parent (or by `open`) is detected too.
+    let mut ix = Index::open(root, height + 1, 256, 0);
+    assert!(matches!(
+        ix.get(&mut io, &k(1, 0, 3)),
+        Err(IndexError::Corrupted { .. })
+    ));
+    let mut ix = Index::open(root, height, 256, 0);
+    assert_eq!(ix.get(&mut io, &k(1, 0, 3)).unwrap(), Some(30));
+    // A leaf corrupted deep in the tree: lookups through it fail, others succeed.
+    let leaf = *addrs.iter().find(|a| io.meta[a].0 == 0).unwrap();
+    let first = io.meta[&leaf].1;
+    io.nodes.get_mut(&leaf).unwrap()[10] ^= 1;
+    let mut ix = Index::open(root, height, 256, 1 << 20);
+    assert!(
+        matches!(ix.get(&mut io, &first), Err(IndexError::Corrupted { addr, .. }) if addr == leaf)
+    );
+    assert!(matches!(
+        ix.insert(&mut io, first, 1),
+        Err(IndexError::Corrupted { .. })
+    ));
+    assert!(ix.check(&mut io).is_err());
+}
+
+#[test]
+fn decoding_garbage_never_panics() {
+    let g = Geometry::new(256);
+    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(7);
+    for round in 0..20_000 {
+        let mut b = vec![0u8; 256];
+        rand::RngCore::fill_bytes(&mut rng, &mut b);
+        if round % 2 == 0 {
+            // Plausible header, garbage after it.
+            b[0..4].copy_from_slice(&NODE_MAGIC);
+            b[4] = NODE_FORMAT_VERSION;
+            b[5] = (round % 3) as u8;
+            b[6] = (round % 11) as u8;
+            b[7] = 0;
+        }
+        assert!(g.decode(9, &b, None).is_err());
+    }
+    for len in [0, 1, 7, 8, 255, 257] {
+        assert!(g.decode(1, &vec![0u8; len], None).is_err());
+    }
+    // A valid node with its count raised still fails (CRC), and one with a huge count
+    // fails without reading past the end.
+    let node = node::Node {
+        level: 0,
+        body: Body::Leaf(vec![(k(1, 0, 1), 5), (k(1, 0, 2), 6)]),
+    };
+    let mut buf = Vec::new();
+    g.encode(&node, &mut buf).unwrap();
+    assert_eq!(g.decode(3, &buf, Some(0)).unwrap(), node);
+    assert!(g.decode(3, &buf, Some(1)).is_err());
+    for count in [3u16, 7, 8, 1000, u16::MAX] {
+        let mut b = buf.clone();
+        b[6..8].copy_from_slice(&count.to_le_bytes());
+        assert!(g.decode(3, &b, None).is_err());
+    }
+}
+
+#[test]
+fn floor_semantics() {
+    let keys: Vec<IndexKey> = (0..400)
+        .map(|i| k(2 + i % 3, (i % 2) as u8, 10 * i as u64))
+        .collect();
+    let (mut io, root, height, model) = build(256, keys);
+    let mut ix = Index::open(root, height, 256, 3 * 256);
+    // Below everything.
+    assert_eq!(ix.floor(&mut io, &IndexKey::MIN).unwrap(), None);
+    assert_eq!(
+        ix.floor(&mut io, &k(2, 0, 0)).unwrap(),
+        Some((k(2, 0, 0), 0))
+    );
+    assert_eq!(ix.floor(&mut io, &k(1, 255, u64::MAX)).unwrap(), None);
+    // Exact hits, between keys, at leaf boundaries, above everything.
+    for (&key, &v) in model.iter() {
+        assert_eq!(ix.floor(&mut io, &key).unwrap(), Some((key, v)));
+        let next = IndexKey {
+            offset: key.offset + 1,
+            ..key
+        };
+        assert_eq!(
+            ix.floor(&mut io, &next).unwrap(),
+            model_floor(&model, &next)
+        );
+        if key.offset > 0 {
+            let prev = IndexKey {
+                offset: key.offset - 1,
+                ..key
+            };
+            assert_eq!(
+                ix.floor(&mut io, &prev).unwrap(),
+                model_floor(&model, &prev)
+            );
+        }
+    }
+    let last = model.iter().next_back().map(|(k, v)| (*k, *v));
+    assert_eq!(ix.floor(&mut io, &IndexKey::MAX).unwrap(), last);
+    // Extent lookup: the extent starting at or before an offset of one object.
+    let hit = ix.floor(&mut io, &k(3, 1, 55)).unwrap().unwrap();
+    assert_eq!(hit, model_floor(&model, &k(3, 1, 55)).unwrap());
+}
+
+#[test]
+fn remove_range_of_a_whole_object() {
+    let keys = (0..5u128)
+        .flat_map(|oid| (0..2u8).flat_map(move |kind| (0..300u64).map(move |o| k(oid, kind, o))));
+    let (mut io, root, height, mut model) = build(512, keys);
+    let total_nodes = io.nodes.len();
+    let mut ix = Index::open(root, height, 512, 1 << 20);
+    let before = ix.stats();
+    let n = ix
+        .remove_range(&mut io, &IndexKey::first_of(2), &IndexKey::end_of(2))
+        .unwrap();
+    assert_eq!(n, 600);
+    let reads = ix.stats().nodes_read - before.nodes_read;
+    // Every leaf of the object is read once (to count it), not once per key.
+    let (leaf_cap, _) = Index::fanout(512);
+    assert!(
+        reads as usize <= 600 / (leaf_cap / 4) + 4 * (height as usize + 1)
+            && (reads as usize) < total_nodes,
+        "{reads} reads for {total_nodes} nodes"
+    );
+    model.retain(|key, _| key.oid != 2);
+    verify(&mut ix, &mut io, &model);
+    assert_eq!(
+        ix.range(&mut io, &IndexKey::first_of(2), &IndexKey::end_of(2), 10)
+            .unwrap(),
+        vec![]
+    );
+    assert_eq!(ix.get(&mut io, &k(1, 1, 299)).unwrap(), Some(2991));
+    assert_eq!(ix.get(&mut io, &k(3, 0, 0)).unwrap(), Some(0));
+    assert_eq!(
+        ix.floor(&mut io, &k(2, 1, 5)).unwrap(),
+        Some((k(1, 1, 299), 2991))
+    );
+    ix.commit(&mut io).unwrap();
+    verify(&mut ix, &mut io, &model);
+    assert!(io.nodes.len() < total_nodes);
+    // Removing an object with no entries dirties nothing.
+    assert_eq!(
+        ix.remove_range(&mut io, &IndexKey::first_of(2), &IndexKey::end_of(2))
+            .unwrap(),
+        0
+    );
+    assert!(!ix.is_dirty());
+    // Removing all but the first and the last key.
+    let first = *model.keys().next().unwrap();
+    let last = *model.keys().next_back().unwrap();
+    let n = ix
+        .remove_range(
+            &mut io,
+            &IndexKey {
+                offset: first.offset + 1,
+                ..first
+            },
+            &last,
+        )
+        .unwrap();
+    assert_eq!(n as usize, model.len() - 2);
+    model.retain(|key, _| *key == first || *key == last);
+    verify(&mut ix, &mut io, &model);
+    ix.commit(&mut io).unwrap();
+    verify(&mut ix, &mut io, &model);
+    assert_eq!(io.nodes.len(), 1);
+}
+
+#[test]
+fn stats_counting() {
+    let (mut io, root, height, model) = build(256, (0..200).map(|i| k(1, 0, i)));
+    let nodes = io.nodes.len() as u64;
+    let mut ix = Index::new(256, 1 << 20);
+    let mut io2 = MemIo::new(256);
+    for (key, v) in &model {
+        ix.insert(&mut io2, *key, *v).unwrap();
+    }
+    assert_eq!(ix.stats().nodes_read, 0);
+    ix.commit(&mut io2).unwrap();
+    assert_eq!(ix.stats().nodes_written, nodes);
+    assert_eq!(ix.stats().nodes_freed, 0);
+    // Without a cache every level is a miss.
+    let depth = height as u64 + 1;
+    let mut ix = Index::open(root, height, 256, 0);
+    assert_eq!(ix.get(&mut io, &k(1, 0, 77)).unwrap(), Some(770));
+    assert_eq!(
+        ix.stats(),
+        IndexStats {
+            nodes_read: depth,
+            cache_misses: depth,
+            ..IndexStats::default()
+        }
+    );
+    assert_eq!(ix.cached_nodes(), 0);
+    // With one, the second lookup hits everywhere.
+    let mut ix = Index::open(root, height, 256, 64 * 256);
+    ix.get(&mut io, &k(1, 0, 77)).unwrap();
+    ix.get(&mut io, &k(1, 0, 77)).unwrap();
+    assert_eq!(
+        ix.stats(),
+        IndexStats {
+            nodes_read: depth,
+            cache_misses: depth,
+            cache_hits: depth,
+            ..IndexStats::default()
+        }
+    );
+    assert_eq!(ix.cached_nodes() as u64, depth);
+    // An overwrite rewrites the path (depth nodes) and frees the old path at commit.
+    assert_eq!(ix.insert(&mut io, k(1, 0, 77), 1).unwrap(), Some(770));
+    assert_eq!(ix.dirty_nodes() as u64, depth);
+    assert_eq!(ix.cached_nodes(), 0);
+    let (root2, h2) = ix.commit(&mut io).unwrap().unwrap();
+    assert_ne!(root2, root);
+    assert_eq!(h2, height);
+    assert_eq!(ix.stats().nodes_written, depth);
+    assert_eq!(ix.stats().nodes_freed, depth);
+    assert_eq!(io.nodes.len() as u64, nodes);
+    assert!(!io.nodes.contains_key(&root));
+    // Committed nodes stay cached (clean).
+    let s = ix.stats();
+    ix.get(&mut io, &k(1, 0, 77)).unwrap();
+    assert_eq!(ix.stats().cache_hits - s.cache_hits, depth);
+    assert_eq!(ix.stats().nodes_read, s.nodes_read);
+}
+
+#[test]
+fn sequential_load_packs_leaves() {
+    let (io, _, height, model) = build(2048, (0..10_000).map(|i| k(1, 0, i)));
+    let leaves = io.meta.values().filter(|m| m.0 == 0).count();
+    let (leaf_max, _) = Index::fanout(2048);
+    // 3/4 full on ascending loads, not 1/2.
+    assert!(leaves * leaf_max * 7 / 10 <= model.len(), "{leaves} leaves");
+    assert_eq!(height, 2);
+}
+
+#[test]
+fn cache_bound_is_respected() {
+    let (mut io, root, height, model) = build(256, (0..500u64).map(|i| k(i as u128 % 4, 0, i)));
+    for cache_nodes in [0usize, 1, 2, 5] {
+        let mut ix = Index::open(root, height, 256, cache_nodes * 256 + 100);
+        for key in model.keys().step_by(7) {
+            ix.get(&mut io, key).unwrap();
+            assert!(ix.cached_nodes() <= cache_nodes);
+            ix.range(&mut io, key, &IndexKey::MAX, 30).unwrap();
+            assert!(ix.cached_nodes() <= cache_nodes);
+        }
+    }
+}
+
+/// Relocates `from` the way the store's GC would.
+fn gc_move(ix: &mut Index, io: &mut MemIo, from: NodeAddr) -> bool {
+    let (level, first) = io.meta[&from];
+    let to = io.copy_node(from);
+    let r = ix.relocate(io, from, to, level, &first).unwrap();
+    if r {
+        io.drop_node(from);
+    } else {
+        io.drop_node(to);
+    }
+    r
+}
+
+#[test]
+fn relocate_with_parent_on_flash_cached_or_dirty() {
+    let keys: Vec<IndexKey> = (0..300).map(|i| k(1, 0, i)).collect();
+    let (io0, root, height, mut model) = build(256, keys);
+    assert!(height >= 2);
+    let leaves: Vec<NodeAddr> = io0
+        .meta
+        .iter()
+        .filter(|m| m.1 .0 == 0)
+        .map(|m| *m.0)
+        .collect();
+    let inners: Vec<NodeAddr> = io0
+        .meta
+        .iter()
+        .filter(|m| m.1 .0 == 1)
+        .map(|m| *m.0)
+        .collect();
+
+    // Parent only on flash (no cache at all).
+    for &a in leaves.iter().chain(&inners).chain([&root]) {
+        let mut io = MemIo {
+            nodes: io0.nodes.clone(),
+            meta: io0.meta.clone(),
+            ..MemIo::new(256)
+        };
+        io.next = io0.next;
+        let mut ix = Index::open(root, height, 256, 0);
+        assert!(gc_move(&mut ix, &mut io, a));
+        assert!(ix.is_dirty());
+        verify(&mut ix, &mut io, &model);
+        ix.commit(&mut io).unwrap();
+        verify(&mut ix, &mut io, &model);
+    }
+
+    let mut io = io0;
+    let mut ix = Index::open(root, height, 256, 1 << 20);
+    // Parent cached (clean), child cached too: the cached child is re-keyed.
+    let leaf = leaves[3];
+    let first = io.meta[&leaf].1;
+    assert!(ix.get(&mut io, &first).unwrap().is_some());
+    let reads = ix.stats().nodes_read;
+    assert!(gc_move(&mut ix, &mut io, leaf));
+    assert_eq!(
+        ix.stats().nodes_read,
+        reads,
+        "relocation with a cached path reads nothing"
+    );
+    assert_eq!(ix.get(&mut io, &first).unwrap(), model.get(&first).copied());
+    assert_eq!(ix.stats().nodes_read, reads);
+    verify(&mut ix, &mut io, &model);
+    // Parent dirty: relocating a sibling of a modified leaf.
+    let leaf = leaves[7];
+    let first = io.meta[&leaf].1;
+    let other: Vec<NodeAddr> = io
+        .meta
+        .iter()
+        .filter(|m| m.1 .0 == 0 && *m.0 != leaf)
+        .map(|m| *m.0)
+        .collect();
+    ix.insert(&mut io, first, 99).unwrap();
+    model.insert(first, 99);
+    // `leaf` is now replaced by a dirty copy: its old address is freed at commit, and may
+    // still be moved until then.
+    assert!(gc_move(&mut ix, &mut io, leaf));
+    for a in other {
+        if io.nodes.contains_key(&a) {
+            assert!(gc_move(&mut ix, &mut io, a));
+        }
+    }
+    verify(&mut ix, &mut io, &model);
+    ix.commit(&mut io).unwrap();
+    verify(&mut ix, &mut io, &model);
+    // Stale addresses are ignored.
+    let (level, first) = (0, k(1, 0, 0));
+    assert!(!ix.relocate(&mut io, leaf, 9999, level, &first).unwrap());
+    assert!(!ix.relocate(&mut io, 123_456, 9999, 1, &first).unwrap());
+    assert!(!ix.relocate(&mut io, 123_456, 9999, 200, &first).unwrap());
+    assert!(!ix.is_dirty());
+    // The root itself.
+    let (root, _) = ix.commit(&mut io).unwrap().unwrap();
+    assert!(gc_move(&mut ix, &mut io, root));
+    assert!(ix.is_dirty());
+    assert_eq!(ix.dirty_nodes(), 0);
+    let (root2, _) = ix.commit(&mut io).unwrap().unwrap();
+    assert_ne!(root, root2);
+    verify(&mut ix, &mut io, &model);
+    let mut ix = Index::open(root2, height, 256, 0);
+    verify(&mut ix, &mut io, &model);
+}
+
+#[test]
+fn crash_before_commit_returns_to_the_committed_tree() {
+    let (mut io, root, height, model) = build(256, (0..300).map(|i| k(1, 0, i)));
+    let live = io.live();
+    let mut ix = Index::open(root, height, 256, 2 * 256);
+    for i in 0..300 {
+        ix.insert(&mut io, k(2, 0, i), i).unwrap();
+        ix.remove(&mut io, &k(1, 0, i / 2)).unwrap();
+    }
+    ix.remove_range(&mut io, &k(1, 0, 200), &k(1, 0, 250))
+        .unwrap();
+    assert_eq!(io.live(), live, "nothing is written or freed before commit");
+    drop(ix);
+    let mut ix = Index::open(root, height, 256, 2 * 256);
+    verify(&mut ix, &mut io, &model);
+}
+
+#[test]
+fn failed_commit_can_be_retried() {
+    let mut io = MemIo::new(256);
+    let mut ix = Index::new(256, 4 * 256);
+    let mut model = BTreeMap::new();
+    for i in 0..200 {
+        ix.insert(&mut io, k(1, 0, i), i).unwrap();
+        model.insert(k(1, 0, i), i);
+    }
+    ix.commit(&mut io).unwrap();
+    for i in 0..50 {
+        ix.remove(&mut io, &k(1, 0, i * 3)).unwrap();
+        model.remove(&k(1, 0, i * 3));
+    }
+    io.fail_writes = true;
+    assert!(matches!(ix.commit(&mut io), Err(IndexError::Io(_))));
+    io.fail_writes = false;
+    ix.commit(&mut io).unwrap();
+    verify(&mut ix, &mut io, &model);
+}
+
+// ---- model test ----------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(IndexKey, u64),
+    InsertRun(u128, u8, u64, u64),
+    Remove(IndexKey),
+    RemoveRange(IndexKey, IndexKey),
+    RemoveObject(u128),
+    Get(IndexKey),
+    Floor(IndexKey),
+    Range(IndexKey, IndexKey, usize),
+    Commit,
+    Reopen,
+    Crash,
+    Relocate(usize),
+}
+
+fn key_strategy() -> impl Strategy<Value = IndexKey> {
+    (0u128..8, 0u8..3, prop_oneof![0u64..1000, 0u64..24]).prop_map(|(oid, kind, offset)| IndexKey {
+        oid,
+        kind,
+        offset,
+    })
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        30 => (key_strategy(), any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        4 => (0u128..8, 0u8..3, 0u64..1000, 1u64..120).prop_map(|(o, kd, s, n)| Op::InsertRun(o, kd, s, n)),
+        10 => key_strategy().prop_map(Op::Remove),
+        3 => (key_strategy(), key_strategy()).prop_map(|(a, b)| Op::RemoveRange(a, b)),
+        2 => (0u128..8).prop_map(Op::RemoveObject),
+        5 => key_strategy().prop_map(Op::Get),
+        5 => key_strategy().prop_map(Op::Floor),
+        3 => (key_strategy(), key_strategy(), 0usize..60).prop_map(|(a, b, l)| Op::Range(a, b, l)),
+        3 => Just(Op::Commit),
+        1 => Just(Op::Reopen),
+        1 => Just(Op::Crash),
+        5 => any::<usize>().prop_map(Op::Relocate),
+    ]
+}
+
+fn run_model(node_bytes: usize, cache_bytes: usize, reuse: bool, ops: Vec<Op>) {
+    let mut io = MemIo::new(node_bytes);
+    io.reuse = reuse;
+    let mut ix = Index::new(node_bytes, cache_bytes);
+    let mut model: BTreeMap<IndexKey, u64> = BTreeMap::new();
+    let mut committed_model = model.clone();
+    let mut committed: Option<(NodeAddr, u8)> = None;
+    let mut relocated_since_commit = false;
+    for op in ops {
+        match op {
+            Op::Insert(key, v) => {
+                assert_eq!(ix.insert(&mut io, key, v).unwrap(), model.insert(key, v));
+            }
+            Op::InsertRun(oid, kind, start, n) => {
+                for o in start..start + n {
+                    let key = IndexKey {
+                        oid,
+                        kind,
+                        offset: o,
+                    };
+                    assert_eq!(ix.insert(&mut io, key, o).unwrap(), model.insert(key, o));
+                }
+            }
+            Op::Remove(key) => {
+                assert_eq!(ix.remove(&mut io, &key).unwrap(), model.remove(&key));
+            }
+            Op::RemoveRange(from, to) => {
+                let n = ix.remove_range(&mut io, &from, &to).unwrap();
+                let before = model.len();
+                if from < to {
+                    model.retain(|key, _| *key < from || *key >= to);
+                }
+                assert_eq!(n as usize, before - model.len());
+            }
+            Op::RemoveObject(oid) => {
+                let n = ix
+                    .remove_range(&mut io, &IndexKey::first_of(oid), &IndexKey::end_of(oid))
+                    .unwrap();
+                let before = model.len();
+                model.retain(|key, _| key.oid != oid);
+                assert_eq!(n as usize, before - model.len());
+            }
+            Op::Get(key) => {
+                assert_eq!(ix.get(&mut io, &key).unwrap(), model.get(&key).copied());
+            }
+            Op::Floor(key) => {
+                assert_eq!(ix.floor(&mut io, &key).unwrap(), model_floor(&model, &key));
+            }
+            Op::Range(from, to, limit) => {
+                assert_eq!(
+                    ix.range(&mut io, &from, &to, limit).unwrap(),
+                    model_range(&model, &from, &to, limit)
+                );
+            }
+            Op::Commit => {
+                committed = ix.commit(&mut io).unwrap();
+                committed_model = model.clone();
+                relocated_since_commit = false;
+                assert!(!ix.is_dirty());
+            }
+            Op::Reopen | Op::Crash => {
+                if matches!(op, Op::Reopen) || relocated_since_commit {
+                    // A relocation is only in memory until the next commit (the committed
+                    // tree still points at the freed source), so commit first.
+                    committed = ix.commit(&mut io).unwrap();
+                    committed_model = model.clone();
+                    relocated_since_commit = false;
+                }
+                // Drop the index (uncommitted changes are lost) and reopen.
+                ix = match committed {
+                    Some((root, height)) => Index::open(root, height, node_bytes, cache_bytes),
+                    None => Index::new(node_bytes, cache_bytes),
+                };
+                model = committed_model.clone();
+            }
+            Op::Relocate(pick) => {
+                let live: Vec<NodeAddr> = io.nodes.keys().copied().collect();
+                if !live.is_empty() {
+                    let from = live[pick % live.len()];
+                    assert!(
+                        gc_move(&mut ix, &mut io, from),
+                        "live node {from} not relocated"
+                    );
+                    relocated_since_commit = true;
+                }
+            }
+        }
+        verify(&mut ix, &mut io, &model);
+    }
+    ix.commit(&mut io).unwrap();
+    verify(&mut ix, &mut io, &model);
+    if let Some((root, height)) = ix.commit(&mut io).unwrap() {
+        let mut ix = Index::open(root, height, node_bytes, 0);
+        verify(&mut ix, &mut io, &model);
+        let all = ix
+            .range(&mut io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX)
+            .unwrap();
+        assert_eq!(
+            all,
+            model_range(&model, &IndexKey::MIN, &IndexKey::MAX, usize::MAX)
+        );
+    } else {
+        assert!(model.is_empty());
+        assert!(io.nodes.is_empty());
+    }
+}
+
+proptest! {
+    // Regression seeds go next to this file (tests.proptest-regressions), not to the crate.
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(
+            prop::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+        )),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn model_test(
+        node_bytes in prop::sample::select(vec![256usize, 512]),
+        cache_nodes in 0usize..=4,
+        reuse in any::<bool>(),
+        ops in prop::collection::vec(op_strategy(), 1..400),
+    ) {
+        run_model(node_bytes, cache_nodes * node_bytes, reuse, ops);
+    }
+
+    #[test]
+    fn node_flips_are_detected(pos in 0usize..256, bit in 0u8..8, n in 1usize..7, level in 0u8..3) {
+        let g = Geometry::new(256);
+        let body = if level == 0 {
+            Body::Leaf((0..n as u64).map(|i| (k(1, 0, i), i)).collect())
+        } else {
+            Body::Inner((0..n as u64).map(|i| (k(1, 0, i), node::Child::Addr(i as u32))).collect())
+        };
+        let node = node::Node { level, body };
+        let mut buf = Vec::new();
+        g.encode(&node, &mut buf).unwrap();
+        prop_assert_eq!(&g.decode(1, &buf, Some(level)).unwrap(), &node);
+        buf[pos] ^= 1 << bit;
+        prop_assert!(g.decode(1, &buf, None).is_err());
+    }
+}

@@ -1,0 +1,886 @@
+//! The tree algorithms behind the public `Index` methods.
+
+use super::cache::SlotState;
+use super::node::{route, Body, Child, Handle, Node};
+use super::{Index, IndexError, IndexKey, NodeAddr, NodeIo};
+use rustc_hash::FxHashSet;
+
+type Result<T> = std::result::Result<T, IndexError>;
+
+fn internal(what: &str) -> IndexError {
+    IndexError::Io(format!("internal: {what}"))
+}
+
+fn below(level: u8) -> Result<u8> {
+    level
+        .checked_sub(1)
+        .ok_or_else(|| internal("inner node at level 0"))
+}
+
+/// Where to split an overfull node of `len` entries whose newest entry went to `at`: in the
+/// middle, or, when the entry was appended, leaving three quarters on the left so that
+/// ascending loads fill nodes well.
+fn split_point(len: usize, at: usize) -> usize {
+    if at + 1 == len {
+        len - len / 4
+    } else {
+        len / 2
+    }
+}
+
+struct CheckCtx {
+    visited: Vec<NodeAddr>,
+    seen: FxHashSet<NodeAddr>,
+    pending: FxHashSet<NodeAddr>,
+    dirty_seen: usize,
+}
+
+impl Index {
+    // ---- node access -----------------------------------------------------------------
+
+    fn read_node(&mut self, io: &mut dyn NodeIo, addr: NodeAddr, level: u8) -> Result<Node> {
+        self.buf.clear();
+        self.buf.resize(self.geom.node_bytes, 0);
+        io.read_node(addr, &mut self.buf)?;
+        self.stats.nodes_read += 1;
+        self.geom.decode(addr, &self.buf, Some(level))
+    }
+
+    /// The committed node at `addr` (expected at `level`), from the cache or read and cached.
+    /// The handle stays valid only until the next fetch (which may evict it).
+    fn fetch(&mut self, io: &mut dyn NodeIo, addr: NodeAddr, level: u8) -> Result<Handle> {
+        if let Some(h) = self.arena.lookup(addr) {
+            self.stats.cache_hits += 1;
+            let l = self.arena.node(h).level;
+            if l != level {
+                return Err(IndexError::Corrupted {
+                    addr,
+                    what: format!("node is at level {l}, expected level {level}"),
+                });
+            }
+            return Ok(h);
+        }
+        self.stats.cache_misses += 1;
+        let node = self.read_node(io, addr, level)?;
+        Ok(self.arena.insert_clean(addr, node))
+    }
+
+    /// A copy of the committed node at `addr`, without caching it (it is about to be freed).
+    fn load_owned(&mut self, io: &mut dyn NodeIo, addr: NodeAddr, level: u8) -> Result<Node> {
+        if let Some(h) = self.arena.peek(addr) {
+            self.stats.cache_hits += 1;
+            let node = self.arena.node(h).clone();
+            if node.level != level {
+                return Err(IndexError::Corrupted {
+                    addr,
+                    what: format!("node is at level {}, expected level {level}", node.level),
+                });
+            }
+            return Ok(node);
+        }
+        self.stats.cache_misses += 1;
+        self.read_node(io, addr, level)
+    }
+
+    fn resolve(&mut self, io: &mut dyn NodeIo, c: Child, level: u8) -> Result<Handle> {
+        match c {
+            Child::Mem(h) => Ok(h),
+            Child::Addr(a) => self.fetch(io, a, level),
+        }
+    }
+
+    /// The node behind `c` as a dirty node (copy-on-write): a committed node leaves the cache
+    /// and its address is freed at the next commit. The caller must store `Child::Mem` of
+    /// the result in the (dirty) parent.
+    fn make_dirty(&mut self, io: &mut dyn NodeIo, c: Child, level: u8) -> Result<Handle> {
+        match c {
+            Child::Mem(h) => Ok(h),
+            Child::Addr(a) => {
+                let h = self.fetch(io, a, level)?;
+                if let Some(a) = self.arena.clean_to_dirty(h) {
+                    self.pending_free.push(a);
+                }
+                Ok(h)
+            }
+        }
+    }
+
+    fn dirty_root(&mut self, io: &mut dyn NodeIo) -> Result<Option<Handle>> {
+        let Some(r) = self.root else {
+            return Ok(None);
+        };
+        let h = self.make_dirty(io, r, self.height)?;
+        self.root = Some(Child::Mem(h));
+        Ok(Some(h))
+    }
+
+    fn leaf_mut(&mut self, h: Handle) -> Result<&mut Vec<(IndexKey, u64)>> {
+        match &mut self.arena.node_mut(h).body {
+            Body::Leaf(v) => Ok(v),
+            Body::Inner(_) => Err(internal("expected a leaf")),
+        }
+    }
+
+    fn inner_mut(&mut self, h: Handle) -> Result<&mut Vec<(IndexKey, Child)>> {
+        match &mut self.arena.node_mut(h).body {
+            Body::Inner(v) => Ok(v),
+            Body::Leaf(_) => Err(internal("expected an inner node")),
+        }
+    }
+
+    fn inner(&self, h: Handle) -> Result<&Vec<(IndexKey, Child)>> {
+        match &self.arena.node(h).body {
+            Body::Inner(v) => Ok(v),
+            Body::Leaf(_) => Err(internal("expected an inner node")),
+        }
+    }
+
+    /// The child of inner node `h` to follow for `key`, and its index.
+    fn child_for(&self, h: Handle, key: &IndexKey) -> Result<(usize, Child)> {
+        let v = self.inner(h)?;
+        let i = route(v, key);
+        let c = v.get(i).ok_or_else(|| internal("empty inner node"))?.1;
+        Ok((i, c))
+    }
+
+    // ---- lookups -----------------------------------------------------------------------
+
+    /// The leaf whose range holds `key` (None for an empty tree).
+    fn find_leaf(&mut self, io: &mut dyn NodeIo, key: &IndexKey) -> Result<Option<Handle>> {
+        let Some(mut cur) = self.root else {
+            return Ok(None);
+        };
+        let mut level = self.height;
+        loop {
+            let h = self.resolve(io, cur, level)?;
+            if level == 0 {
+                return Ok(Some(h));
+            }
+            cur = self.child_for(h, key)?.1;
+            level -= 1;
+        }
+    }
+
+    pub(super) fn get_impl(&mut self, io: &mut dyn NodeIo, key: &IndexKey) -> Result<Option<u64>> {
+        let Some(h) = self.find_leaf(io, key)? else {
+            return Ok(None);
+        };
+        let v = self.leaf_mut(h)?;
+        Ok(v.binary_search_by(|e| e.0.cmp(key)).ok().map(|i| v[i].1))
+    }
+
+    pub(super) fn floor_impl(
+        &mut self,
+        io: &mut dyn NodeIo,
+        key: &IndexKey,
+    ) -> Result<Option<(IndexKey, u64)>> {
+        // Separators are exact subtree minima, so the leaf chosen for `key` holds the floor
+        // whenever one exists.
+        let Some(h) = self.find_leaf(io, key)? else {
+            return Ok(None);
+        };
+        let v = self.leaf_mut(h)?;
+        let p = v.partition_point(|e| e.0 <= *key);
+        Ok(p.checked_sub(1).map(|i| v[i]))
+    }
+
+    pub(super) fn range_impl(
+        &mut self,
+        io: &mut dyn NodeIo,
+        from: &IndexKey,
+        to: &IndexKey,
+        limit: usize,
+    ) -> Result<Vec<(IndexKey, u64)>> {
+        let mut out = Vec::new();
+        if from >= to || limit == 0 {
+            return Ok(out);
+        }
+        if let Some(r) = self.root {
+            self.range_rec(io, r, self.height, from, to, limit, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn range_rec(
+        &mut self,
+        io: &mut dyn NodeIo,
+        c: Child,
+        level: u8,
+        from: &IndexKey,
+        to: &IndexKey,
+        limit: usize,
+        out: &mut Vec<(IndexKey, u64)>,
+    ) -> Result<()> {
+        let h = self.resolve(io, c, level)?;
+        let kids: Vec<Child> = match &self.arena.node(h).body {
+            Body::Leaf(v) => {
+                let s = v.partition_point(|e| e.0 < *from);
+                for e in &v[s..] {
+                    if e.0 >= *to || out.len() >= limit {
+                        break;
+                    }
+                    out.push(*e);
+                }
+                return Ok(());
+            }
+            Body::Inner(v) => {
+                let lo = route(v, from);
+                let hi = v.partition_point(|e| e.0 < *to);
+                if hi <= lo {
+                    return Ok(());
+                }
+                v[lo..hi].iter().map(|e| e.1).collect()
+            }
+        };
+        let below = below(level)?;
+        for k in kids {
+            if out.len() >= limit {
+                break;
+            }
+            self.range_rec(io, k, below, from, to, limit, out)?;
+        }
+        Ok(())
+    }
+
+    // ---- insert ------------------------------------------------------------------------
+
+    pub(super) fn insert_impl(
+        &mut self,
+        io: &mut dyn NodeIo,
+        key: IndexKey,
+        value: u64,
+    ) -> Result<Option<u64>> {
+        let Some(root) = self.dirty_root(io)? else {
+            let h = self.arena.alloc_dirty(Node {
+                level: 0,
+                body: Body::Leaf(vec![(key, value)]),
+            });
+            self.root = Some(Child::Mem(h));
+            self.height = 0;
+            self.root_moved = true;
+            self.len = self.len.map(|n| n + 1);
+            return Ok(None);
+        };
+        let (old, split) = self.insert_rec(io, root, self.height, key, value)?;
+        if let Some(s) = split {
+            let level = self
+                .height
+                .checked_add(1)
+                .ok_or_else(|| internal("tree too tall"))?;
+            let k0 = self
+                .arena
+                .node(root)
+                .first_key()
+                .ok_or_else(|| internal("empty node"))?;
+            let k1 = self
+                .arena
+                .node(s)
+                .first_key()
+                .ok_or_else(|| internal("empty node"))?;
+            let r = self.arena.alloc_dirty(Node {
+                level,
+                body: Body::Inner(vec![(k0, Child::Mem(root)), (k1, Child::Mem(s))]),
+            });
+            self.root = Some(Child::Mem(r));
+            self.height = level;
+        }
+        if old.is_none() {
+            self.len = self.len.map(|n| n + 1);
+        }
+        Ok(old)
+    }
+
+    /// Inserts into the dirty subtree `h`; returns the old value and the new right sibling
+    /// if `h` split.
+    fn insert_rec(
+        &mut self,
+        io: &mut dyn NodeIo,
+        h: Handle,
+        level: u8,
+        key: IndexKey,
+        value: u64,
+    ) -> Result<(Option<u64>, Option<Handle>)> {
+        if level == 0 {
+            let max = self.geom.leaf_max;
+            let v = self.leaf_mut(h)?;
+            let i = match v.binary_search_by(|e| e.0.cmp(&key)) {
+                Ok(i) => {
+                    let old = std::mem::replace(&mut v[i].1, value);
+                    return Ok((Some(old), None));
+                }
+                Err(i) => i,
+            };
+            v.insert(i, (key, value));
+            if v.len() <= max {
+                return Ok((None, None));
+            }
+            let right = v.split_off(split_point(v.len(), i));
+            let s = self.arena.alloc_dirty(Node {
+                level: 0,
+                body: Body::Leaf(right),
+            });
+            return Ok((None, Some(s)));
+        }
+        let below = below(level)?;
+        let (i, c) = self.child_for(h, &key)?;
+        let ch = self.make_dirty(io, c, below)?;
+        self.inner_mut(h)?[i].1 = Child::Mem(ch);
+        let (old, split) = self.insert_rec(io, ch, below, key, value)?;
+        let k = self
+            .arena
+            .node(ch)
+            .first_key()
+            .ok_or_else(|| internal("empty node"))?;
+        let ks = match split {
+            Some(s) => Some((
+                s,
+                self.arena
+                    .node(s)
+                    .first_key()
+                    .ok_or_else(|| internal("empty node"))?,
+            )),
+            None => None,
+        };
+        let max = self.geom.inner_max;
+        let v = self.inner_mut(h)?;
+        v[i].0 = k;
+        let Some((s, ks)) = ks else {
+            return Ok((old, None));
+        };
+        v.insert(i + 1, (ks, Child::Mem(s)));
+        if v.len() <= max {
+            return Ok((old, None));
+        }
+        let right = v.split_off(split_point(v.len(), i + 1));
+        let s = self.arena.alloc_dirty(Node {
+            level,
+            body: Body::Inner(right),
+        });
+        Ok((old, Some(s)))
+    }
+
+    // ---- removal -----------------------------------------------------------------------
+
+    pub(super) fn remove_impl(
+        &mut self,
+        io: &mut dyn NodeIo,
+        key: &IndexKey,
+    ) -> Result<Option<u64>> {
+        // Look first, so that removing an absent key dirties nothing.
+        if self.get_impl(io, key)?.is_none() {
+            return Ok(None);
+        }
+        let Some(root) = self.dirty_root(io)? else {
+            return Ok(None);
+        };
+        let old = self.remove_rec(io, root, self.height, key)?;
+        self.finalize_root();
+        if old.is_some() {
+            self.len = self.len.map(|n| n.saturating_sub(1));
+        }
+        Ok(old)
+    }
+
+    fn remove_rec(
+        &mut self,
+        io: &mut dyn NodeIo,
+        h: Handle,
+        level: u8,
+        key: &IndexKey,
+    ) -> Result<Option<u64>> {
+        if level == 0 {
+            let v = self.leaf_mut(h)?;
+            return Ok(match v.binary_search_by(|e| e.0.cmp(key)) {
+                Ok(i) => Some(v.remove(i).1),
+                Err(_) => None,
+            });
+        }
+        let below = below(level)?;
+        let (i, c) = self.child_for(h, key)?;
+        let ch = self.make_dirty(io, c, below)?;
+        self.inner_mut(h)?[i].1 = Child::Mem(ch);
+        let old = self.remove_rec(io, ch, below, key)?;
+        self.fix_children(io, h, level)?;
+        Ok(old)
+    }
+
+    pub(super) fn remove_range_impl(
+        &mut self,
+        io: &mut dyn NodeIo,
+        from: &IndexKey,
+        to: &IndexKey,
+    ) -> Result<u64> {
+        if from >= to || self.range_impl(io, from, to, 1)?.is_empty() {
+            return Ok(0);
+        }
+        let Some(root) = self.dirty_root(io)? else {
+            return Ok(0);
+        };
+        let n = self.remove_range_rec(io, root, self.height, from, to)?;
+        self.finalize_root();
+        self.len = self.len.map(|l| l.saturating_sub(n));
+        Ok(n)
+    }
+
+    fn remove_range_rec(
+        &mut self,
+        io: &mut dyn NodeIo,
+        h: Handle,
+        level: u8,
+        from: &IndexKey,
+        to: &IndexKey,
+    ) -> Result<u64> {
+        if level == 0 {
+            let v = self.leaf_mut(h)?;
+            let s = v.partition_point(|e| e.0 < *from);
+            let e = v.partition_point(|e| e.0 < *to).max(s);
+            v.drain(s..e);
+            return Ok((e - s) as u64);
+        }
+        let below = below(level)?;
+        let (lo, hi, middle) = {
+            let v = self.inner(h)?;
+            let lo = route(v, from);
+            let hi = v.partition_point(|e| e.0 < *to);
+            if hi <= lo {
+                return Ok(0);
+            }
+            // Children lo+1 .. hi-1 lie wholly inside the range: their smallest keys are
+            // > from and the next separator is < to.
+            let mid_end = (hi - 1).max(lo + 1);
+            let middle: Vec<Child> = v[lo + 1..mid_end].iter().map(|e| e.1).collect();
+            (lo, hi, middle)
+        };
+        let mut n = 0;
+        let middle_len = middle.len();
+        if middle_len > 0 {
+            // Count and collect first (may fail), then drop (cannot fail).
+            let mut addrs = Vec::new();
+            let mut handles = Vec::new();
+            for c in middle {
+                n += self.collect_subtree(io, c, below, &mut addrs, &mut handles)?;
+            }
+            self.inner_mut(h)?.drain(lo + 1..lo + 1 + middle_len);
+            for a in addrs {
+                self.arena.forget(a);
+                self.pending_free.push(a);
+            }
+            for d in handles {
+                self.arena.release_dirty(d);
+            }
+        }
+        let last = (hi - 1 > lo).then_some(lo + 1);
+        for i in std::iter::once(lo).chain(last) {
+            let c = self.inner(h)?[i].1;
+            let ch = self.make_dirty(io, c, below)?;
+            self.inner_mut(h)?[i].1 = Child::Mem(ch);
+            n += self.remove_range_rec(io, ch, below, from, to)?;
+        }
+        self.fix_children(io, h, level)?;
+        Ok(n)
+    }
+
+    /// Counts the entries of a subtree that is about to be dropped and collects its committed
+    /// addresses and dirty handles. Reads but does not cache committed nodes.
+    fn collect_subtree(
+        &mut self,
+        io: &mut dyn NodeIo,
+        c: Child,
+        level: u8,
+        addrs: &mut Vec<NodeAddr>,
+        handles: &mut Vec<Handle>,
+    ) -> Result<u64> {
+        let kids: Vec<Child> = match c {
+            Child::Mem(h) => {
+                handles.push(h);
+                match &self.arena.node(h).body {
+                    Body::Leaf(v) => return Ok(v.len() as u64),
+                    Body::Inner(v) => v.iter().map(|e| e.1).collect(),
+                }
+            }
+            Child::Addr(a) => {
+                addrs.push(a);
+                match self.load_owned(io, a, level)?.body {
+                    Body::Leaf(v) => return Ok(v.len() as u64),
+                    Body::Inner(v) => v.iter().map(|e| e.1).collect(),
+                }
+            }
+        };
+        let below = below(level)?;
+        let mut n = 0;
+        for k in kids {
+            n += self.collect_subtree(io, k, below, addrs, handles)?;
+        }
+        Ok(n)
+    }
+
+    /// Restores fill among the children of the dirty inner node `h` (at `level`) after some
+    /// of its dirty children lost entries: refreshes their separators, drops empty ones and
+    /// merges or rebalances underfull ones with a sibling, recursing into merged inner
+    /// nodes whose own children may be underfull.
+    ///
+    /// Only dirty children can be underfull (committed nodes were valid when written). On
+    /// return every child of `h` is within bounds, unless `h` has a single child: then that
+    /// child may be underfull too, and so on down (h's parent fixes it by merging h).
+    fn fix_children(&mut self, io: &mut dyn NodeIo, h: Handle, level: u8) -> Result<()> {
+        let below = below(level)?;
+        let min = self.geom.min(below);
+        let max = self.geom.max(below);
+        loop {
+            // Refresh separators and drop empty children.
+            let mut empty = Vec::new();
+            let mut firsts = Vec::new();
+            for (i, e) in self.inner(h)?.iter().enumerate() {
+                if let Child::Mem(ch) = e.1 {
+                    match self.arena.node(ch).first_key() {
+                        Some(k) => firsts.push((i, k)),
+                        None => empty.push((i, ch)),
+                    }
+                }
+            }
+            {
+                let v = self.inner_mut(h)?;
+                for (i, k) in firsts {
+                    v[i].0 = k;
+                }
+                for &(i, _) in empty.iter().rev() {
+                    v.remove(i);
+                }
+            }
+            for (_, ch) in empty {
+                self.arena.release_dirty(ch);
+            }
+            let v = self.inner(h)?;
+            if v.len() < 2 {
+                return Ok(());
+            }
+            let is_mem = |i: usize| matches!(v[i].1, Child::Mem(_));
+            let under = v.iter().position(|e| match e.1 {
+                Child::Mem(ch) => self.arena.node(ch).len() < min,
+                Child::Addr(_) => false,
+            });
+            let Some(i) = under else {
+                return Ok(());
+            };
+            let right = i + 1 < v.len();
+            let j = if right && is_mem(i + 1) {
+                i + 1
+            } else if i > 0 && is_mem(i - 1) {
+                i - 1
+            } else if right {
+                i + 1
+            } else {
+                i - 1
+            };
+            let (l, r) = (i.min(j), i.max(j));
+            let (cl, cr) = (v[l].1, v[r].1);
+            let lh = self.make_dirty(io, cl, below)?;
+            self.inner_mut(h)?[l].1 = Child::Mem(lh);
+            let rh = self.make_dirty(io, cr, below)?;
+            self.inner_mut(h)?[r].1 = Child::Mem(rh);
+            let total = self.arena.node(lh).len() + self.arena.node(rh).len();
+            if total <= max {
+                // Merge the right node into the left one.
+                let moved = self.arena.release_dirty(rh).body;
+                self.inner_mut(h)?.remove(r);
+                match (&mut self.arena.node_mut(lh).body, moved) {
+                    (Body::Leaf(a), Body::Leaf(mut b)) => a.append(&mut b),
+                    (Body::Inner(a), Body::Inner(mut b)) => a.append(&mut b),
+                    _ => return Err(internal("merging nodes of different kinds")),
+                }
+                if below > 0 {
+                    self.fix_children(io, lh, below)?;
+                }
+            } else {
+                // Share the entries evenly.
+                let keep = total / 2;
+                let mut lnode =
+                    std::mem::replace(&mut self.arena.node_mut(lh).body, Body::Leaf(Vec::new()));
+                let mut rnode =
+                    std::mem::replace(&mut self.arena.node_mut(rh).body, Body::Leaf(Vec::new()));
+                match (&mut lnode, &mut rnode) {
+                    (Body::Leaf(a), Body::Leaf(b)) => rebalance(a, b, keep),
+                    (Body::Inner(a), Body::Inner(b)) => rebalance(a, b, keep),
+                    _ => return Err(internal("rebalancing nodes of different kinds")),
+                }
+                self.arena.node_mut(lh).body = lnode;
+                self.arena.node_mut(rh).body = rnode;
+                if below > 0 {
+                    self.fix_children(io, lh, below)?;
+                    self.fix_children(io, rh, below)?;
+                }
+            }
+        }
+    }
+
+    /// Collapses a root that has one child (or none) after removals.
+    fn finalize_root(&mut self) {
+        while let Some(Child::Mem(h)) = self.root {
+            let next = match &self.arena.node(h).body {
+                Body::Leaf(v) if v.is_empty() => None,
+                Body::Inner(v) if v.is_empty() => None,
+                Body::Inner(v) if v.len() == 1 => Some(v[0].1),
+                _ => return,
+            };
+            self.arena.release_dirty(h);
+            self.root_moved = true;
+            match next {
+                None => {
+                    self.root = None;
+                    self.height = 0;
+                    return;
+                }
+                Some(c) => {
+                    self.root = Some(c);
+                    self.height = self.height.saturating_sub(1);
+                }
+            }
+        }
+    }
+
+    // ---- commit and relocation ---------------------------------------------------------
+
+    pub(super) fn commit_impl(&mut self, io: &mut dyn NodeIo) -> Result<Option<(NodeAddr, u8)>> {
+        if let Some(Child::Mem(h)) = self.root {
+            let a = self.commit_rec(io, h)?;
+            self.root = Some(Child::Addr(a));
+        }
+        for a in std::mem::take(&mut self.pending_free) {
+            self.arena.forget(a);
+            io.free_node(a);
+            self.stats.nodes_freed += 1;
+        }
+        self.root_moved = false;
+        match self.root {
+            None => Ok(None),
+            Some(Child::Addr(a)) => Ok(Some((a, self.height))),
+            Some(Child::Mem(_)) => Err(internal("root still dirty after commit")),
+        }
+    }
+
+    fn commit_rec(&mut self, io: &mut dyn NodeIo, h: Handle) -> Result<NodeAddr> {
+        let level = self.arena.node(h).level;
+        if level > 0 {
+            let n = self.inner(h)?.len();
+            for i in 0..n {
+                if let Child::Mem(ch) = self.inner(h)?[i].1 {
+                    let a = self.commit_rec(io, ch)?;
+                    self.inner_mut(h)?[i].1 = Child::Addr(a);
+                }
+            }
+        }
+        let first = self.geom.encode(self.arena.node(h), &mut self.buf)?;
+        let a = io.write_node(&self.buf, level, &first)?;
+        self.stats.nodes_written += 1;
+        self.arena.dirty_to_clean(h, a);
+        Ok(a)
+    }
+
+    pub(super) fn relocate_impl(
+        &mut self,
+        io: &mut dyn NodeIo,
+        from: NodeAddr,
+        to: NodeAddr,
+        level: u8,
+        first_key: &IndexKey,
+    ) -> Result<bool> {
+        if let Some(p) = self.pending_free.iter().position(|&a| a == from) {
+            self.pending_free[p] = to;
+            return Ok(true);
+        }
+        let Some(root) = self.root else {
+            return Ok(false);
+        };
+        if level >= self.height {
+            if level == self.height && root == Child::Addr(from) {
+                self.root = Some(Child::Addr(to));
+                self.arena.rekey(from, to);
+                self.root_moved = true;
+                return Ok(true);
+            }
+            return Ok(false);
+        }
+        // Find the parent (at level + 1) without modifying anything.
+        let mut cur = root;
+        let mut lv = self.height;
+        loop {
+            let h = self.resolve(io, cur, lv)?;
+            if lv == level + 1 {
+                if !self.inner(h)?.iter().any(|e| e.1 == Child::Addr(from)) {
+                    return Ok(false);
+                }
+                break;
+            }
+            cur = self.child_for(h, first_key)?.1;
+            lv -= 1;
+        }
+        // Dirty the path to it and repoint.
+        let mut h = self
+            .dirty_root(io)?
+            .ok_or_else(|| internal("root vanished"))?;
+        let mut lv = self.height;
+        while lv > level + 1 {
+            let (i, c) = self.child_for(h, first_key)?;
+            let ch = self.make_dirty(io, c, lv - 1)?;
+            self.inner_mut(h)?[i].1 = Child::Mem(ch);
+            h = ch;
+            lv -= 1;
+        }
+        let e = self
+            .inner_mut(h)?
+            .iter_mut()
+            .find(|e| e.1 == Child::Addr(from))
+            .ok_or_else(|| internal("relocated node vanished from its parent"))?;
+        e.1 = Child::Addr(to);
+        self.arena.rekey(from, to);
+        Ok(true)
+    }
+
+    // ---- check -------------------------------------------------------------------------
+
+    pub(super) fn check_impl(
+        &mut self,
+        io: &mut dyn NodeIo,
+    ) -> std::result::Result<(u64, Vec<NodeAddr>), String> {
+        let mut ctx = CheckCtx {
+            visited: Vec::new(),
+            seen: FxHashSet::default(),
+            pending: self.pending_free.iter().copied().collect(),
+            dirty_seen: 0,
+        };
+        if ctx.pending.len() != self.pending_free.len() {
+            return Err("an address is scheduled for freeing twice".into());
+        }
+        let n = match self.root {
+            None => 0,
+            Some(r) => {
+                self.check_rec(io, r, self.height, (None, None), &mut ctx)?
+                    .0
+            }
+        };
+        if ctx.dirty_seen != self.arena.dirty_count() {
+            return Err(format!(
+                "{} dirty nodes reachable but {} accounted",
+                ctx.dirty_seen,
+                self.arena.dirty_count()
+            ));
+        }
+        if self.arena.clean_count() > self.arena.cap {
+            return Err(format!(
+                "{} clean nodes cached, bound is {}",
+                self.arena.clean_count(),
+                self.arena.cap
+            ));
+        }
+        self.len = Some(n);
+        Ok((n, ctx.visited))
+    }
+
+    /// Checks the subtree at `c`; `bounds` are (exact smallest key, exclusive upper bound)
+    /// from the parent. Returns its entry count and smallest key.
+    fn check_rec(
+        &mut self,
+        io: &mut dyn NodeIo,
+        c: Child,
+        level: u8,
+        bounds: (Option<IndexKey>, Option<IndexKey>),
+        ctx: &mut CheckCtx,
+    ) -> std::result::Result<(u64, IndexKey), String> {
+        let is_root = Some(c) == self.root;
+        let (node, what) = match c {
+            Child::Mem(h) => {
+                if self.arena.state(h) != SlotState::Dirty {
+                    return Err(format!("in-memory child {h} is not a dirty node"));
+                }
+                ctx.dirty_seen += 1;
+                (self.arena.node(h).clone(), format!("dirty node {h}"))
+            }
+            Child::Addr(a) => {
+                if !ctx.seen.insert(a) {
+                    return Err(format!("node {a} is referenced twice"));
+                }
+                if ctx.pending.contains(&a) {
+                    return Err(format!("node {a} is referenced but scheduled for freeing"));
+                }
+                ctx.visited.push(a);
+                let node = self.read_node(io, a, level).map_err(|e| e.to_string())?;
+                if let Some(h) = self.arena.peek(a) {
+                    if *self.arena.node(h) != node {
+                        return Err(format!("cached copy of node {a} differs from flash"));
+                    }
+                }
+                (node, format!("node {a}"))
+            }
+        };
+        if node.level != level {
+            return Err(format!(
+                "{what}: level {} where {level} was expected",
+                node.level
+            ));
+        }
+        let n = node.len();
+        let (min, max) = (self.geom.min(level), self.geom.max(level));
+        let low = if is_root {
+            if level == 0 {
+                1
+            } else {
+                2
+            }
+        } else {
+            min
+        };
+        if n < low || n > max {
+            return Err(format!("{what}: {n} entries, outside {low}..={max}"));
+        }
+        let keys: Vec<IndexKey> = match &node.body {
+            Body::Leaf(v) => v.iter().map(|e| e.0).collect(),
+            Body::Inner(v) => v.iter().map(|e| e.0).collect(),
+        };
+        if (level == 0) != matches!(node.body, Body::Leaf(_)) {
+            return Err(format!("{what}: body does not match level {level}"));
+        }
+        if keys.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(format!("{what}: keys not strictly ascending"));
+        }
+        let first = keys[0];
+        if let Some(lo) = bounds.0 {
+            if first != lo {
+                return Err(format!(
+                    "{what}: smallest key {first:?} but parent says {lo:?}"
+                ));
+            }
+        }
+        if let Some(hi) = bounds.1 {
+            if keys[n - 1] >= hi {
+                return Err(format!(
+                    "{what}: key {:?} not below the next separator {hi:?}",
+                    keys[n - 1]
+                ));
+            }
+        }
+        match node.body {
+            Body::Leaf(v) => Ok((v.len() as u64, first)),
+            Body::Inner(v) => {
+                let mut total = 0;
+                for (i, e) in v.iter().enumerate() {
+                    let hi = v.get(i + 1).map(|x| x.0).or(bounds.1);
+                    let (cnt, _) = self.check_rec(io, e.1, level - 1, (Some(e.0), hi), ctx)?;
+                    total += cnt;
+                }
+                Ok((total, first))
+            }
+        }
+    }
+}
+
+/// Moves entries between two adjacent nodes so the left one keeps `keep` of them.
+fn rebalance<T>(a: &mut Vec<T>, b: &mut Vec<T>, keep: usize) {
+    if a.len() > keep {
+        let tail = a.split_off(keep);
+        b.splice(0..0, tail);
+    } else {
+        let take = (keep - a.len()).min(b.len());
+        a.extend(b.drain(..take));
+    }
+}

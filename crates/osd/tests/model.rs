@@ -1,0 +1,466 @@
+//! Model-based test of the object store against an in-memory oracle: every command, clean
+//! reopens, crashes and power cuts in the middle of flash operations (torn programs,
+//! interrupted erases), on a device small enough that GC and checkpoints run often, for each
+//! placement policy and both index modes.
+//!
+//! The contract checked after a crash: every object that existed at the last completed flush
+//! and was not removed or truncated since still exists, and each byte it held then reads back
+//! as that value or as a value written there since; fsck is clean. Everything else must match
+//! the oracle exactly.
+
+use std::collections::BTreeMap;
+
+use flash::fault::{CutMode, Faulty};
+use flash::{preset, DeviceConfig, Nand};
+use fml::FmlConfig;
+use osd::{
+    Attr, AttrValue, FlushScope, IndexMode, ObjectId, ObjectStore, Oid, Osd, OsdConfig, OsdError,
+    PartitionId, Placement,
+};
+use proptest::prelude::*;
+
+const P: u64 = 0x10000;
+const OBJECTS: u64 = 5;
+const SPAN: u64 = 48 * 1024;
+
+fn device() -> DeviceConfig {
+    let mut c = preset("tiny").unwrap();
+    c.geometry.dies_per_channel = 1;
+    c.geometry.blocks_per_plane = 32;
+    c.geometry.pages_per_block = 8;
+    c.gang.units_per_superblock = 1;
+    c.endurance_cycles = 1_000_000;
+    c
+}
+
+fn config(placement: Placement, index_mode: IndexMode) -> OsdConfig {
+    OsdConfig {
+        placement,
+        index_mode,
+        buffer_bytes: 16 << 10,
+        index_cache_bytes: 8 * 4096,
+        onode_cache_entries: 4,
+        checkpoint_units: 48,
+        fml: FmlConfig::for_blocks(64),
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Create(u64),
+    Remove(u64),
+    Write { obj: u64, offset: u64, len: u64 },
+    Append { obj: u64, len: u64 },
+    Truncate { obj: u64, len: u64 },
+    Read { obj: u64, offset: u64, len: u64 },
+    SetAttr { obj: u64, id: u16, len: u8 },
+    List,
+    Flush,
+    Idle,
+    Reopen,
+    Crash,
+    PowerCut { after: u64, torn: bool },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0..OBJECTS).prop_map(Op::Create),
+        1 => (0..OBJECTS).prop_map(Op::Remove),
+        14 => (0..OBJECTS, 0..SPAN, 1u64..16_000).prop_map(|(obj, offset, len)| Op::Write { obj, offset, len }),
+        3 => (0..OBJECTS, 1u64..9000).prop_map(|(obj, len)| Op::Append { obj, len }),
+        2 => (0..OBJECTS, 0..SPAN).prop_map(|(obj, len)| Op::Truncate { obj, len }),
+        4 => (0..OBJECTS, 0..SPAN, 1u64..12_000).prop_map(|(obj, offset, len)| Op::Read { obj, offset, len }),
+        2 => (0..OBJECTS, 0x1000u16..0x1004, 0u8..40).prop_map(|(obj, id, len)| Op::SetAttr { obj, id, len }),
+        1 => Just(Op::List),
+        2 => Just(Op::Flush),
+        1 => Just(Op::Idle),
+        1 => Just(Op::Reopen),
+        1 => Just(Op::Crash),
+        1 => (0u64..60, any::<bool>()).prop_map(|(after, torn)| Op::PowerCut { after, torn }),
+    ]
+}
+
+#[derive(Clone, Default, Debug)]
+struct Obj {
+    data: Vec<u8>,
+    attrs: BTreeMap<u16, Vec<u8>>,
+}
+
+struct Rig {
+    store: Option<ObjectStore<Faulty<Nand>>>,
+    cfg: OsdConfig,
+    objects: BTreeMap<u64, Obj>,
+    /// State at the last completed flush, and writes since (offset, bytes) per object.
+    flushed: BTreeMap<u64, Obj>,
+    since: BTreeMap<u64, Vec<(u64, Vec<u8>)>>,
+    /// Objects removed or truncated since the last flush: their state after a crash is loose.
+    loose: std::collections::BTreeSet<u64>,
+    stamp: u8,
+}
+
+fn oid(obj: u64) -> Oid {
+    Oid::new(P, P + obj)
+}
+
+fn is_power_loss(e: &OsdError) -> bool {
+    e.to_string().contains("power is off")
+}
+
+impl Rig {
+    fn store(&mut self) -> &mut ObjectStore<Faulty<Nand>> {
+        self.store.as_mut().unwrap()
+    }
+
+    fn bytes(&mut self, len: u64) -> Vec<u8> {
+        self.stamp = self.stamp.wrapping_add(1).max(1);
+        let s = self.stamp;
+        (0..len).map(|i| s ^ (i as u8).wrapping_mul(31)).collect()
+    }
+
+    fn mark_flushed(&mut self) {
+        self.flushed = self.objects.clone();
+        self.since.clear();
+        self.loose.clear();
+    }
+
+    fn fsck(&mut self) -> Result<(), TestCaseError> {
+        let report = self
+            .store()
+            .fsck()
+            .map_err(|e| TestCaseError::fail(format!("fsck: {e}")))?;
+        prop_assert!(report.problems.is_empty(), "fsck: {:?}", report.problems);
+        Ok(())
+    }
+
+    /// Opens the store, restoring power and trying again when a cut lands during recovery.
+    fn open(&mut self, mut dev: Faulty<Nand>) -> Result<(), TestCaseError> {
+        for _ in 0..100 {
+            dev.restore_power();
+            match ObjectStore::open_or_return(dev, self.cfg) {
+                Ok(s) => {
+                    self.store = Some(s);
+                    return Ok(());
+                }
+                Err((e, Some(d))) if is_power_loss(&e) => dev = d,
+                Err((e, _)) => return Err(TestCaseError::fail(format!("recovery: {e}"))),
+            }
+        }
+        Err(TestCaseError::fail("recovery keeps losing power"))
+    }
+
+    fn crash_and_check(&mut self) -> Result<(), TestCaseError> {
+        let dev = self.store.take().unwrap().crash();
+        self.open(dev)?;
+        self.fsck()?;
+        // Check what the contract promises, then take what the store holds as the new truth.
+        let mut now = BTreeMap::new();
+        for obj in 0..OBJECTS {
+            let got = match self.store().get_attr(oid(obj), Attr::LogicalLength) {
+                Ok(AttrValue::U64(len)) => {
+                    let mut data = vec![0u8; len as usize];
+                    let n = self
+                        .store()
+                        .read(oid(obj), 0, &mut data)
+                        .map_err(|e| TestCaseError::fail(format!("read {obj}: {e}")))?;
+                    prop_assert_eq!(n as u64, len);
+                    let mut attrs = BTreeMap::new();
+                    for id in 0x1000u16..0x1004 {
+                        if let Ok(AttrValue::Bytes(v)) =
+                            self.store().get_attr(oid(obj), Attr::User(id))
+                        {
+                            attrs.insert(id, v);
+                        }
+                    }
+                    Some(Obj { data, attrs })
+                }
+                Err(OsdError::NotFound(_)) => None,
+                Err(e) => return Err(TestCaseError::fail(format!("get_attr {obj}: {e}"))),
+                Ok(v) => return Err(TestCaseError::fail(format!("length attribute {v:?}"))),
+            };
+            if let (Some(was), false) = (self.flushed.get(&obj), self.loose.contains(&obj)) {
+                let Some(g) = &got else {
+                    return Err(TestCaseError::fail(format!(
+                        "object {obj} flushed, gone after crash"
+                    )));
+                };
+                for (i, &b) in was.data.iter().enumerate() {
+                    let i64 = i as u64;
+                    let ok = g.data.get(i) == Some(&b)
+                        || self.since.get(&obj).is_some_and(|ws| {
+                            ws.iter().any(|(o, d)| {
+                                i64 >= *o
+                                    && i64 < o + d.len() as u64
+                                    && g.data.get(i) == Some(&d[(i64 - o) as usize])
+                            })
+                        });
+                    prop_assert!(
+                        ok,
+                        "object {} byte {}: flushed {}, recovered {:?}",
+                        obj,
+                        i,
+                        b,
+                        g.data.get(i)
+                    );
+                }
+            }
+            if let Some(g) = got {
+                now.insert(obj, g);
+            }
+        }
+        self.objects = now;
+        self.mark_flushed();
+        Ok(())
+    }
+
+    fn run(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        let r: Result<(), OsdError> = match *op {
+            Op::Create(obj) => match self.store().create(PartitionId(P), Some(ObjectId(P + obj))) {
+                Ok(_) => {
+                    prop_assert!(!self.objects.contains_key(&obj), "created {} twice", obj);
+                    self.objects.insert(obj, Obj::default());
+                    Ok(())
+                }
+                Err(OsdError::AlreadyExists(_)) => {
+                    prop_assert!(self.objects.contains_key(&obj));
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+            Op::Remove(obj) => match self.store().remove(oid(obj)) {
+                Ok(()) => {
+                    prop_assert!(self.objects.remove(&obj).is_some());
+                    self.loose.insert(obj);
+                    Ok(())
+                }
+                Err(OsdError::NotFound(_)) => {
+                    prop_assert!(!self.objects.contains_key(&obj));
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+            Op::Write { obj, len, .. } | Op::Append { obj, len } => {
+                let exists = self.objects.contains_key(&obj);
+                let offset = match *op {
+                    Op::Write { offset, .. } => offset,
+                    _ => self.objects.get(&obj).map_or(0, |o| o.data.len() as u64),
+                };
+                let data = self.bytes(len);
+                let r = match op {
+                    Op::Append { .. } => self
+                        .store()
+                        .append(oid(obj), &data)
+                        .map(|at| assert_eq!(at, offset)),
+                    _ => self.store().write(oid(obj), offset, &data),
+                };
+                if exists {
+                    let o = self.objects.get_mut(&obj).unwrap();
+                    let end = (offset + len) as usize;
+                    if o.data.len() < end {
+                        o.data.resize(end, 0);
+                    }
+                    o.data[offset as usize..end].copy_from_slice(&data);
+                    self.since.entry(obj).or_default().push((offset, data));
+                }
+                match r {
+                    Err(OsdError::NotFound(_)) if !exists => Ok(()),
+                    r => r,
+                }
+            }
+            Op::Truncate { obj, len } => {
+                let exists = self.objects.contains_key(&obj);
+                match self.store().truncate(oid(obj), len) {
+                    Ok(()) => {
+                        self.objects
+                            .get_mut(&obj)
+                            .unwrap()
+                            .data
+                            .resize(len as usize, 0);
+                        self.loose.insert(obj);
+                        Ok(())
+                    }
+                    Err(OsdError::NotFound(_)) if !exists => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Op::Read { obj, offset, len } => {
+                let mut buf = vec![0u8; len as usize];
+                match self.store().read(oid(obj), offset, &mut buf) {
+                    Ok(n) => {
+                        let o = self
+                            .objects
+                            .get(&obj)
+                            .expect("read of an object the oracle lacks");
+                        let end = o.data.len().min((offset + len) as usize);
+                        let want = if (offset as usize) < end {
+                            &o.data[offset as usize..end]
+                        } else {
+                            &[][..]
+                        };
+                        prop_assert_eq!(
+                            n,
+                            want.len(),
+                            "read length of object {} at {}",
+                            obj,
+                            offset
+                        );
+                        if let Some(i) = (0..n).find(|&i| buf[i] != want[i]) {
+                            return Err(TestCaseError::fail(format!(
+                                "read of object {obj} at {offset}: byte {} is {}, expected {}",
+                                offset as usize + i,
+                                buf[i],
+                                want[i]
+                            )));
+                        }
+                        Ok(())
+                    }
+                    Err(OsdError::NotFound(_)) => {
+                        prop_assert!(!self.objects.contains_key(&obj));
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Op::SetAttr { obj, id, len } => {
+                let v = self.bytes(len as u64);
+                match self
+                    .store()
+                    .set_attr(oid(obj), Attr::User(id), AttrValue::Bytes(v.clone()))
+                {
+                    Ok(()) => {
+                        self.objects.get_mut(&obj).unwrap().attrs.insert(id, v);
+                        Ok(())
+                    }
+                    Err(OsdError::NotFound(_)) => Ok(()),
+                    Err(OsdError::InvalidArgument(m)) if m.contains("do not fit") => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Op::List => match self.store().list(PartitionId(P), 0, 100) {
+                Ok((ids, _)) => {
+                    let want: Vec<ObjectId> =
+                        self.objects.keys().map(|o| ObjectId(P + o)).collect();
+                    prop_assert_eq!(ids, want);
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+            Op::Flush => {
+                let r = self.store().flush(FlushScope::Device);
+                if r.is_ok() {
+                    self.mark_flushed();
+                }
+                r
+            }
+            Op::Idle => {
+                let t = self.store().now();
+                self.store().background(t, t + 50_000_000).map(|_| ())
+            }
+            Op::Reopen => match self.store().checkpoint() {
+                Ok(_) => {
+                    self.mark_flushed();
+                    let dev = self.store.take().unwrap().crash();
+                    self.open(dev)?;
+                    self.fsck()?;
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+            Op::Crash => return self.crash_and_check(),
+            Op::PowerCut { after, torn } => {
+                self.store()
+                    .device_mut()
+                    .cut_power_after(after, if torn { CutMode::Torn } else { CutMode::Clean });
+                Ok(())
+            }
+        };
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) if is_power_loss(&e) => self.crash_and_check(),
+            Err(e) => Err(TestCaseError::fail(format!("{op:?}: {e}"))),
+        }
+    }
+}
+
+fn rig(cfg: OsdConfig) -> Rig {
+    let mut store =
+        ObjectStore::format(Faulty::new(Nand::in_memory(device()).unwrap()), cfg).unwrap();
+    store.create_partition(Some(PartitionId(P))).unwrap();
+    store.flush(FlushScope::Device).unwrap();
+    Rig {
+        store: Some(store),
+        cfg,
+        objects: BTreeMap::new(),
+        flushed: BTreeMap::new(),
+        since: BTreeMap::new(),
+        loose: Default::default(),
+        stamp: 0,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn store_matches_the_oracle(
+        placement in prop_oneof![Just(Placement::One), Just(Placement::Ossd), Just(Placement::Split)],
+        extents in any::<bool>(),
+        ops in prop::collection::vec(op(), 1..600),
+    ) {
+        let mode = if extents { IndexMode::Extent } else { IndexMode::Page };
+        let mut rig = rig(config(placement, mode));
+        for op in &ops {
+            rig.run(op)?;
+        }
+        // A cut still pending would land in fsck's checkpoint: cancel it first.
+        rig.store().device_mut().restore_power();
+        rig.fsck()?;
+    }
+}
+
+#[test]
+fn basic_round_trip_reopen_and_attributes() {
+    let cfg = config(Placement::Ossd, IndexMode::Extent);
+    let mut r = rig(cfg);
+    let s = r.store();
+    let o = s.create(PartitionId(P), None).unwrap();
+    assert!(o.0 >= P);
+    let oid = Oid {
+        partition: PartitionId(P),
+        object: o,
+    };
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
+    s.write(oid, 0, &data).unwrap();
+    assert_eq!(s.append(oid, b"tail").unwrap(), 100_000);
+    s.set_attr(oid, Attr::User(0x1234), AttrValue::Bytes(b"v".to_vec()))
+        .unwrap();
+    s.set_attr(oid, Attr::Priority, AttrValue::U64(3)).unwrap();
+    let dev = r.store.take().unwrap().close().unwrap();
+    let mut s = ObjectStore::open(dev, cfg).unwrap();
+    let mut back = vec![0u8; 100_004];
+    assert_eq!(s.read(oid, 0, &mut back).unwrap(), 100_004);
+    assert_eq!(&back[..100_000], &data[..]);
+    assert_eq!(&back[100_000..], b"tail");
+    assert_eq!(
+        s.get_attr(oid, Attr::User(0x1234)).unwrap(),
+        AttrValue::Bytes(b"v".to_vec())
+    );
+    assert_eq!(s.get_attr(oid, Attr::Priority).unwrap(), AttrValue::U64(3));
+    assert_eq!(
+        s.get_attr(oid, Attr::UsedCapacity).unwrap(),
+        AttrValue::U64(25 * 4096)
+    );
+    assert!(matches!(
+        s.create(PartitionId(P), Some(o)),
+        Err(OsdError::AlreadyExists(_))
+    ));
+    assert!(matches!(
+        s.create(PartitionId(P), Some(ObjectId(5))),
+        Err(OsdError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        s.read(Oid::new(P, 0x99999), 0, &mut back),
+        Err(OsdError::NotFound(_))
+    ));
+    let report = s.fsck().unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
