@@ -57,6 +57,8 @@ pub struct FtlConfig {
     /// GC copies go to an update block of their own (default true); false appends them to the
     /// host data stream, one log as in the LRW model.
     pub separate_gc_stream: bool,
+    /// The FML's settings (a run sets them once for whichever stack it builds).
+    #[serde(skip)]
     pub fml: FmlConfig,
 }
 

@@ -9,9 +9,11 @@ use ftl::{Ftl, FtlConfig, Mapping};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{self, Latencies, Load, Verifier};
-use crate::stack::{Counters, FtlStack, Stack};
+use crate::stack::{Counters, FtlStack, OsdStack, Stack};
 use crate::trace::{TraceFormat, TraceReader};
 use crate::workload::{prefill, Workload, WorkloadConfig, WorkloadKind};
+use fml::FmlConfig;
+use osd::{ObjectStore, OsdConfig, Placement};
 
 /// Which stack to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,7 +23,7 @@ pub enum StackKind {
     Ftl,
     /// DFTL: page mapping with a bounded cache of translation pages.
     Dftl,
-    /// The object store (not built yet).
+    /// The object store; the workload's byte space is cut into objects (`object_bytes`).
     Ossd,
 }
 
@@ -60,7 +62,14 @@ pub struct RunConfig {
     /// Trace format: mqsim, msr or blkparse (guessed from the extension when absent).
     pub trace_format: Option<String>,
     pub load: Load,
+    /// The flash management layer, shared by every stack.
+    pub fml: FmlConfig,
     pub ftl: FtlConfig,
+    /// Object placement policy of the `ossd` stack.
+    pub placement: Placement,
+    /// The `ossd` stack cuts the workload's byte space into objects of this size.
+    pub object_bytes: u64,
+    pub osd: OsdConfig,
 }
 
 impl Default for RunConfig {
@@ -81,7 +90,11 @@ impl Default for RunConfig {
                 queue_depth: 1,
                 think_time_ns: 0,
             },
+            fml: FmlConfig::default(),
             ftl: FtlConfig::default(),
+            placement: Placement::Ossd,
+            object_bytes: 128 << 10,
+            osd: OsdConfig::default(),
         }
     }
 }
@@ -108,6 +121,12 @@ impl RunConfig {
             return Err("load.threads and load.queue_depth must be at least 1".into());
         }
         self.ftl.validate()?;
+        if self.object_bytes == 0 || !self.object_bytes.is_multiple_of(512) {
+            return Err(format!(
+                "object_bytes = {} must be a positive multiple of 512",
+                self.object_bytes
+            ));
+        }
         Ok(())
     }
 }
@@ -247,21 +266,49 @@ pub type Progress<'a> = &'a mut dyn FnMut(&'static str, u64, u64);
 
 fn build_stack(cfg: &RunConfig, device: DeviceConfig) -> Result<Box<dyn Stack>, RunError> {
     let nand = Nand::in_memory(device).map_err(|e| RunError::Setup(e.to_string()))?;
-    let (mapping, name) = match cfg.stack {
-        StackKind::Ftl => (Mapping::Page, "ftl"),
-        StackKind::Dftl => (Mapping::Dftl, "dftl"),
+    let resident = |n: &Nand| n.resident_bytes();
+    let mapping = match cfg.stack {
+        StackKind::Ftl => Mapping::Page,
+        StackKind::Dftl => Mapping::Dftl,
         StackKind::Ossd => {
-            return Err(RunError::Config(
-                "stack 'ossd' (the object store) is not built yet; use ftl or dftl".into(),
-            ))
+            if !cfg
+                .object_bytes
+                .is_multiple_of(device.write_unit_bytes() as u64)
+            {
+                return Err(RunError::Config(format!(
+                    "object_bytes = {} must be a multiple of the {}-byte write unit",
+                    cfg.object_bytes,
+                    device.write_unit_bytes()
+                )));
+            }
+            let osd_cfg = OsdConfig {
+                placement: cfg.placement,
+                fml: cfg.fml,
+                ..cfg.osd
+            };
+            let store =
+                ObjectStore::format(nand, osd_cfg).map_err(|e| RunError::Setup(e.to_string()))?;
+            let name = format!("ossd ({})", cfg.placement);
+            return Ok(Box::new(
+                OsdStack::new(store, cfg.object_bytes, name, resident).map_err(RunError::Setup)?,
+            ));
         }
     };
-    let ftl_cfg = FtlConfig { mapping, ..cfg.ftl };
+    let ftl_cfg = FtlConfig {
+        mapping,
+        fml: cfg.fml,
+        ..cfg.ftl
+    };
     let ftl = Ftl::open(nand, ftl_cfg).map_err(|e| RunError::Setup(e.to_string()))?;
+    let name = if mapping == Mapping::Page {
+        "ftl"
+    } else {
+        "dftl"
+    };
     Ok(Box::new(FtlStack {
         ftl,
         name: name.into(),
-        resident: |n: &Nand| n.resident_bytes(),
+        resident,
     }))
 }
 

@@ -63,8 +63,11 @@ pub trait Stack {
     fn unit_bytes(&self) -> u64;
     /// Bytes of memory the device model holds.
     fn device_resident_bytes(&self) -> u64;
+    /// The fingerprint a whole write unit (numbered in the flat byte space) holds after a write
+    /// with `token` covered it entirely.
+    fn expected_fingerprint(&self, flat_unit: u64, token: u64) -> u64;
     /// Whole-structure consistency check.
-    fn check(&self) -> Result<(), String>;
+    fn check(&mut self) -> Result<(), String>;
 }
 
 fn err(e: FtlError) -> String {
@@ -148,7 +151,185 @@ impl<F: Flash> Stack for FtlStack<F> {
     fn device_resident_bytes(&self) -> u64 {
         (self.resident)(self.ftl.fml().flash())
     }
-    fn check(&self) -> Result<(), String> {
+    fn expected_fingerprint(&self, flat_unit: u64, token: u64) -> u64 {
+        ftl::fingerprint(flat_unit as u32, token)
+    }
+    fn check(&mut self) -> Result<(), String> {
         self.ftl.check()
+    }
+}
+
+/// The object store as a stack. The engine's flat byte space is cut into objects of
+/// `object_bytes` each (object k holds bytes k x object_bytes onwards), so every block workload
+/// becomes an object workload: a request touches one object at an offset within it. Objects are
+/// created on their first write; a TRIM covering a whole object removes it.
+pub struct OsdStack<F: Flash> {
+    pub store: osd::ObjectStore<F>,
+    pub object_bytes: u64,
+    pub name: String,
+    pub resident: fn(&F) -> u64,
+    pub capacity: u64,
+    created: rustc_hash::FxHashSet<u64>,
+}
+
+const OSD_PARTITION: u64 = osd::id::FIRST_USER_ID;
+
+impl<F: Flash> OsdStack<F> {
+    pub fn new(
+        mut store: osd::ObjectStore<F>,
+        object_bytes: u64,
+        name: String,
+        resident: fn(&F) -> u64,
+    ) -> Result<Self, String> {
+        use osd::Osd;
+        store
+            .create_partition(Some(osd::PartitionId(OSD_PARTITION)))
+            .map_err(|e| e.to_string())?;
+        let unit = store.unit_bytes() as u64;
+        let capacity = store.fml().capacity_units() * unit;
+        Ok(OsdStack {
+            store,
+            object_bytes,
+            name,
+            resident,
+            capacity,
+            created: Default::default(),
+        })
+    }
+
+    fn oid(k: u64) -> osd::Oid {
+        osd::Oid::new(OSD_PARTITION, osd::id::FIRST_USER_ID + k)
+    }
+
+    /// The (object, offset in it, length) pieces of a byte range, one per object it touches.
+    fn pieces(&self, offset: u64, len: u64) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        let end = offset + len;
+        (offset / self.object_bytes..end.div_ceil(self.object_bytes)).map(move |k| {
+            let start = offset.max(k * self.object_bytes);
+            let stop = end.min((k + 1) * self.object_bytes);
+            (k, start - k * self.object_bytes, stop - start)
+        })
+    }
+
+    fn serve_piece(
+        &mut self,
+        op: Op,
+        k: u64,
+        off: u64,
+        len: u64,
+        token: u64,
+        out: &mut Vec<u64>,
+    ) -> Result<(), osd::OsdError> {
+        use osd::Osd;
+        let oid = Self::oid(k);
+        match op {
+            Op::Write => {
+                if self.created.insert(k) {
+                    self.store.create(oid.partition, Some(oid.object))?;
+                }
+                self.store.write_token(oid, off, len, token)
+            }
+            Op::Read => {
+                let mut fps = Vec::new();
+                if self.created.contains(&k) {
+                    self.store.read_fingerprints(oid, off, len, &mut fps)?;
+                } else {
+                    let unit = self.store.unit_bytes() as u64;
+                    fps.resize(((off + len).div_ceil(unit) - off / unit) as usize, 0);
+                }
+                out.extend_from_slice(&fps);
+                Ok(())
+            }
+            Op::Trim => {
+                if off == 0 && len == self.object_bytes && self.created.remove(&k) {
+                    self.store.remove(oid)?;
+                }
+                Ok(())
+            }
+            Op::Flush => self.store.flush(osd::FlushScope::Device),
+        }
+    }
+}
+
+impl<F: Flash> Stack for OsdStack<F> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn capacity_bytes(&self) -> u64 {
+        self.capacity
+    }
+    fn submit(
+        &mut self,
+        at: Nanos,
+        req: &Request,
+        token: u64,
+        out: &mut Vec<u64>,
+    ) -> Result<Nanos, String> {
+        self.store.set_time(at);
+        out.clear();
+        if req.op == Op::Flush {
+            self.serve_piece(Op::Flush, 0, 0, 0, token, out)
+                .map_err(|e| e.to_string())?;
+        } else {
+            let pieces: Vec<(u64, u64, u64)> =
+                self.pieces(req.offset_bytes, req.len_bytes).collect();
+            for (k, off, len) in pieces {
+                self.serve_piece(req.op, k, off, len, token, out)
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(self.store.now().max(at))
+    }
+    fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, String> {
+        self.store
+            .background(from, until)
+            .map_err(|e| e.to_string())
+    }
+    fn counters(&self) -> Counters {
+        let s = self.store.stats();
+        let f = self.store.fml().stats();
+        let d = self.store.fml().flash().stats();
+        Counters {
+            host_write_bytes: s.host_write_bytes,
+            host_read_bytes: s.host_read_bytes,
+            flash_pages_programmed: d.pages_programmed,
+            flash_pages_read: d.pages_read,
+            flash_blocks_erased: d.blocks_erased,
+            gc_page_copies: f.gc_units_copied,
+            index_pages_written: s.index_nodes_written,
+            index_pages_read: s.index_nodes_read,
+            metadata_pages_written: s.descriptor_pages_written + s.checkpoints,
+            rmw_reads: s.rmw_reads,
+            units_lost: s.units_lost,
+        }
+    }
+    fn flash_stats(&self) -> FlashStats {
+        self.store.fml().flash().stats()
+    }
+    fn erase_counts(&self) -> (u32, u32, f64) {
+        self.store.fml().erase_counts()
+    }
+    fn unit_bytes(&self) -> u64 {
+        self.store.unit_bytes() as u64
+    }
+    fn device_resident_bytes(&self) -> u64 {
+        (self.resident)(self.store.fml().flash())
+    }
+    fn expected_fingerprint(&self, flat_unit: u64, token: u64) -> u64 {
+        let unit = self.store.unit_bytes() as u64;
+        let per_object = self.object_bytes / unit;
+        osd::store::unit_fingerprint(
+            Self::oid(flat_unit / per_object),
+            flat_unit % per_object,
+            token,
+        )
+    }
+    fn check(&mut self) -> Result<(), String> {
+        let report = self.store.fsck().map_err(|e| e.to_string())?;
+        if report.problems.is_empty() {
+            Ok(())
+        } else {
+            Err(report.problems.join("; "))
+        }
     }
 }

@@ -16,10 +16,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::id::Oid;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Placement {
     #[serde(rename = "one")]
     One,
+    #[default]
     #[serde(rename = "ossd")]
     Ossd,
     #[serde(rename = "split")]

@@ -56,6 +56,8 @@ pub enum IndexMode {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OsdConfig {
+    /// Placement policy (a run sets it from its `placement`).
+    #[serde(skip)]
     pub placement: Placement,
     pub index_mode: IndexMode,
     /// Object data buffer (default 2 MiB, seed 000 V-E); 0 writes through.
@@ -67,6 +69,8 @@ pub struct OsdConfig {
     /// A checkpoint after this many units written since the last (default 4096); bounds
     /// recovery work.
     pub checkpoint_units: u64,
+    /// The FML's settings (a run sets them once for whichever stack it builds).
+    #[serde(skip)]
     pub fml: FmlConfig,
 }
 
@@ -1055,7 +1059,7 @@ impl<F: Flash> ObjectStore<F> {
                     // written: wait for it.
                     return Ok(false);
                 }
-                self.checkpoint()?;
+                self.checkpoint_now()?;
             }
         }
         let step = self.fml.gc_step(self.now, &mut self.gc).map_err(fml_err)?;
@@ -1171,8 +1175,14 @@ impl<F: Flash> ObjectStore<F> {
     /// checkpoint still needed.
     pub fn checkpoint(&mut self) -> Result<Nanos, OsdError> {
         self.check_writable()?;
-        // Room first, while GC may still checkpoint for a block it must erase.
+        // Room first, while GC may still checkpoint (once, through `checkpoint_now`) for a block
+        // it must erase.
         self.make_room()?;
+        self.checkpoint_now()
+    }
+
+    /// A checkpoint during which GC may not ask for another.
+    fn checkpoint_now(&mut self) -> Result<Nanos, OsdError> {
         self.meta_busy += 1;
         let r = self.checkpoint_inner();
         self.meta_busy -= 1;

@@ -35,12 +35,19 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   ftl.dftl_cache_bytes               DFTL mapping cache, 8 bytes per entry (default 262144)
   ftl.overprovision_percent          flash held back from the logical space (default 7)
   ftl.separate_gc_stream             GC copies in an update block of their own (default true)
-  ftl.fml.low_watermark_blocks       GC before writes below this many free blocks (default 10, seed 000 V-F)
-  ftl.fml.high_watermark_busy_blocks background GC target while busy (default 11)
-  ftl.fml.high_watermark_idle_blocks background GC target while idle (default 15)
-  ftl.fml.victim_policy              greedy | cost-benefit | fifo (default greedy)
-  ftl.fml.static_wear_threshold      erase-count spread that triggers static wear leveling, 0 = off (default 1000)
-  ftl.fml.bad_block_reserve_permille blocks held for grown bad blocks (default 15 = 1.5%)
+  placement                          object placement of the ossd stack: one | ossd | split | split+atime (default ossd)
+  object_bytes                       the ossd stack cuts the workload's byte space into objects of this size (default 131072)
+  osd.index_mode                     extent | page: how object data is indexed (default extent, seed 001 V-C)
+  osd.buffer_bytes                   object data buffer, 0 = write-through (default 2097152, seed 000 V-E)
+  osd.index_cache_bytes              index node cache (default 8388608, seed 000 V-E)
+  osd.onode_cache_entries            onodes kept in memory (default 32768)
+  osd.checkpoint_units               checkpoint after this many units written (default 4096)
+  fml.low_watermark_blocks           GC before writes below this many free blocks (default 10, seed 000 V-F)
+  fml.high_watermark_busy_blocks     background GC target while busy (default 11)
+  fml.high_watermark_idle_blocks     background GC target while idle (default 15)
+  fml.victim_policy                  greedy | cost-benefit | fifo (default greedy)
+  fml.static_wear_threshold          erase-count spread that triggers static wear leveling, 0 = off (default 1000)
+  fml.bad_block_reserve_permille     blocks held for grown bad blocks (default 15 = 1.5%)
 ";
 
 /// Parses a value as TOML would (integer, float, boolean), else takes it as a string.
@@ -162,14 +169,16 @@ mod tests {
     #[test]
     fn sets_reach_nested_fields() {
         let c = build_sets(&[
-            "ftl.fml.victim_policy=fifo",
+            "fml.victim_policy=fifo",
+            "placement=split+atime",
             "workload.requests=7",
             "utilisation=0.5",
             "device=poftl",
             "device_config.endurance_cycles=300",
         ])
         .unwrap();
-        assert_eq!(c.ftl.fml.victim_policy, fml::VictimPolicy::Fifo);
+        assert_eq!(c.fml.victim_policy, fml::VictimPolicy::Fifo);
+        assert_eq!(c.placement, osd::Placement::SplitAtime);
         assert_eq!(c.workload.requests, 7);
         assert_eq!(c.utilisation, 0.5);
         assert_eq!(c.device_config.unwrap().endurance_cycles, 300);
@@ -194,7 +203,7 @@ mod tests {
         assert!(e.contains("bogus"), "{e}");
         let e = build_sets(&["seed"]).unwrap_err().to_string();
         assert!(e.contains("KEY=VALUE"), "{e}");
-        let e = build_sets(&["ftl.fml.victim_policy=lru"])
+        let e = build_sets(&["fml.victim_policy=lru"])
             .unwrap_err()
             .to_string();
         assert!(e.contains("lru"), "{e}");
