@@ -309,7 +309,8 @@ pub struct ObjectStore<F: Flash> {
 
 impl<F: Flash> ObjectStore<F> {
     fn new(flash: F, config: OsdConfig) -> Result<Self, OsdError> {
-        let streams = Placer::streams(config.placement);
+        // As many streams as any policy uses, so a store opens whatever it was formatted with.
+        let streams = Placer::streams(Placement::Ossd);
         let fml = Fml::open(flash, config.fml, streams, RECORD_MAX_BYTES).map_err(fml_err)?;
         let layout = *fml.layout();
         let unit = layout.write_unit_bytes as usize;
@@ -1202,6 +1203,13 @@ impl<F: Flash> ObjectStore<F> {
         let (root_addr, height) = root.unwrap_or((u32::MAX, 0));
         page[8..12].copy_from_slice(&root_addr.to_le_bytes());
         page[12] = height;
+        page[13] = match self.config.placement {
+            Placement::One => 0,
+            Placement::Ossd => 1,
+            Placement::Split => 2,
+            Placement::SplitAtime => 3,
+        };
+        page[14] = (self.config.index_mode == IndexMode::Page) as u8;
         page[16..24].copy_from_slice(&self.next_object.to_le_bytes());
         page[24..32].copy_from_slice(&self.next_partition.to_le_bytes());
         page[32..36].copy_from_slice(&(self.unit as u32).to_le_bytes());
@@ -1322,6 +1330,30 @@ impl<F: Flash> ObjectStore<F> {
         }
         let root = u32::from_le_bytes(page[8..12].try_into().unwrap());
         let height = page[12];
+        // The store keeps the placement and index mode it was formatted with.
+        self.config.placement = match page[13] {
+            0 => Placement::One,
+            1 => Placement::Ossd,
+            2 => Placement::Split,
+            3 => Placement::SplitAtime,
+            p => {
+                return Err(OsdError::Corrupted {
+                    what: format!("unknown placement code {p} in the checkpoint"),
+                    location: format!("unit {ckpt_vpa}"),
+                })
+            }
+        };
+        self.config.index_mode = if page[14] == 1 {
+            IndexMode::Page
+        } else {
+            IndexMode::Extent
+        };
+        let layout = *self.fml.layout();
+        self.placer = Placer::new(
+            self.config.placement,
+            self.unit as u64,
+            layout.write_unit_bytes as u64 * layout.units_per_superblock as u64,
+        );
         self.next_object = u64::from_le_bytes(page[16..24].try_into().unwrap());
         self.next_partition = u64::from_le_bytes(page[24..32].try_into().unwrap());
         self.index = if root == u32::MAX {

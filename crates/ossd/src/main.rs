@@ -11,6 +11,7 @@ use flash::{Flash, Nand};
 use indicatif::{ProgressBar, ProgressStyle};
 use lab::RunReport;
 
+mod objects;
 mod settings;
 
 #[derive(Parser)]
@@ -31,15 +32,83 @@ enum Command {
     /// Run a workload or replay a trace on a simulated device and report every metric.
     #[command(after_long_help = settings::SET_KEYS_HELP)]
     Run(RunArgs),
-    /// Create a blank device image file (every block erased, factory bad blocks drawn).
+    /// Create a device image file formatted as an empty object store (one partition, 0x10000).
     Format {
         #[arg(long)]
         image: PathBuf,
         #[arg(long, default_value = "rawssd")]
         device: String,
+        /// Placement policy: one, ossd, split, split+atime.
+        #[arg(long, default_value = "ossd")]
+        policy: String,
         /// Seed of the factory bad-block draw.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+    },
+    /// Store a file (or standard input, with -) as an object; prints the object id.
+    Put {
+        #[arg(long)]
+        image: PathBuf,
+        #[arg(long, default_value = "0x10000", value_parser = objects::parse_id)]
+        partition: u64,
+        /// Object id (at least 0x10000); the device assigns one when absent.
+        #[arg(long)]
+        id: Option<String>,
+        file: String,
+    },
+    /// Write an object's bytes to a file, or to standard output.
+    Get {
+        #[arg(long)]
+        image: PathBuf,
+        #[arg(long, default_value = "0x10000", value_parser = objects::parse_id)]
+        partition: u64,
+        #[arg(long)]
+        id: String,
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Remove an object.
+    Rm {
+        #[arg(long)]
+        image: PathBuf,
+        #[arg(long, default_value = "0x10000", value_parser = objects::parse_id)]
+        partition: u64,
+        #[arg(long)]
+        id: String,
+    },
+    /// List partitions and their objects.
+    Ls {
+        #[arg(long)]
+        image: PathBuf,
+        #[arg(long, value_parser = objects::parse_id)]
+        partition: Option<u64>,
+    },
+    /// Show an object's attributes.
+    Stat {
+        #[arg(long)]
+        image: PathBuf,
+        #[arg(long, default_value = "0x10000", value_parser = objects::parse_id)]
+        partition: u64,
+        #[arg(long)]
+        id: String,
+    },
+    /// Set an attribute: priority, expected-size, length, read-only, inode, or a user id (0x1000+).
+    Setattr {
+        #[arg(long)]
+        image: PathBuf,
+        #[arg(long, default_value = "0x10000", value_parser = objects::parse_id)]
+        partition: u64,
+        #[arg(long)]
+        id: String,
+        #[arg(long)]
+        attr: String,
+        #[arg(long)]
+        value: String,
+    },
+    /// Check every invariant of an object store image; non-zero exit on any problem.
+    Fsck {
+        #[arg(long)]
+        image: PathBuf,
     },
     /// Show a device image's geometry, wear and bad blocks.
     Info {
@@ -87,9 +156,41 @@ fn main() -> ExitCode {
         Command::Format {
             image,
             device,
+            policy,
             seed,
-        } => format(&image, &device, seed),
+        } => format(&image, &device, &policy, seed),
         Command::Info { image, json } => info(&image, json.as_deref()),
+        Command::Put {
+            image,
+            partition,
+            id,
+            file,
+        } => objects::put(&image, partition, id.as_deref(), &file),
+        Command::Get {
+            image,
+            partition,
+            id,
+            output,
+        } => objects::get(&image, partition, &id, output.as_deref()),
+        Command::Rm {
+            image,
+            partition,
+            id,
+        } => objects::rm(&image, partition, &id),
+        Command::Ls { image, partition } => objects::ls(&image, partition),
+        Command::Stat {
+            image,
+            partition,
+            id,
+        } => objects::stat(&image, partition, &id),
+        Command::Setattr {
+            image,
+            partition,
+            id,
+            attr,
+            value,
+        } => objects::setattr(&image, partition, &id, &attr, &value),
+        Command::Fsck { image } => objects::fsck(&image),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -280,21 +381,16 @@ fn print_report(r: &RunReport) {
     );
 }
 
-fn format(image: &Path, device: &str, seed: u64) -> Result<()> {
+fn format(image: &Path, device: &str, policy: &str, seed: u64) -> Result<()> {
     let mut cfg = flash::preset(device).map_err(|e| anyhow!(e))?;
     cfg.seed = seed;
-    let store = ImageStore::create(image, &cfg)?;
-    let mut nand = Nand::open(cfg, store)?;
-    nand.sync()?;
-    let bad = (0..cfg.geometry.blocks())
-        .filter(|&i| nand.block_info(cfg.geometry.block_at(i)).bad)
-        .count();
+    let placement: osd::Placement = policy.parse().map_err(|e: String| anyhow!(e))?;
+    objects::format(image, cfg, placement)?;
     println!(
-        "formatted {} as {device}: {} in {} blocks of {} ({bad} factory bad)",
+        "formatted {} as an object store on {device} ({}, placement {placement}); partition {:#x} created",
         image.display(),
         human(cfg.geometry.capacity_bytes()),
-        cfg.geometry.blocks(),
-        human(cfg.geometry.pages_per_block as u64 * cfg.geometry.page_size_bytes as u64)
+        objects::DEFAULT_PARTITION
     );
     Ok(())
 }

@@ -1,0 +1,248 @@
+//! Object store commands on a device image: put, get, rm, ls, stat, setattr, fsck.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use flash::image::ImageStore;
+use flash::Nand;
+use fml::FmlConfig;
+use osd::{
+    Attr, AttrValue, FlushScope, ObjectId, ObjectStore, Oid, Osd, OsdConfig, PartitionId, Placement,
+};
+
+/// The partition the CLI uses unless told otherwise (created at format).
+pub const DEFAULT_PARTITION: u64 = osd::id::FIRST_USER_ID;
+
+pub type Store = ObjectStore<Nand<ImageStore>>;
+
+fn config(device: &flash::DeviceConfig, placement: Placement) -> OsdConfig {
+    OsdConfig {
+        placement,
+        fml: FmlConfig::for_blocks(device.gang.superblocks(&device.geometry)),
+        ..OsdConfig::default()
+    }
+}
+
+/// Parses an id in decimal or 0x-hex.
+pub fn parse_id(s: &str) -> Result<u64> {
+    let r = match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|_| anyhow!("'{s}' is not an id (decimal, or hex with 0x)"))
+}
+
+/// Formats an image as an empty object store with one partition.
+pub fn format(image: &Path, device: flash::DeviceConfig, placement: Placement) -> Result<()> {
+    let store = ImageStore::create(image, &device)?;
+    let nand = Nand::open(device, store)?;
+    let mut s = ObjectStore::format(nand, config(&device, placement)).map_err(|e| anyhow!(e))?;
+    s.create_partition(Some(PartitionId(DEFAULT_PARTITION)))
+        .map_err(|e| anyhow!(e))?;
+    s.close().map_err(|e| anyhow!(e))?;
+    Ok(())
+}
+
+pub fn open(image: &Path) -> Result<Store> {
+    let (device, store) = ImageStore::open(image)?;
+    let nand = Nand::open(device, store)?;
+    ObjectStore::open(nand, config(&device, Placement::Ossd))
+        .map_err(|e| anyhow!("{}: {e}", image.display()))
+}
+
+fn close(s: Store) -> Result<()> {
+    s.close().map_err(|e| anyhow!(e))?;
+    Ok(())
+}
+
+fn oid(partition: u64, id: &str) -> Result<Oid> {
+    Ok(Oid {
+        partition: PartitionId(partition),
+        object: ObjectId(parse_id(id)?),
+    })
+}
+
+/// Stores a file (or standard input, for `-`) as an object; prints its id.
+pub fn put(image: &Path, partition: u64, id: Option<&str>, file: &str) -> Result<()> {
+    let mut data = Vec::new();
+    if file == "-" {
+        std::io::stdin()
+            .read_to_end(&mut data)
+            .context("reading standard input")?;
+    } else {
+        data = std::fs::read(file).with_context(|| format!("reading {file}"))?;
+    }
+    let mut s = open(image)?;
+    let want = id.map(parse_id).transpose()?.map(ObjectId);
+    let object = s
+        .create(PartitionId(partition), want)
+        .map_err(|e| anyhow!(e))?;
+    let oid = Oid {
+        partition: PartitionId(partition),
+        object,
+    };
+    s.write(oid, 0, &data).map_err(|e| anyhow!(e))?;
+    s.flush(FlushScope::Device).map_err(|e| anyhow!(e))?;
+    close(s)?;
+    println!("{:#x}", object.0);
+    Ok(())
+}
+
+/// Writes an object's bytes to a file, or to standard output.
+pub fn get(image: &Path, partition: u64, id: &str, out: Option<&Path>) -> Result<()> {
+    let mut s = open(image)?;
+    let oid = oid(partition, id)?;
+    let AttrValue::U64(len) = s
+        .get_attr(oid, Attr::LogicalLength)
+        .map_err(|e| anyhow!(e))?
+    else {
+        unreachable!()
+    };
+    let mut data = vec![0u8; len as usize];
+    let n = s.read(oid, 0, &mut data).map_err(|e| anyhow!(e))?;
+    data.truncate(n);
+    match out {
+        Some(p) => std::fs::write(p, &data).with_context(|| format!("writing {}", p.display()))?,
+        None => std::io::stdout().write_all(&data)?,
+    }
+    Ok(())
+}
+
+pub fn rm(image: &Path, partition: u64, id: &str) -> Result<()> {
+    let mut s = open(image)?;
+    s.remove(oid(partition, id)?).map_err(|e| anyhow!(e))?;
+    close(s)
+}
+
+pub fn ls(image: &Path, partition: Option<u64>) -> Result<()> {
+    let mut s = open(image)?;
+    let partitions = match partition {
+        Some(p) => vec![PartitionId(p)],
+        None => {
+            let mut all = Vec::new();
+            let mut token = 0;
+            loop {
+                let (ps, next) = s.list_partitions(token, 1000).map_err(|e| anyhow!(e))?;
+                all.extend(ps);
+                match next {
+                    Some(t) => token = t,
+                    None => break,
+                }
+            }
+            all
+        }
+    };
+    for p in partitions {
+        println!("partition {:#x}", p.0);
+        let mut token = 0;
+        loop {
+            let (objects, next) = s.list(p, token, 1000).map_err(|e| anyhow!(e))?;
+            for o in objects {
+                let oid = Oid {
+                    partition: p,
+                    object: o,
+                };
+                let len = s
+                    .get_attr(oid, Attr::LogicalLength)
+                    .map_err(|e| anyhow!(e))?;
+                let AttrValue::U64(len) = len else {
+                    unreachable!()
+                };
+                println!("  {:#x}  {len} bytes", o.0);
+            }
+            match next {
+                Some(t) => token = t,
+                None => break,
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn stat(image: &Path, partition: u64, id: &str) -> Result<()> {
+    let mut s = open(image)?;
+    let oid = oid(partition, id)?;
+    let attrs = [
+        ("logical length", Attr::LogicalLength),
+        ("used capacity", Attr::UsedCapacity),
+        ("created (ns)", Attr::CreatedTime),
+        ("modified (ns)", Attr::ModifiedTime),
+        ("accessed (ns)", Attr::AccessedTime),
+        ("attributes changed (ns)", Attr::AttrChangedTime),
+        ("priority", Attr::Priority),
+        ("expected size", Attr::ExpectedSize),
+        ("access pattern", Attr::AccessPattern),
+        ("read-only", Attr::ReadOnly),
+        ("inode", Attr::InodeEmbedded),
+    ];
+    println!("object {oid}");
+    for (name, a) in attrs {
+        println!(
+            "  {name:<24} {:?}",
+            s.get_attr(oid, a).map_err(|e| anyhow!(e))?
+        );
+    }
+    for id in osd::onode::FIRST_USER_ATTR..=u16::MAX {
+        if let AttrValue::Bytes(v) = s.get_attr(oid, Attr::User(id)).map_err(|e| anyhow!(e))? {
+            println!("  user {id:#x}{:<14} {:?}", "", String::from_utf8_lossy(&v));
+        }
+    }
+    Ok(())
+}
+
+/// Sets an attribute: a predefined name (priority, expected-size, read-only, inode) or a user
+/// attribute id (0x1000 and up) whose value is taken as text.
+pub fn setattr(image: &Path, partition: u64, id: &str, attr: &str, value: &str) -> Result<()> {
+    let mut s = open(image)?;
+    let oid = oid(partition, id)?;
+    let num = || {
+        value
+            .parse::<u64>()
+            .map_err(|_| anyhow!("attribute {attr} takes a number, not '{value}'"))
+    };
+    let flag = || match value {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err(anyhow!(
+            "attribute {attr} takes true or false, not '{value}'"
+        )),
+    };
+    let (a, v) = match attr {
+        "priority" => (Attr::Priority, AttrValue::U64(num()?)),
+        "expected-size" => (Attr::ExpectedSize, AttrValue::U64(num()?)),
+        "length" => (Attr::LogicalLength, AttrValue::U64(num()?)),
+        "read-only" => (Attr::ReadOnly, AttrValue::Bool(flag()?)),
+        "inode" => (Attr::InodeEmbedded, AttrValue::Bool(flag()?)),
+        other => {
+            let id = parse_id(other).map_err(|_| anyhow!("unknown attribute '{other}': use priority, expected-size, length, read-only, inode, or a user attribute id (0x1000 and up)"))?;
+            let id = u16::try_from(id).map_err(|_| anyhow!("user attribute ids fit 16 bits"))?;
+            (Attr::User(id), AttrValue::Bytes(value.as_bytes().to_vec()))
+        }
+    };
+    s.set_attr(oid, a, v).map_err(|e| anyhow!(e))?;
+    close(s)
+}
+
+/// Checks every invariant; a non-zero exit and a report on any problem.
+pub fn fsck(image: &Path) -> Result<()> {
+    let mut s = open(image)?;
+    let report = s.fsck().map_err(|e| anyhow!(e))?;
+    let r = s.recovery();
+    println!(
+        "{}: {} objects and partitions, {} index entries; recovery scanned {} units, rolled forward {} records",
+        image.display(),
+        report.objects,
+        report.index_entries,
+        r.units_scanned,
+        r.records_rolled_forward
+    );
+    if report.problems.is_empty() {
+        println!("clean");
+        return Ok(());
+    }
+    for p in &report.problems {
+        println!("  problem: {p}");
+    }
+    bail!("{} problems found", report.problems.len())
+}
