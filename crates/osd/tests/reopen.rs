@@ -53,7 +53,10 @@ fn reopen_a_4gib_image_with_100k_objects() {
     let (objects, _) = s.list(PartitionId(P), 0, 200_000).unwrap();
     assert_eq!(objects.len(), 102_000);
     println!("fill 100,000 objects: {fill:.1} s wall");
-    println!("clean reopen: {clean:.2} s wall, {:.3} s virtual, {scanned} units scanned", clean_virtual as f64 / 1e9);
+    println!(
+        "clean reopen: {clean:.2} s wall, {:.3} s virtual, {scanned} units scanned",
+        clean_virtual as f64 / 1e9
+    );
     println!(
         "reopen after power cut: {crashed:.2} s wall, {:.3} s virtual, {} units scanned, {} records rolled forward",
         r.done_ns as f64 / 1e9,
