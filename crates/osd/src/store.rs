@@ -1421,9 +1421,12 @@ impl<F: Flash> ObjectStore<F> {
                     if moved {
                         continue;
                     }
+                    // The object reaches at least the end of this unit's data, no further: the
+                    // units after it may not have reached flash.
+                    let end = length.min((offset + 1) * self.unit as u64);
                     if let Some(c) = self.load_onode(oid)? {
-                        if c.onode.logical_length != length {
-                            c.onode.logical_length = length;
+                        if end > c.onode.logical_length {
+                            c.onode.logical_length = end;
                             c.dirty = true;
                         }
                     }

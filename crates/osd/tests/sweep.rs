@@ -215,8 +215,7 @@ fn cut_at(placement: Placement, cut: u64, mode: CutMode) -> Result<bool, String>
                 for (i, b) in g.iter().enumerate() {
                     let ok = candidates
                         .iter()
-                        .any(|c| c.and_then(|c| c.get(i)) == Some(b))
-                        || *b == 0;
+                        .any(|c| c.and_then(|c| c.get(i)) == Some(b));
                     if !ok {
                         return Err(format!(
                             "cut {cut}: object {o} byte {i} = {b} was never written there"
