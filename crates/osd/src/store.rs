@@ -1986,6 +1986,10 @@ impl<F: Flash> Osd for ObjectStore<F> {
         token: u64,
         max: usize,
     ) -> Result<(Vec<PartitionId>, Option<u64>), OsdError> {
+        // Partitions created since the last flush are not in the index yet: flush them first.
+        if self.onodes.values().any(|c| c.dirty && c.loc.is_none()) {
+            self.flush_onodes()?;
+        }
         let mut out = Vec::new();
         let mut p = token;
         while out.len() < max.max(1) {
@@ -2003,7 +2007,6 @@ impl<F: Flash> Osd for ObjectStore<F> {
                 None => return Ok((out, None)),
             }
         }
-        // Partitions created since the last flush are in the cache only.
         Ok((out, Some(p)))
     }
 

@@ -49,17 +49,42 @@ fn config(placement: Placement, index_mode: IndexMode) -> OsdConfig {
 enum Op {
     Create(u64),
     Remove(u64),
-    Write { obj: u64, offset: u64, len: u64 },
-    Append { obj: u64, len: u64 },
-    Truncate { obj: u64, len: u64 },
-    Read { obj: u64, offset: u64, len: u64 },
-    SetAttr { obj: u64, id: u16, len: u8 },
+    Write {
+        obj: u64,
+        offset: u64,
+        len: u64,
+    },
+    Append {
+        obj: u64,
+        len: u64,
+    },
+    Truncate {
+        obj: u64,
+        len: u64,
+    },
+    Read {
+        obj: u64,
+        offset: u64,
+        len: u64,
+    },
+    SetAttr {
+        obj: u64,
+        id: u16,
+        len: u8,
+    },
     List,
+    /// Lists with pages of two, following the continuation token.
+    ListPaged,
+    /// Creates, lists and removes a second, empty partition.
+    PartitionCycle,
     Flush,
     Idle,
     Reopen,
     Crash,
-    PowerCut { after: u64, torn: bool },
+    PowerCut {
+        after: u64,
+        torn: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -72,6 +97,8 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0..OBJECTS, 0..SPAN, 1u64..12_000).prop_map(|(obj, offset, len)| Op::Read { obj, offset, len }),
         2 => (0..OBJECTS, 0x1000u16..0x1004, 0u8..40).prop_map(|(obj, id, len)| Op::SetAttr { obj, id, len }),
         1 => Just(Op::List),
+        1 => Just(Op::ListPaged),
+        1 => Just(Op::PartitionCycle),
         2 => Just(Op::Flush),
         1 => Just(Op::Idle),
         1 => Just(Op::Reopen),
@@ -344,6 +371,61 @@ impl Rig {
                 }
                 Err(e) => Err(e),
             },
+            Op::ListPaged => {
+                let mut all = Vec::new();
+                let mut token = 0;
+                loop {
+                    match self.store().list(PartitionId(P), token, 2) {
+                        Ok((ids, next)) => {
+                            prop_assert!(ids.len() <= 2);
+                            all.extend(ids);
+                            match next {
+                                Some(t) => token = t,
+                                None => break,
+                            }
+                        }
+                        Err(e) => return self.fail_or_crash(op, e),
+                    }
+                }
+                let want: Vec<ObjectId> = self.objects.keys().map(|o| ObjectId(P + o)).collect();
+                prop_assert_eq!(all, want);
+                Ok(())
+            }
+            Op::PartitionCycle => {
+                let q = PartitionId(P + 7);
+                let r = (|| {
+                    // A crash in an earlier cycle may have left it behind.
+                    if let Err(OsdError::AlreadyExists(_)) = self.store().create_partition(Some(q))
+                    {
+                        self.store().remove_partition(q)?;
+                        self.store().create_partition(Some(q))?;
+                    }
+                    let parts = self.store().list_partitions(0, 10)?.0;
+                    assert!(
+                        parts.contains(&q) && parts.contains(&PartitionId(P)),
+                        "partitions {parts:?}"
+                    );
+                    assert!(matches!(
+                        self.store().create_partition(Some(q)),
+                        Err(OsdError::AlreadyExists(_))
+                    ));
+                    self.store().remove_partition(q)?;
+                    let parts = self.store().list_partitions(0, 10)?.0;
+                    assert!(
+                        !parts.contains(&q),
+                        "removed partition still listed: {parts:?}"
+                    );
+                    if !self.objects.is_empty() {
+                        let e = self.store().remove_partition(PartitionId(P));
+                        assert!(
+                            matches!(e, Err(OsdError::InvalidArgument(_))),
+                            "removing a partition with objects: {e:?}"
+                        );
+                    }
+                    Ok(())
+                })();
+                r
+            }
             Op::Flush => {
                 let r = self.store().flush(FlushScope::Device);
                 if r.is_ok() {
@@ -375,8 +457,15 @@ impl Rig {
         };
         match r {
             Ok(()) => Ok(()),
-            Err(e) if is_power_loss(&e) => self.crash_and_check(),
-            Err(e) => Err(TestCaseError::fail(format!("{op:?}: {e}"))),
+            Err(e) => self.fail_or_crash(op, e),
+        }
+    }
+
+    fn fail_or_crash(&mut self, op: &Op, e: OsdError) -> Result<(), TestCaseError> {
+        if is_power_loss(&e) {
+            self.crash_and_check()
+        } else {
+            Err(TestCaseError::fail(format!("{op:?}: {e}")))
         }
     }
 }
