@@ -33,6 +33,18 @@ impl BlockState {
     }
 }
 
+/// What kind of pages a block holds, for per-segment-type cleaning thresholds (seed 001 V-B).
+/// A block takes the class of the stream that filled it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum SegmentClass {
+    #[default]
+    Data,
+    /// Onodes and index nodes: likely to be invalidated soon.
+    Metadata,
+    /// Access-time journal entries: little live data, cleaned first.
+    Atime,
+}
+
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Block {
     pub state: BlockState,
@@ -47,6 +59,7 @@ pub struct Block {
     pub last_write_ns: u64,
     /// Retire instead of erasing once GC has emptied it (a program into it failed).
     pub retire: bool,
+    pub class: SegmentClass,
 }
 
 /// All blocks, plus the valid bitmap over all write units.
@@ -66,6 +79,7 @@ impl BlockTable {
             seq: 0,
             last_write_ns: 0,
             retire: false,
+            class: SegmentClass::Data,
         };
         let units = count as u64 * units_per_block as u64;
         BlockTable {

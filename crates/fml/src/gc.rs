@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::block::{Block, BlockState};
+use crate::block::{Block, BlockState, SegmentClass};
 
 /// How GC picks its victim among full blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,21 +33,59 @@ impl std::str::FromStr for VictimPolicy {
     }
 }
 
-/// Chooses a victim among `Full` blocks, or `None` when no full block would free anything.
-/// A pure function of the block table and the current time.
+/// Largest share of live data, in percent, a victim of each segment class may hold
+/// (seed 001 V-B); 100 everywhere is the pure policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Thresholds {
+    pub data_percent: u8,
+    pub metadata_percent: u8,
+    pub atime_percent: u8,
+}
+
+impl Thresholds {
+    pub const NONE: Thresholds = Thresholds {
+        data_percent: 100,
+        metadata_percent: 100,
+        atime_percent: 100,
+    };
+
+    fn admits(&self, b: &Block, units: u32) -> bool {
+        let limit = match b.class {
+            SegmentClass::Data => self.data_percent,
+            SegmentClass::Metadata => self.metadata_percent,
+            SegmentClass::Atime => self.atime_percent,
+        };
+        b.valid as u64 * 100 <= limit as u64 * units as u64
+    }
+}
+
+/// Chooses a victim among `Full` blocks within their class's threshold, or `None` when no such
+/// block would free anything. A pure function of the block table and the current time.
+///
+/// With greedy victims, an atime block goes first; otherwise the fewest live units win, and at
+/// equal live data a data block goes before a metadata block, whose pages are likely to be
+/// invalidated soon (seed 001 IV).
 pub fn choose_victim(
     policy: VictimPolicy,
     blocks: &[Block],
     units: u32,
     now_ns: u64,
+    thresholds: &Thresholds,
 ) -> Option<u32> {
     let full = blocks
         .iter()
         .enumerate()
-        .filter(|(_, b)| b.state == BlockState::Full)
+        .filter(|(_, b)| b.state == BlockState::Full && thresholds.admits(b, units))
         .map(|(i, b)| (i as u32, b));
+    let rank = |c: SegmentClass| match c {
+        SegmentClass::Atime => 0,
+        SegmentClass::Data => 1,
+        SegmentClass::Metadata => 2,
+    };
     let pick = match policy {
-        VictimPolicy::Greedy => full.min_by_key(|(i, b)| (b.valid, *i)),
+        VictimPolicy::Greedy => {
+            full.min_by_key(|(i, b)| (b.class != SegmentClass::Atime, b.valid, rank(b.class), *i))
+        }
         VictimPolicy::Fifo => full.min_by_key(|(i, b)| (b.seq, *i)),
         VictimPolicy::CostBenefit => full.max_by(|(ia, a), (ib, b)| {
             let score = |b: &Block| {
@@ -108,6 +146,7 @@ mod tests {
             seq,
             last_write_ns: last,
             retire: false,
+            class: SegmentClass::Data,
         }
     }
 
@@ -121,14 +160,20 @@ mod tests {
             b(Free, 0, 3, 0),
             b(Full, 2, 4, 0),
         ];
-        assert_eq!(choose_victim(VictimPolicy::Greedy, &t, 10, 0), Some(2));
+        assert_eq!(
+            choose_victim(VictimPolicy::Greedy, &t, 10, 0, &Thresholds::NONE),
+            Some(2)
+        );
     }
 
     #[test]
     fn fifo_picks_oldest() {
         use BlockState::*;
         let t = [b(Full, 1, 7, 0), b(Full, 9, 3, 0), b(Full, 0, 5, 0)];
-        assert_eq!(choose_victim(VictimPolicy::Fifo, &t, 10, 0), Some(1));
+        assert_eq!(
+            choose_victim(VictimPolicy::Fifo, &t, 10, 0, &Thresholds::NONE),
+            Some(1)
+        );
     }
 
     #[test]
@@ -137,15 +182,58 @@ mod tests {
         // u = 0.5, age 1000: 0.5 * 1001 / 1 = 500; u = 0.2, age 100: 0.8 * 101 / 0.4 = 202.
         let t = [b(Full, 2, 0, 900), b(Full, 5, 1, 0)];
         assert_eq!(
-            choose_victim(VictimPolicy::CostBenefit, &t, 10, 1000),
+            choose_victim(VictimPolicy::CostBenefit, &t, 10, 1000, &Thresholds::NONE),
             Some(1)
         );
         // An empty block always wins.
         let t = [b(Full, 2, 0, 0), b(Full, 0, 1, 999)];
         assert_eq!(
-            choose_victim(VictimPolicy::CostBenefit, &t, 10, 1000),
+            choose_victim(VictimPolicy::CostBenefit, &t, 10, 1000, &Thresholds::NONE),
             Some(1)
         );
+    }
+
+    #[test]
+    fn per_class_thresholds_and_order() {
+        use BlockState::*;
+        let with = |class, valid| Block {
+            class,
+            ..b(Full, valid, 0, 0)
+        };
+        // Atime first, even with more live data; at equal live data, data before metadata.
+        let t = [
+            with(SegmentClass::Metadata, 2),
+            with(SegmentClass::Data, 2),
+            with(SegmentClass::Atime, 5),
+        ];
+        assert_eq!(
+            choose_victim(VictimPolicy::Greedy, &t, 10, 0, &Thresholds::NONE),
+            Some(2)
+        );
+        assert_eq!(
+            choose_victim(VictimPolicy::Greedy, &t[..2], 10, 0, &Thresholds::NONE),
+            Some(1)
+        );
+        // A metadata block with less live data still wins on live data.
+        let t = [with(SegmentClass::Data, 3), with(SegmentClass::Metadata, 2)];
+        assert_eq!(
+            choose_victim(VictimPolicy::Greedy, &t, 10, 0, &Thresholds::NONE),
+            Some(1)
+        );
+        // Thresholds: data blocks above 40% live are not victims; metadata above 20% neither.
+        let th = Thresholds {
+            data_percent: 40,
+            metadata_percent: 20,
+            atime_percent: 100,
+        };
+        let t = [
+            with(SegmentClass::Data, 5),
+            with(SegmentClass::Metadata, 3),
+            with(SegmentClass::Data, 4),
+        ];
+        assert_eq!(choose_victim(VictimPolicy::Greedy, &t, 10, 0, &th), Some(2));
+        let t = [with(SegmentClass::Data, 5), with(SegmentClass::Metadata, 3)];
+        assert_eq!(choose_victim(VictimPolicy::Greedy, &t, 10, 0, &th), None);
     }
 
     #[test]
@@ -157,7 +245,7 @@ mod tests {
             VictimPolicy::Fifo,
             VictimPolicy::CostBenefit,
         ] {
-            assert_eq!(choose_victim(p, &t, 10, 0), None);
+            assert_eq!(choose_victim(p, &t, 10, 0, &Thresholds::NONE), None);
         }
     }
 }

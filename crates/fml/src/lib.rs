@@ -17,8 +17,8 @@ use flash::gang::{Layout, Vpa};
 use flash::{Content, Flash, FlashError, Ganged, Nanos, Payload};
 use serde::{Deserialize, Serialize};
 
-pub use block::{Block, BlockState, BlockTable};
-pub use gc::{choose_victim, GcJob, GcStep, VictimPolicy};
+pub use block::{Block, BlockState, BlockTable, SegmentClass};
+pub use gc::{choose_victim, GcJob, GcStep, Thresholds, VictimPolicy};
 use wear::FreePool;
 
 /// FML settings. Defaults are seed 000 V-F's.
@@ -39,6 +39,12 @@ pub struct FmlConfig {
     /// Share of blocks held back to replace grown bad blocks, in per mille (default 15 = 1.5%,
     /// seed 000 V-H).
     pub bad_block_reserve_permille: u32,
+    /// Largest live share, in percent, of a data / metadata / atime victim (seed 001 V-B; 100 =
+    /// the pure policy). While free blocks are below the low watermark and no block qualifies,
+    /// GC ignores them rather than run out of space.
+    pub data_victim_threshold_percent: u8,
+    pub metadata_victim_threshold_percent: u8,
+    pub atime_victim_threshold_percent: u8,
 }
 
 impl Default for FmlConfig {
@@ -50,6 +56,9 @@ impl Default for FmlConfig {
             victim_policy: VictimPolicy::Greedy,
             static_wear_threshold: 1000,
             bad_block_reserve_permille: 15,
+            data_victim_threshold_percent: 100,
+            metadata_victim_threshold_percent: 100,
+            atime_victim_threshold_percent: 100,
         }
     }
 }
@@ -91,6 +100,17 @@ impl FmlConfig {
                 "the device has {blocks} blocks: too few for {streams} streams and a high watermark of {}",
                 self.high_watermark_idle_blocks
             ));
+        }
+        for (name, v) in [
+            ("data", self.data_victim_threshold_percent),
+            ("metadata", self.metadata_victim_threshold_percent),
+            ("atime", self.atime_victim_threshold_percent),
+        ] {
+            if v > 100 {
+                return Err(format!(
+                    "fml.{name}_victim_threshold_percent = {v} is over 100"
+                ));
+            }
         }
         if self.bad_block_reserve_permille > 500 {
             return Err("fml.bad_block_reserve_permille must be at most 500".into());
@@ -160,6 +180,8 @@ pub struct Fml<F: Flash> {
     /// Free blocks found at mount, erased again before first use (a power cut may have
     /// interrupted their erase).
     needs_erase: Vec<bool>,
+    /// Segment class of each stream's blocks.
+    stream_class: Vec<SegmentClass>,
 }
 
 impl<F: Flash> Fml<F> {
@@ -225,6 +247,7 @@ impl<F: Flash> Fml<F> {
             next_seq: layout.superblocks as u64,
             stats: FmlStats::default(),
             needs_erase,
+            stream_class: vec![SegmentClass::Data; streams as usize + 1],
         })
     }
 
@@ -258,6 +281,13 @@ impl<F: Flash> Fml<F> {
     pub fn is_valid(&self, v: Vpa) -> bool {
         self.table.is_valid(v.0)
     }
+    /// Declares what a stream's blocks hold, for per-segment-type cleaning thresholds.
+    pub fn set_stream_class(&mut self, stream: StreamId, class: SegmentClass) {
+        if let Some(c) = self.stream_class.get_mut(stream.0 as usize) {
+            *c = class;
+        }
+    }
+
     /// The FML's own stream for GC copies.
     pub fn gc_stream(&self) -> StreamId {
         StreamId((self.open.len() - 1) as u8)
@@ -384,6 +414,7 @@ impl<F: Flash> Fml<F> {
                 }
             }
             self.table.set_state(id, BlockState::Open(stream.0));
+            self.table.blocks[id as usize].class = self.stream_class[stream.0 as usize];
             self.table.blocks[id as usize].seq = self.next_seq;
             self.next_seq += 1;
             self.open[stream.0 as usize] = Some(id);
@@ -507,14 +538,23 @@ impl<F: Flash> Fml<F> {
             return Some(id);
         }
         let units = self.layout.units_per_superblock;
-        wear::static_victim(&self.table.blocks, self.config.static_wear_threshold).or_else(|| {
-            choose_victim(
-                self.config.victim_policy,
-                &self.table.blocks,
-                units,
-                self.last_time(),
-            )
-        })
+        let c = &self.config;
+        let thresholds = Thresholds {
+            data_percent: c.data_victim_threshold_percent,
+            metadata_percent: c.metadata_victim_threshold_percent,
+            atime_percent: c.atime_victim_threshold_percent,
+        };
+        let now = self.last_time();
+        let blocks = &self.table.blocks;
+        wear::static_victim(blocks, c.static_wear_threshold)
+            .or_else(|| choose_victim(c.victim_policy, blocks, units, now, &thresholds))
+            .or_else(|| {
+                // Short of space and nothing within the thresholds: the pure policy, rather than
+                // running out of space (seed 001 V-B reports that outcome for low thresholds).
+                (self.free.len() < c.low_watermark_blocks)
+                    .then(|| choose_victim(c.victim_policy, blocks, units, now, &Thresholds::NONE))
+                    .flatten()
+            })
     }
 
     fn last_time(&self) -> Nanos {

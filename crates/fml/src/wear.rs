@@ -62,6 +62,7 @@ mod tests {
             seq: 0,
             last_write_ns: 0,
             retire: false,
+            class: Default::default(),
         }
     }
 

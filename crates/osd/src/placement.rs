@@ -11,7 +11,7 @@
 //!   segments.
 //! - `split+atime` (seed 001 IV): as `split`, with access times journaled in segments of their own.
 
-use fml::StreamId;
+use fml::{SegmentClass, StreamId};
 use serde::{Deserialize, Serialize};
 
 use crate::id::Oid;
@@ -127,6 +127,28 @@ impl Placer {
             Placement::Split => 2,
             Placement::SplitAtime => 3,
         }
+    }
+
+    /// What each stream of a policy holds, for per-segment-type cleaning thresholds.
+    pub fn stream_classes(policy: Placement) -> Vec<(StreamId, SegmentClass)> {
+        let data = |n: u8| (n, SegmentClass::Data);
+        let meta = |n: u8| (n, SegmentClass::Metadata);
+        let v: Vec<(u8, SegmentClass)> = match policy {
+            Placement::One => vec![data(0)],
+            Placement::Split => vec![meta(0), data(1)],
+            Placement::SplitAtime => vec![meta(0), data(1), (2, SegmentClass::Atime)],
+            Placement::Ossd => {
+                let mut v = vec![
+                    meta(OSSD_DESCRIPTOR),
+                    meta(OSSD_INDEX),
+                    data(OSSD_HOT),
+                    data(OSSD_COLD),
+                ];
+                v.extend((0..DEDICATED_STREAMS).map(|i| data(OSSD_FIRST_DEDICATED + i)));
+                v
+            }
+        };
+        v.into_iter().map(|(s, c)| (StreamId(s), c)).collect()
     }
 
     /// The hot/cold threshold of seed 000 V-F: tau = 2 x object size / write unit.

@@ -320,6 +320,10 @@ impl<F: Flash> ObjectStore<F> {
             )));
         }
         let erase_block = layout.write_unit_bytes as u64 * layout.units_per_superblock as u64;
+        let mut fml = fml;
+        for (stream, class) in Placer::stream_classes(config.placement) {
+            fml.set_stream_class(stream, class);
+        }
         Ok(ObjectStore {
             index: Index::new(unit, config.index_cache_bytes as usize),
             placer: Placer::new(config.placement, unit as u64, erase_block),

@@ -48,6 +48,9 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   fml.victim_policy                  greedy | cost-benefit | fifo (default greedy)
   fml.static_wear_threshold          erase-count spread that triggers static wear leveling, 0 = off (default 1000)
   fml.bad_block_reserve_permille     blocks held for grown bad blocks (default 15 = 1.5%)
+  fml.data_victim_threshold_percent  largest live share of a data victim (default 100 = pure policy, seed 001 V-B)
+  fml.metadata_victim_threshold_percent  the same for metadata (onode, index) blocks (default 100)
+  fml.atime_victim_threshold_percent largest live share of an atime victim (default 100)
 ";
 
 /// Parses a value as TOML would (integer, float, boolean), else takes it as a string.
