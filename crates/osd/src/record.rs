@@ -28,6 +28,8 @@ pub enum Record {
     },
     /// The checkpoint record.
     Checkpoint { seq: u64 },
+    /// A page of access-time journal entries (seed 001 IV).
+    Atime { seq: u64 },
 }
 
 impl Record {
@@ -36,7 +38,8 @@ impl Record {
             Record::Data { seq, .. }
             | Record::Descriptor { seq }
             | Record::Index { seq, .. }
-            | Record::Checkpoint { seq } => seq,
+            | Record::Checkpoint { seq }
+            | Record::Atime { seq } => seq,
         }
     }
 
@@ -45,7 +48,8 @@ impl Record {
             Record::Data { seq, .. }
             | Record::Descriptor { seq }
             | Record::Index { seq, .. }
-            | Record::Checkpoint { seq } => *seq = new,
+            | Record::Checkpoint { seq }
+            | Record::Atime { seq } => *seq = new,
         }
         self
     }
@@ -85,6 +89,10 @@ impl Record {
                 out[0] = 4;
                 8
             }
+            Record::Atime { .. } => {
+                out[0] = 6;
+                8
+            }
         };
         let crc = crc32c::crc32c(&out[..body]);
         out[body..body + 4].copy_from_slice(&crc.to_le_bytes());
@@ -101,7 +109,7 @@ impl Record {
         }
         let body = match b[0] {
             1 | 5 => 40,
-            2 | 4 => 8,
+            2 | 4 | 6 => 8,
             3 => 9 + IndexKey::ENCODED_BYTES,
             k => return Err(format!("OOB record kind {k} is unknown")),
         };
@@ -133,6 +141,7 @@ impl Record {
                 first_key: IndexKey::decode(&b[9..9 + IndexKey::ENCODED_BYTES]),
                 seq,
             },
+            6 => Record::Atime { seq },
             _ => Record::Checkpoint { seq },
         }))
     }
@@ -164,6 +173,7 @@ mod tests {
                 seq: (1 << 48) - 1,
             },
             Record::Checkpoint { seq: 5 },
+            Record::Atime { seq: 6 },
         ] {
             let mut b = [0u8; RECORD_MAX_BYTES];
             let n = r.encode(&mut b);

@@ -39,6 +39,8 @@ const SECTOR: u64 = 512;
 const DESC_MAGIC: &[u8; 4] = b"ODSC";
 const CKPT_MAGIC: &[u8; 4] = b"OSDC";
 const CKPT_VERSION: u32 = 1;
+const ATIME_MAGIC: &[u8; 4] = b"OATM";
+const ATIME_ENTRY_BYTES: usize = 24;
 /// A data unit whose contents were lost (unreadable when GC moved it): reads fail.
 const LOST: u32 = u32::MAX - 1;
 
@@ -69,6 +71,11 @@ pub struct OsdConfig {
     /// A checkpoint after this many units written since the last (default 4096); bounds
     /// recovery work.
     pub checkpoint_units: u64,
+    /// Reads update objects' access times (default true). Under `split+atime` the times are
+    /// journaled in atime pages; otherwise the onode is rewritten.
+    pub atime: bool,
+    /// Atime pages on flash before their entries are merged into the onodes (default 4).
+    pub atime_merge_pages: usize,
     /// The FML's settings (a run sets them once for whichever stack it builds).
     #[serde(skip)]
     pub fml: FmlConfig,
@@ -83,6 +90,8 @@ impl Default for OsdConfig {
             index_cache_bytes: 8 << 20,
             onode_cache_entries: 32768,
             checkpoint_units: 4096,
+            atime: true,
+            atime_merge_pages: 4,
             fml: FmlConfig::default(),
         }
     }
@@ -295,6 +304,12 @@ pub struct ObjectStore<F: Flash> {
     /// erase.
     unsafe_victims: FxHashSet<u32>,
     ckpt_unit: Option<u32>,
+    /// Access times read since their last journal page, not yet on flash.
+    atime_pending: Vec<(Oid, u64)>,
+    /// Journaled access times (on flash or pending) not yet merged into onodes.
+    atime_journal: FxHashMap<Oid, u64>,
+    /// Atime pages on flash holding unmerged entries.
+    atime_pages: Vec<u32>,
     /// Writing descriptor pages or a checkpoint: GC may not trigger a checkpoint now.
     meta_busy: u32,
     units_since_ckpt: u64,
@@ -337,6 +352,9 @@ impl<F: Flash> ObjectStore<F> {
             released: Vec::new(),
             unsafe_victims: FxHashSet::default(),
             ckpt_unit: None,
+            atime_pending: Vec::new(),
+            atime_journal: FxHashMap::default(),
+            atime_pages: Vec::new(),
             meta_busy: 0,
             units_since_ckpt: 0,
             next_object: FIRST_USER_ID,
@@ -870,6 +888,10 @@ impl<F: Flash> ObjectStore<F> {
         token: u64,
     ) -> Result<(), OsdError> {
         self.check_writable()?;
+        // The onode is rewritten anyway: take its journaled access time along (seed 001 IV).
+        if let Some(t) = self.atime_journal.remove(&oid) {
+            self.merge_atime_into(oid, t)?;
+        }
         let c = self.onode_mut(oid)?;
         if c.onode.read_only {
             return Err(OsdError::ReadOnly(oid));
@@ -1031,7 +1053,7 @@ impl<F: Flash> ObjectStore<F> {
             }
         }
         self.stats.host_read_bytes += len;
-        Ok(())
+        self.touch(oid)
     }
 
     // ---------------------------------------------------------------- GC
@@ -1123,6 +1145,12 @@ impl<F: Flash> ObjectStore<F> {
                     }
                     self.retarget_released(from, to);
                 }
+                Record::Atime { .. } => {
+                    for p in self.atime_pages.iter_mut().filter(|p| **p == from) {
+                        *p = to;
+                    }
+                    self.retarget_released(from, to);
+                }
             }
         }
         for from in std::mem::take(&mut self.gc.lost) {
@@ -1195,6 +1223,8 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     fn checkpoint_inner(&mut self) -> Result<Nanos, OsdError> {
+        // No journal page outlives a checkpoint: recovery only looks for newer ones.
+        self.merge_atimes()?;
         self.flush_all()?;
         self.make_room()?;
         // Moves recorded so far are in the tree this commit writes; any made while the
@@ -1255,7 +1285,110 @@ impl<F: Flash> ObjectStore<F> {
         while let Some(e) = self.buf.pop_oldest() {
             self.program_entry(e)?;
         }
+        self.write_atime_page()?;
         self.flush_onodes()
+    }
+
+    // ---------------------------------------------------------------- access times
+
+    /// A read of `oid`: its access time becomes now, journaled under `split+atime`, in the
+    /// onode otherwise.
+    fn touch(&mut self, oid: Oid) -> Result<(), OsdError> {
+        if !self.config.atime {
+            return Ok(());
+        }
+        let now = self.now;
+        if self.config.placement == Placement::SplitAtime {
+            self.atime_pending.push((oid, now));
+            self.atime_journal.insert(oid, now);
+            if self.atime_pending.len() >= self.unit / ATIME_ENTRY_BYTES - 1 {
+                self.write_atime_page()?;
+            }
+            return Ok(());
+        }
+        let c = self.onode_mut(oid)?;
+        c.onode.accessed_ns = now;
+        c.dirty = true;
+        Ok(())
+    }
+
+    /// Writes the pending journal entries as one atime page (24-byte entries: object id and
+    /// time), and merges the journal into the onodes once enough pages are on flash.
+    fn write_atime_page(&mut self) -> Result<(), OsdError> {
+        if self.atime_pending.is_empty() {
+            return Ok(());
+        }
+        self.make_room()?;
+        let mut page = vec![0u8; self.unit];
+        page[..4].copy_from_slice(ATIME_MAGIC);
+        let n = self
+            .atime_pending
+            .len()
+            .min(self.unit / ATIME_ENTRY_BYTES - 1);
+        page[4..8].copy_from_slice(&(n as u32).to_le_bytes());
+        for (i, (oid, t)) in self.atime_pending.drain(..n).enumerate() {
+            let at = ATIME_ENTRY_BYTES * (i + 1);
+            page[at..at + 16].copy_from_slice(&oid.as_u128().to_le_bytes());
+            page[at + 16..at + 24].copy_from_slice(&t.to_le_bytes());
+        }
+        let v = self.write_meta_unit(PageKind::Atime, &page, Record::Atime { seq: 0 })?;
+        self.atime_pages.push(v);
+        if self.atime_pages.len() >= self.config.atime_merge_pages {
+            self.merge_atimes()?;
+        }
+        Ok(())
+    }
+
+    /// Merges every journaled access time into its onode; the atime pages are released once
+    /// the onodes are durable (at the next checkpoint).
+    fn merge_atimes(&mut self) -> Result<(), OsdError> {
+        let journal = std::mem::take(&mut self.atime_journal);
+        for (oid, t) in journal {
+            self.merge_atime_into(oid, t)?;
+        }
+        self.atime_pending.clear();
+        let pages = std::mem::take(&mut self.atime_pages);
+        self.released.extend(pages);
+        Ok(())
+    }
+
+    fn merge_atime_into(&mut self, oid: Oid, t: u64) -> Result<(), OsdError> {
+        if let Some(c) = self.load_onode(oid)? {
+            if t > c.onode.accessed_ns {
+                c.onode.accessed_ns = t;
+                c.dirty = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// The entries of an atime page.
+    fn read_atime_page(&mut self, vpa: u32) -> Result<Vec<(Oid, u64)>, OsdError> {
+        let mut page = vec![0u8; self.unit];
+        let (t, content) = self
+            .fml
+            .read(self.now, Vpa(vpa), &mut page, &mut [])
+            .map_err(fml_err)?;
+        self.now = self.now.max(t);
+        let n = u32::from_le_bytes(page[4..8].try_into().unwrap()) as usize;
+        if content != Content::Bytes
+            || &page[..4] != ATIME_MAGIC
+            || (n + 1) * ATIME_ENTRY_BYTES > self.unit
+        {
+            return Err(OsdError::Corrupted {
+                what: "atime page".into(),
+                location: format!("unit {vpa}"),
+            });
+        }
+        Ok((1..=n)
+            .map(|i| {
+                let at = ATIME_ENTRY_BYTES * i;
+                (
+                    Oid::from_u128(u128::from_le_bytes(page[at..at + 16].try_into().unwrap())),
+                    u64::from_le_bytes(page[at + 16..at + 24].try_into().unwrap()),
+                )
+            })
+            .collect())
     }
 
     fn maybe_checkpoint(&mut self) -> Result<(), OsdError> {
@@ -1390,7 +1523,12 @@ impl<F: Flash> ObjectStore<F> {
                 if let Ok((_, oob)) = r {
                     if let Ok(Some(rec)) = Record::decode(oob) {
                         if rec.seq() > ckpt_seq
-                            && matches!(rec, Record::Data { .. } | Record::Descriptor { .. })
+                            && matches!(
+                                rec,
+                                Record::Data { .. }
+                                    | Record::Descriptor { .. }
+                                    | Record::Atime { .. }
+                            )
                         {
                             later.push((rec.seq(), v.0, rec));
                         }
@@ -1437,6 +1575,15 @@ impl<F: Flash> ObjectStore<F> {
                 }
                 Record::Descriptor { .. } => {
                     self.roll_descriptor(v, &mut onode_seq, &mut touched)?
+                }
+                Record::Atime { .. } => {
+                    // Applied now; the page stays valid until the checkpoint that ends recovery.
+                    if let Ok(entries) = self.read_atime_page(v) {
+                        for (oid, t) in entries {
+                            self.merge_atime_into(oid, t)?;
+                        }
+                    }
+                    self.released.push(v);
                 }
                 _ => {}
             }
@@ -1655,6 +1802,9 @@ impl<F: Flash> ObjectStore<F> {
         }
         for v in self.desc.keys() {
             add(*v, "descriptor page", &mut problems);
+        }
+        for v in &self.atime_pages {
+            add(*v, "atime page", &mut problems);
         }
         let pending: FxHashSet<u32> = self
             .released
@@ -1877,6 +2027,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
             u += 1;
         }
         self.stats.host_read_bytes += produced as u64;
+        self.touch(oid)?;
         Ok(produced)
     }
 
@@ -1923,13 +2074,14 @@ impl<F: Flash> Osd for ObjectStore<F> {
     }
 
     fn get_attr(&mut self, oid: Oid, attr: Attr) -> Result<AttrValue, OsdError> {
+        let journaled = self.atime_journal.get(&oid).copied().unwrap_or(0);
         let o = &self.onode_mut(oid)?.onode;
         Ok(match attr {
             Attr::LogicalLength => AttrValue::U64(o.logical_length),
             Attr::UsedCapacity => AttrValue::U64(o.used_bytes),
             Attr::CreatedTime => AttrValue::U64(o.created_ns),
             Attr::ModifiedTime => AttrValue::U64(o.modified_ns),
-            Attr::AccessedTime => AttrValue::U64(o.accessed_ns),
+            Attr::AccessedTime => AttrValue::U64(o.accessed_ns.max(journaled)),
             Attr::AttrChangedTime => AttrValue::U64(o.attr_changed_ns),
             Attr::Priority => AttrValue::U64(o.priority as u64),
             Attr::ExpectedSize => AttrValue::U64(o.expected_size),

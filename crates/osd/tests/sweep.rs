@@ -45,6 +45,8 @@ enum Step {
     Append(u64, u64, u8),
     Truncate(u64, u64),
     Remove(u64),
+    /// A read: changes no contents, but journals or records an access time.
+    Read(u64),
     Flush,
 }
 
@@ -64,7 +66,10 @@ fn script() -> Vec<Step> {
         s.extend([
             Write(1, (r * 7_000) % 30_000, 12_000, 10 + round),
             Append(2, 6_000, 20 + round),
+            Read(1),
+            Read(2),
             Write(3, 0, 16_384, 30 + round),
+            Read(3),
             Flush,
             Truncate(2, 4_000 + r * 500),
             Write(3, 8_000, 3_000, 40 + round),
@@ -111,7 +116,7 @@ fn apply(model: &mut BTreeMap<u64, Vec<u8>>, step: Step) {
         Step::Remove(o) => {
             model.remove(&o);
         }
-        Step::Flush => {}
+        Step::Read(_) | Step::Flush => {}
     }
 }
 
@@ -126,6 +131,13 @@ fn run(s: &mut ObjectStore<Faulty<Nand>>, step: Step) -> Result<(), OsdError> {
         Step::Append(o, len, seed) => s.append(oid(o), &bytes(seed, len)).map(|_| ()),
         Step::Truncate(o, len) => s.truncate(oid(o), len),
         Step::Remove(o) => s.remove(oid(o)),
+        Step::Read(o) => {
+            let mut buf = vec![0u8; 64 << 10];
+            match s.read(oid(o), 0, &mut buf) {
+                Err(OsdError::NotFound(_)) => Ok(()),
+                r => r.map(|_| ()),
+            }
+        }
         Step::Flush => s.flush(FlushScope::Device),
     }
 }
@@ -277,4 +289,9 @@ fn power_cut_after_every_flash_operation_ossd() {
 #[test]
 fn power_cut_after_every_flash_operation_one() {
     sweep(Placement::One);
+}
+
+#[test]
+fn power_cut_after_every_flash_operation_split_atime() {
+    sweep(Placement::SplitAtime);
 }

@@ -42,6 +42,8 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   osd.index_cache_bytes              index node cache (default 8388608, seed 000 V-E)
   osd.onode_cache_entries            onodes kept in memory (default 32768)
   osd.checkpoint_units               checkpoint after this many units written (default 4096)
+  osd.atime                          reads update access times: journaled under split+atime, in the onode otherwise (default true)
+  osd.atime_merge_pages              atime journal pages on flash before they are merged into onodes (default 4)
   fml.low_watermark_blocks           GC before writes below this many free blocks (default 10, seed 000 V-F)
   fml.high_watermark_busy_blocks     background GC target while busy (default 11)
   fml.high_watermark_idle_blocks     background GC target while idle (default 15)
