@@ -154,23 +154,27 @@ impl GcLog {
 
 impl Owner for GcLog {
     fn before_copy(&mut self, _from: Vpa, oob: &mut [u8]) -> Option<StreamId> {
-        // Data copies get a fresh sequence number so recovery's roll-forward finds them.
-        if let Ok(Some(Record::Data {
-            oid,
-            offset,
-            length,
-            ..
-        })) = Record::decode(oob)
-        {
-            let moved = Record::Data {
-                oid,
-                offset,
-                length,
-                seq: self.take_seq(),
-                moved: true,
+        // Every copy gets a fresh sequence number: recovery's roll-forward finds moved data, and
+        // sequence numbers keep rising within each block, which lets recovery read only the
+        // blocks written since the checkpoint. (A checkpoint keeps its own number in its page.)
+        if let Ok(Some(r)) = Record::decode(oob) {
+            let r = match r {
+                Record::Data {
+                    oid,
+                    offset,
+                    length,
+                    ..
+                } => Record::Data {
+                    oid,
+                    offset,
+                    length,
+                    seq: 0,
+                    moved: true,
+                },
+                other => other,
             };
             let mut b = [0u8; RECORD_MAX_BYTES];
-            let n = moved.encode(&mut b);
+            let n = r.with_seq(self.take_seq()).encode(&mut b);
             oob[..n].copy_from_slice(&b[..n]);
         }
         None
@@ -1247,8 +1251,11 @@ impl<F: Flash> ObjectStore<F> {
         page[16..24].copy_from_slice(&self.next_object.to_le_bytes());
         page[24..32].copy_from_slice(&self.next_partition.to_le_bytes());
         page[32..36].copy_from_slice(&(self.unit as u32).to_le_bytes());
-        let crc = crc32c::crc32c(&page[..36]);
-        page[36..40].copy_from_slice(&crc.to_le_bytes());
+        // Everything written before this number is in the checkpoint.
+        let logical = self.gc.take_seq();
+        page[40..48].copy_from_slice(&logical.to_le_bytes());
+        let crc = crc32c::crc32c(&page[..48]);
+        page[48..52].copy_from_slice(&crc.to_le_bytes());
         let v = self.write_meta_unit(PageKind::Checkpoint, &page, Record::Checkpoint { seq: 0 })?;
         self.fml
             .flash_mut()
@@ -1413,44 +1420,111 @@ impl<F: Flash> ObjectStore<F> {
         }
     }
 
-    fn recover(&mut self) -> Result<(), OsdError> {
-        // Pass 1: the checkpoint units, newest first, and the highest sequence number.
-        let mut ckpts: Vec<(u64, u32)> = Vec::new();
-        let mut max_seq = 0;
-        let mut scanned = 0u64;
-        let done = self
-            .fml
-            .scan(0, |v, r| {
-                scanned += 1;
-                if let Ok((_, oob)) = r {
-                    if let Ok(Some(rec)) = Record::decode(oob) {
-                        max_seq = max_seq.max(rec.seq());
-                        if let Record::Checkpoint { seq } = rec {
-                            ckpts.push((seq, v.0));
-                        }
-                    }
-                }
-            })
-            .map_err(fml_err)?;
-        self.now = done;
-        self.gc.seq = max_seq;
-        ckpts.sort_unstable_by(|a, b| b.cmp(a));
+    /// The OOB record of a unit, if it reads back whole.
+    fn record_at(&mut self, v: u32) -> Option<Record> {
+        let mut oob = [0u8; RECORD_MAX_BYTES];
+        let (t, _) = self.fml.read(self.now, Vpa(v), &mut [], &mut oob).ok()?;
+        self.now = self.now.max(t);
+        Record::decode(&oob).ok().flatten()
+    }
+
+    /// A checkpoint unit's page, if it reads back whole and checks out.
+    fn checkpoint_page(&mut self, v: u32) -> Option<Vec<u8>> {
         let mut page = vec![0u8; self.unit];
-        let mut base = None;
-        for &(seq, v) in &ckpts {
-            if let Ok((_, Content::Bytes)) = self.fml.read(self.now, Vpa(v), &mut page, &mut []) {
-                if &page[..4] == CKPT_MAGIC
-                    && crc32c::crc32c(&page[..36])
-                        == u32::from_le_bytes(page[36..40].try_into().unwrap())
-                {
-                    base = Some((seq, v, page.clone()));
+        let (t, content) = self.fml.read(self.now, Vpa(v), &mut page, &mut []).ok()?;
+        self.now = self.now.max(t);
+        let crc = u32::from_le_bytes(page[48..52].try_into().unwrap());
+        (content == Content::Bytes
+            && &page[..4] == CKPT_MAGIC
+            && crc32c::crc32c(&page[..48]) == crc)
+            .then_some(page)
+    }
+
+    /// Finds the newest readable checkpoint and every data unit, descriptor page and atime
+    /// page written after it, reading as little as it can: units of a block are programmed in
+    /// sequence order, so after one read of each block's last record, only blocks written since
+    /// the checkpoint are read, from their end back to the checkpoint.
+    #[allow(clippy::type_complexity)]
+    fn discover(&mut self) -> Result<(u64, u32, Vec<u8>, Vec<(u64, u32, Record)>, u64), OsdError> {
+        let layout = *self.fml.layout();
+        let mut spans: Vec<(u32, u32, u64)> = Vec::new();
+        let mut max_seq = 0;
+        for id in 0..layout.superblocks {
+            let b = self.fml.blocks()[id as usize];
+            if b.state == fml::BlockState::Bad || b.next == 0 {
+                continue;
+            }
+            // An unreadable last unit (a torn program) makes the block count as newest.
+            let last = self
+                .record_at(layout.vpa(id, b.next - 1).0)
+                .map_or(u64::MAX, |r| r.seq());
+            if last != u64::MAX {
+                max_seq = max_seq.max(last);
+            }
+            spans.push((id, b.next, last));
+        }
+        let mut scanned = spans.len() as u64;
+        spans.sort_unstable_by_key(|s| std::cmp::Reverse(s.2));
+        // The newest checkpoint: blocks newest first, each from its end back.
+        let mut best: Option<(u64, u32, Vec<u8>)> = None;
+        for &(id, next, last) in &spans {
+            if best.as_ref().is_some_and(|b| last <= b.0) {
+                break;
+            }
+            for off in (0..next).rev() {
+                let v = layout.vpa(id, off).0;
+                scanned += 1;
+                let Some(r) = self.record_at(v) else { continue };
+                max_seq = max_seq.max(r.seq());
+                if best.as_ref().is_some_and(|b| r.seq() <= b.0) {
                     break;
+                }
+                if let Record::Checkpoint { .. } = r {
+                    if let Some(page) = self.checkpoint_page(v) {
+                        // A checkpoint GC moved carries a newer record than its own number.
+                        let logical = u64::from_le_bytes(page[40..48].try_into().unwrap());
+                        if best.as_ref().is_none_or(|b| logical > b.0) {
+                            best = Some((logical, v, page));
+                        }
+                        break;
+                    }
                 }
             }
         }
-        let Some((ckpt_seq, ckpt_vpa, page)) = base else {
-            return Err(OsdError::Corrupted { what: "no readable checkpoint: the device is not an ossd object store (format it first)".into(), location: "device".into() });
+        let Some((ckpt_seq, ckpt_vpa, page)) = best else {
+            return Err(OsdError::Corrupted {
+                what: "no readable checkpoint: the device is not an ossd object store (format it first)".into(),
+                location: "device".into(),
+            });
         };
+        // Everything newer than the checkpoint, block by block from the end back.
+        let mut later = Vec::new();
+        for &(id, next, last) in &spans {
+            if last <= ckpt_seq {
+                continue;
+            }
+            for off in (0..next).rev() {
+                let v = layout.vpa(id, off).0;
+                scanned += 1;
+                let Some(r) = self.record_at(v) else { continue };
+                max_seq = max_seq.max(r.seq());
+                if r.seq() <= ckpt_seq {
+                    break;
+                }
+                if matches!(
+                    r,
+                    Record::Data { .. } | Record::Descriptor { .. } | Record::Atime { .. }
+                ) {
+                    later.push((r.seq(), v, r));
+                }
+            }
+        }
+        self.gc.seq = max_seq;
+        Ok((ckpt_seq, ckpt_vpa, page, later, scanned))
+    }
+
+    fn recover(&mut self) -> Result<(), OsdError> {
+        let (ckpt_seq, ckpt_vpa, page, mut later, scanned) = self.discover()?;
         let version = u32::from_le_bytes(page[4..8].try_into().unwrap());
         if version != CKPT_VERSION {
             return Err(OsdError::Corrupted { what: format!("checkpoint version {version} is not supported (this build reads {CKPT_VERSION})"), location: format!("unit {ckpt_vpa}") });
@@ -1515,28 +1589,6 @@ impl<F: Flash> ObjectStore<F> {
             what: format!("index: {e}"),
             location: format!("checkpoint {ckpt_seq}"),
         })?;
-        // Pass 2: records written after the checkpoint.
-        let mut later: Vec<(u64, u32, Record)> = Vec::new();
-        let done = self
-            .fml
-            .scan(self.now, |v, r| {
-                if let Ok((_, oob)) = r {
-                    if let Ok(Some(rec)) = Record::decode(oob) {
-                        if rec.seq() > ckpt_seq
-                            && matches!(
-                                rec,
-                                Record::Data { .. }
-                                    | Record::Descriptor { .. }
-                                    | Record::Atime { .. }
-                            )
-                        {
-                            later.push((rec.seq(), v.0, rec));
-                        }
-                    }
-                }
-            })
-            .map_err(fml_err)?;
-        self.now = self.now.max(done);
         later.sort_unstable_by_key(|l| l.0);
         self.recovery = Recovery {
             units_scanned: scanned,
