@@ -16,6 +16,9 @@ const VERSION: u8 = 1;
 const FLAG_REMOVED: u8 = 1;
 const FLAG_READ_ONLY: u8 = 2;
 const FLAG_INODE: u8 = 4;
+const FLAG_INLINE: u8 = 8;
+/// Data of an inode object kept within its onode, at most (seed 001 V-D: inode embedding).
+pub const INLINE_MAX_BYTES: usize = 128;
 /// magic, version, flags, priority, access pattern, oid, length, used, 4 times, expected size,
 /// write count, sequence number, attribute count; then the attributes; then the CRC.
 const FIXED_BYTES: usize = 1 + 1 + 1 + 1 + 1 + 16 + 8 + 8 + 4 * 8 + 8 + 4 + 8 + 1;
@@ -79,6 +82,9 @@ pub struct Onode {
     pub seq: u64,
     /// User attributes, sorted by id.
     pub attrs: Vec<(u16, Vec<u8>)>,
+    /// The object's data, kept within the onode (an embedded inode); `None` when it lives in
+    /// data units.
+    pub inline: Option<Vec<u8>>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -100,7 +106,10 @@ impl Onode {
     }
 
     pub fn encoded_len(&self) -> usize {
-        FIXED_BYTES + self.attrs.iter().map(|(_, v)| 3 + v.len()).sum::<usize>() + 4
+        FIXED_BYTES
+            + self.attrs.iter().map(|(_, v)| 3 + v.len()).sum::<usize>()
+            + self.inline.as_ref().map_or(0, |d| 1 + d.len())
+            + 4
     }
 
     /// Encodes into `out`; an onode over [`ONODE_MAX_BYTES`] is an error (the caller refuses
@@ -114,7 +123,8 @@ impl Onode {
         let flag = |on: bool, bit: u8| if on { bit } else { 0 };
         let flags = flag(self.removed, FLAG_REMOVED)
             | flag(self.read_only, FLAG_READ_ONLY)
-            | flag(self.inode, FLAG_INODE);
+            | flag(self.inode, FLAG_INODE)
+            | flag(self.inline.is_some(), FLAG_INLINE);
         out.extend_from_slice(&[MAGIC, VERSION, flags, self.priority, self.access.code()]);
         out.extend_from_slice(&self.oid.as_u128().to_le_bytes());
         for v in [
@@ -135,6 +145,10 @@ impl Onode {
             out.extend_from_slice(&id.to_le_bytes());
             out.push(v.len() as u8);
             out.extend_from_slice(v);
+        }
+        if let Some(d) = &self.inline {
+            out.push(d.len() as u8);
+            out.extend_from_slice(d);
         }
         let crc = crc32c::crc32c(&out[start..]);
         out.extend_from_slice(&crc.to_le_bytes());
@@ -173,6 +187,18 @@ impl Onode {
             attrs.push((id, b[at + 3..at + 3 + len].to_vec()));
             at += 3 + len;
         }
+        let mut inline = None;
+        if b[2] & FLAG_INLINE != 0 {
+            let len = *b
+                .get(at)
+                .ok_or_else(|| bad("onode inline data runs past the end"))?
+                as usize;
+            if len > INLINE_MAX_BYTES || at + 1 + len > b.len() {
+                return Err(bad("onode inline data runs past the end"));
+            }
+            inline = Some(b[at + 1..at + 1 + len].to_vec());
+            at += 1 + len;
+        }
         if at + 4 > b.len() || at + 4 > ONODE_MAX_BYTES {
             return Err(bad("onode checksum runs past the end"));
         }
@@ -198,6 +224,7 @@ impl Onode {
             write_count: u32::from_le_bytes(b[77..81].try_into().unwrap()),
             seq: u64_at(81),
             attrs,
+            inline,
         };
         Ok((onode, at + 4))
     }
@@ -252,6 +279,7 @@ mod tests {
         o.access = AccessPattern::Sequential;
         o.inode = true;
         o.seq = 1 << 40;
+        o.inline = Some(b"inode bytes".to_vec());
         o.set_user_attr(0x1001, Some(b"hello")).unwrap();
         o.set_user_attr(0x1000, Some(b"")).unwrap();
         let mut buf = Vec::new();

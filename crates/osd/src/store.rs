@@ -29,7 +29,7 @@ use crate::api::{Attr, AttrValue, FlushScope, Osd, OsdError};
 use crate::buffer::{DataBuffer, Entry, Fill};
 use crate::id::{ObjectId, Oid, PartitionId, FIRST_USER_ID};
 use crate::index::{Index, IndexError, IndexKey, NodeAddr, NodeIo};
-use crate::onode::{Onode, FIRST_USER_ATTR};
+use crate::onode::{Onode, FIRST_USER_ATTR, INLINE_MAX_BYTES, ONODE_MAX_BYTES};
 use crate::placement::{Hint, PageKind, Placement, Placer};
 use crate::record::{Record, RECORD_MAX_BYTES};
 
@@ -896,6 +896,12 @@ impl<F: Flash> ObjectStore<F> {
         if let Some(t) = self.atime_journal.remove(&oid) {
             self.merge_atime_into(oid, t)?;
         }
+        if self.onode_mut(oid)?.onode.read_only {
+            return Err(OsdError::ReadOnly(oid));
+        }
+        if self.write_inline(oid, offset, len, data)? {
+            return Ok(());
+        }
         let c = self.onode_mut(oid)?;
         if c.onode.read_only {
             return Err(OsdError::ReadOnly(oid));
@@ -994,6 +1000,62 @@ impl<F: Flash> ObjectStore<F> {
         // Zeroing is not writing: the length stays where it was (the caller sets the new one).
         self.onode_mut(oid)?.onode.logical_length = length;
         self.stats.host_write_bytes -= unit - tail;
+        Ok(())
+    }
+
+    /// Inode embedding (seed 001 V-D): an object hinted as an inode keeps up to
+    /// [`INLINE_MAX_BYTES`] of data within its onode, saving a page read per inode operation.
+    /// Returns whether the write was absorbed there; a write that outgrows the onode spills the
+    /// embedded bytes into a data unit first.
+    fn write_inline(
+        &mut self,
+        oid: Oid,
+        offset: u64,
+        len: u64,
+        data: Option<&[u8]>,
+    ) -> Result<bool, OsdError> {
+        let now = self.now;
+        let c = self.onode_mut(oid)?;
+        let end = offset + len;
+        let empty =
+            c.onode.inline.is_none() && c.onode.logical_length == 0 && c.onode.used_bytes == 0;
+        let candidate = c.onode.inode
+            && data.is_some()
+            && end as usize <= INLINE_MAX_BYTES
+            && (c.onode.inline.is_some() || empty);
+        if candidate {
+            let before = c.onode.inline.clone();
+            let d = c.onode.inline.get_or_insert_with(Vec::new);
+            if d.len() < end as usize {
+                d.resize(end as usize, 0);
+            }
+            d[offset as usize..end as usize].copy_from_slice(data.unwrap());
+            if c.onode.encoded_len() <= ONODE_MAX_BYTES {
+                c.onode.logical_length = c.onode.logical_length.max(end);
+                c.onode.modified_ns = now;
+                c.onode.write_count = c.onode.write_count.saturating_add(1);
+                c.dirty = true;
+                self.stats.host_write_bytes += len;
+                return Ok(true);
+            }
+            // The user attributes leave no room: data units after all.
+            c.onode.inline = before;
+        }
+        self.spill_inline(oid)?;
+        Ok(false)
+    }
+
+    /// Moves embedded data out of the onode into a data unit.
+    fn spill_inline(&mut self, oid: Oid) -> Result<(), OsdError> {
+        let c = self.onode_mut(oid)?;
+        let Some(d) = c.onode.inline.take() else {
+            return Ok(());
+        };
+        c.dirty = true;
+        if !d.is_empty() {
+            self.write_inner(oid, 0, d.len() as u64, Some(&d), 0)?;
+            self.stats.host_write_bytes -= d.len() as u64;
+        }
         Ok(())
     }
 
@@ -1619,7 +1681,7 @@ impl<F: Flash> ObjectStore<F> {
                     // units after it may not have reached flash.
                     let end = length.min((offset + 1) * self.unit as u64);
                     if let Some(c) = self.load_onode(oid)? {
-                        if end > c.onode.logical_length {
+                        if c.onode.inline.is_none() && end > c.onode.logical_length {
                             c.onode.logical_length = end;
                             c.dirty = true;
                         }
@@ -1779,10 +1841,16 @@ impl<F: Flash> ObjectStore<F> {
             })?;
             return Ok(());
         }
-        // Units past the recovered length belong to writes that were not durable.
+        // Units past the recovered length belong to writes that were not durable, and so do
+        // units of an object whose durable onode embeds its data (a spill that did not finish).
         let unit = self.unit as u64;
-        let length = self.onode_mut(oid)?.onode.logical_length;
-        let dropped = self.drop_units_from(oid, length.div_ceil(unit))?;
+        let c = self.onode_mut(oid)?;
+        let keep_units = if c.onode.inline.is_some() {
+            0
+        } else {
+            c.onode.logical_length.div_ceil(unit)
+        };
+        let dropped = self.drop_units_from(oid, keep_units)?;
         let units: u64 = extents
             .iter()
             .map(|(_, v)| extent(*v).1 as u64)
@@ -1902,6 +1970,14 @@ impl<F: Flash> ObjectStore<F> {
             .map(|(k, _)| (Oid::from_u128(k.oid), 0))
             .collect();
         for (oid, _) in onodes {
+            let inline = self
+                .load_onode(oid)?
+                .is_some_and(|c| c.onode.inline.is_some());
+            if inline && used.get(&oid.as_u128()).is_some_and(|&u| u > 0) {
+                problems.push(format!(
+                    "object {oid} embeds its data in the onode but also owns data units"
+                ));
+            }
             let flushed_or_cached = self.load_onode(oid)?.map(|c| c.onode.used_bytes);
             let units = used.get(&oid.as_u128()).copied().unwrap_or(0);
             let buffered_new = 0;
@@ -2041,7 +2117,17 @@ impl<F: Flash> Osd for ObjectStore<F> {
     }
 
     fn read(&mut self, oid: Oid, offset: u64, out: &mut [u8]) -> Result<usize, OsdError> {
-        let len = self.onode_mut(oid)?.onode.logical_length;
+        let c = self.onode_mut(oid)?;
+        let len = c.onode.logical_length;
+        if let Some(d) = &c.onode.inline {
+            // An embedded inode: its data came with the onode.
+            let start = (offset as usize).min(d.len());
+            let n = (d.len() - start).min(out.len());
+            out[..n].copy_from_slice(&d[start..start + n]);
+            self.stats.host_read_bytes += n as u64;
+            self.touch(oid)?;
+            return Ok(n);
+        }
         if offset >= len {
             return Ok(0);
         }
@@ -2101,6 +2187,15 @@ impl<F: Flash> Osd for ObjectStore<F> {
             return Err(OsdError::ReadOnly(oid));
         }
         let old = c.onode.logical_length;
+        if let Some(d) = c.onode.inline.as_mut() {
+            if length as usize <= INLINE_MAX_BYTES {
+                d.resize(length as usize, 0);
+                c.onode.logical_length = length;
+                c.dirty = true;
+                return Ok(());
+            }
+            self.spill_inline(oid)?;
+        }
         let unit = self.unit as u64;
         if length > old {
             self.zero_gap(oid, old)?;
@@ -2166,7 +2261,13 @@ impl<F: Flash> Osd for ObjectStore<F> {
             (Attr::ExpectedSize, AttrValue::U64(s)) => o.expected_size = s,
             (Attr::AccessPattern, AttrValue::Pattern(p)) => o.access = p,
             (Attr::ReadOnly, AttrValue::Bool(b)) => o.read_only = b,
-            (Attr::InodeEmbedded, AttrValue::Bool(b)) => o.inode = b,
+            (Attr::InodeEmbedded, AttrValue::Bool(b)) => {
+                o.inode = b;
+                if !b {
+                    c.dirty = true;
+                    return self.spill_inline(oid);
+                }
+            }
             (Attr::AccessedTime, AttrValue::U64(t)) => o.accessed_ns = t,
             (Attr::ModifiedTime, AttrValue::U64(t)) => o.modified_ns = t,
             (Attr::User(id), AttrValue::Bytes(v)) => o

@@ -70,6 +70,11 @@ enum Op {
         offset: u64,
         len: u64,
     },
+    /// Sets or clears the inode hint: small data of an inode object lives in its onode.
+    SetInode {
+        obj: u64,
+        on: bool,
+    },
     SetAttr {
         obj: u64,
         id: u16,
@@ -99,6 +104,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..OBJECTS, 0..SPAN).prop_map(|(obj, len)| Op::Truncate { obj, len }),
         4 => (0..OBJECTS, 0..SPAN, 1u64..12_000).prop_map(|(obj, offset, len)| Op::Read { obj, offset, len }),
         2 => (0..OBJECTS, 0x1000u16..0x1004, 0u8..40).prop_map(|(obj, id, len)| Op::SetAttr { obj, id, len }),
+        2 => (0..OBJECTS, any::<bool>()).prop_map(|(obj, on)| Op::SetInode { obj, on }),
+        // Small writes, so embedded inodes stay embedded for a while.
+        3 => (0..OBJECTS, 0u64..160, 1u64..100).prop_map(|(obj, offset, len)| Op::Write { obj, offset, len }),
         1 => Just(Op::List),
         1 => Just(Op::ListPaged),
         1 => Just(Op::PartitionCycle),
@@ -365,6 +373,15 @@ impl Rig {
                     Err(e) => Err(e),
                 }
             }
+            Op::SetInode { obj, on } => {
+                match self
+                    .store()
+                    .set_attr(oid(obj), Attr::InodeEmbedded, AttrValue::Bool(on))
+                {
+                    Ok(()) | Err(OsdError::NotFound(_)) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
             Op::List => match self.store().list(PartitionId(P), 0, 100) {
                 Ok((ids, _)) => {
                     let want: Vec<ObjectId> =
@@ -612,4 +629,52 @@ fn access_times_are_journaled_under_split_atime() {
     s.read(oid, 0, &mut buf).unwrap();
     s.flush(FlushScope::Device).unwrap();
     assert!(s.stats().descriptor_pages_written > pages_before);
+}
+
+/// Seed 001 V-D: an object hinted as an inode keeps its small data within its onode (no data
+/// unit written or read), survives a reopen, and spills to a data unit once it outgrows the
+/// onode.
+#[test]
+fn inodes_are_embedded_in_their_onodes() {
+    let cfg = config(Placement::Split, IndexMode::Extent);
+    let mut r = rig(cfg);
+    let s = r.store();
+    let o = s.create(PartitionId(P), None).unwrap();
+    let oid = Oid {
+        partition: PartitionId(P),
+        object: o,
+    };
+    s.set_attr(oid, Attr::InodeEmbedded, AttrValue::Bool(true))
+        .unwrap();
+    s.write(oid, 0, &[7u8; 100]).unwrap();
+    s.flush(FlushScope::Device).unwrap();
+    assert_eq!(
+        s.stats().data_units_written,
+        0,
+        "an embedded inode wrote a data unit"
+    );
+    assert_eq!(
+        s.get_attr(oid, Attr::UsedCapacity).unwrap(),
+        AttrValue::U64(0)
+    );
+    let dev = r.store.take().unwrap().close().unwrap();
+    let mut s = ObjectStore::open(dev, cfg).unwrap();
+    let mut buf = [0u8; 200];
+    assert_eq!(s.read(oid, 0, &mut buf).unwrap(), 100);
+    assert_eq!(&buf[..100], &[7u8; 100][..]);
+    assert_eq!(
+        s.stats().data_units_read,
+        0,
+        "reading an embedded inode read a data unit"
+    );
+    // Outgrowing the onode moves the data into a data unit.
+    s.write(oid, 100, &[9u8; 200]).unwrap();
+    s.flush(FlushScope::Device).unwrap();
+    assert!(s.stats().data_units_written > 0);
+    let mut buf = [0u8; 300];
+    assert_eq!(s.read(oid, 0, &mut buf).unwrap(), 300);
+    assert_eq!(&buf[..100], &[7u8; 100][..]);
+    assert_eq!(&buf[100..], &[9u8; 200][..]);
+    let report = s.fsck().unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
