@@ -16,6 +16,7 @@
 
 pub mod config;
 pub mod fault;
+pub mod fingerprint;
 pub mod gang;
 pub mod geometry;
 pub mod image;

@@ -8,6 +8,7 @@
 //! moved unit to the mapping layer through [`Owner`].
 
 pub mod block;
+pub mod buffer;
 pub mod gc;
 pub mod wear;
 

@@ -12,7 +12,6 @@
 //! TRIM allows), until data written there after the trim is flushed. It never reads back bytes
 //! that were not written to it.
 
-pub mod buffer;
 pub mod dftl;
 pub mod oob;
 
@@ -21,8 +20,8 @@ use flash::{Content, Flash, FlashError, Nanos, Payload};
 use fml::{Fml, FmlConfig, FmlError, GcStep, Owner, StreamId};
 use serde::{Deserialize, Serialize};
 
-use buffer::{Fill, WriteBuffer};
 use dftl::Cmt;
+use fml::buffer::{Entry, Fill, WriteBuffer};
 use oob::{Kind, Record, RECORD_BYTES};
 
 pub const SECTOR_BYTES: u64 = 512;
@@ -137,17 +136,8 @@ pub fn fingerprint(lpn: u32, token: u64) -> u64 {
     mix(token ^ (lpn as u64).rotate_left(32))
 }
 
-/// Folds a partial write into a unit's running fingerprint.
-pub fn fold(old: u64, token: u64, mask: u64) -> u64 {
-    mix(old ^ mix(token) ^ mask.rotate_left(17))
-}
-
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+pub use flash::fingerprint::fold;
+use flash::fingerprint::mix;
 
 /// Counters of FTL work.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -276,7 +266,7 @@ pub struct Recovery {
 pub struct Ftl<F: Flash> {
     fml: Fml<F>,
     map: Map,
-    buf: WriteBuffer,
+    buf: WriteBuffer<u32>,
     config: FtlConfig,
     unit_bytes: usize,
     sectors_per_unit: u32,
@@ -508,11 +498,11 @@ impl<F: Flash> Ftl<F> {
     }
 
     /// Programs one buffered unit, merging in its old contents when the buffer holds only part.
-    fn program_entry(&mut self, at: Nanos, mut e: buffer::Entry) -> Result<Nanos, FtlError> {
+    fn program_entry(&mut self, at: Nanos, mut e: Entry<u32>) -> Result<Nanos, FtlError> {
         let mut t = self.foreground_gc(at)?;
-        t = self.translate(t, e.lpn, true)?;
+        t = self.translate(t, e.key, true)?;
         let full = self.full_mask();
-        let old = self.map.l2p[e.lpn as usize];
+        let old = self.map.l2p[e.key as usize];
         if e.mask != full {
             match &mut e.fill {
                 Fill::Bytes(b) => {
@@ -527,7 +517,7 @@ impl<F: Flash> Ftl<F> {
                                 Ok(())
                             }
                             Ok((_, Content::Fingerprint(_))) => {
-                                Err(FtlError::PayloadMode { lpn: e.lpn })
+                                Err(FtlError::PayloadMode { lpn: e.key })
                             }
                             Ok((done, Content::Erased)) => {
                                 t = done;
@@ -559,7 +549,7 @@ impl<F: Flash> Ftl<F> {
         let seq = self.map.take_seq();
         let rec = Record {
             kind: Kind::Data,
-            key: e.lpn,
+            key: e.key,
             seq,
         }
         .encode();
@@ -571,7 +561,7 @@ impl<F: Flash> Ftl<F> {
         if old != UNMAPPED {
             self.fml.invalidate(Vpa(old));
         }
-        self.map.l2p[e.lpn as usize] = vpa.0;
+        self.map.l2p[e.key as usize] = vpa.0;
         self.buf.recycle(e);
         Ok(done)
     }
@@ -814,7 +804,7 @@ impl<F: Flash> Ftl<F> {
             if Self::mask(s0, s1) != full {
                 continue;
             }
-            self.buf.remove(lpn);
+            self.buf.drop_where(|&k| k == lpn);
             if self.map.l2p[lpn as usize] != UNMAPPED {
                 // Translation may run GC, which may move this very unit: read the map after it.
                 t = self.translate(t, lpn, true)?;

@@ -40,6 +40,18 @@ impl std::ops::Sub for Counters {
     }
 }
 
+/// The device and FML side of the counters, the same for every stack.
+fn flash_counters<F: Flash>(fml: &fml::Fml<F>) -> Counters {
+    let d = fml.flash().stats();
+    Counters {
+        flash_pages_programmed: d.pages_programmed,
+        flash_pages_read: d.pages_read,
+        flash_blocks_erased: d.blocks_erased,
+        gc_page_copies: fml.stats().gc_units_copied,
+        ..Counters::default()
+    }
+}
+
 /// What the engine needs from a stack under test.
 pub trait Stack {
     fn name(&self) -> &str;
@@ -123,20 +135,15 @@ impl<F: Flash> Stack for FtlStack<F> {
     }
     fn counters(&self) -> Counters {
         let s = self.ftl.stats();
-        let f = self.ftl.fml().stats();
-        let d = self.ftl.fml().flash().stats();
         Counters {
             host_write_bytes: s.host_write_bytes,
             host_read_bytes: s.host_read_bytes,
-            flash_pages_programmed: d.pages_programmed,
-            flash_pages_read: d.pages_read,
-            flash_blocks_erased: d.blocks_erased,
-            gc_page_copies: f.gc_units_copied,
             index_pages_written: s.map_pages_written,
             index_pages_read: s.map_pages_read,
             metadata_pages_written: s.checkpoint_units_written,
             rmw_reads: s.rmw_reads,
             units_lost: s.units_lost,
+            ..flash_counters(self.ftl.fml())
         }
     }
     fn flash_stats(&self) -> FlashStats {
@@ -287,20 +294,15 @@ impl<F: Flash> Stack for OsdStack<F> {
     }
     fn counters(&self) -> Counters {
         let s = self.store.stats();
-        let f = self.store.fml().stats();
-        let d = self.store.fml().flash().stats();
         Counters {
             host_write_bytes: s.host_write_bytes,
             host_read_bytes: s.host_read_bytes,
-            flash_pages_programmed: d.pages_programmed,
-            flash_pages_read: d.pages_read,
-            flash_blocks_erased: d.blocks_erased,
-            gc_page_copies: f.gc_units_copied,
             index_pages_written: s.index_nodes_written,
             index_pages_read: s.index_nodes_read,
             metadata_pages_written: s.descriptor_pages_written + s.checkpoints,
             rmw_reads: s.rmw_reads,
             units_lost: s.units_lost,
+            ..flash_counters(self.store.fml())
         }
     }
     fn flash_stats(&self) -> FlashStats {

@@ -2,7 +2,6 @@
 //! that shares the FML with the block baselines (seed 000 IV-V, seed 001 III-IV).
 
 pub mod api;
-pub mod buffer;
 pub mod id;
 pub mod index;
 pub mod onode;

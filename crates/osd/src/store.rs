@@ -19,6 +19,7 @@
 //! before GC erases a block from which it moved index nodes or descriptor pages (the durable
 //! checkpoint still points at their old places, as in LFS).
 
+use flash::fingerprint::{fold, mix};
 use flash::gang::Vpa;
 use flash::{Content, Flash, FlashError, Nanos, Payload};
 use fml::{Fml, FmlConfig, FmlError, GcJob, GcStep, Owner, StreamId};
@@ -26,12 +27,12 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::api::{Attr, AttrValue, FlushScope, Osd, OsdError};
-use crate::buffer::{DataBuffer, Entry, Fill};
 use crate::id::{ObjectId, Oid, PartitionId, FIRST_USER_ID};
 use crate::index::{Index, IndexError, IndexKey, NodeAddr, NodeIo};
 use crate::onode::{Onode, FIRST_USER_ATTR, INLINE_MAX_BYTES, ONODE_MAX_BYTES};
 use crate::placement::{Hint, PageKind, Placement, Placer};
 use crate::record::{Record, RECORD_MAX_BYTES};
+use fml::buffer::{Entry, Fill, WriteBuffer};
 
 const KIND_ONODE: u8 = 0;
 const KIND_DATA: u8 = 1;
@@ -301,7 +302,7 @@ pub struct ObjectStore<F: Flash> {
     placer: Placer,
     onodes: FxHashMap<Oid, CachedOnode>,
     desc: FxHashMap<u32, DescPage>,
-    buf: DataBuffer,
+    buf: WriteBuffer<(Oid, u64)>,
     /// Units to invalidate once the next checkpoint is durable.
     released: Vec<u32>,
     /// Blocks GC moved index nodes or descriptor pages out of: a checkpoint must precede their
@@ -346,7 +347,7 @@ impl<F: Flash> ObjectStore<F> {
         Ok(ObjectStore {
             index: Index::new(unit, config.index_cache_bytes as usize),
             placer: Placer::new(config.placement, unit as u64, erase_block),
-            buf: DataBuffer::new((config.buffer_bytes / unit as u64) as usize),
+            buf: WriteBuffer::new((config.buffer_bytes / unit as u64) as usize),
             fml,
             config,
             unit,
@@ -770,19 +771,19 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// Programs one buffered unit, merging in its old contents when the buffer has only part.
-    fn program_entry(&mut self, mut e: Entry) -> Result<(), OsdError> {
+    fn program_entry(&mut self, mut e: Entry<(Oid, u64)>) -> Result<(), OsdError> {
         self.make_room()?;
         let full = self.full_mask();
-        let old = self.unmap(e.oid, e.unit)?;
+        let old = self.unmap(e.key.0, e.key.1)?;
         if e.mask != full {
             self.merge_old(&mut e, old)?;
         }
-        let hint = self.hint(e.oid)?;
+        let hint = self.hint(e.key.0)?;
         let stream = self.placer.choose(&hint);
-        let length = self.onode_mut(e.oid)?.onode.logical_length;
+        let length = self.onode_mut(e.key.0)?.onode.logical_length;
         let rec = Record::Data {
-            oid: e.oid,
-            offset: e.unit,
+            oid: e.key.0,
+            offset: e.key.1,
             length,
             seq: self.gc.take_seq(),
             moved: false,
@@ -808,17 +809,17 @@ impl<F: Flash> ObjectStore<F> {
             Some(_) => {}
             None => {
                 let unit = self.unit as u64;
-                let c = self.onode_mut(e.oid)?;
+                let c = self.onode_mut(e.key.0)?;
                 c.onode.used_bytes += unit;
                 c.dirty = true;
             }
         }
-        self.map(e.oid, e.unit, v.0)?;
+        self.map(e.key.0, e.key.1, v.0)?;
         self.buf.recycle(e);
         Ok(())
     }
 
-    fn merge_old(&mut self, e: &mut Entry, old: Option<u32>) -> Result<(), OsdError> {
+    fn merge_old(&mut self, e: &mut Entry<(Oid, u64)>, old: Option<u32>) -> Result<(), OsdError> {
         let Some(o) = old else {
             if let Fill::Bytes(b) = &mut e.fill {
                 for s in 0..self.unit / SECTOR as usize {
@@ -831,7 +832,7 @@ impl<F: Flash> ObjectStore<F> {
         };
         if o == LOST {
             return Err(OsdError::Corrupted {
-                what: format!("unit {} of object {} (lost)", e.unit, e.oid),
+                what: format!("unit {} of object {} (lost)", e.key.1, e.key.0),
                 location: "GC".into(),
             });
         }
@@ -922,13 +923,13 @@ impl<F: Flash> ObjectStore<F> {
         while u * unit < end {
             let b0 = offset.max(u * unit) - u * unit;
             let b1 = end.min((u + 1) * unit) - u * unit;
-            if self.buf.capacity() > 0 && self.buf.get(oid, u).is_none() && self.buf.is_full() {
+            if self.buf.capacity() > 0 && self.buf.get((oid, u)).is_none() && self.buf.is_full() {
                 self.evict_one()?;
             }
             let aligned = b0.is_multiple_of(SECTOR) && b1.is_multiple_of(SECTOR);
-            let mut e = match self.buf.take(oid, u) {
+            let mut e = match self.buf.take((oid, u)) {
                 Some(e) => e,
-                None => self.buf.fresh(oid, u, data.is_some(), self.unit),
+                None => self.buf.fresh((oid, u), data.is_some(), self.unit),
             };
             if matches!(e.fill, Fill::Bytes(_)) != data.is_some() {
                 return Err(OsdError::InvalidArgument(
@@ -989,7 +990,7 @@ impl<F: Flash> ObjectStore<F> {
         }
         let buffered = self
             .buf
-            .get(oid, u)
+            .get((oid, u))
             .map(|e| matches!(e.fill, Fill::Bytes(_)));
         if buffered == Some(false) || (buffered.is_none() && self.lookup(oid, u)?.is_none()) {
             // Fingerprint units, and units never written (they read as zeros), need nothing.
@@ -1085,14 +1086,14 @@ impl<F: Flash> ObjectStore<F> {
             return Ok(());
         }
         for u in offset / unit..=(offset + len - 1) / unit {
-            if let Some(e) = self.buf.get(oid, u) {
+            if let Some(e) = self.buf.get((oid, u)) {
                 if let Fill::Token(fp) = e.fill {
                     if e.mask == self.full_mask() {
                         out.push(fp);
                         continue;
                     }
                 }
-                let e = self.buf.take(oid, u).unwrap();
+                let e = self.buf.take((oid, u)).unwrap();
                 self.program_entry(e)?;
             }
             match self.lookup(oid, u)? {
@@ -2011,17 +2012,6 @@ pub fn unit_fingerprint(oid: Oid, unit: u64, token: u64) -> u64 {
     mix(token ^ mix(oid.as_u128() as u64 ^ (oid.as_u128() >> 64) as u64 ^ unit.rotate_left(29)))
 }
 
-fn fold(old: u64, token: u64, mask: u64) -> u64 {
-    mix(old ^ mix(token) ^ mask.rotate_left(17))
-}
-
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 impl<F: Flash> Osd for ObjectStore<F> {
     fn create_partition(&mut self, id: Option<PartitionId>) -> Result<PartitionId, OsdError> {
         self.check_writable()?;
@@ -2142,20 +2132,20 @@ impl<F: Flash> Osd for ObjectStore<F> {
             let dst = &mut out[produced..produced + n];
             let buffered = self
                 .buf
-                .get(oid, u)
+                .get((oid, u))
                 .map(|e| (e.mask, matches!(e.fill, Fill::Bytes(_))));
             match buffered {
                 Some((mask, true)) if mask == self.full_mask() => {
                     if let Some(Entry {
                         fill: Fill::Bytes(b),
                         ..
-                    }) = self.buf.get(oid, u)
+                    }) = self.buf.get((oid, u))
                     {
                         dst.copy_from_slice(&b[b0..b1]);
                     }
                 }
                 Some(_) => {
-                    let e = self.buf.take(oid, u).unwrap();
+                    let e = self.buf.take((oid, u)).unwrap();
                     self.program_entry(e)?;
                     self.read_unit_into(oid, u, b0, dst)?;
                 }
@@ -2211,7 +2201,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
             // bring back.
             self.flush_onodes()?;
             let first_gone = length.div_ceil(unit);
-            self.buf.drop_object_from(oid, first_gone);
+            self.buf.drop_where(|&(o, u)| o == oid && u >= first_gone);
             let freed = self.drop_units_from(oid, first_gone)?;
             let c = self.onode_mut(oid)?;
             c.onode.used_bytes = c.onode.used_bytes.saturating_sub(freed * unit);
@@ -2462,7 +2452,7 @@ impl<F: Flash> ObjectStore<F> {
         c.dirty = true;
         // The tombstone reaches flash before the object's units are released (see truncate).
         self.flush_onodes()?;
-        self.buf.drop_object_from(oid, 0);
+        self.buf.drop_where(|&(o, _)| o == oid);
         self.drop_units_from(oid, 0)?;
         self.placer.forget(oid);
         Ok(())
