@@ -1351,6 +1351,9 @@ impl<F: Flash> ObjectStore<F> {
         Ok(self.now)
     }
 
+    /// Programs the buffered data, then the journal page, then the dirty onodes. Onodes are
+    /// only ever written this way: an onode's length must not reach flash before the data it
+    /// covers, or a crash would leave the object reading zeros it never held.
     fn flush_all(&mut self) -> Result<(), OsdError> {
         while let Some(e) = self.buf.pop_oldest() {
             self.program_entry(e)?;
@@ -2082,7 +2085,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
         if self.onodes.get(&oid).is_some_and(|c| c.dirty) {
             // A removal not yet on flash: write its tombstone first, so recovery cannot mix the
             // old object's data into the new one.
-            self.flush_onodes()?;
+            self.flush_all()?;
         }
         let now = self.now;
         self.trim_onode_cache();
@@ -2199,7 +2202,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
             // The shorter onode reaches flash before the dropped units are released: recovery
             // replays it in order, and until it is durable GC cannot erase data a crash would
             // bring back.
-            self.flush_onodes()?;
+            self.flush_all()?;
             let first_gone = length.div_ceil(unit);
             self.buf.drop_where(|&(o, u)| o == oid && u >= first_gone);
             let freed = self.drop_units_from(oid, first_gone)?;
@@ -2287,7 +2290,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
     ) -> Result<(Vec<PartitionId>, Option<u64>), OsdError> {
         // Partitions created since the last flush are not in the index yet: flush them first.
         if self.onodes.values().any(|c| c.dirty && c.loc.is_none()) {
-            self.flush_onodes()?;
+            self.flush_all()?;
         }
         let mut out = Vec::new();
         let mut p = token;
@@ -2320,7 +2323,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
         }
         // Onodes created since the last flush are not in the index yet: flush them first.
         if self.onodes.values().any(|c| c.dirty && c.loc.is_none()) {
-            self.flush_onodes()?;
+            self.flush_all()?;
         }
         let from = onode_key(Oid::new(partition.0, token.max(1)));
         let to = onode_key(Oid::new(partition.0, u64::MAX));
@@ -2445,14 +2448,18 @@ impl<F: Flash> ObjectStore<F> {
 
     fn remove_object(&mut self, oid: Oid) -> Result<(), OsdError> {
         self.check_writable()?;
+        self.onode_mut(oid)?;
+        // Its buffered data need never reach flash.
+        self.buf.drop_where(|&(o, _)| o == oid);
+        self.atime_journal.remove(&oid);
         let c = self.onode_mut(oid)?;
         c.onode.removed = true;
         c.onode.logical_length = 0;
         c.onode.used_bytes = 0;
+        c.onode.inline = None;
         c.dirty = true;
         // The tombstone reaches flash before the object's units are released (see truncate).
-        self.flush_onodes()?;
-        self.buf.drop_where(|&(o, _)| o == oid);
+        self.flush_all()?;
         self.drop_units_from(oid, 0)?;
         self.placer.forget(oid);
         Ok(())
