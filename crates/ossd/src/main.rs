@@ -58,23 +58,15 @@ enum Command {
     },
     /// Write an object's bytes to a file, or to standard output.
     Get {
-        #[arg(long)]
-        image: PathBuf,
-        #[arg(long, default_value = "0x10000", value_parser = objects::parse_id)]
-        partition: u64,
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        object: ObjectRef,
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
     /// Remove an object.
     Rm {
-        #[arg(long)]
-        image: PathBuf,
-        #[arg(long, default_value = "0x10000", value_parser = objects::parse_id)]
-        partition: u64,
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        object: ObjectRef,
     },
     /// List partitions and their objects.
     Ls {
@@ -85,21 +77,13 @@ enum Command {
     },
     /// Show an object's attributes.
     Stat {
-        #[arg(long)]
-        image: PathBuf,
-        #[arg(long, default_value = "0x10000", value_parser = objects::parse_id)]
-        partition: u64,
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        object: ObjectRef,
     },
     /// Set an attribute: priority, expected-size, length, read-only, inode, or a user id (0x1000+).
     Setattr {
-        #[arg(long)]
-        image: PathBuf,
-        #[arg(long, default_value = "0x10000", value_parser = objects::parse_id)]
-        partition: u64,
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        object: ObjectRef,
         #[arg(long)]
         attr: String,
         #[arg(long)]
@@ -118,6 +102,18 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+}
+
+/// An object in a store image.
+#[derive(clap::Args)]
+struct ObjectRef {
+    #[arg(long)]
+    image: PathBuf,
+    #[arg(long, default_value = "0x10000", value_parser = objects::parse_id)]
+    partition: u64,
+    /// Object id, decimal or 0x-hex.
+    #[arg(long)]
+    id: String,
 }
 
 #[derive(clap::Args)]
@@ -166,30 +162,17 @@ fn main() -> ExitCode {
             id,
             file,
         } => objects::put(&image, partition, id.as_deref(), &file),
-        Command::Get {
-            image,
-            partition,
-            id,
-            output,
-        } => objects::get(&image, partition, &id, output.as_deref()),
-        Command::Rm {
-            image,
-            partition,
-            id,
-        } => objects::rm(&image, partition, &id),
+        Command::Get { object: o, output } => {
+            objects::get(&o.image, o.partition, &o.id, output.as_deref())
+        }
+        Command::Rm { object: o } => objects::rm(&o.image, o.partition, &o.id),
         Command::Ls { image, partition } => objects::ls(&image, partition),
-        Command::Stat {
-            image,
-            partition,
-            id,
-        } => objects::stat(&image, partition, &id),
+        Command::Stat { object: o } => objects::stat(&o.image, o.partition, &o.id),
         Command::Setattr {
-            image,
-            partition,
-            id,
+            object: o,
             attr,
             value,
-        } => objects::setattr(&image, partition, &id, &attr, &value),
+        } => objects::setattr(&o.image, o.partition, &o.id, &attr, &value),
         Command::Fsck { image } => objects::fsck(&image),
     };
     match result {
