@@ -401,8 +401,25 @@ impl Index {
         let ch = self.make_dirty(io, c, below)?;
         self.inner_mut(h)?[i].1 = Child::Mem(ch);
         let old = self.remove_rec(io, ch, below, key)?;
-        self.fix_children(io, h, level)?;
+        self.fix_child(io, h, level, i)?;
         Ok(old)
+    }
+
+    /// After a change below child `i` of `h` only: when that child is still within bounds,
+    /// refreshing its separator is all there is to do (the common case, and much cheaper than
+    /// the full repair, which looks at every child).
+    fn fix_child(&mut self, io: &mut dyn NodeIo, h: Handle, level: u8, i: usize) -> Result<()> {
+        let min = self.geom.min(below(level)?);
+        if let Some(&(_, Child::Mem(ch))) = self.inner(h)?.get(i) {
+            let node = self.arena.node(ch);
+            if node.len() >= min {
+                if let Some(k) = node.first_key() {
+                    self.inner_mut(h)?[i].0 = k;
+                    return Ok(());
+                }
+            }
+        }
+        self.fix_children(io, h, level)
     }
 
     pub(super) fn remove_range_impl(
