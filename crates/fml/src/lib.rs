@@ -428,14 +428,28 @@ impl<F: Flash> Fml<F> {
         self.table.clear_valid(v.0)
     }
 
-    /// Marks a unit valid during recovery; it must lie below its block's write pointer.
-    pub fn mark_valid(&mut self, v: Vpa) {
+    /// Marks a unit valid during recovery. What recovery found on flash is untrusted: a unit
+    /// past its block's write pointer, in a bad block, out of range, or referenced twice is an
+    /// error naming it, not a panic.
+    pub fn mark_valid(&mut self, v: Vpa) -> Result<(), String> {
         let id = self.layout.superblock_of(v);
-        assert!(
-            self.layout.offset_of(v) < self.table.blocks[id as usize].next,
-            "mark_valid past the write pointer"
-        );
+        let Some(b) = self.table.blocks.get(id as usize) else {
+            return Err(format!("unit {} lies beyond the device", v.0));
+        };
+        if b.state == BlockState::Bad {
+            return Err(format!("unit {} lies in a bad block", v.0));
+        }
+        if self.layout.offset_of(v) >= b.next {
+            return Err(format!(
+                "unit {} was never programmed (past its block's write pointer)",
+                v.0
+            ));
+        }
+        if self.table.is_valid(v.0) {
+            return Err(format!("unit {} is referenced twice", v.0));
+        }
         self.table.set_valid(v.0);
+        Ok(())
     }
 
     /// Reads one unit (`data` a whole unit, or empty for the OOB record only).

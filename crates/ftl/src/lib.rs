@@ -123,6 +123,8 @@ pub enum FtlError {
     Unreadable { lpn: u32, source: FlashError },
     #[error("FTL configuration: {0}")]
     Config(String),
+    #[error("corrupted on flash: {0}")]
+    Corrupted(String),
 }
 
 impl From<FlashError> for FtlError {
@@ -977,18 +979,18 @@ impl<F: Flash> Ftl<F> {
         }
         for &v in &self.map.l2p {
             if v != UNMAPPED {
-                self.fml.mark_valid(Vpa(v));
+                self.fml.mark_valid(Vpa(v)).map_err(FtlError::Corrupted)?;
             }
         }
         for (tp, &(_, loc)) in map_best.iter().enumerate() {
             if loc != UNMAPPED {
                 self.map.gtd[tp] = loc;
-                self.fml.mark_valid(Vpa(loc));
+                self.fml.mark_valid(Vpa(loc)).map_err(FtlError::Corrupted)?;
             }
         }
         if let Some((seq, units)) = base {
             for &u in &units {
-                self.fml.mark_valid(Vpa(u));
+                self.fml.mark_valid(Vpa(u)).map_err(FtlError::Corrupted)?;
             }
             self.map.ckpt = units;
             self.map.ckpt_seq = seq;

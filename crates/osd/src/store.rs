@@ -1713,9 +1713,9 @@ impl<F: Flash> ObjectStore<F> {
         }
         // Rebuild the FML's valid units from what the store references.
         for n in nodes {
-            self.fml.mark_valid(Vpa(n));
+            self.mark_valid(n)?;
         }
-        self.fml.mark_valid(Vpa(ckpt_vpa));
+        self.mark_valid(ckpt_vpa)?;
         let all =
             self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
         for (k, v) in all {
@@ -1723,20 +1723,20 @@ impl<F: Flash> ObjectStore<F> {
                 let (s, l) = extent(v);
                 if s != LOST {
                     for i in 0..l {
-                        self.fml.mark_valid(Vpa(s + i));
+                        self.mark_valid(s + i)?;
                     }
                 }
             }
         }
         let pages: Vec<u32> = self.desc.keys().copied().collect();
         for p in pages {
-            self.fml.mark_valid(Vpa(p));
+            self.mark_valid(p)?;
         }
         // Descriptor pages roll-forward emptied are still referenced by the durable checkpoint:
         // valid until the next one, like every unit awaiting release.
-        for &r in &self.released {
+        for r in self.released.clone() {
             if !self.fml.is_valid(Vpa(r)) {
-                self.fml.mark_valid(Vpa(r));
+                self.mark_valid(r)?;
             }
         }
         // Make what was rolled forward part of a new checkpoint, so the next recovery starts
@@ -1744,6 +1744,17 @@ impl<F: Flash> ObjectStore<F> {
         self.recovery.done_ns = self.now;
         self.checkpoint()?;
         Ok(())
+    }
+
+    /// Recovery marks a unit it found referenced as valid; a reference the flash cannot back
+    /// (never programmed, in a bad block, or twice) means the image is corrupted.
+    fn mark_valid(&mut self, v: u32) -> Result<(), OsdError> {
+        self.fml
+            .mark_valid(Vpa(v))
+            .map_err(|what| OsdError::Corrupted {
+                what,
+                location: "recovery".into(),
+            })
     }
 
     /// Every descriptor page the index points to, with its live slots.
