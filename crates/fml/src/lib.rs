@@ -126,6 +126,11 @@ pub struct StreamId(pub u8);
 
 /// The mapping layer above, as GC sees it.
 pub trait Owner {
+    /// Whether the owner recognizes the OOB record of a unit GC is about to copy. A unit whose
+    /// record is damaged is not copied; it is reported through [`Owner::lost`] instead.
+    fn recognizes(&mut self, _from: Vpa, _oob: &[u8]) -> bool {
+        true
+    }
     /// Called before GC copies the unit at `from`: the owner may rewrite the copy's OOB record
     /// (for example to give it a fresh sequence number) and choose its stream; `None` sends it
     /// to the FML's GC stream.
@@ -588,6 +593,7 @@ impl<F: Flash> Fml<F> {
                     Content::Fingerprint(fp) => Some(Payload::Fingerprint(fp)),
                     Content::Erased => None,
                 };
+                let payload = payload.filter(|_| owner.recognizes(from, &oob));
                 match payload {
                     Some(payload) => {
                         let stream = owner
@@ -605,7 +611,8 @@ impl<F: Flash> Fml<F> {
                     }
                     None => {
                         // A valid unit that reads erased was never really written (a misdirected
-                        // write): its contents are lost.
+                        // write), or its record is damaged beyond recognition: its contents are
+                        // lost.
                         self.lose(
                             from,
                             &FlashError::Uncorrectable {

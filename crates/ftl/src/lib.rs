@@ -190,6 +190,10 @@ impl Map {
 }
 
 impl Owner for Map {
+    fn recognizes(&mut self, _from: Vpa, oob: &[u8]) -> bool {
+        matches!(Record::decode(oob), Ok(Some(_)))
+    }
+
     fn before_copy(&mut self, _from: Vpa, oob: &mut [u8]) -> Option<StreamId> {
         // A copy gets a fresh sequence number so it wins over the checkpoint at recovery.
         self.copying = None;

@@ -154,6 +154,10 @@ impl GcLog {
 }
 
 impl Owner for GcLog {
+    fn recognizes(&mut self, _from: Vpa, oob: &[u8]) -> bool {
+        matches!(Record::decode(oob), Ok(Some(_)))
+    }
+
     fn before_copy(&mut self, _from: Vpa, oob: &mut [u8]) -> Option<StreamId> {
         // Every copy gets a fresh sequence number: recovery's roll-forward finds moved data, and
         // sequence numbers keep rising within each block, which lets recovery read only the
