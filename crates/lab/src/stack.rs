@@ -1,6 +1,6 @@
 //! The storage stacks the engine drives, behind one narrow trait.
 
-use flash::{Flash, FlashStats, Nanos};
+use flash::{Flash, Nanos};
 use ftl::{Data, Ftl, FtlError, ReadOut};
 
 use crate::request::{Op, Request};
@@ -68,7 +68,6 @@ pub trait Stack {
     /// Background work (GC) in an idle interval; returns when the last step completes.
     fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, String>;
     fn counters(&self) -> Counters;
-    fn flash_stats(&self) -> FlashStats;
     /// Erase counts over usable blocks: (min, max, mean).
     fn erase_counts(&self) -> (u32, u32, f64);
     /// Bytes of the write unit (the FTL's logical page).
@@ -145,9 +144,6 @@ impl<F: Flash> Stack for FtlStack<F> {
             units_lost: s.units_lost,
             ..flash_counters(self.ftl.fml())
         }
-    }
-    fn flash_stats(&self) -> FlashStats {
-        self.ftl.fml().flash().stats()
     }
     fn erase_counts(&self) -> (u32, u32, f64) {
         self.ftl.fml().erase_counts()
@@ -304,9 +300,6 @@ impl<F: Flash> Stack for OsdStack<F> {
             units_lost: s.units_lost,
             ..flash_counters(self.store.fml())
         }
-    }
-    fn flash_stats(&self) -> FlashStats {
-        self.store.fml().flash().stats()
     }
     fn erase_counts(&self) -> (u32, u32, f64) {
         self.store.fml().erase_counts()
