@@ -67,6 +67,8 @@ pub enum PageKind {
     Atime,
     /// Checkpoint part.
     Checkpoint,
+    /// Small-object page: data of several small objects packed together.
+    SmallObjects,
 }
 
 /// What the placement decision may look at.
@@ -159,7 +161,9 @@ impl Placer {
     pub fn choose(&mut self, h: &Hint) -> StreamId {
         StreamId(match (self.policy, h.kind) {
             (Placement::One, _) => 0,
-            (Placement::Split | Placement::SplitAtime, PageKind::Data) => 1,
+            (Placement::Split | Placement::SplitAtime, PageKind::Data | PageKind::SmallObjects) => {
+                1
+            }
             (Placement::SplitAtime, PageKind::Atime) => 2,
             (Placement::Split | Placement::SplitAtime, _) => 0,
             (Placement::Ossd, PageKind::Descriptor | PageKind::Checkpoint | PageKind::Atime) => {
@@ -167,6 +171,9 @@ impl Placer {
             }
             (Placement::Ossd, PageKind::Index) => OSSD_INDEX,
             (Placement::Ossd, PageKind::Data) => self.data_stream(h),
+            // Small objects (directory entries, say) are rewritten whole, so tau = 2 is soon
+            // passed: they go with the hot data.
+            (Placement::Ossd, PageKind::SmallObjects) => OSSD_HOT,
         })
     }
 

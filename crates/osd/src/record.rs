@@ -30,6 +30,8 @@ pub enum Record {
     Checkpoint { seq: u64 },
     /// A page of access-time journal entries (seed 001 IV).
     Atime { seq: u64 },
+    /// A small-object page: the whole data of several small objects (seed 001 III-B).
+    Small { seq: u64 },
 }
 
 impl Record {
@@ -39,7 +41,8 @@ impl Record {
             | Record::Descriptor { seq }
             | Record::Index { seq, .. }
             | Record::Checkpoint { seq }
-            | Record::Atime { seq } => seq,
+            | Record::Atime { seq }
+            | Record::Small { seq } => seq,
         }
     }
 
@@ -49,7 +52,8 @@ impl Record {
             | Record::Descriptor { seq }
             | Record::Index { seq, .. }
             | Record::Checkpoint { seq }
-            | Record::Atime { seq } => *seq = new,
+            | Record::Atime { seq }
+            | Record::Small { seq } => *seq = new,
         }
         self
     }
@@ -93,6 +97,10 @@ impl Record {
                 out[0] = 6;
                 8
             }
+            Record::Small { .. } => {
+                out[0] = 7;
+                8
+            }
         };
         let crc = crc32c::crc32c(&out[..body]);
         out[body..body + 4].copy_from_slice(&crc.to_le_bytes());
@@ -109,7 +117,7 @@ impl Record {
         }
         let body = match b[0] {
             1 | 5 => 40,
-            2 | 4 | 6 => 8,
+            2 | 4 | 6 | 7 => 8,
             3 => 9 + IndexKey::ENCODED_BYTES,
             k => return Err(format!("OOB record kind {k} is unknown")),
         };
@@ -142,6 +150,7 @@ impl Record {
                 seq,
             },
             6 => Record::Atime { seq },
+            7 => Record::Small { seq },
             _ => Record::Checkpoint { seq },
         }))
     }
@@ -174,6 +183,7 @@ mod tests {
             },
             Record::Checkpoint { seq: 5 },
             Record::Atime { seq: 6 },
+            Record::Small { seq: 7 },
         ] {
             let mut b = [0u8; RECORD_MAX_BYTES];
             let n = r.encode(&mut b);

@@ -34,12 +34,16 @@ use crate::placement::{Hint, PageKind, Placement, Placer};
 use crate::record::{Record, RECORD_MAX_BYTES};
 use fml::buffer::{Entry, Fill, WriteBuffer};
 
+mod small;
+use small::{release_slot_in, SmallObject, KIND_SMALL};
+
 const KIND_ONODE: u8 = 0;
 const KIND_DATA: u8 = 1;
 const SECTOR: u64 = 512;
 const DESC_MAGIC: &[u8; 4] = b"ODSC";
 const CKPT_MAGIC: &[u8; 4] = b"OSDC";
-const CKPT_VERSION: u32 = 1;
+/// Version 2 added small-object pages; version 1 images (which have none) open unchanged.
+const CKPT_VERSION: u32 = 2;
 const ATIME_MAGIC: &[u8; 4] = b"OATM";
 const ATIME_ENTRY_BYTES: usize = 24;
 /// A data unit whose contents were lost (unreadable when GC moved it): reads fail.
@@ -77,6 +81,9 @@ pub struct OsdConfig {
     pub atime: bool,
     /// Atime pages on flash before their entries are merged into the onodes (default 4).
     pub atime_merge_pages: usize,
+    /// The small-object buffer (default true, seed 001 III-B and V-D): objects shorter than a
+    /// write unit (less 36 bytes of headers), written with bytes, share small-object pages.
+    pub small_objects: bool,
     /// The FML's settings (a run sets them once for whichever stack it builds).
     #[serde(skip)]
     pub fml: FmlConfig,
@@ -93,6 +100,7 @@ impl Default for OsdConfig {
             checkpoint_units: 4096,
             atime: true,
             atime_merge_pages: 4,
+            small_objects: true,
             fml: FmlConfig::default(),
         }
     }
@@ -112,6 +120,8 @@ pub struct OsdStats {
     pub checkpoints: u64,
     pub rmw_reads: u64,
     pub units_lost: u64,
+    pub small_pages_written: u64,
+    pub small_pages_read: u64,
 }
 
 /// What recovery did.
@@ -307,6 +317,12 @@ pub struct ObjectStore<F: Flash> {
     onodes: FxHashMap<Oid, CachedOnode>,
     desc: FxHashMap<u32, DescPage>,
     buf: WriteBuffer<(Oid, u64)>,
+    /// Small objects in memory: every buffered one, and clean ones as a cache.
+    smalls: FxHashMap<Oid, SmallObject>,
+    /// Small-object pages with live entries, like `desc` for descriptor pages.
+    packs: FxHashMap<u32, DescPage>,
+    /// Bytes the buffered small objects' entries take.
+    small_dirty_bytes: usize,
     /// Units to invalidate once the next checkpoint is durable.
     released: Vec<u32>,
     /// Blocks GC moved index nodes or descriptor pages out of: a checkpoint must precede their
@@ -358,6 +374,9 @@ impl<F: Flash> ObjectStore<F> {
             gc: GcLog::default(),
             onodes: FxHashMap::default(),
             desc: FxHashMap::default(),
+            smalls: FxHashMap::default(),
+            packs: FxHashMap::default(),
+            small_dirty_bytes: 0,
             released: Vec::new(),
             unsafe_victims: FxHashSet::default(),
             ckpt_unit: None,
@@ -625,16 +644,7 @@ impl<F: Flash> ObjectStore<F> {
 
     /// A descriptor slot no longer holds a current onode.
     fn release_slot(&mut self, vpa: u32, slot: u16) {
-        if let Some(d) = self.desc.get_mut(&vpa) {
-            if let Some(s) = d.live.get_mut(slot as usize) {
-                *s = None;
-            }
-            if !d.pinned && d.live.iter().all(|s| s.is_none()) {
-                self.desc.remove(&vpa);
-                // The durable checkpoint may still point here: release after the next one.
-                self.released.push(vpa);
-            }
-        }
+        release_slot_in(&mut self.desc, &mut self.released, vpa, slot);
     }
 
     /// Writes a metadata unit (descriptor page or checkpoint) into its stream; the caller made
@@ -915,6 +925,9 @@ impl<F: Flash> ObjectStore<F> {
             .checked_add(len)
             .ok_or_else(|| OsdError::InvalidArgument("offset + length overflows".into()))?;
         if len == 0 {
+            return Ok(());
+        }
+        if self.write_small(oid, offset, data)? {
             return Ok(());
         }
         let length = self.onode_mut(oid)?.onode.logical_length;
@@ -1216,6 +1229,13 @@ impl<F: Flash> ObjectStore<F> {
                     }
                     self.retarget_released(from, to);
                 }
+                Record::Small { .. } => {
+                    // The durable checkpoint's index points into the old page, as for
+                    // descriptor pages.
+                    self.unsafe_victims.insert(from / per_block);
+                    self.relocate_small_page(from, to)?;
+                    self.retarget_released(from, to);
+                }
                 Record::Atime { .. } => {
                     for p in self.atime_pages.iter_mut().filter(|p| **p == from) {
                         *p = to;
@@ -1362,6 +1382,7 @@ impl<F: Flash> ObjectStore<F> {
         while let Some(e) = self.buf.pop_oldest() {
             self.program_entry(e)?;
         }
+        self.write_small_pages(true)?;
         self.write_atime_page()?;
         self.flush_onodes()
     }
@@ -1583,7 +1604,10 @@ impl<F: Flash> ObjectStore<F> {
                 }
                 if matches!(
                     r,
-                    Record::Data { .. } | Record::Descriptor { .. } | Record::Atime { .. }
+                    Record::Data { .. }
+                        | Record::Descriptor { .. }
+                        | Record::Atime { .. }
+                        | Record::Small { .. }
                 ) {
                     later.push((r.seq(), v, r));
                 }
@@ -1596,7 +1620,7 @@ impl<F: Flash> ObjectStore<F> {
     fn recover(&mut self) -> Result<(), OsdError> {
         let (ckpt_seq, ckpt_vpa, page, mut later, scanned) = self.discover()?;
         let version = u32::from_le_bytes(page[4..8].try_into().unwrap());
-        if version != CKPT_VERSION {
+        if version != CKPT_VERSION && version != 1 {
             return Err(OsdError::Corrupted { what: format!("checkpoint version {version} is not supported (this build reads {CKPT_VERSION})"), location: format!("unit {ckpt_vpa}") });
         }
         let unit = u32::from_le_bytes(page[32..36].try_into().unwrap());
@@ -1669,6 +1693,7 @@ impl<F: Flash> ObjectStore<F> {
         // Descriptor pages already referenced by the committed index.
         self.rebuild_desc_map()?;
         let mut onode_seq: FxHashMap<Oid, u64> = FxHashMap::default();
+        let mut small_seq: FxHashMap<Oid, u64> = FxHashMap::default();
         let mut touched: FxHashSet<Oid> = FxHashSet::default();
         for (_, v, rec) in later {
             match rec {
@@ -1679,6 +1704,8 @@ impl<F: Flash> ObjectStore<F> {
                     moved,
                     ..
                 } => {
+                    // Units written after a small-object entry: the object outgrew it.
+                    self.drop_small(oid)?;
                     self.unmap(oid, offset)?;
                     self.map(oid, offset, v)?;
                     touched.insert(oid);
@@ -1697,6 +1724,9 @@ impl<F: Flash> ObjectStore<F> {
                 }
                 Record::Descriptor { .. } => {
                     self.roll_descriptor(v, &mut onode_seq, &mut touched)?
+                }
+                Record::Small { .. } => {
+                    self.roll_small_page(v, ckpt_seq, &mut small_seq, &mut touched)?
                 }
                 Record::Atime { .. } => {
                     // Applied now; the page stays valid until the checkpoint that ends recovery.
@@ -1732,7 +1762,7 @@ impl<F: Flash> ObjectStore<F> {
                 }
             }
         }
-        let pages: Vec<u32> = self.desc.keys().copied().collect();
+        let pages: Vec<u32> = self.desc.keys().chain(self.packs.keys()).copied().collect();
         for p in pages {
             self.mark_valid(p)?;
         }
@@ -1761,16 +1791,18 @@ impl<F: Flash> ObjectStore<F> {
             })
     }
 
-    /// Every descriptor page the index points to, with its live slots.
+    /// Every descriptor page and small-object page the index points to, with its live slots.
     fn rebuild_desc_map(&mut self) -> Result<(), OsdError> {
         let all =
             self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
         for (k, v) in all {
-            if k.kind != KIND_ONODE {
-                continue;
-            }
+            let pages = match k.kind {
+                KIND_ONODE => &mut self.desc,
+                KIND_SMALL => &mut self.packs,
+                _ => continue,
+            };
             let (vpa, slot) = ((v >> 16) as u32, (v & 0xFFFF) as usize);
-            let d = self.desc.entry(vpa).or_insert_with(|| DescPage {
+            let d = pages.entry(vpa).or_insert_with(|| DescPage {
                 live: Vec::new(),
                 pinned: false,
             });
@@ -1823,6 +1855,7 @@ impl<F: Flash> ObjectStore<F> {
                 );
                 self.with_index(|ix, io| ix.remove(io, &onode_key(oid)))?;
                 self.drop_units_from(oid, 0)?;
+                self.drop_small(oid)?;
             } else {
                 let len = onode.logical_length;
                 self.onodes.insert(
@@ -1850,6 +1883,11 @@ impl<F: Flash> ObjectStore<F> {
     /// After roll-forward: drop data of objects without an onode, and recompute used bytes.
     fn settle_object(&mut self, oid: Oid) -> Result<(), OsdError> {
         let exists = self.load_onode(oid)?.is_some();
+        if !exists {
+            self.drop_small(oid)?;
+        } else if self.settle_small(oid)? {
+            return Ok(());
+        }
         let extents = self.with_index(|ix, io| {
             ix.range(io, &data_key(oid, 0), &data_key(oid, u64::MAX), usize::MAX)
         })?;
@@ -1888,7 +1926,11 @@ impl<F: Flash> ObjectStore<F> {
     /// referenced unit is valid, and each object's used bytes agree with its extents.
     pub fn fsck(&mut self) -> Result<FsckReport, OsdError> {
         // Check a checkpointed state: every reference then is on flash.
-        if self.index.is_dirty() || !self.buf.is_empty() || self.onodes.values().any(|c| c.dirty) {
+        if self.index.is_dirty()
+            || !self.buf.is_empty()
+            || self.small_dirty_bytes > 0
+            || self.onodes.values().any(|c| c.dirty)
+        {
             self.checkpoint()?;
         }
         let mut problems = Vec::new();
@@ -1924,6 +1966,7 @@ impl<F: Flash> ObjectStore<F> {
             self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
         let mut objects = 0u64;
         let mut used: FxHashMap<u128, u64> = FxHashMap::default();
+        let mut small_pages: FxHashMap<u32, Vec<(u16, Oid)>> = FxHashMap::default();
         for (k, v) in &all {
             match k.kind {
                 KIND_DATA => {
@@ -1936,11 +1979,34 @@ impl<F: Flash> ObjectStore<F> {
                     }
                 }
                 KIND_ONODE => objects += 1,
+                KIND_SMALL => small_pages
+                    .entry((*v >> 16) as u32)
+                    .or_default()
+                    .push((*v as u16, Oid::from_u128(k.oid))),
                 _ => problems.push(format!("index key of unknown kind {}", k.kind)),
             }
         }
         for v in self.desc.keys() {
             add(*v, "descriptor page", &mut problems);
+        }
+        for (v, slots) in &small_pages {
+            add(*v, "small-object page", &mut problems);
+            for (slot, oid) in slots {
+                let tracked = self.packs.get(v).and_then(|d| d.live.get(*slot as usize));
+                if tracked != Some(&Some(*oid)) {
+                    problems.push(format!(
+                        "small-object page {v} slot {slot}: the index says object {oid}, the \
+                         store tracks {tracked:?}"
+                    ));
+                }
+            }
+        }
+        for v in self.packs.keys() {
+            if !small_pages.contains_key(v) {
+                problems.push(format!(
+                    "small-object page {v} is tracked but the index points nowhere into it"
+                ));
+            }
         }
         for v in &self.atime_pages {
             add(*v, "atime page", &mut problems);
@@ -1997,11 +2063,22 @@ impl<F: Flash> ObjectStore<F> {
                     "object {oid} embeds its data in the onode but also owns data units"
                 ));
             }
-            let flushed_or_cached = self.load_onode(oid)?.map(|c| c.onode.used_bytes);
+            let flushed_or_cached = self
+                .load_onode(oid)?
+                .map(|c| (c.onode.used_bytes, c.onode.logical_length));
             let units = used.get(&oid.as_u128()).copied().unwrap_or(0);
-            let buffered_new = 0;
-            if let Some(u) = flushed_or_cached {
-                if u != units * unit + buffered_new {
+            let small = self.load_small(oid)?.map(|s| s.bytes.len() as u64);
+            if let (Some(bytes), Some((u, length))) = (small, flushed_or_cached) {
+                if inline || units > 0 || u != bytes || length != bytes {
+                    problems.push(format!(
+                        "small object {oid}: {bytes} bytes packed, length {length}, used \
+                         bytes {u}, {units} data units, inline {inline}"
+                    ));
+                }
+                continue;
+            }
+            if let Some((u, _)) = flushed_or_cached {
+                if u != units * unit {
                     problems.push(format!(
                         "object {oid}: used bytes {u}, extents hold {} units",
                         units
@@ -2139,6 +2216,15 @@ impl<F: Flash> Osd for ObjectStore<F> {
         if offset >= len {
             return Ok(0);
         }
+        if self.is_small(oid, len)? {
+            let d = &self.smalls[&oid].bytes;
+            let start = offset as usize;
+            let n = (d.len() - start).min(out.len());
+            out[..n].copy_from_slice(&d[start..start + n]);
+            self.stats.host_read_bytes += n as u64;
+            self.touch(oid)?;
+            return Ok(n);
+        }
         let end = len.min(offset + out.len() as u64);
         let unit = self.unit as u64;
         let mut u = offset / unit;
@@ -2203,6 +2289,9 @@ impl<F: Flash> Osd for ObjectStore<F> {
                 return Ok(());
             }
             self.spill_inline(oid)?;
+        }
+        if self.truncate_small(oid, length)? {
+            return Ok(());
         }
         let unit = self.unit as u64;
         if length > old {
@@ -2466,6 +2555,7 @@ impl<F: Flash> ObjectStore<F> {
         self.onode_mut(oid)?;
         // Its buffered data need never reach flash.
         self.buf.drop_where(|&(o, _)| o == oid);
+        self.drop_small(oid)?;
         self.atime_journal.remove(&oid);
         let c = self.onode_mut(oid)?;
         c.onode.removed = true;

@@ -44,6 +44,7 @@ fn config(placement: Placement, index_mode: IndexMode) -> OsdConfig {
         atime: true,
         // Merge often, so merges, journal pages and their release all happen in short runs.
         atime_merge_pages: 2,
+        small_objects: true,
         fml: FmlConfig::for_blocks(64),
     }
 }
@@ -107,6 +108,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..OBJECTS, any::<bool>()).prop_map(|(obj, on)| Op::SetInode { obj, on }),
         // Small writes, so embedded inodes stay embedded for a while.
         3 => (0..OBJECTS, 0u64..160, 1u64..100).prop_map(|(obj, offset, len)| Op::Write { obj, offset, len }),
+        // Writes and truncations within a write unit: small objects, packed, spilled, emptied.
+        3 => (0..OBJECTS, 0u64..3000, 1u64..1200).prop_map(|(obj, offset, len)| Op::Write { obj, offset, len }),
+        1 => (0..OBJECTS, 0u64..3000).prop_map(|(obj, len)| Op::Truncate { obj, len }),
         1 => Just(Op::List),
         1 => Just(Op::ListPaged),
         1 => Just(Op::PartitionCycle),
@@ -513,10 +517,11 @@ proptest! {
     fn store_matches_the_oracle(
         placement in prop_oneof![Just(Placement::One), Just(Placement::Ossd), Just(Placement::Split), Just(Placement::SplitAtime)],
         extents in any::<bool>(),
+        small_objects in any::<bool>(),
         ops in prop::collection::vec(op(), 1..600),
     ) {
         let mode = if extents { IndexMode::Extent } else { IndexMode::Page };
-        let mut rig = rig(config(placement, mode));
+        let mut rig = rig(OsdConfig { small_objects, ..config(placement, mode) });
         for op in &ops {
             rig.run(op)?;
         }
@@ -675,6 +680,85 @@ fn inodes_are_embedded_in_their_onodes() {
     assert_eq!(s.read(oid, 0, &mut buf).unwrap(), 300);
     assert_eq!(&buf[..100], &[7u8; 100][..]);
     assert_eq!(&buf[100..], &[9u8; 200][..]);
+    let report = s.fsck().unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
+/// Seed 001 V-D: with the small-object buffer, objects shorter than a page share pages (200
+/// objects of 300 bytes fit in 15 pages instead of taking 200 data units), read back after a
+/// crash that follows a flush, spill into data units when they grow past a page, and become
+/// small again once emptied.
+#[test]
+fn small_objects_share_pages() {
+    let run = |small_objects: bool| {
+        let cfg = OsdConfig {
+            small_objects,
+            ..config(Placement::Split, IndexMode::Extent)
+        };
+        let mut r = rig(cfg);
+        let s = r.store();
+        let before = s.stats();
+        let objs: Vec<Oid> = (0..200)
+            .map(|i| {
+                let o = s
+                    .create(PartitionId(P), Some(ObjectId(P + 100 + i)))
+                    .unwrap();
+                let oid = Oid {
+                    partition: PartitionId(P),
+                    object: o,
+                };
+                s.write(oid, 0, &[i as u8; 300]).unwrap();
+                oid
+            })
+            .collect();
+        s.flush(FlushScope::Device).unwrap();
+        let after = s.stats();
+        let dev = r.store.take().unwrap().crash();
+        let mut s = ObjectStore::open(dev, cfg).unwrap();
+        for (i, oid) in objs.iter().enumerate() {
+            let mut back = [0u8; 400];
+            assert_eq!(s.read(*oid, 0, &mut back).unwrap(), 300);
+            assert!(back[..300].iter().all(|&b| b == i as u8), "object {i}");
+            assert_eq!(
+                s.get_attr(*oid, Attr::UsedCapacity).unwrap(),
+                AttrValue::U64(if small_objects { 300 } else { 4096 })
+            );
+        }
+        let report = s.fsck().unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        (
+            after.data_units_written - before.data_units_written,
+            after.small_pages_written - before.small_pages_written,
+            s,
+            objs,
+        )
+    };
+    let (units, pages, _, _) = run(false);
+    assert_eq!((units, pages), (200, 0));
+    let (units, pages, mut s, objs) = run(true);
+    // 328 bytes per entry, 12 per 4 KiB page.
+    assert_eq!((units, pages), (0, 17));
+    // Outgrowing a page spills into data units; emptying makes the object small again.
+    let o = objs[7];
+    s.write(o, 300, &[9u8; 5000]).unwrap();
+    let mut back = vec![0u8; 6000];
+    assert_eq!(s.read(o, 0, &mut back).unwrap(), 5300);
+    assert!(back[..300].iter().all(|&b| b == 7) && back[300..5300].iter().all(|&b| b == 9));
+    s.flush(FlushScope::Device).unwrap();
+    assert_eq!(
+        s.get_attr(o, Attr::UsedCapacity).unwrap(),
+        AttrValue::U64(2 * 4096)
+    );
+    let units = s.stats().data_units_written;
+    s.truncate(o, 0).unwrap();
+    s.write(o, 0, b"small again").unwrap();
+    s.flush(FlushScope::Device).unwrap();
+    assert_eq!(s.stats().data_units_written, units);
+    let dev = s.crash();
+    let cfg = config(Placement::Split, IndexMode::Extent);
+    let mut s = ObjectStore::open(dev, cfg).unwrap();
+    assert_eq!(s.read(o, 0, &mut back).unwrap(), 11);
+    assert_eq!(&back[..11], b"small again");
     let report = s.fsck().unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }

@@ -59,10 +59,30 @@ fn script() -> Vec<Step> {
         Create(3),
         Write(1, 0, 20_000, 1),
         Write(2, 5_000, 9_000, 2),
+        // Small objects (the small-object buffer packs them into shared pages).
+        Create(5),
+        Create(6),
+        Create(7),
         Flush,
     ];
     for round in 0..24u8 {
         let r = round as u64;
+        // 5 stays small; 6 grows past a write unit (spills), is emptied and grows again; 7
+        // is removed and made anew.
+        s.extend([
+            Write(5, (r * 50) % 400, 200, 50 + round),
+            Append(6, 350, 60 + round),
+            Write(7, r % 3 * 100, 100, 70 + round),
+        ]);
+        if round % 12 == 11 {
+            s.push(Truncate(6, 0));
+        }
+        if round == 10 {
+            s.extend([Remove(7), Create(7)]);
+        }
+        if round % 8 == 5 {
+            s.extend([Truncate(5, 0), Flush, Truncate(7, 50)]);
+        }
         s.extend([
             Write(1, (r * 7_000) % 30_000, 12_000, 10 + round),
             Append(2, 6_000, 20 + round),
@@ -202,7 +222,7 @@ fn cut_at(placement: Placement, cut: u64, mode: CutMode) -> Result<bool, String>
     if !report.problems.is_empty() {
         return Err(format!("cut {cut}: fsck: {:?}", report.problems));
     }
-    for o in 1..=4u64 {
+    for o in 1..=7u64 {
         let got = match s.get_attr(oid(o), Attr::LogicalLength) {
             Ok(AttrValue::U64(len)) => {
                 let mut d = vec![0u8; len as usize];

@@ -44,6 +44,7 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   osd.checkpoint_units               checkpoint after this many units written (default 4096)
   osd.atime                          reads update access times: journaled under split+atime, in the onode otherwise (default true)
   osd.atime_merge_pages              atime journal pages on flash before they are merged into onodes (default 4)
+  osd.small_objects                  small-object buffer: objects under a write unit share pages (default true, seed 001 V-D)
   fml.low_watermark_blocks           GC before writes below this many free blocks (default 10, seed 000 V-F)
   fml.high_watermark_busy_blocks     background GC target while busy (default 11)
   fml.high_watermark_idle_blocks     background GC target while idle (default 15)

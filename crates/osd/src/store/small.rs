@@ -1,0 +1,494 @@
+//! The small-object buffer (seed 001 III-B and V-D): an object shorter than a write unit,
+//! written with real bytes, keeps its whole data as one entry of a small-object page shared with
+//! other small objects, located through the global index (key kind 2 -> page and slot), instead
+//! of each object taking a write unit and an extent of its own.
+//!
+//! Entries are buffered in memory (one page's worth: a page is written when the dirty entries
+//! fill it, and at every FLUSH, before the onodes). Each entry carries its object's whole data,
+//! its length and its own sequence number, so recovery can tell a current entry from a stale
+//! one in a page GC copied. An object leaves the buffer ("spills" into data units) when a write
+//! takes it past [`ObjectStore::small_max`]; objects hinted as inodes use inode embedding
+//! instead, and fingerprint-mode writes never pack.
+
+use super::*;
+
+pub(super) const KIND_SMALL: u8 = 2;
+const SMALL_MAGIC: &[u8; 4] = b"OSML";
+/// Magic, entry count (u16), two reserved bytes.
+const PAGE_HEADER: usize = 8;
+/// Object id (u128), sequence number (u64), length (u32).
+const ENTRY_HEADER: usize = 28;
+
+/// A small object's data as the store holds it.
+pub(super) struct SmallObject {
+    pub bytes: Vec<u8>,
+    /// Sequence number of the entry holding this version on flash (0 before the first).
+    pub seq: u64,
+    /// Changed since that entry was written.
+    pub dirty: bool,
+    /// The durable entry: (small-object page, slot).
+    pub loc: Option<(u32, u16)>,
+}
+
+pub(super) fn small_key(oid: Oid) -> IndexKey {
+    IndexKey {
+        oid: oid.as_u128(),
+        kind: KIND_SMALL,
+        offset: 0,
+    }
+}
+
+/// Packs entries into a page image of `unit` bytes.
+fn encode_page(entries: &[(Oid, u64, &[u8])], unit: usize) -> Vec<u8> {
+    let mut page = vec![0u8; unit];
+    page[..4].copy_from_slice(SMALL_MAGIC);
+    page[4..6].copy_from_slice(&(entries.len() as u16).to_le_bytes());
+    let mut at = PAGE_HEADER;
+    for (oid, seq, bytes) in entries {
+        page[at..at + 16].copy_from_slice(&oid.as_u128().to_le_bytes());
+        page[at + 16..at + 24].copy_from_slice(&seq.to_le_bytes());
+        page[at + 24..at + 28].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
+        at += ENTRY_HEADER;
+        page[at..at + bytes.len()].copy_from_slice(bytes);
+        at += bytes.len();
+    }
+    page
+}
+
+/// The entries of a page image; an error says what is wrong (the bytes are untrusted).
+fn decode_page(page: &[u8]) -> Result<Vec<(Oid, u64, Vec<u8>)>, String> {
+    if page.len() < PAGE_HEADER || &page[..4] != SMALL_MAGIC {
+        return Err("not a small-object page".into());
+    }
+    let count = u16::from_le_bytes([page[4], page[5]]) as usize;
+    let mut at = PAGE_HEADER;
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        if at + ENTRY_HEADER > page.len() {
+            return Err(format!("entry {i} runs past the page"));
+        }
+        let oid = Oid::from_u128(u128::from_le_bytes(page[at..at + 16].try_into().unwrap()));
+        let seq = u64::from_le_bytes(page[at + 16..at + 24].try_into().unwrap());
+        let len = u32::from_le_bytes(page[at + 24..at + 28].try_into().unwrap()) as usize;
+        at += ENTRY_HEADER;
+        if len > page.len() - at {
+            return Err(format!("entry {i} of {len} bytes runs past the page"));
+        }
+        out.push((oid, seq, page[at..at + len].to_vec()));
+        at += len;
+    }
+    Ok(out)
+}
+
+impl<F: Flash> ObjectStore<F> {
+    /// The longest object the buffer packs: one entry alone in a page.
+    pub(super) fn small_max(&self) -> u64 {
+        (self.unit - PAGE_HEADER - ENTRY_HEADER) as u64
+    }
+
+    /// The small object `oid`, loaded from its page if it is not cached; `None` if the object
+    /// is not small (or does not exist).
+    pub(super) fn load_small(&mut self, oid: Oid) -> Result<Option<&mut SmallObject>, OsdError> {
+        if !self.smalls.contains_key(&oid) {
+            let Some(loc) = self.with_index(|ix, io| ix.get(io, &small_key(oid)))? else {
+                return Ok(None);
+            };
+            let (vpa, slot) = ((loc >> 16) as u32, loc as u16);
+            let entries = self.read_small_page(vpa)?;
+            let Some((found, seq, bytes)) = entries.into_iter().nth(slot as usize) else {
+                return Err(OsdError::Corrupted {
+                    what: format!("small-object page has no slot {slot}"),
+                    location: format!("unit {vpa}"),
+                });
+            };
+            if found != oid {
+                return Err(OsdError::Corrupted {
+                    what: format!("slot {slot} holds object {found}, the index says {oid}"),
+                    location: format!("small-object page at unit {vpa}"),
+                });
+            }
+            self.trim_small_cache();
+            self.smalls.insert(
+                oid,
+                SmallObject {
+                    bytes,
+                    seq,
+                    dirty: false,
+                    loc: Some((vpa, slot)),
+                },
+            );
+        }
+        Ok(self.smalls.get_mut(&oid))
+    }
+
+    /// Whether `oid` (with logical length `length`) is a small object; objects longer than
+    /// [`Self::small_max`] never are, which spares them the index lookup.
+    pub(super) fn is_small(&mut self, oid: Oid, length: u64) -> Result<bool, OsdError> {
+        Ok(length <= self.small_max() && self.load_small(oid)?.is_some())
+    }
+
+    fn read_small_page(&mut self, vpa: u32) -> Result<Vec<(Oid, u64, Vec<u8>)>, OsdError> {
+        let mut page = std::mem::take(&mut self.scratch);
+        self.stats.small_pages_read += 1;
+        let r = self.fml.read(self.now, Vpa(vpa), &mut page, &mut []);
+        let r = match r {
+            Ok((t, Content::Bytes)) => {
+                self.now = self.now.max(t);
+                decode_page(&page)
+            }
+            Ok((_, c)) => Err(format!("unit holds {c:?}")),
+            Err(e) => Err(e.to_string()),
+        };
+        self.scratch = page;
+        r.map_err(|what| OsdError::Corrupted {
+            what,
+            location: format!("small-object page at unit {vpa}"),
+        })
+    }
+
+    fn trim_small_cache(&mut self) {
+        if self.smalls.len() < self.config.onode_cache_entries {
+            return;
+        }
+        let target = self.config.onode_cache_entries * 3 / 4;
+        let clean: Vec<Oid> = self
+            .smalls
+            .iter()
+            .filter(|(_, s)| !s.dirty)
+            .map(|(o, _)| *o)
+            .take(self.smalls.len().saturating_sub(target))
+            .collect();
+        for o in clean {
+            self.smalls.remove(&o);
+        }
+    }
+
+    /// Changes a cached small object's bytes, keeping the count of buffered bytes.
+    fn edit_small(&mut self, oid: Oid, edit: impl FnOnce(&mut Vec<u8>)) {
+        let s = self
+            .smalls
+            .get_mut(&oid)
+            .expect("edited small objects are cached");
+        if s.dirty {
+            self.small_dirty_bytes -= ENTRY_HEADER + s.bytes.len();
+        }
+        edit(&mut s.bytes);
+        s.dirty = true;
+        self.small_dirty_bytes += ENTRY_HEADER + s.bytes.len();
+    }
+
+    /// Absorbs a write into the small-object buffer if the object is (or, being empty, can
+    /// become) small and stays small; otherwise spills a small object into data units and
+    /// returns false for the write to go there too.
+    pub(super) fn write_small(
+        &mut self,
+        oid: Oid,
+        offset: u64,
+        data: Option<&[u8]>,
+    ) -> Result<bool, OsdError> {
+        let c = &self.onode_mut(oid)?.onode;
+        let (inode, length, used) = (c.inode, c.logical_length, c.used_bytes);
+        let small = self.is_small(oid, length)?;
+        let end = offset + data.map_or(0, |d| d.len() as u64);
+        let fits = end <= self.small_max() && !inode && data.is_some();
+        if !(fits && (small || (self.config.small_objects && length == 0 && used == 0))) {
+            if small {
+                self.spill_small(oid)?;
+            }
+            return Ok(false);
+        }
+        let data = data.unwrap();
+        if !small {
+            self.trim_small_cache();
+            self.smalls.insert(
+                oid,
+                SmallObject {
+                    bytes: Vec::new(),
+                    seq: 0,
+                    dirty: false,
+                    loc: None,
+                },
+            );
+        }
+        self.edit_small(oid, |b| {
+            if b.len() < end as usize {
+                b.resize(end as usize, 0);
+            }
+            b[offset as usize..end as usize].copy_from_slice(data);
+        });
+        let len = self.smalls[&oid].bytes.len() as u64;
+        let now = self.now;
+        let c = self.onode_mut(oid)?;
+        c.onode.logical_length = len;
+        c.onode.used_bytes = len;
+        c.onode.modified_ns = now;
+        c.onode.write_count = c.onode.write_count.saturating_add(1);
+        c.dirty = true;
+        self.stats.host_write_bytes += data.len() as u64;
+        self.write_small_pages(false)?;
+        Ok(true)
+    }
+
+    /// Moves a small object's data into data units (it outgrew the buffer).
+    pub(super) fn spill_small(&mut self, oid: Oid) -> Result<(), OsdError> {
+        let Some(s) = self.drop_small(oid)? else {
+            return Ok(());
+        };
+        let c = self.onode_mut(oid)?;
+        c.onode.used_bytes = 0;
+        c.dirty = true;
+        if !s.bytes.is_empty() {
+            // The object is no longer small and not empty: this goes to data units.
+            self.write_inner(oid, 0, s.bytes.len() as u64, Some(&s.bytes), 0)?;
+            self.stats.host_write_bytes -= s.bytes.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Truncates a small object; false if `oid` is not small or no longer will be (it is
+    /// spilled, and the caller truncates its units).
+    pub(super) fn truncate_small(&mut self, oid: Oid, length: u64) -> Result<bool, OsdError> {
+        let old = self.onode_mut(oid)?.onode.logical_length;
+        if !self.is_small(oid, old)? {
+            return Ok(false);
+        }
+        if length > self.small_max() {
+            self.spill_small(oid)?;
+            return Ok(false);
+        }
+        if length == 0 {
+            // An empty object is not small: it may become an inode or take units next.
+            self.drop_small(oid)?;
+        } else {
+            self.edit_small(oid, |b| b.resize(length as usize, 0));
+        }
+        let now = self.now;
+        let c = self.onode_mut(oid)?;
+        c.onode.logical_length = length;
+        c.onode.used_bytes = length;
+        c.onode.modified_ns = now;
+        c.dirty = true;
+        Ok(true)
+    }
+
+    /// Removes `oid`'s small-object entry (cache, index, page slot); returns what it held.
+    pub(super) fn drop_small(&mut self, oid: Oid) -> Result<Option<SmallObject>, OsdError> {
+        self.load_small(oid)?;
+        let Some(s) = self.smalls.remove(&oid) else {
+            return Ok(None);
+        };
+        if s.dirty {
+            self.small_dirty_bytes -= ENTRY_HEADER + s.bytes.len();
+        }
+        if let Some((vpa, slot)) = s.loc {
+            self.with_index(|ix, io| ix.remove(io, &small_key(oid)))?;
+            release_slot_in(&mut self.packs, &mut self.released, vpa, slot);
+        }
+        Ok(Some(s))
+    }
+
+    /// Writes the buffered small objects into small-object pages: every page they fill, and
+    /// with `all` the last, partly filled one too (at FLUSH, before the onodes).
+    pub(super) fn write_small_pages(&mut self, all: bool) -> Result<(), OsdError> {
+        if self.small_dirty_bytes == 0
+            || (!all && PAGE_HEADER + self.small_dirty_bytes <= self.unit)
+        {
+            return Ok(());
+        }
+        self.make_room()?;
+        let mut dirty: Vec<Oid> = self
+            .smalls
+            .iter()
+            .filter(|(_, s)| s.dirty)
+            .map(|(o, _)| *o)
+            .collect();
+        dirty.sort_unstable();
+        let mut i = 0;
+        while i < dirty.len() {
+            let mut members = Vec::new();
+            let mut size = PAGE_HEADER;
+            while i < dirty.len() {
+                let n = ENTRY_HEADER + self.smalls[&dirty[i]].bytes.len();
+                if size + n > self.unit {
+                    break;
+                }
+                size += n;
+                members.push(dirty[i]);
+                i += 1;
+            }
+            if !all && i == dirty.len() {
+                // The last page is not full: it waits in the buffer.
+                break;
+            }
+            self.write_small_page(&members)?;
+        }
+        Ok(())
+    }
+
+    fn write_small_page(&mut self, members: &[Oid]) -> Result<(), OsdError> {
+        let seqs: Vec<u64> = members.iter().map(|_| self.gc.take_seq()).collect();
+        let entries: Vec<(Oid, u64, &[u8])> = members
+            .iter()
+            .zip(&seqs)
+            .map(|(o, s)| (*o, *s, self.smalls[o].bytes.as_slice()))
+            .collect();
+        let page = encode_page(&entries, self.unit);
+        let vpa = self.write_meta_unit(PageKind::SmallObjects, &page, Record::Small { seq: 0 })?;
+        self.stats.small_pages_written += 1;
+        self.units_since_ckpt += 1;
+        for (slot, (oid, seq)) in members.iter().zip(seqs).enumerate() {
+            let s = self.smalls.get_mut(oid).unwrap();
+            s.dirty = false;
+            s.seq = seq;
+            self.small_dirty_bytes -= ENTRY_HEADER + s.bytes.len();
+            let old = s.loc.replace((vpa, slot as u16));
+            let loc = (vpa as u64) << 16 | slot as u64;
+            self.with_index(|ix, io| ix.insert(io, small_key(*oid), loc))?;
+            if let Some((ov, os)) = old {
+                release_slot_in(&mut self.packs, &mut self.released, ov, os);
+            }
+        }
+        self.packs.insert(
+            vpa,
+            DescPage {
+                live: members.iter().map(|o| Some(*o)).collect(),
+                pinned: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// GC moved a small-object page: its live entries are found at the copy.
+    pub(super) fn relocate_small_page(&mut self, from: u32, to: u32) -> Result<(), OsdError> {
+        let Some(d) = self.packs.remove(&from) else {
+            return Ok(());
+        };
+        for (slot, oid) in d.live.iter().enumerate() {
+            if let Some(oid) = oid {
+                let loc = (to as u64) << 16 | slot as u64;
+                self.with_index(|ix, io| ix.insert(io, small_key(*oid), loc))?;
+                if let Some(s) = self.smalls.get_mut(oid) {
+                    s.loc = Some((to, slot as u16));
+                }
+            }
+        }
+        self.packs.insert(to, d);
+        Ok(())
+    }
+
+    /// Recovery: applies the entries of a small-object page written after the checkpoint, each
+    /// only over an older version of its object (pages come in sequence order; a page GC copied
+    /// carries entries the checkpoint or an earlier page already has).
+    pub(super) fn roll_small_page(
+        &mut self,
+        vpa: u32,
+        ckpt_seq: u64,
+        seen: &mut FxHashMap<Oid, u64>,
+        touched: &mut FxHashSet<Oid>,
+    ) -> Result<(), OsdError> {
+        let Ok(entries) = self.read_small_page(vpa) else {
+            // Torn: never part of a completed FLUSH.
+            return Ok(());
+        };
+        let mut live = vec![None; entries.len()];
+        for (slot, (oid, seq, bytes)) in entries.into_iter().enumerate() {
+            if seq <= ckpt_seq || seen.get(&oid).is_some_and(|&s| s >= seq) {
+                continue;
+            }
+            seen.insert(oid, seq);
+            touched.insert(oid);
+            self.drop_small(oid)?;
+            self.drop_units_from(oid, 0)?;
+            self.smalls.insert(
+                oid,
+                SmallObject {
+                    bytes,
+                    seq,
+                    dirty: false,
+                    loc: Some((vpa, slot as u16)),
+                },
+            );
+            let loc = (vpa as u64) << 16 | slot as u64;
+            self.with_index(|ix, io| ix.insert(io, small_key(oid), loc))?;
+            live[slot] = Some(oid);
+        }
+        if live.iter().any(|s| s.is_some()) {
+            self.packs.insert(
+                vpa,
+                DescPage {
+                    live,
+                    pinned: false,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Recovery, per touched object: a small-object entry is the object's data unless the
+    /// onode written after it disagrees (the object was truncated to nothing or spilled since)
+    /// or embeds the data. Returns whether the object is small.
+    pub(super) fn settle_small(&mut self, oid: Oid) -> Result<bool, OsdError> {
+        let Some(s) = self.load_small(oid)? else {
+            return Ok(false);
+        };
+        let (len, seq) = (s.bytes.len() as u64, s.seq);
+        let c = self.onode_mut(oid)?;
+        if c.onode.inline.is_some() || (c.onode.seq > seq && c.onode.logical_length != len) {
+            self.drop_small(oid)?;
+            return Ok(false);
+        }
+        self.drop_units_from(oid, 0)?;
+        let c = self.onode_mut(oid)?;
+        if c.onode.logical_length != len || c.onode.used_bytes != len {
+            c.onode.logical_length = len;
+            c.onode.used_bytes = len;
+            c.dirty = true;
+        }
+        Ok(true)
+    }
+}
+
+/// A slot of a shared page (descriptor or small-object page) no longer holds a current entry;
+/// a page left with none is released after the next checkpoint (the durable one may still
+/// point into it), unless it is pinned until then anyway.
+pub(super) fn release_slot_in(
+    pages: &mut FxHashMap<u32, DescPage>,
+    released: &mut Vec<u32>,
+    vpa: u32,
+    slot: u16,
+) {
+    if let Some(d) = pages.get_mut(&vpa) {
+        if let Some(s) = d.live.get_mut(slot as usize) {
+            *s = None;
+        }
+        if !d.pinned && d.live.iter().all(|s| s.is_none()) {
+            pages.remove(&vpa);
+            released.push(vpa);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_round_trip_and_reject_damage() {
+        let a = Oid::new(0x10000, 0x10001);
+        let b = Oid::new(0x10000, 0x10002);
+        let page = encode_page(&[(a, 5, b"hello"), (b, 6, b"")], 2048);
+        assert_eq!(
+            decode_page(&page).unwrap(),
+            vec![(a, 5, b"hello".to_vec()), (b, 6, Vec::new())]
+        );
+        let mut bad = page.clone();
+        bad[8 + 24] = 0xFF; // a length past the page
+        bad[8 + 25] = 0xFF;
+        assert!(decode_page(&bad).unwrap_err().contains("runs past"));
+        let mut bad = page;
+        bad[4] = 0xFF; // more entries than the page holds
+        bad[5] = 0xFF;
+        assert!(decode_page(&bad).is_err());
+        assert!(decode_page(&[0u8; 16]).is_err());
+    }
+}
