@@ -2,6 +2,7 @@
 //! run report with every metric.
 
 pub mod engine;
+pub mod files;
 pub mod request;
 pub mod run;
 pub mod stack;

@@ -187,7 +187,7 @@ pub struct LatencySummary {
     pub max_us: f64,
 }
 
-fn summarize(h: &hdrhistogram::Histogram<u64>) -> LatencySummary {
+pub(crate) fn summarize(h: &hdrhistogram::Histogram<u64>) -> LatencySummary {
     if h.is_empty() {
         return LatencySummary::default();
     }
