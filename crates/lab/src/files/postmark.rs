@@ -128,8 +128,7 @@ pub fn run(m: &mut Meter, p: &PostMark) -> Result<Phases, FsError> {
     }
     m.sync()?;
     let transactions = m.restart();
-    while !pool.files.is_empty() {
-        let (d, n, _, _) = pool.files.pop().unwrap();
+    while let Some((d, n, _, _)) = pool.files.pop() {
         m.unlink(pool.dirs[d], &name(n))?;
     }
     m.sync()?;
