@@ -2,6 +2,7 @@
 //! run report with every metric.
 
 pub mod engine;
+pub mod experiment;
 pub mod files;
 pub mod request;
 pub mod run;
