@@ -286,6 +286,36 @@ pub struct ExperimentResult {
     pub scale: f64,
     pub variants: Vec<VariantResult>,
     pub verdicts: Vec<Verdict>,
+    /// The (phase, metric) of each claim.
+    pub claimed: Vec<(String, String)>,
+}
+
+/// Runs every variant of `e` (one after another) and judges the claims.
+pub fn run_experiment(
+    e: &Experiment,
+    s: f64,
+    build: &StackBuilder,
+    progress: &mut dyn FnMut(&str, u64),
+) -> ExperimentResult {
+    let variants: Vec<VariantResult> = e
+        .variants
+        .iter()
+        .map(|v| run_variant(e, v, s, build, &mut |b| progress(&v.label, b)))
+        .collect();
+    ExperimentResult {
+        name: e.name.clone(),
+        title: e.title.clone(),
+        source: e.source.clone(),
+        device: e.device.clone(),
+        scale: s,
+        verdicts: judge(e, &variants),
+        claimed: e
+            .claims
+            .iter()
+            .map(|c| (c.phase.clone(), c.metric.clone()))
+            .collect(),
+        variants,
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -389,14 +419,25 @@ worse = "B"
         let build = |_: &Variant, _: DeviceConfig| -> Result<(Box<dyn FileStack>, u64), String> {
             Ok((Box::new(vfs::oracle::MemFs::default()), 4096))
         };
-        let results: Vec<VariantResult> = e
-            .variants
-            .iter()
-            .map(|v| run_variant(&e, v, 1.0, &build, &mut |_| {}))
-            .collect();
+        let r = run_experiment(&e, 1.0, &build, &mut |_, _| {});
+        let results = &r.variants;
         assert!(results.iter().all(|r| r.error.is_none()), "{results:?}");
         assert_eq!(results[0].phases[1].phase, "rewrite");
-        let v = judge(&e, &results);
+        let v = judge(&e, results);
+        let dir = std::env::temp_dir().join(format!("ossd-report-{}", std::process::id()));
+        let md = crate::report::write(&dir, &[r]).unwrap();
+        let text = std::fs::read_to_string(&md).unwrap();
+        assert!(text.contains("| the paper says |") && text.contains("hotcold-0.svg"));
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        assert!(html.contains("<svg") && html.contains("<table>"));
+        assert!(
+            std::fs::read_to_string(dir.join("metrics.csv"))
+                .unwrap()
+                .lines()
+                .count()
+                == 5
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
         // The oracle takes no time, so the comparison is undecided but measured.
         assert_eq!(v.len(), 1);
         assert!(v[0].measured.contains("transactions_per_s"));
