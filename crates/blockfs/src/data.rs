@@ -111,10 +111,10 @@ impl<F: Flash> BlockFs<F> {
         // Edge blocks written in part whose old contents must be merged in.
         let mut merge = Vec::new();
         if len > 0 {
-            if offset % bs != 0 || (b1 == b0 + 1 && end % bs != 0) {
+            if !offset.is_multiple_of(bs) || (b1 == b0 + 1 && !end.is_multiple_of(bs)) {
                 merge.push(b0);
             }
-            if end % bs != 0 && b1 - 1 != b0 {
+            if !end.is_multiple_of(bs) && b1 - 1 != b0 {
                 merge.push(b1 - 1);
             }
             merge.retain(|&l| self.keeps_old(f, l, old_size));
@@ -278,7 +278,7 @@ impl<F: Flash> BlockFs<F> {
                 self.fit_leaves(f, changed)?;
                 self.free_runs(&freed, f);
             }
-            if size % bs != 0 {
+            if !size.is_multiple_of(bs) {
                 if let Some(p) = self.inodes[&f].map((size / bs) as u32) {
                     t = self.zero_tail(p, (size % bs) as usize, at)?;
                 }

@@ -427,3 +427,69 @@ fn mount_after_a_crash_never_panics_and_synced_state_is_whole() {
         poke(&mut fs);
     }
 }
+
+#[test]
+fn churn_of_four_times_the_space_with_gc_keeps_every_byte() {
+    for (block_bytes, tokens, discard) in [
+        (1024, true, true),
+        (4096, false, false),
+        (1024, false, true),
+    ] {
+        let cfg = BlockFsConfig {
+            block_bytes,
+            discard,
+            ..cfg()
+        };
+        let mut fs = format(cfg);
+        let bs = block_bytes as u64;
+        let space = fs.free_data_blocks() as u64 * bs;
+        let mut rng = ChaCha8Rng::seed_from_u64(block_bytes as u64 + tokens as u64);
+        let mut files: Vec<(String, u64, u64, u64)> = Vec::new();
+        let (mut used, mut written, mut next) = (0u64, 0u64, 0u64);
+        while written < 4 * space {
+            if used > space * 7 / 10 {
+                let (name, _, size, _) = files.swap_remove(rng.gen_range(0..files.len()));
+                fs.unlink(ROOT, &name).unwrap();
+                used -= size.div_ceil(bs) * bs;
+                continue;
+            }
+            next += 1;
+            let name = format!("f{next}");
+            let f = fs.create(ROOT, &name).unwrap();
+            let size = rng.gen_range(1..200_000u64);
+            let mut off = 0;
+            while off < size {
+                let n = (size - off).min(16384);
+                let data = if tokens {
+                    FileData::Token(next * 1000 + off)
+                } else {
+                    FileData::Bytes(&[])
+                };
+                match data {
+                    FileData::Token(_) => fs.write(f, off, n, data).unwrap(),
+                    FileData::Bytes(_) => write(&mut fs, f, off, &pattern(next, off, n as usize)),
+                }
+                off += n;
+            }
+            if rng.gen_bool(0.3) {
+                fs.fsync(f, true).unwrap();
+            }
+            files.push((name, f, size, next));
+            used += size.div_ceil(bs) * bs;
+            written += size;
+        }
+        assert!(
+            fs.ftl().fml().stats().gc_units_copied > 0 || discard,
+            "GC ran"
+        );
+        assert!(fs.check().unwrap().is_empty());
+        let mut fs = remount(fs, cfg);
+        assert!(fs.check().unwrap().is_empty());
+        for (_, f, size, seed) in &files {
+            assert_eq!(fs.stat(*f).unwrap().size, *size);
+            if !tokens {
+                assert_eq!(read_all(&mut fs, *f), pattern(*seed, 0, *size as usize));
+            }
+        }
+    }
+}
