@@ -10,8 +10,9 @@
 //!
 //! What a crash can leave, given the write orders of `fs.rs`: orphan objects (an inode created
 //! or an entry removed, the other half lost), entries whose objects are gone, misplaced copies
-//! of entries after a split cut short, and stale directory sizes. Repair fixes all of these; a
-//! directory that cannot be read at all is corruption it refuses to guess about.
+//! of entries after a split cut short, and stale directory sizes. Repair fixes all of these. A
+//! directory that cannot be read at all (damage, not a crash) is left as it is, and then no
+//! object is removed as an orphan: what it held cannot be told from what nothing holds.
 
 use std::collections::BTreeMap;
 
@@ -24,14 +25,24 @@ use crate::dir::{bucket_of, logical_entry_bytes, Bucket, Entry};
 use crate::fs::{osd_err, Ofs};
 use crate::layout::*;
 
+/// What the walk makes of one entry.
+enum Verdict {
+    Good,
+    /// Its target is missing or disagrees: the entry goes.
+    Bad(String),
+    /// Its target cannot be read: left alone.
+    Damaged(String),
+}
+
 /// One finding of the walk.
 enum Fault {
     /// An entry that must go: its inode is missing or disagrees, or it is a duplicate.
     BadEntry { dir: Ino, ino: Ino, why: String },
     /// An entry in a bucket its hash does not address (a split cut short by a crash).
     Misplaced { dir: Ino, ino: Ino },
-    /// A directory that could not be read.
-    Unreadable { dir: Ino, why: String },
+    /// A directory, or an inode an entry names, that could not be read (damage; repair
+    /// leaves it alone and then removes no orphans).
+    Unreadable { ino: Ino, why: String },
     /// A directory's size record disagrees with its entries.
     DirSize {
         dir: Ino,
@@ -65,7 +76,7 @@ impl Walk {
                 Fault::Misplaced { dir, ino } => {
                     format!("directory {dir}: entry for inode {ino} is in the wrong bucket")
                 }
-                Fault::Unreadable { dir, why } => format!("directory {dir} unreadable: {why}"),
+                Fault::Unreadable { ino, why } => format!("inode {ino} unreadable: {why}"),
                 Fault::DirSize {
                     dir,
                     recorded,
@@ -81,8 +92,8 @@ impl Walk {
 }
 
 impl<F: Flash> Ofs<F> {
-    /// Walks the tree from the root and then the partition's objects. `repairing`: a directory
-    /// that cannot be read is an error (repair will not guess), not a finding.
+    /// Walks the tree from the root and then the partition's objects. `repairing`: the
+    /// in-memory state is about to be rebuilt, so it is not checked.
     pub(crate) fn walk(&mut self, repairing: bool) -> Result<Walk, FsError> {
         let root = self.inode_record(ROOT)?;
         if root.kind != FileKind::Dir {
@@ -100,9 +111,9 @@ impl<F: Flash> Ofs<F> {
         while let Some(dir) = queue.pop() {
             let entries = match self.all_bucket_entries(dir) {
                 Ok(e) => e,
-                Err(e) if !repairing => {
+                Err(e @ FsError::Corrupted(_)) => {
                     w.faults.push(Fault::Unreadable {
-                        dir,
+                        ino: dir,
                         why: e.to_string(),
                     });
                     continue;
@@ -158,25 +169,32 @@ impl<F: Flash> Ofs<F> {
         let mut actual = DirSize::default();
         for (placed, mut e) in entries {
             let verdict = if reached.contains_key(&e.ino) {
-                Err("inode reached twice".to_string())
+                Verdict::Bad("inode reached twice".into())
             } else {
-                self.entry_target(dir, &mut e)
+                self.entry_target(dir, &mut e)?
             };
-            let verdict = verdict.and_then(|()| {
-                if names.insert(e.name.clone()) {
-                    Ok(())
-                } else {
-                    Err(format!("name {:?} twice", e.name))
+            let verdict = match verdict {
+                Verdict::Good if !names.insert(e.name.clone()) => {
+                    Verdict::Bad(format!("name {:?} twice", e.name))
                 }
-            });
-            if let Err(why) = verdict {
-                w.faults.push(Fault::BadEntry {
-                    dir,
-                    ino: e.ino,
-                    why,
-                });
-                dirty = true;
-                continue;
+                v => v,
+            };
+            match verdict {
+                Verdict::Good => {}
+                Verdict::Bad(why) => {
+                    w.faults.push(Fault::BadEntry {
+                        dir,
+                        ino: e.ino,
+                        why,
+                    });
+                    dirty = true;
+                    continue;
+                }
+                Verdict::Damaged(why) => {
+                    // Kept as it is, and what it reaches kept too: damage is for a person to
+                    // look at, not for repair to guess about.
+                    w.faults.push(Fault::Unreadable { ino: e.ino, why });
+                }
             }
             if !placed {
                 w.faults.push(Fault::Misplaced { dir, ino: e.ino });
@@ -206,30 +224,47 @@ impl<F: Flash> Ofs<F> {
     }
 
     /// Checks what entry `e` of `dir` points to, filling in its name from its entry object
-    /// with `dirent_objects`.
-    fn entry_target(&mut self, dir: Ino, e: &mut Entry) -> Result<(), String> {
-        self.length(data_oid(e.ino))
-            .map_err(|err| format!("data object: {err}"))?;
-        let rec = self.inode_record(e.ino).map_err(|err| err.to_string())?;
+    /// with `dirent_objects`. Errors other than missing or damaged objects end the walk.
+    fn entry_target(&mut self, dir: Ino, e: &mut Entry) -> Result<Verdict, FsError> {
+        let judge = |r: Result<(), FsError>| -> Result<Verdict, FsError> {
+            match r {
+                Ok(()) => Ok(Verdict::Good),
+                Err(FsError::NotFound(w)) => Ok(Verdict::Bad(format!("{w} not found"))),
+                Err(FsError::Corrupted(w)) => Ok(Verdict::Damaged(w)),
+                Err(err) => Err(err),
+            }
+        };
+        if let v @ (Verdict::Bad(_) | Verdict::Damaged(_)) =
+            judge(self.length(data_oid(e.ino)).map(|_| ()))?
+        {
+            return Ok(v);
+        }
+        let rec = match self.inode_record(e.ino) {
+            Ok(r) => r,
+            Err(err) => return judge(Err(err)),
+        };
         if rec.kind != e.kind {
-            return Err(format!(
+            return Ok(Verdict::Bad(format!(
                 "entry says {:?}, inode says {:?}",
                 e.kind, rec.kind
-            ));
+            )));
         }
         if rec.parent != dir {
-            return Err(format!("inode's parent is {}", rec.parent));
+            return Ok(Verdict::Bad(format!("inode's parent is {}", rec.parent)));
         }
         if self.sb.dirent_objects {
-            let d = self.dirent(e.ino).map_err(|err| err.to_string())?;
+            let d = match self.dirent(e.ino) {
+                Ok(d) => d,
+                Err(err) => return judge(Err(err)),
+            };
             if d.parent != dir || d.kind != e.kind || crate::dir::name_hash(&d.name) != e.hash {
-                return Err(format!(
+                return Ok(Verdict::Bad(format!(
                     "entry object {d:?} disagrees with the bucket entry"
-                ));
+                )));
             }
             e.name = d.name;
         }
-        Ok(())
+        Ok(Verdict::Good)
     }
 
     /// Every object of the partition must belong to a reached inode.
@@ -274,7 +309,11 @@ impl<F: Flash> Ofs<F> {
         for (dir, keep) in &w.rewrite {
             self.rewrite_dir(*dir, keep)?;
         }
-        for f in &w.faults {
+        let unreadable = w
+            .faults
+            .iter()
+            .any(|f| matches!(f, Fault::Unreadable { .. }));
+        for f in w.faults.iter().filter(|_| !unreadable) {
             if let Fault::Orphan { object, .. } = f {
                 self.remove_object(osd::Oid {
                     partition: PARTITION,
@@ -288,6 +327,12 @@ impl<F: Flash> Ofs<F> {
             }
         }
         self.kinds.clear();
+        self.counters.repair_fixes += w
+            .faults
+            .iter()
+            .filter(|f| !matches!(f, Fault::Unreadable { .. } | Fault::Memory(_)))
+            .filter(|f| !unreadable || !matches!(f, Fault::Orphan { .. }))
+            .count() as u64;
         self.flush(osd::FlushScope::Device)?;
         Ok(w.max_ino + 1)
     }

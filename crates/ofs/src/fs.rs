@@ -34,6 +34,8 @@ pub struct OfsCounters {
     pub flushes: u64,
     /// Mounts that found the file system not cleanly unmounted and repaired it.
     pub repairs: u64,
+    /// Findings those repairs fixed (entries dropped or moved, orphans removed, sizes reset).
+    pub repair_fixes: u64,
 }
 
 /// The object file system on an object store.
@@ -426,19 +428,20 @@ impl<F: Flash> Ofs<F> {
         Ok(d.parent == dir && d.name == name)
     }
 
-    /// The entry `name` of `dir`: (bucket number, bucket, position in it). Reads one bucket
-    /// (and, with `dirent_objects`, the entry objects whose hash matches).
-    fn find(&mut self, dir: Ino, name: &str) -> Result<Option<(u64, Bucket, usize)>, FsError> {
+    /// Looks `name` up in `dir`: the bucket its hash addresses (number and contents) and the
+    /// entry's position in it, if there. Reads one bucket (and, with `dirent_objects`, the
+    /// entry objects whose hash matches).
+    fn find(&mut self, dir: Ino, name: &str) -> Result<(u64, Bucket, Option<usize>), FsError> {
         self.counters.dir_lookups += 1;
         let shape = self.dir_shape(dir)?;
         let b = bucket_of(name_hash(name), shape.0);
         let bucket = self.read_bucket(dir, b, shape)?;
         for i in 0..bucket.entries.len() {
             if self.entry_is(dir, &bucket.entries[i], name)? {
-                return Ok(Some((b, bucket, i)));
+                return Ok((b, bucket, Some(i)));
             }
         }
-        Ok(None)
+        Ok((b, bucket, None))
     }
 
     pub(crate) fn dir_size(&mut self, dir: Ino) -> Result<DirSize, FsError> {
@@ -453,13 +456,14 @@ impl<F: Flash> Ofs<F> {
     }
 
     /// Adds the entry `name -> ino` to `dir` (known not to hold `name`), splitting buckets until
-    /// its bucket has room.
+    /// its bucket has room. `looked_up` is the bucket the lookup that found `name` absent read,
+    /// reused rather than read again.
     fn insert_entry(
         &mut self,
         dir: Ino,
         name: &str,
-        ino: Ino,
-        kind: FileKind,
+        (ino, kind): (Ino, FileKind),
+        mut looked_up: Option<(u64, Bucket)>,
     ) -> Result<(), FsError> {
         let hash = name_hash(name);
         if self.sb.dirent_objects {
@@ -487,7 +491,10 @@ impl<F: Flash> Ofs<F> {
         loop {
             let shape = self.dir_shape(dir)?;
             let b = bucket_of(hash, shape.0);
-            let mut bucket = self.read_bucket(dir, b, shape)?;
+            let mut bucket = match looked_up.take() {
+                Some((lb, bucket)) if lb == b => bucket,
+                _ => self.read_bucket(dir, b, shape)?,
+            };
             if bucket.fits(entry.encoded_len(), self.block as usize) {
                 bucket.entries.push(entry);
                 self.write_bucket(dir, b, shape, &bucket)?;
@@ -553,7 +560,8 @@ impl<F: Flash> Ofs<F> {
     fn make(&mut self, dir: Ino, name: &str, kind: FileKind) -> Result<Ino, FsError> {
         check_name(name)?;
         self.dir(dir)?;
-        if self.find(dir, name)?.is_some() {
+        let (b, bucket, found) = self.find(dir, name)?;
+        if found.is_some() {
             return Err(FsError::Exists(name.into()));
         }
         let ino = self.alloc_ino()?;
@@ -561,16 +569,17 @@ impl<F: Flash> Ofs<F> {
         // mount), never an entry pointing at nothing.
         self.make_inode(ino, dir, kind)?;
         self.kinds.insert(ino, kind);
-        self.insert_entry(dir, name, ino, kind)?;
+        self.insert_entry(dir, name, (ino, kind), Some((b, bucket)))?;
         Ok(ino)
     }
 
     /// Removes entry `name` of `dir`, which must be of `kind`, and the inode it names.
     fn remove(&mut self, dir: Ino, name: &str, kind: FileKind) -> Result<(), FsError> {
         self.dir(dir)?;
-        let (b, mut bucket, i) = self
-            .find(dir, name)?
-            .ok_or_else(|| FsError::NotFound(name.into()))?;
+        let (b, mut bucket, i) = match self.find(dir, name)? {
+            (b, bucket, Some(i)) => (b, bucket, i),
+            _ => return Err(FsError::NotFound(name.into())),
+        };
         let ino = bucket.entries[i].ino;
         match (kind, self.kind_of(ino)?) {
             (FileKind::File, FileKind::Dir) => return Err(FsError::IsDir(name.into())),
@@ -601,7 +610,8 @@ impl<F: Flash> FileSystem for Ofs<F> {
         if check_name(name).is_err() {
             return Ok(None);
         }
-        Ok(self.find(dir, name)?.map(|(_, b, i)| b.entries[i].ino))
+        let (_, bucket, found) = self.find(dir, name)?;
+        Ok(found.map(|i| bucket.entries[i].ino))
     }
 
     fn create(&mut self, dir: Ino, name: &str) -> Result<Ino, FsError> {
@@ -744,6 +754,7 @@ impl<F: Flash> FileSystem for Ofs<F> {
             ("objects_removed", c.objects_removed),
             ("flushes", c.flushes),
             ("repairs", c.repairs),
+            ("repair_fixes", c.repair_fixes),
         ]
     }
 

@@ -334,7 +334,7 @@ fn placement() -> impl Strategy<Value = Placement> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn ofs_matches_the_oracle(
