@@ -1,0 +1,361 @@
+//! The tree walk behind `check` (an fsck that reports) and mount-time repair (after an unclean
+//! end, the same walk's findings are fixed).
+//!
+//! What must hold: every entry points to an existing inode of the entry's kind whose record
+//! names the entry's directory as parent (and, with `dirent_objects`, whose entry object holds
+//! the entry's name and hash); every entry sits in the bucket its hash addresses; names are
+//! unique within a directory; every inode is reached exactly once from the root; every object of
+//! the partition belongs to a reached inode; each directory's size record agrees with its
+//! entries; the in-memory inode table and allocator agree with the tree.
+//!
+//! What a crash can leave, given the write orders of `fs.rs`: orphan objects (an inode created
+//! or an entry removed, the other half lost), entries whose objects are gone, misplaced copies
+//! of entries after a split cut short, and stale directory sizes. Repair fixes all of these. A
+//! directory that cannot be read at all (damage, not a crash) is left as it is, and then no
+//! object is removed as an orphan: what it held cannot be told from what nothing holds.
+
+use std::collections::BTreeMap;
+
+use flash::Flash;
+use osd::{ObjectId, Osd};
+use rustc_hash::{FxHashMap, FxHashSet};
+use vfs::{FileKind, FsError, Ino, ROOT};
+
+use crate::dir::{bucket_of, logical_entry_bytes, Bucket, Entry};
+use crate::fs::{osd_err, Ofs};
+use crate::layout::*;
+
+/// What the walk makes of one entry.
+enum Verdict {
+    Good,
+    /// Its target is missing or disagrees: the entry goes.
+    Bad(String),
+    /// Its target cannot be read: left alone.
+    Damaged(String),
+}
+
+/// One finding of the walk.
+enum Fault {
+    /// An entry that must go: its inode is missing or disagrees, or it is a duplicate.
+    BadEntry { dir: Ino, ino: Ino, why: String },
+    /// An entry in a bucket its hash does not address (a split cut short by a crash).
+    Misplaced { dir: Ino, ino: Ino },
+    /// A directory, or an inode an entry names, that could not be read (damage; repair
+    /// leaves it alone and then removes no orphans).
+    Unreadable { ino: Ino, why: String },
+    /// A directory's size record disagrees with its entries.
+    DirSize {
+        dir: Ino,
+        recorded: Option<DirSize>,
+        actual: DirSize,
+    },
+    /// An object of the partition no entry reaches.
+    Orphan { object: ObjectId, why: &'static str },
+    /// In-memory state disagreeing with the tree (reported only).
+    Memory(String),
+}
+
+pub(crate) struct Walk {
+    faults: Vec<Fault>,
+    /// Directories to rewrite, with the entries they keep.
+    rewrite: BTreeMap<Ino, Vec<Entry>>,
+    /// Directories with their actual sizes, for repair.
+    sizes: Vec<(Ino, DirSize)>,
+    /// The largest inode number of any data object.
+    max_ino: Ino,
+}
+
+impl Walk {
+    pub(crate) fn problems(&self) -> Vec<String> {
+        self.faults
+            .iter()
+            .map(|f| match f {
+                Fault::BadEntry { dir, ino, why } => {
+                    format!("directory {dir}: entry for inode {ino}: {why}")
+                }
+                Fault::Misplaced { dir, ino } => {
+                    format!("directory {dir}: entry for inode {ino} is in the wrong bucket")
+                }
+                Fault::Unreadable { ino, why } => format!("inode {ino} unreadable: {why}"),
+                Fault::DirSize {
+                    dir,
+                    recorded,
+                    actual,
+                } => format!("directory {dir}: size record {recorded:?}, entries say {actual:?}"),
+                Fault::Orphan { object, why } => {
+                    format!("object {:#x} is an orphan: {why}", object.0)
+                }
+                Fault::Memory(m) => m.clone(),
+            })
+            .collect()
+    }
+}
+
+impl<F: Flash> Ofs<F> {
+    /// Walks the tree from the root and then the partition's objects. `repairing`: the
+    /// in-memory state is about to be rebuilt, so it is not checked.
+    pub(crate) fn walk(&mut self, repairing: bool) -> Result<Walk, FsError> {
+        let root = self.inode_record(ROOT)?;
+        if root.kind != FileKind::Dir {
+            return Err(FsError::Corrupted("the root is not a directory".into()));
+        }
+        let mut w = Walk {
+            faults: Vec::new(),
+            rewrite: BTreeMap::new(),
+            sizes: Vec::new(),
+            max_ino: ROOT,
+        };
+        let mut reached: FxHashMap<Ino, FileKind> = FxHashMap::default();
+        reached.insert(ROOT, FileKind::Dir);
+        let mut queue = vec![ROOT];
+        while let Some(dir) = queue.pop() {
+            let entries = match self.all_bucket_entries(dir) {
+                Ok(e) => e,
+                Err(e @ FsError::Corrupted(_)) => {
+                    w.faults.push(Fault::Unreadable {
+                        ino: dir,
+                        why: e.to_string(),
+                    });
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            self.walk_dir(dir, entries, &mut w, &mut reached, &mut queue)?;
+        }
+        self.walk_objects(&reached, &mut w)?;
+        for (&ino, &k) in &self.kinds {
+            if reached.get(&ino) != Some(&k) {
+                w.faults.push(Fault::Memory(format!(
+                    "inode table says inode {ino} is a {k:?}; the tree says {:?}",
+                    reached.get(&ino)
+                )));
+            }
+        }
+        if !repairing && self.next_ino <= w.max_ino {
+            w.faults.push(Fault::Memory(format!(
+                "next inode {} is not above inode {} in use",
+                self.next_ino, w.max_ino
+            )));
+        }
+        Ok(w)
+    }
+
+    /// Every bucket entry of `dir` with its bucket number and whether the bucket is the one its
+    /// hash addresses; names not resolved.
+    fn all_bucket_entries(&mut self, dir: Ino) -> Result<Vec<(bool, Entry)>, FsError> {
+        let shape = self.dir_shape(dir)?;
+        let mut out = Vec::new();
+        for b in 0..shape.0 {
+            for e in self.read_bucket(dir, b, shape)?.entries {
+                out.push((bucket_of(e.hash, shape.0) == b, e));
+            }
+        }
+        // Entries in their right buckets first: of two copies, the misplaced one is the extra.
+        out.sort_by_key(|(placed, _)| !placed);
+        Ok(out)
+    }
+
+    fn walk_dir(
+        &mut self,
+        dir: Ino,
+        entries: Vec<(bool, Entry)>,
+        w: &mut Walk,
+        reached: &mut FxHashMap<Ino, FileKind>,
+        queue: &mut Vec<Ino>,
+    ) -> Result<(), FsError> {
+        let mut keep = Vec::new();
+        let mut names = FxHashSet::default();
+        let mut dirty = false;
+        let mut actual = DirSize::default();
+        for (placed, mut e) in entries {
+            let verdict = if reached.contains_key(&e.ino) {
+                Verdict::Bad("inode reached twice".into())
+            } else {
+                self.entry_target(dir, &mut e)?
+            };
+            let verdict = match verdict {
+                Verdict::Good if !names.insert(e.name.clone()) => {
+                    Verdict::Bad(format!("name {:?} twice", e.name))
+                }
+                v => v,
+            };
+            match verdict {
+                Verdict::Good => {}
+                Verdict::Bad(why) => {
+                    w.faults.push(Fault::BadEntry {
+                        dir,
+                        ino: e.ino,
+                        why,
+                    });
+                    dirty = true;
+                    continue;
+                }
+                Verdict::Damaged(why) => {
+                    // Kept as it is, and what it reaches kept too: damage is for a person to
+                    // look at, not for repair to guess about.
+                    w.faults.push(Fault::Unreadable { ino: e.ino, why });
+                }
+            }
+            if !placed {
+                w.faults.push(Fault::Misplaced { dir, ino: e.ino });
+                dirty = true;
+            }
+            reached.insert(e.ino, e.kind);
+            if e.kind == FileKind::Dir {
+                queue.push(e.ino);
+            }
+            actual.entries += 1;
+            actual.bytes += logical_entry_bytes(&e.name);
+            keep.push(e);
+        }
+        let recorded = self.dir_size(dir).ok();
+        if recorded != Some(actual) {
+            w.faults.push(Fault::DirSize {
+                dir,
+                recorded,
+                actual,
+            });
+        }
+        w.sizes.push((dir, actual));
+        if dirty {
+            w.rewrite.insert(dir, keep);
+        }
+        Ok(())
+    }
+
+    /// Checks what entry `e` of `dir` points to, filling in its name from its entry object
+    /// with `dirent_objects`. Errors other than missing or damaged objects end the walk.
+    fn entry_target(&mut self, dir: Ino, e: &mut Entry) -> Result<Verdict, FsError> {
+        let judge = |r: Result<(), FsError>| -> Result<Verdict, FsError> {
+            match r {
+                Ok(()) => Ok(Verdict::Good),
+                Err(FsError::NotFound(w)) => Ok(Verdict::Bad(format!("{w} not found"))),
+                Err(FsError::Corrupted(w)) => Ok(Verdict::Damaged(w)),
+                Err(err) => Err(err),
+            }
+        };
+        if let v @ (Verdict::Bad(_) | Verdict::Damaged(_)) =
+            judge(self.length(data_oid(e.ino)).map(|_| ()))?
+        {
+            return Ok(v);
+        }
+        let rec = match self.inode_record(e.ino) {
+            Ok(r) => r,
+            Err(err) => return judge(Err(err)),
+        };
+        if rec.kind != e.kind {
+            return Ok(Verdict::Bad(format!(
+                "entry says {:?}, inode says {:?}",
+                e.kind, rec.kind
+            )));
+        }
+        if rec.parent != dir {
+            return Ok(Verdict::Bad(format!("inode's parent is {}", rec.parent)));
+        }
+        if self.sb.dirent_objects {
+            let d = match self.dirent(e.ino) {
+                Ok(d) => d,
+                Err(err) => return judge(Err(err)),
+            };
+            if d.parent != dir || d.kind != e.kind || crate::dir::name_hash(&d.name) != e.hash {
+                return Ok(Verdict::Bad(format!(
+                    "entry object {d:?} disagrees with the bucket entry"
+                )));
+            }
+            e.name = d.name;
+        }
+        Ok(Verdict::Good)
+    }
+
+    /// Every object of the partition must belong to a reached inode.
+    fn walk_objects(
+        &mut self,
+        reached: &FxHashMap<Ino, FileKind>,
+        w: &mut Walk,
+    ) -> Result<(), FsError> {
+        let mut token = 0;
+        loop {
+            let (ids, next) = self.store.list(PARTITION, token, 1024).map_err(osd_err)?;
+            for id in ids {
+                let why = match role(id) {
+                    ObjectRole::Data(i) => {
+                        w.max_ino = w.max_ino.max(i);
+                        (!reached.contains_key(&i)).then_some("no entry reaches its inode")
+                    }
+                    ObjectRole::Inode(i) if self.sb.inode_objects => {
+                        (!reached.contains_key(&i)).then_some("inode object of no inode")
+                    }
+                    ObjectRole::Dirent(i) if self.sb.dirent_objects => (!reached.contains_key(&i)
+                        || i == ROOT)
+                        .then_some("entry object of no entry"),
+                    _ => Some("not an object this layout makes"),
+                };
+                if let Some(why) = why {
+                    w.faults.push(Fault::Orphan { object: id, why });
+                }
+            }
+            match next {
+                Some(t) => token = t,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Mount-time repair after an unclean end: fixes what the walk found, flushes, and returns
+    /// the next inode number (above every inode number in use or found).
+    pub(crate) fn repair(&mut self) -> Result<Ino, FsError> {
+        self.kinds.clear();
+        let w = self.walk(true)?;
+        for (dir, keep) in &w.rewrite {
+            self.rewrite_dir(*dir, keep)?;
+        }
+        let unreadable = w
+            .faults
+            .iter()
+            .any(|f| matches!(f, Fault::Unreadable { .. }));
+        for f in w.faults.iter().filter(|_| !unreadable) {
+            if let Fault::Orphan { object, .. } = f {
+                self.remove_object(osd::Oid {
+                    partition: PARTITION,
+                    object: *object,
+                })?;
+            }
+        }
+        for &(dir, actual) in &w.sizes {
+            if self.dir_size(dir).ok() != Some(actual) {
+                self.set_dir_size(dir, actual)?;
+            }
+        }
+        self.kinds.clear();
+        self.counters.repair_fixes += w
+            .faults
+            .iter()
+            .filter(|f| !matches!(f, Fault::Unreadable { .. } | Fault::Memory(_)))
+            .filter(|f| !unreadable || !matches!(f, Fault::Orphan { .. }))
+            .count() as u64;
+        self.flush(osd::FlushScope::Device)?;
+        Ok(w.max_ino + 1)
+    }
+
+    /// Rewrites every bucket of `dir` to hold exactly `keep`, each entry where its hash says.
+    fn rewrite_dir(&mut self, dir: Ino, keep: &[Entry]) -> Result<(), FsError> {
+        let shape = self.dir_shape(dir)?;
+        let mut buckets = vec![Bucket::default(); shape.0 as usize];
+        for e in keep {
+            let mut e = e.clone();
+            if self.sb.dirent_objects {
+                e.name.clear();
+            }
+            buckets[bucket_of(e.hash, shape.0) as usize].entries.push(e);
+        }
+        if buckets.iter().any(|b| b.encoded_len() as u64 > self.block) {
+            return Err(FsError::Corrupted(format!(
+                "directory {dir}: its entries do not fit its buckets"
+            )));
+        }
+        for (b, bucket) in buckets.iter().enumerate() {
+            self.write_bucket(dir, b as u64, shape, bucket)?;
+        }
+        Ok(())
+    }
+}

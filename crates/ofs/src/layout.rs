@@ -1,0 +1,336 @@
+//! Where OFS keeps things in the object store: object ids, the user attributes it sets, and the
+//! small records (inode, directory size, superblock, directory entry object) with their
+//! encodings. Every record carries a CRC: bytes read back from the store are untrusted, and a
+//! damaged record is [`FsError::Corrupted`], never a panic.
+
+use osd::id::FIRST_USER_ID;
+use osd::{Attr, ObjectId, Oid, PartitionId};
+use vfs::{FileKind, FsError, Ino};
+
+/// The one partition OFS formats and lives in.
+pub const PARTITION: PartitionId = PartitionId(FIRST_USER_ID);
+
+/// The data object of inode `ino` is `ino + OBJECT_OFFSET` (seed 000 V-B, as in EXOFS).
+pub const OBJECT_OFFSET: u64 = FIRST_USER_ID;
+/// Inode numbers stay below this, so the ranges below never meet the data objects.
+pub const INO_LIMIT: u64 = 1 << 48;
+/// The inode object of `ino` (option `inode_objects`, seed 001 IV) is `INODE_OBJECT_BASE + ino`.
+pub const INODE_OBJECT_BASE: u64 = 1 << 49;
+/// The directory entry object of `ino` (option `dirent_objects`, seed 001 III-A) is
+/// `DIRENT_OBJECT_BASE + ino`: a file has exactly one name, so its entry can be named after it.
+pub const DIRENT_OBJECT_BASE: u64 = 2 << 49;
+
+/// The inode record of a file, on its data object (unless `inode_objects`).
+pub const ATTR_INODE: Attr = Attr::User(0x1000);
+/// A directory's entry count and entry bytes, on its data object.
+pub const ATTR_DIR_SIZE: Attr = Attr::User(0x1001);
+/// The superblock, on the root directory's data object.
+pub const ATTR_SUPER: Attr = Attr::User(0x1002);
+
+/// Which of OFS's objects an object id is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectRole {
+    Data(Ino),
+    Inode(Ino),
+    Dirent(Ino),
+    Unknown,
+}
+
+pub fn data_oid(ino: Ino) -> Oid {
+    oid(OBJECT_OFFSET + ino)
+}
+
+pub fn inode_oid(ino: Ino) -> Oid {
+    oid(INODE_OBJECT_BASE + ino)
+}
+
+pub fn dirent_oid(ino: Ino) -> Oid {
+    oid(DIRENT_OBJECT_BASE + ino)
+}
+
+fn oid(object: u64) -> Oid {
+    Oid {
+        partition: PARTITION,
+        object: ObjectId(object),
+    }
+}
+
+/// What an object id of the partition stands for.
+pub fn role(object: ObjectId) -> ObjectRole {
+    let id = object.0;
+    let ino_of = |base: u64| {
+        id.checked_sub(base)
+            .filter(|&i| i > 0 && i < INO_LIMIT)
+            .map(|i| i as Ino)
+    };
+    if let Some(i) = ino_of(DIRENT_OBJECT_BASE) {
+        ObjectRole::Dirent(i)
+    } else if let Some(i) = ino_of(INODE_OBJECT_BASE) {
+        ObjectRole::Inode(i)
+    } else if let Some(i) = ino_of(OBJECT_OFFSET) {
+        ObjectRole::Data(i)
+    } else {
+        ObjectRole::Unknown
+    }
+}
+
+/// Whether `ino` can name an inode at all (callers hand arbitrary numbers in).
+pub fn valid_ino(ino: Ino) -> bool {
+    ino > 0 && ino < INO_LIMIT
+}
+
+fn corrupted(what: &str, ino: Ino, why: &str) -> FsError {
+    FsError::Corrupted(format!("{what} of inode {ino}: {why}"))
+}
+
+fn with_crc(mut v: Vec<u8>) -> Vec<u8> {
+    let c = crc32c::crc32c(&v);
+    v.extend_from_slice(&c.to_le_bytes());
+    v
+}
+
+/// The body of a record whose last four bytes are its CRC, if they match.
+fn check_crc(b: &[u8]) -> Option<&[u8]> {
+    let (body, crc) = b.split_at(b.len().checked_sub(4)?);
+    (crc32c::crc32c(body).to_le_bytes() == crc).then_some(body)
+}
+
+pub fn kind_code(k: FileKind) -> u8 {
+    match k {
+        FileKind::File => 1,
+        FileKind::Dir => 2,
+    }
+}
+
+pub fn kind_from_code(c: u8) -> Option<FileKind> {
+    match c {
+        1 => Some(FileKind::File),
+        2 => Some(FileKind::Dir),
+        _ => None,
+    }
+}
+
+const INODE_MAGIC: &[u8; 4] = b"OFSI";
+pub const INODE_RECORD_BYTES: usize = 20;
+
+/// What OFS keeps per inode besides what the object store keeps anyway (length, times): the
+/// kind and the link (the parent directory; OFS has no hard links, so one link per inode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InodeRecord {
+    pub kind: FileKind,
+    pub parent: Ino,
+}
+
+impl InodeRecord {
+    /// magic, version, kind, two reserved bytes, parent, CRC.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(INODE_RECORD_BYTES);
+        v.extend_from_slice(INODE_MAGIC);
+        v.extend_from_slice(&[1, kind_code(self.kind), 0, 0]);
+        v.extend_from_slice(&self.parent.to_le_bytes());
+        with_crc(v)
+    }
+
+    pub fn decode(b: &[u8], ino: Ino) -> Result<InodeRecord, FsError> {
+        let bad = |why: &str| corrupted("inode record", ino, why);
+        if b.len() != INODE_RECORD_BYTES {
+            return Err(bad(&format!("{} bytes", b.len())));
+        }
+        let body = check_crc(b).ok_or_else(|| bad("checksum mismatch"))?;
+        if &body[..4] != INODE_MAGIC || body[4] != 1 {
+            return Err(bad("bad magic or version"));
+        }
+        let kind = kind_from_code(body[5]).ok_or_else(|| bad("bad kind"))?;
+        let parent = u64::from_le_bytes(body[8..16].try_into().unwrap());
+        Ok(InodeRecord { kind, parent })
+    }
+}
+
+/// A directory's entry count and the bytes its entries occupy (what `stat` reports as a
+/// directory's size), kept beside the entries so `rmdir` and `stat` need not read them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirSize {
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+impl DirSize {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(20);
+        v.extend_from_slice(&self.entries.to_le_bytes());
+        v.extend_from_slice(&self.bytes.to_le_bytes());
+        with_crc(v)
+    }
+
+    pub fn decode(b: &[u8], ino: Ino) -> Result<DirSize, FsError> {
+        let body = (b.len() == 20)
+            .then(|| check_crc(b))
+            .flatten()
+            .ok_or_else(|| corrupted("directory size", ino, "bad record"))?;
+        Ok(DirSize {
+            entries: u64::from_le_bytes(body[..8].try_into().unwrap()),
+            bytes: u64::from_le_bytes(body[8..16].try_into().unwrap()),
+        })
+    }
+}
+
+const SUPER_MAGIC: &[u8; 4] = b"OFSB";
+const SUPER_VERSION: u16 = 1;
+const FLAG_INODE_OBJECTS: u16 = 1;
+const FLAG_EMBED_INODES: u16 = 2;
+const FLAG_DIRENT_OBJECTS: u16 = 4;
+const FLAG_CLEAN: u16 = 8;
+
+/// The superblock: the layout OFS was formatted with, whether it was unmounted cleanly, and the
+/// next inode number (valid only when clean; otherwise mount recomputes it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    pub inode_objects: bool,
+    pub embed_inodes: bool,
+    pub dirent_objects: bool,
+    pub dir_block_bytes: u32,
+    pub clean: bool,
+    pub next_ino: Ino,
+}
+
+impl Superblock {
+    /// magic, version, flags, directory block bytes, next inode, CRC.
+    pub fn encode(&self) -> Vec<u8> {
+        let flags = [
+            (self.inode_objects, FLAG_INODE_OBJECTS),
+            (self.embed_inodes, FLAG_EMBED_INODES),
+            (self.dirent_objects, FLAG_DIRENT_OBJECTS),
+            (self.clean, FLAG_CLEAN),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .fold(0u16, |f, (_, b)| f | b);
+        let mut v = Vec::with_capacity(24);
+        v.extend_from_slice(SUPER_MAGIC);
+        v.extend_from_slice(&SUPER_VERSION.to_le_bytes());
+        v.extend_from_slice(&flags.to_le_bytes());
+        v.extend_from_slice(&self.dir_block_bytes.to_le_bytes());
+        v.extend_from_slice(&self.next_ino.to_le_bytes());
+        with_crc(v)
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Superblock, FsError> {
+        let bad = |why: String| FsError::Corrupted(format!("superblock: {why}"));
+        let body = (b.len() == 24)
+            .then(|| check_crc(b))
+            .flatten()
+            .ok_or_else(|| bad("bad record".into()))?;
+        if &body[..4] != SUPER_MAGIC {
+            return Err(bad("not an OFS superblock".into()));
+        }
+        let version = u16::from_le_bytes([body[4], body[5]]);
+        if version != SUPER_VERSION {
+            return Err(bad(format!(
+                "version {version}; this OFS reads version {SUPER_VERSION}"
+            )));
+        }
+        let flags = u16::from_le_bytes([body[6], body[7]]);
+        Ok(Superblock {
+            inode_objects: flags & FLAG_INODE_OBJECTS != 0,
+            embed_inodes: flags & FLAG_EMBED_INODES != 0,
+            dirent_objects: flags & FLAG_DIRENT_OBJECTS != 0,
+            clean: flags & FLAG_CLEAN != 0,
+            dir_block_bytes: u32::from_le_bytes(body[8..12].try_into().unwrap()),
+            next_ino: u64::from_le_bytes(body[12..20].try_into().unwrap()),
+        })
+    }
+}
+
+/// A directory entry kept as an object of its own (option `dirent_objects`): the name and the
+/// directory it is in. The directory's hashed buckets then hold only (hash, inode, kind).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirentRecord {
+    pub parent: Ino,
+    pub kind: FileKind,
+    pub name: String,
+}
+
+impl DirentRecord {
+    /// parent, kind, name length, name, CRC.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(14 + self.name.len());
+        v.extend_from_slice(&self.parent.to_le_bytes());
+        v.push(kind_code(self.kind));
+        v.push(self.name.len() as u8);
+        v.extend_from_slice(self.name.as_bytes());
+        with_crc(v)
+    }
+
+    pub fn decode(b: &[u8], ino: Ino) -> Result<DirentRecord, FsError> {
+        let bad = |why: &str| corrupted("directory entry object", ino, why);
+        let body = check_crc(b).ok_or_else(|| bad("checksum mismatch"))?;
+        if body.len() < 10 || body.len() != 10 + body[9] as usize {
+            return Err(bad("bad length"));
+        }
+        let name = std::str::from_utf8(&body[10..])
+            .map_err(|_| bad("name is not UTF-8"))?
+            .to_string();
+        vfs::oracle::check_name(&name).map_err(|_| bad("bad name"))?;
+        Ok(DirentRecord {
+            parent: u64::from_le_bytes(body[..8].try_into().unwrap()),
+            kind: kind_from_code(body[8]).ok_or_else(|| bad("bad kind"))?,
+            name,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_refuse_damage() {
+        let i = InodeRecord {
+            kind: FileKind::Dir,
+            parent: 7,
+        };
+        let mut b = i.encode();
+        assert_eq!(b.len(), INODE_RECORD_BYTES);
+        assert_eq!(InodeRecord::decode(&b, 3).unwrap(), i);
+        b[9] ^= 1;
+        assert!(matches!(
+            InodeRecord::decode(&b, 3),
+            Err(FsError::Corrupted(_))
+        ));
+        let s = Superblock {
+            inode_objects: true,
+            embed_inodes: false,
+            dirent_objects: true,
+            dir_block_bytes: 2048,
+            clean: true,
+            next_ino: 99,
+        };
+        assert_eq!(Superblock::decode(&s.encode()).unwrap(), s);
+        let d = DirentRecord {
+            parent: 1,
+            kind: FileKind::File,
+            name: "hello".into(),
+        };
+        assert_eq!(DirentRecord::decode(&d.encode(), 5).unwrap(), d);
+        assert!(DirentRecord::decode(&[1, 2, 3], 5).is_err());
+        let z = DirSize {
+            entries: 3,
+            bytes: 60,
+        };
+        assert_eq!(DirSize::decode(&z.encode(), 1).unwrap(), z);
+    }
+
+    #[test]
+    fn object_roles_do_not_overlap() {
+        assert_eq!(data_oid(vfs::ROOT).object.0, 0x10001);
+        assert_eq!(role(data_oid(5).object), ObjectRole::Data(5));
+        assert_eq!(role(inode_oid(5).object), ObjectRole::Inode(5));
+        assert_eq!(role(dirent_oid(5).object), ObjectRole::Dirent(5));
+        assert_eq!(
+            role(data_oid(INO_LIMIT - 1).object),
+            ObjectRole::Data(INO_LIMIT - 1)
+        );
+        assert_eq!(role(ObjectId(OBJECT_OFFSET)), ObjectRole::Unknown);
+        assert!(!valid_ino(0) && !valid_ino(INO_LIMIT));
+    }
+}

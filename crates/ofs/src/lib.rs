@@ -1,0 +1,26 @@
+//! OFS, the object file system (seed 000 V-B, seed 001 III-A and IV): files and directories as
+//! objects on the object store, behind the [`vfs::FileSystem`] interface the lab drives.
+//!
+//! - Each inode is one data object, id = inode number + 0x10000 (as EXOFS and seed 000 do), in
+//!   one partition made at format. The root directory is inode [`vfs::ROOT`].
+//! - A file's bytes are its object's bytes; its size and modification time are the object's
+//!   logical length and modified time, kept by the store in the onode. Its kind and link (the
+//!   parent directory) are an inode record in a user attribute, or, with `inode_objects`, in a
+//!   small inode object of its own that the store embeds in its onode (seed 001 V-D).
+//! - A directory's object is a linear-hashing table of name -> inode entries ([`dir`]), so a
+//!   lookup reads one bucket however large the directory; with `dirent_objects` the names are
+//!   in one small object per entry.
+//! - fsync and fdatasync are an object FLUSH, sync a device FLUSH. A superblock attribute on
+//!   the root records the layout and a clean flag: a mount after an unclean end repairs the
+//!   tree (see [`check`]).
+//!
+//! See docs/OFS.md for the layout, the formats and what is not built.
+
+pub mod check;
+pub mod config;
+pub mod dir;
+pub mod fs;
+pub mod layout;
+
+pub use config::OfsConfig;
+pub use fs::{Ofs, OfsCounters};

@@ -1,0 +1,394 @@
+//! Model-based test of OFS against the in-memory oracle (`vfs::oracle::MemFs`): every file
+//! system operation, clean remounts (unmount, close and reopen of the store), `check` and idle
+//! time, under every layout option and placement policy, with small directory buckets so that
+//! directories split. Every result is compared: values, error kinds, byte contents, directory
+//! listings, sizes.
+
+mod common;
+
+use std::mem::discriminant;
+
+use ofs::OfsConfig;
+use osd::Placement;
+use proptest::prelude::*;
+use rustc_hash::FxHashMap;
+use vfs::oracle::MemFs;
+use vfs::{FileData, FileKind, FileSystem, FsError, Ino, ReadInto, ROOT};
+
+const NAMES: &[&str] = &[
+    "a", "b", "c", "d", "e", "f", "g", "h", "postmark.0001", "video.mkv", "répertoire",
+    // A long name, so that few fit in a small bucket.
+    "a_long_name_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    // Names no directory may hold.
+    "", ".", "x/y",
+];
+const SPAN: u64 = 40_000;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Create(usize, usize),
+    Mkdir(usize, usize),
+    Unlink(usize, usize),
+    Rmdir(usize, usize),
+    Lookup(usize, usize),
+    Readdir(usize),
+    Write {
+        node: usize,
+        offset: u64,
+        len: u64,
+    },
+    Read {
+        node: usize,
+        offset: u64,
+        len: u64,
+    },
+    Truncate {
+        node: usize,
+        size: u64,
+    },
+    Stat(usize),
+    Fsync(usize, bool),
+    Sync,
+    Remount,
+    Check,
+    Idle,
+    /// Many files in one directory, so that its buckets split.
+    Burst {
+        node: usize,
+        count: usize,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let n = || 0usize..256;
+    let name = || 0usize..NAMES.len() + 40;
+    prop_oneof![
+        6 => (n(), name()).prop_map(|(d, m)| Op::Create(d, m)),
+        3 => (n(), name()).prop_map(|(d, m)| Op::Mkdir(d, m)),
+        3 => (n(), name()).prop_map(|(d, m)| Op::Unlink(d, m)),
+        2 => (n(), name()).prop_map(|(d, m)| Op::Rmdir(d, m)),
+        3 => (n(), name()).prop_map(|(d, m)| Op::Lookup(d, m)),
+        2 => n().prop_map(Op::Readdir),
+        8 => (n(), 0..SPAN, 0u64..12_000).prop_map(|(node, offset, len)| Op::Write { node, offset, len }),
+        3 => (n(), 0u64..200, 1u64..100).prop_map(|(node, offset, len)| Op::Write { node, offset, len }),
+        5 => (n(), 0..SPAN, 1u64..16_000).prop_map(|(node, offset, len)| Op::Read { node, offset, len }),
+        2 => (n(), 0..SPAN).prop_map(|(node, size)| Op::Truncate { node, size }),
+        2 => n().prop_map(Op::Stat),
+        1 => (n(), any::<bool>()).prop_map(|(a, b)| Op::Fsync(a, b)),
+        1 => Just(Op::Sync),
+        1 => Just(Op::Remount),
+        1 => Just(Op::Check),
+        1 => Just(Op::Idle),
+        1 => (n(), 10usize..60).prop_map(|(node, count)| Op::Burst { node, count }),
+    ]
+}
+
+/// Names past the fixed list: `n000`, `n001`, ...
+fn name(i: usize) -> String {
+    NAMES
+        .get(i)
+        .map_or_else(|| format!("n{:03}", i - NAMES.len()), |s| s.to_string())
+}
+
+struct Rig {
+    fs: Option<ofs::Ofs<flash::fault::Faulty<flash::Nand>>>,
+    cfg: osd::OsdConfig,
+    oracle: MemFs,
+    /// Every inode ever made, as (oracle's number, OFS's number); removed ones stay, so
+    /// operations on stale numbers are tried too.
+    nodes: Vec<(Ino, Ino)>,
+    to_ofs: FxHashMap<Ino, Ino>,
+    stamp: u8,
+}
+
+fn same_err<T: std::fmt::Debug, U: std::fmt::Debug>(
+    what: &str,
+    want: &Result<T, FsError>,
+    got: &Result<U, FsError>,
+) -> Result<(), TestCaseError> {
+    let ok = match (want, got) {
+        (Ok(_), Ok(_)) => true,
+        (Err(a), Err(b)) => discriminant(a) == discriminant(b),
+        _ => false,
+    };
+    prop_assert!(ok, "{}: oracle {:?}, OFS {:?}", what, want, got);
+    Ok(())
+}
+
+impl Rig {
+    fn fs(&mut self) -> &mut ofs::Ofs<flash::fault::Faulty<flash::Nand>> {
+        self.fs.as_mut().unwrap()
+    }
+
+    /// Mostly a live inode of the kind an operation wants; one time in eight any inode ever
+    /// made (maybe removed, maybe of the other kind), so the errors are exercised too.
+    fn pick(&mut self, i: usize, kind: FileKind) -> (Ino, Ino) {
+        if !i.is_multiple_of(8) {
+            let live: Vec<(Ino, Ino)> = self
+                .nodes
+                .iter()
+                .copied()
+                .filter(|&(o, _)| self.oracle.stat(o).is_ok_and(|s| s.kind == kind))
+                .collect();
+            if !live.is_empty() {
+                return live[i / 8 % live.len()];
+            }
+        }
+        self.nodes[i % self.nodes.len()]
+    }
+
+    /// Mostly the name of an entry `dir` holds, else one from the pool.
+    fn entry_name(&mut self, dir: Ino, m: usize) -> String {
+        if !m.is_multiple_of(4) {
+            if let Ok(entries) = self.oracle.readdir(dir) {
+                if !entries.is_empty() {
+                    return entries[m / 4 % entries.len()].0.clone();
+                }
+            }
+        }
+        name(m)
+    }
+
+    fn dir(&mut self, i: usize) -> (Ino, Ino) {
+        self.pick(i, FileKind::Dir)
+    }
+
+    fn node(&mut self, i: usize) -> (Ino, Ino) {
+        self.pick(i, FileKind::File)
+    }
+
+    fn bytes(&mut self, len: u64) -> Vec<u8> {
+        self.stamp = self.stamp.wrapping_add(1).max(1);
+        let s = self.stamp;
+        (0..len).map(|i| s ^ (i as u8).wrapping_mul(29)).collect()
+    }
+
+    fn make(&mut self, op: &Op, d: usize, m: usize, dir: bool) -> Result<(), TestCaseError> {
+        let (od, fd) = self.dir(d);
+        let n = name(m);
+        let (want, got) = if dir {
+            (self.oracle.mkdir(od, &n), self.fs().mkdir(fd, &n))
+        } else {
+            (self.oracle.create(od, &n), self.fs().create(fd, &n))
+        };
+        same_err(&format!("{op:?}"), &want, &got)?;
+        if let (Ok(o), Ok(f)) = (want, got) {
+            self.nodes.push((o, f));
+            self.to_ofs.insert(o, f);
+        }
+        Ok(())
+    }
+
+    fn expected_dir_bytes(&mut self, dir: Ino) -> u64 {
+        self.oracle
+            .readdir(dir)
+            .unwrap()
+            .iter()
+            .map(|(n, _)| ofs::dir::logical_entry_bytes(n))
+            .sum()
+    }
+
+    fn run(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        let what = format!("{op:?}");
+        match *op {
+            Op::Create(d, m) => self.make(op, d, m, false)?,
+            Op::Mkdir(d, m) => self.make(op, d, m, true)?,
+            Op::Unlink(d, m) | Op::Rmdir(d, m) => {
+                let (od, fd) = self.dir(d);
+                let n = self.entry_name(od, m);
+                let (want, got) = if matches!(op, Op::Unlink(..)) {
+                    (self.oracle.unlink(od, &n), self.fs().unlink(fd, &n))
+                } else {
+                    (self.oracle.rmdir(od, &n), self.fs().rmdir(fd, &n))
+                };
+                same_err(&what, &want, &got)?;
+            }
+            Op::Lookup(d, m) => {
+                let (od, fd) = self.dir(d);
+                let n = self.entry_name(od, m);
+                let want = self.oracle.lookup(od, &n);
+                let got = self.fs().lookup(fd, &n);
+                same_err(&what, &want, &got)?;
+                if let (Ok(w), Ok(g)) = (want, got) {
+                    prop_assert_eq!(w.map(|o| self.to_ofs[&o]), g, "{}", what);
+                }
+            }
+            Op::Readdir(d) => {
+                let (od, fd) = self.dir(d);
+                let want = self.oracle.readdir(od);
+                let got = self.fs().readdir(fd);
+                same_err(&what, &want, &got)?;
+                if let (Ok(w), Ok(g)) = (want, got) {
+                    let w: Vec<(String, Ino)> =
+                        w.into_iter().map(|(n, o)| (n, self.to_ofs[&o])).collect();
+                    prop_assert_eq!(w, g, "{}", what);
+                }
+            }
+            Op::Write { node, offset, len } => {
+                let (o, f) = self.node(node);
+                let data = self.bytes(len);
+                let want = self.oracle.write(o, offset, len, FileData::Bytes(&data));
+                let got = self.fs().write(f, offset, len, FileData::Bytes(&data));
+                same_err(&what, &want, &got)?;
+            }
+            Op::Read { node, offset, len } => {
+                let (o, f) = self.node(node);
+                let mut a = vec![0u8; len as usize];
+                let mut b = vec![0u8; len as usize];
+                let want = self.oracle.read(o, offset, ReadInto::Bytes(&mut a));
+                let got = self.fs().read(f, offset, ReadInto::Bytes(&mut b));
+                same_err(&what, &want, &got)?;
+                if let (Ok(w), Ok(g)) = (&want, &got) {
+                    prop_assert_eq!(w, g, "{}: length", what);
+                    let n = *w as usize;
+                    if let Some(i) = (0..n).find(|&i| a[i] != b[i]) {
+                        return Err(TestCaseError::fail(format!(
+                            "{what}: byte {} is {}, expected {}",
+                            offset as usize + i,
+                            b[i],
+                            a[i]
+                        )));
+                    }
+                    // Fingerprint-mode reads count the same bytes.
+                    let d = self.fs().read(f, offset, ReadInto::Discard(len));
+                    prop_assert_eq!(d, Ok(*w), "{}: discard read", what);
+                }
+            }
+            Op::Truncate { node, size } => {
+                let (o, f) = self.node(node);
+                let want = self.oracle.truncate(o, size);
+                let got = self.fs().truncate(f, size);
+                same_err(&what, &want, &got)?;
+            }
+            Op::Stat(node) => {
+                let (o, f) = if node % 2 == 0 {
+                    self.node(node / 2)
+                } else {
+                    self.dir(node / 2)
+                };
+                let want = self.oracle.stat(o);
+                let got = self.fs().stat(f);
+                same_err(&what, &want, &got)?;
+                if let (Ok(w), Ok(g)) = (want, got) {
+                    prop_assert_eq!(w.kind, g.kind, "{}", what);
+                    prop_assert_eq!(g.ino, f);
+                    let size = match w.kind {
+                        FileKind::File => w.size,
+                        FileKind::Dir => self.expected_dir_bytes(o),
+                    };
+                    prop_assert_eq!(size, g.size, "{}: size", what);
+                }
+            }
+            Op::Fsync(node, data_only) => {
+                let (o, f) = self.node(node);
+                let want = self.oracle.fsync(o, data_only);
+                let got = self.fs().fsync(f, data_only);
+                same_err(&what, &want, &got)?;
+            }
+            Op::Sync => self
+                .fs()
+                .sync()
+                .map_err(|e| TestCaseError::fail(e.to_string()))?,
+            Op::Remount => {
+                let fs = self.fs.take().unwrap();
+                self.fs = Some(common::remount(fs, self.cfg));
+            }
+            Op::Check => {
+                let p = self
+                    .fs()
+                    .check()
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert!(p.is_empty(), "check: {:?}", p);
+            }
+            Op::Idle => {
+                let t = self.fs().now();
+                self.fs()
+                    .background(t, t + 20_000_000)
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            }
+            Op::Burst { node, count } => {
+                let (od, fd) = self.dir(node);
+                for i in 0..count {
+                    let n = name(NAMES.len() + i);
+                    let want = self.oracle.create(od, &n);
+                    let got = self.fs().create(fd, &n);
+                    same_err(&format!("{what} #{i}"), &want, &got)?;
+                    if let (Ok(o), Ok(f)) = (want, got) {
+                        self.nodes.push((o, f));
+                        self.to_ofs.insert(o, f);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn placement() -> impl Strategy<Value = Placement> {
+    prop_oneof![
+        Just(Placement::One),
+        Just(Placement::Ossd),
+        Just(Placement::Split),
+        Just(Placement::SplitAtime),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn ofs_matches_the_oracle(
+        placement in placement(),
+        inode_objects in any::<bool>(),
+        embed_inodes in any::<bool>(),
+        dirent_objects in any::<bool>(),
+        small_buckets in any::<bool>(),
+        ops in prop::collection::vec(op(), 1..400),
+    ) {
+        let config = OfsConfig {
+            inode_objects,
+            embed_inodes,
+            dirent_objects,
+            dir_block_bytes: if small_buckets { 512 } else { 0 },
+        };
+        let (fs, cfg) = common::fresh(placement, 64, config);
+        let mut rig = Rig {
+            fs: Some(fs),
+            cfg,
+            oracle: MemFs::default(),
+            nodes: vec![(ROOT, ROOT)],
+            to_ofs: [(ROOT, ROOT)].into_iter().collect(),
+            stamp: 0,
+        };
+        for op in &ops {
+            rig.run(op)?;
+        }
+        let p = rig.fs().check().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert!(p.is_empty(), "final check: {:?}", p);
+        if std::env::var("OFS_DEBUG").is_ok() { eprintln!("{} ops, {} nodes, {:?}", ops.len(), rig.nodes.len(), rig.fs().ofs_counters()); }
+        // The whole tree survives a remount.
+        let fs = rig.fs.take().unwrap();
+        rig.fs = Some(common::remount(fs, rig.cfg));
+        for i in 0..rig.nodes.len() {
+            let (o, f) = rig.nodes[i];
+            let want = rig.oracle.stat(o);
+            let got = rig.fs().stat(f);
+            same_err("stat after remount", &want, &got)?;
+            match want.map(|s| s.kind) {
+                Ok(FileKind::Dir) => {
+                    let w: Vec<(String, Ino)> = rig.oracle.readdir(o).unwrap().into_iter().map(|(n, o)| (n, rig.to_ofs[&o])).collect();
+                    prop_assert_eq!(Ok(w), rig.fs().readdir(f));
+                }
+                Ok(FileKind::File) => {
+                    let mut a = vec![0u8; (SPAN + 16_000) as usize];
+                    let mut b = a.clone();
+                    let n = rig.oracle.read(o, 0, ReadInto::Bytes(&mut a)).unwrap();
+                    prop_assert_eq!(Ok(n), rig.fs().read(f, 0, ReadInto::Bytes(&mut b)));
+                    prop_assert!(a == b, "contents of inode {} after remount", f);
+                }
+                Err(_) => {}
+            }
+        }
+        prop_assert_eq!(rig.fs().ofs_counters().repairs, 0);
+    }
+}
