@@ -140,11 +140,15 @@ impl Experiment {
     }
 }
 
-/// The device shrunk with the workload: blocks per plane scaled by `s` (at least 16), so that a
-/// scaled run fills the device as the paper's did.
+/// The device shrunk with the workload: blocks per plane scaled by `s`, so that a scaled run
+/// fills the device as the paper's did, but never below 64 virtual erase blocks (the FML needs
+/// free blocks for its streams and watermarks).
 pub fn scale_device(mut d: DeviceConfig, s: f64) -> DeviceConfig {
-    let b = (d.geometry.blocks_per_plane as f64 * s).ceil() as u32;
-    d.geometry.blocks_per_plane = b.clamp(16, d.geometry.blocks_per_plane.max(16));
+    let full = d.geometry.blocks_per_plane;
+    d.geometry.blocks_per_plane = ((full as f64 * s).ceil() as u32).clamp(1, full);
+    while d.geometry.blocks_per_plane < full && flash::gang::Layout::new(&d).superblocks < 64 {
+        d.geometry.blocks_per_plane = (d.geometry.blocks_per_plane * 2).min(full);
+    }
     d
 }
 
@@ -261,13 +265,7 @@ pub fn run_variant(
             .iter()
             .map(|(n, st)| phase_result(n, st, page_bytes))
             .collect();
-        let erases = fs.erase_counts();
-        if !erases.is_empty() {
-            out.erase_count_min = *erases.iter().min().unwrap();
-            out.erase_count_max = *erases.iter().max().unwrap();
-            out.erase_count_mean =
-                erases.iter().map(|&x| x as f64).sum::<f64>() / erases.len() as f64;
-        }
+        (out.erase_count_min, out.erase_count_max, out.erase_count_mean) = fs.erase_counts();
         out.fsck_problems = fs.check().map_err(|e| e.to_string())?;
         Ok(())
     })();

@@ -41,7 +41,7 @@ impl std::ops::Sub for Counters {
 }
 
 /// The device and FML side of the counters, the same for every stack.
-fn flash_counters<F: Flash>(fml: &fml::Fml<F>) -> Counters {
+pub(crate) fn flash_counters<F: Flash>(fml: &fml::Fml<F>) -> Counters {
     let d = fml.flash().stats();
     Counters {
         flash_pages_programmed: d.pages_programmed,

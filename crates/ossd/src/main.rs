@@ -12,6 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use lab::RunReport;
 
 mod objects;
+mod reproduce;
 mod settings;
 
 #[derive(Parser)]
@@ -27,6 +28,25 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the papers' experiments (experiments/*.toml) on the simulated device and write a
+    /// report with plots: report.md, report.html, metrics.csv, results.json.
+    Reproduce {
+        /// Shrink sizes, counts and the device by this factor (1 = the papers' scale).
+        #[arg(long, default_value_t = 0.05)]
+        scale: f64,
+        /// Only experiments whose names start with these.
+        #[arg(long, num_args = 1..)]
+        only: Vec<String>,
+        /// Parallel jobs (one per experiment variant at a time).
+        #[arg(long, default_value_t = 2)]
+        jobs: usize,
+        /// Where the report goes.
+        #[arg(long, default_value = "out/reproduce")]
+        out: PathBuf,
+        /// Where the experiment definitions are.
+        #[arg(long, default_value = "experiments")]
+        experiments: PathBuf,
+    },
     /// List the built-in device presets.
     Presets,
     /// Run a workload or replay a trace on a simulated device and report every metric.
@@ -147,6 +167,19 @@ struct RunArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Reproduce {
+            scale,
+            only,
+            jobs,
+            out,
+            experiments,
+        } => reproduce::run(reproduce::Args {
+            scale,
+            only,
+            jobs,
+            out,
+            experiments,
+        }),
         Command::Presets => presets(),
         Command::Run(args) => run(args),
         Command::Format {

@@ -9,6 +9,7 @@ pub mod largefile;
 pub mod multistream;
 pub mod postmark;
 pub mod seqbase;
+pub mod stacks;
 
 use flash::Nanos;
 use hdrhistogram::Histogram;
@@ -24,8 +25,8 @@ use crate::stack::Counters;
 pub trait FileStack: FileSystem {
     /// Device, FML and store counters (as the block/object runs report them).
     fn stack_counters(&self) -> Counters;
-    /// Erase count of every block, for wear figures.
-    fn erase_counts(&self) -> Vec<u32>;
+    /// Erase counts of the blocks: (min, max, mean).
+    fn erase_counts(&self) -> (u32, u32, f64);
 }
 
 /// A workload's measured phases, in order.
@@ -296,8 +297,8 @@ pub(crate) mod tests {
         fn stack_counters(&self) -> Counters {
             Counters::default()
         }
-        fn erase_counts(&self) -> Vec<u32> {
-            Vec::new()
+        fn erase_counts(&self) -> (u32, u32, f64) {
+            (0, 0, 0.0)
         }
     }
 

@@ -26,6 +26,8 @@ pub struct PostMark {
     pub subdirs: u64,
     /// fsync each file after writing it (a mail server's habit; PostMark itself does not).
     pub fsync: bool,
+    /// Largest append (seed 000 VI-F: up to 16 KiB; PostMark itself: up to the size bound).
+    pub append_max: u64,
 }
 
 impl Default for PostMark {
@@ -41,6 +43,7 @@ impl Default for PostMark {
             create_bias: 5,
             subdirs: 0,
             fsync: false,
+            append_max: 16 << 10,
         }
     }
 }
@@ -89,7 +92,7 @@ impl Pool {
         if m.between(1, 10) <= p.read_bias as u64 {
             m.read_all(ino, p.io_bytes)?;
         } else if size < p.size_hi {
-            let n = m.between(1, p.size_hi - size);
+            let n = m.between(1, (p.size_hi - size).min(p.append_max.max(1)));
             m.write_chunks(ino, size, n, p.io_bytes)?;
             if p.fsync {
                 m.fsync(ino, false)?;

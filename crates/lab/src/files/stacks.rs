@@ -1,0 +1,127 @@
+//! The two host stacks of the file-level experiments, built on a fresh in-memory device:
+//! `ofs` (the object file system on the object store; placement `ossd` is the papers' "OFS",
+//! `one` is "OFS-ONE") and `blockfs` (the ext4-like file system on the page-mapping FTL).
+
+use blockfs::{BlockFs, BlockFsConfig};
+use flash::{DeviceConfig, Flash, Nand};
+use fml::FmlConfig;
+use ftl::{Ftl, FtlConfig};
+use ofs::{Ofs, OfsConfig};
+use osd::{ObjectStore, OsdConfig, Placement};
+use serde::{de::DeserializeOwned, Serialize};
+
+use super::FileStack;
+use crate::experiment::Variant;
+use crate::stack::{flash_counters, Counters};
+
+impl<F: Flash> FileStack for Ofs<F> {
+    fn stack_counters(&self) -> Counters {
+        let s = self.store().stats();
+        Counters {
+            host_write_bytes: s.host_write_bytes,
+            host_read_bytes: s.host_read_bytes,
+            index_pages_written: s.index_nodes_written,
+            index_pages_read: s.index_nodes_read,
+            metadata_pages_written: s.descriptor_pages_written + s.checkpoints,
+            rmw_reads: s.rmw_reads,
+            units_lost: s.units_lost,
+            ..flash_counters(self.store().fml())
+        }
+    }
+    fn erase_counts(&self) -> (u32, u32, f64) {
+        self.store().fml().erase_counts()
+    }
+}
+
+impl<F: Flash> FileStack for BlockFs<F> {
+    fn stack_counters(&self) -> Counters {
+        let s = self.ftl().stats();
+        Counters {
+            host_write_bytes: s.host_write_bytes,
+            host_read_bytes: s.host_read_bytes,
+            index_pages_written: s.map_pages_written,
+            index_pages_read: s.map_pages_read,
+            metadata_pages_written: s.checkpoint_units_written,
+            rmw_reads: s.rmw_reads,
+            units_lost: s.units_lost,
+            ..flash_counters(self.ftl().fml())
+        }
+    }
+    fn erase_counts(&self) -> (u32, u32, f64) {
+        self.ftl().fml().erase_counts()
+    }
+}
+
+/// Sets `key` of a config struct from a `--set`-style string (a TOML literal, or a bare word
+/// taken as a string).
+fn apply<T: Serialize + DeserializeOwned>(cfg: &mut T, key: &str, value: &str) -> Result<(), String> {
+    let mut v = toml::Value::try_from(&*cfg).map_err(|e| e.to_string())?;
+    let parsed = format!("x = {value}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|t| t.get("x").cloned())
+        .unwrap_or_else(|| toml::Value::String(value.to_string()));
+    let table = v.as_table_mut().ok_or("settings are not a table")?;
+    if !table.contains_key(key) {
+        return Err(format!("unknown setting '{key}'"));
+    }
+    table.insert(key.to_string(), parsed);
+    *cfg = v.try_into().map_err(|e: toml::de::Error| format!("{key} = {value}: {e}"))?;
+    Ok(())
+}
+
+/// Builds a variant's stack on a fresh device; returns it with the write unit size.
+pub fn build(v: &Variant, device: DeviceConfig) -> Result<(Box<dyn FileStack>, u64), String> {
+    let nand = Nand::in_memory(device).map_err(|e| e.to_string())?;
+    let mut placement = Placement::Ossd;
+    let mut osd = OsdConfig::default();
+    let mut ftl = FtlConfig::default();
+    let mut ofs = OfsConfig::default();
+    let mut bfs = BlockFsConfig::default();
+    let mut fml_sets = Vec::new();
+    for (k, val) in &v.set {
+        let at = |e: String| format!("variant {}: {e}", v.label);
+        match k.split_once('.') {
+            None if k == "placement" => placement = val.parse().map_err(at)?,
+            Some(("osd", f)) => apply(&mut osd, f, val).map_err(at)?,
+            Some(("ftl", f)) => apply(&mut ftl, f, val).map_err(at)?,
+            Some(("fml", f)) => fml_sets.push((f.to_string(), val.clone())),
+            Some(("fs", f)) if v.stack == "ofs" => apply(&mut ofs, f, val).map_err(at)?,
+            Some(("fs", f)) => apply(&mut bfs, f, val).map_err(at)?,
+            _ => return Err(at(format!("unknown setting '{k}'"))),
+        }
+    }
+    match v.stack.as_str() {
+        "ofs" => {
+            osd.placement = placement;
+            let superblocks = nand_superblocks(&nand);
+            osd.fml = FmlConfig::for_blocks(superblocks);
+            for (f, val) in &fml_sets {
+                apply(&mut osd.fml, f, val).map_err(|e| format!("variant {}: {e}", v.label))?;
+            }
+            let store = ObjectStore::format(nand, osd).map_err(|e| e.to_string())?;
+            let unit = store.unit_bytes() as u64;
+            let fs = Ofs::format(store, ofs).map_err(|e| e.to_string())?;
+            Ok((Box::new(fs), unit))
+        }
+        "blockfs" => {
+            let superblocks = nand_superblocks(&nand);
+            ftl.fml = FmlConfig::for_blocks(superblocks);
+            for (f, val) in &fml_sets {
+                apply(&mut ftl.fml, f, val).map_err(|e| format!("variant {}: {e}", v.label))?;
+            }
+            let ftl = Ftl::open(nand, ftl).map_err(|e| e.to_string())?;
+            let unit = ftl.unit_bytes() as u64;
+            let fs = BlockFs::format(ftl, bfs, 0).map_err(|e| e.to_string())?;
+            Ok((Box::new(fs), unit))
+        }
+        s => Err(format!(
+            "variant {}: unknown stack '{s}' (ofs or blockfs)",
+            v.label
+        )),
+    }
+}
+
+fn nand_superblocks(nand: &Nand) -> u32 {
+    flash::gang::Layout::new(nand.config()).superblocks
+}

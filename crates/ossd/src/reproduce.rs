@@ -1,0 +1,148 @@
+//! `ossd reproduce`: every experiment in `experiments/` (or those named), each variant a job,
+//! jobs run in parallel over threads with a progress bar each; then the report.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::{bail, Context, Result};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use lab::experiment::{judge, run_variant, Experiment, ExperimentResult, VariantResult};
+use lab::files::stacks;
+
+pub struct Args {
+    pub scale: f64,
+    pub only: Vec<String>,
+    pub jobs: usize,
+    pub out: PathBuf,
+    pub experiments: PathBuf,
+}
+
+/// The experiment definitions in `dir`, in name order, filtered by `only` (exact names or
+/// prefixes).
+pub fn load_all(dir: &Path, only: &[String]) -> Result<Vec<Experiment>> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read the experiments directory {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    let mut out = Vec::new();
+    for p in paths {
+        let e = Experiment::load(&p).map_err(anyhow::Error::msg)?;
+        if only.is_empty() || only.iter().any(|o| e.name.starts_with(o.as_str())) {
+            out.push(e);
+        }
+    }
+    if out.is_empty() {
+        bail!(
+            "no experiment in {} matches {:?}",
+            dir.display(),
+            only
+        );
+    }
+    Ok(out)
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if !(a.scale > 0.0 && a.scale <= 1.0) {
+        bail!("--scale must be in (0, 1], got {}", a.scale);
+    }
+    let experiments = load_all(&a.experiments, &a.only)?;
+    let results = run_all(&experiments, a.scale, a.jobs.max(1), true)?;
+    let report = lab::report::write(&a.out, &results).map_err(anyhow::Error::msg)?;
+    for r in &results {
+        println!("{} ({})", r.title, r.source);
+        for v in &r.verdicts {
+            let a = match v.agrees {
+                Some(true) => "agrees",
+                Some(false) => "DISAGREES",
+                None => "not measured",
+            };
+            println!("  {a}: {}\n      {}", v.claim, v.measured);
+        }
+        for v in &r.variants {
+            if let Some(e) = &v.error {
+                println!("  {} failed: {e}", v.label);
+            }
+        }
+    }
+    println!("report: {}", report.display());
+    Ok(())
+}
+
+/// Runs every (experiment, variant) pair on `jobs` threads.
+pub fn run_all(
+    experiments: &[Experiment],
+    scale: f64,
+    jobs: usize,
+    bars: bool,
+) -> Result<Vec<ExperimentResult>> {
+    let work: Vec<(usize, usize)> = experiments
+        .iter()
+        .enumerate()
+        .flat_map(|(i, e)| (0..e.variants.len()).map(move |v| (i, v)))
+        .collect();
+    let next = Mutex::new(0usize);
+    let done: Mutex<Vec<Option<VariantResult>>> = Mutex::new(vec![None; work.len()]);
+    let multi = MultiProgress::new();
+    if !bars {
+        multi.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let style = ProgressStyle::with_template("{prefix:>40} {spinner} {msg} [{elapsed}]")
+        .expect("a valid progress template");
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(work.len()) {
+            s.spawn(|| loop {
+                let k = {
+                    let mut n = next.lock().unwrap();
+                    let k = *n;
+                    *n += 1;
+                    k
+                };
+                let Some(&(ei, vi)) = work.get(k) else { break };
+                let e = &experiments[ei];
+                let v = &e.variants[vi];
+                let bar = multi.add(ProgressBar::new_spinner());
+                bar.set_style(style.clone());
+                bar.set_prefix(format!("{} {}", e.name, v.label));
+                let mut tick = |bytes: u64| {
+                    if bytes % (64 << 20) < (128 << 10) {
+                        bar.set_message(format!("{} MiB written", bytes >> 20));
+                        bar.tick();
+                    }
+                };
+                let r = run_variant(e, v, scale, &stacks::build, &mut tick);
+                bar.finish_with_message(match &r.error {
+                    None => format!("done in {:.1} s", r.wall_seconds),
+                    Some(err) => format!("failed: {err}"),
+                });
+                done.lock().unwrap()[k] = Some(r);
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap().into_iter();
+    Ok(experiments
+        .iter()
+        .map(|e| {
+            let variants: Vec<VariantResult> = e
+                .variants
+                .iter()
+                .map(|_| done.next().flatten().expect("every job ran"))
+                .collect();
+            ExperimentResult {
+                name: e.name.clone(),
+                title: e.title.clone(),
+                source: e.source.clone(),
+                device: e.device.clone(),
+                scale,
+                verdicts: judge(e, &variants),
+                claimed: e
+                    .claims
+                    .iter()
+                    .map(|c| (c.phase.clone(), c.metric.clone()))
+                    .collect(),
+                variants,
+            }
+        })
+        .collect())
+}
