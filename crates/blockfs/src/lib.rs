@@ -542,6 +542,10 @@ impl<F: Flash> BlockFs<F> {
             let all: Vec<u32> = self.dirty.iter().copied().collect();
             let done = self.write_back(&all, self.now)?;
             self.now = self.now.max(done);
+            // Everything is written: no fsync owes any of it any more.
+            for i in self.inodes.values_mut() {
+                i.assoc.clear();
+            }
         }
         Ok(())
     }
