@@ -445,6 +445,9 @@ impl<F: Flash> BlockFs<F> {
             let i = self.inodes.get_mut(&d).expect("directory inode");
             i.unmap(index, index + 1);
             self.free_runs(&[(phys, 1)], d);
+            // Give back any extent block taken before the failure (shrinking cannot fail).
+            self.fit_leaves(d, 0)?;
+            self.pending_discard.clear();
             return Err(e);
         }
         self.inodes.get_mut(&d).expect("directory inode").size += self.bs();

@@ -556,3 +556,27 @@ fn churn_of_four_times_the_space_with_gc_keeps_every_byte() {
         }
     }
 }
+
+#[test]
+fn a_full_file_system_says_no_space_and_stays_consistent() {
+    let mut fs = format(cfg());
+    let mut k = 0;
+    let err = loop {
+        let f = match fs.create(ROOT, &format!("f{k}")) {
+            Ok(f) => f,
+            Err(e) => break e,
+        };
+        if let Err(e) = fs.write(f, 0, 1 << 20, FileData::Token(k)) {
+            break e;
+        }
+        k += 1;
+    };
+    assert!(matches!(err, FsError::NoSpace(_)), "{err:?}");
+    assert!(k > 5);
+    assert!(fs.check().unwrap().is_empty(), "{:?}", fs.check());
+    fs.unlink(ROOT, "f0").unwrap();
+    let f = fs.create(ROOT, "again").unwrap();
+    fs.write(f, 0, 1 << 20, FileData::Token(1)).unwrap();
+    let mut fs = remount(fs, cfg());
+    assert!(fs.check().unwrap().is_empty());
+}
