@@ -42,22 +42,7 @@ impl Bitmap {
 
     /// The first clear bit in `[from, to)`.
     pub fn next_clear(&self, from: u32, to: u32) -> Option<u32> {
-        let mut i = from;
-        while i < to {
-            let w = self.words[i as usize / 64] | ((1u64 << (i % 64)) - 1);
-            if w != u64::MAX {
-                let found = (i / 64) * 64 + w.trailing_ones();
-                return (found < to).then_some(found);
-            }
-            i = (i / 64 + 1) * 64;
-        }
-        None
-    }
-
-    /// Length of the clear run starting at `from`, at most `max`, not past `to`.
-    pub fn clear_run(&self, from: u32, max: u32, to: u32) -> u32 {
-        let end = (from as u64 + max as u64).min(to as u64) as u32;
-        (from..end).take_while(|&i| !self.get(i)).count() as u32
+        next_clear(|w| self.words[w], from, to)
     }
 
     /// Bits `[from, from + n)` as bytes, little-endian bit order (bit i of byte k is bit
@@ -79,18 +64,70 @@ impl Bitmap {
     }
 }
 
-/// Finds a free run in `zone` of the block bitmap: the first free block at or after `goal`
-/// (wrapping once), extended up to `want` blocks. Does not mark it.
-pub fn find_run(map: &Bitmap, zone: Region, goal: u32, want: u32) -> Option<(u32, u32)> {
+/// The first clear bit in `[from, to)` of a bitmap given by its words.
+fn next_clear(word: impl Fn(usize) -> u64, from: u32, to: u32) -> Option<u32> {
+    let mut i = from;
+    while i < to {
+        let w = word(i as usize / 64) | ((1u64 << (i % 64)) - 1);
+        if w != u64::MAX {
+            let found = (i / 64) * 64 + w.trailing_ones();
+            return (found < to).then_some(found);
+        }
+        i = (i / 64 + 1) * 64;
+    }
+    None
+}
+
+/// Free runs examined for one of at least the preferred length before settling for the
+/// first (mballoc likewise bounds its search).
+const RUNS_EXAMINED: usize = 64;
+
+/// Finds a free run in `zone`, free in both `map` and `reserved` (the blocks set aside for
+/// preallocation windows), searching forward from `goal` and wrapping once: the first run at
+/// least `prefer` blocks long among the next [`RUNS_EXAMINED`], else the longest of those. The run is
+/// cut to `want` blocks. Marks nothing.
+pub fn find_run(
+    map: &Bitmap,
+    reserved: &Bitmap,
+    zone: Region,
+    goal: u32,
+    want: u32,
+    prefer: u32,
+) -> Option<(u32, u32)> {
     let goal = if zone.contains(goal) {
         goal
     } else {
         zone.start
     };
-    let start = map
-        .next_clear(goal, zone.end())
-        .or_else(|| map.next_clear(zone.start, goal))?;
-    Some((start, map.clear_run(start, want, zone.end())))
+    let word = |w: usize| map.words[w] | reserved.words[w];
+    let mut longest: Option<(u32, u32)> = None;
+    let mut examined = 0;
+    for (from, to) in [(goal, zone.end()), (zone.start, goal)] {
+        let mut at = from;
+        while let Some(start) = next_clear(word, at, to) {
+            let len = free_run(map, reserved, start, prefer.max(want), to);
+            if len >= prefer {
+                return Some((start, len.min(want)));
+            }
+            if longest.is_none_or(|(_, l)| len > l) {
+                longest = Some((start, len));
+            }
+            examined += 1;
+            if examined >= RUNS_EXAMINED {
+                break;
+            }
+            at = start + len;
+        }
+    }
+    longest.map(|(start, len)| (start, len.min(want)))
+}
+
+/// Length of the run from `from` free in both maps, at most `max`, not past `to`.
+pub fn free_run(map: &Bitmap, reserved: &Bitmap, from: u32, max: u32, to: u32) -> u32 {
+    let end = (from as u64 + max as u64).min(to as u64) as u32;
+    (from..end)
+        .take_while(|&i| !map.get(i) && !reserved.get(i))
+        .count() as u32
 }
 
 #[cfg(test)]
@@ -108,12 +145,28 @@ mod tests {
             start: 10,
             len: 180,
         };
-        assert_eq!(find_run(&m, z, 0, 10), Some((70, 5)));
-        assert_eq!(find_run(&m, z, 76, 500), Some((76, 114)));
+        let mut r = Bitmap::new(200);
+        assert_eq!(find_run(&m, &r, z, 0, 10, 1), Some((70, 5)));
+        assert_eq!(find_run(&m, &r, z, 76, 500, 1), Some((76, 114)));
+        assert_eq!(
+            find_run(&m, &r, z, 0, 10, 6),
+            Some((76, 10)),
+            "skips a short run"
+        );
+        r.set(72, true);
+        assert_eq!(
+            find_run(&m, &r, z, 0, 10, 1),
+            Some((70, 2)),
+            "stops at a reserved block"
+        );
         for i in 76..190 {
             m.set(i, true);
         }
-        assert_eq!(find_run(&m, z, 100, 8), Some((70, 5)));
+        assert_eq!(
+            find_run(&m, &r, z, 100, 8, 1),
+            Some((70, 2)),
+            "wraps to the zone start"
+        );
         let mut b = vec![0u8; 32];
         m.bytes(64, 200, &mut b);
         let mut back = Bitmap::new(200);

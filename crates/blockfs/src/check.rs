@@ -46,6 +46,9 @@ impl<F: Flash> BlockFs<F> {
         let owner = self.check_maps(&mut f);
         self.check_bitmaps(&owner, &mut f);
         self.check_tree(&mut f);
+        for p in self.windows.check(&self.block_map) {
+            f.push(p);
+        }
         f.done()
     }
 

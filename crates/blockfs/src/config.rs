@@ -30,6 +30,14 @@ pub struct BlockFsConfig {
     /// flush, as the kernel's flusher threads do (default 30 s, Linux's
     /// `dirty_expire_centisecs`); 0 writes metadata only at fsync, sync and unmount.
     pub writeback_interval_ns: u64,
+    /// mount: largest preallocation window in bytes (default 8 MiB; 0 turns preallocation
+    /// off). A file that grows past [`crate::STREAM_BLOCKS`] blocks gets blocks after its end
+    /// set aside in memory (not in the bitmap), twice its size up to this, so that files
+    /// written at the same time stay contiguous, as with ext4's per-inode preallocation.
+    pub prealloc_max_bytes: u64,
+    /// mount: files holding a preallocation window at once (default 32); the oldest window is
+    /// given back first.
+    pub prealloc_windows: u32,
 }
 
 impl Default for BlockFsConfig {
@@ -42,6 +50,8 @@ impl Default for BlockFsConfig {
             discard: true,
             fdatasync_writes_inode: true,
             writeback_interval_ns: 30_000_000_000,
+            prealloc_max_bytes: 8 << 20,
+            prealloc_windows: 32,
         }
     }
 }

@@ -47,6 +47,9 @@ impl<F: Flash> BlockFs<F> {
         if missing == 0 {
             return Ok(false);
         }
+        if missing > (self.free_data - self.windows.reserved_blocks) as u64 {
+            self.release_all_windows();
+        }
         if missing > self.free_data as u64 {
             return Err(FsError::NoSpace(format!(
                 "{missing} blocks wanted, {} free",
@@ -58,10 +61,16 @@ impl<F: Flash> BlockFs<F> {
         for (mut l, len) in holes {
             let end = l + len;
             while l < end {
-                let goal = self.inodes[&f].goal_for(l);
-                let (s, n) = self
-                    .alloc_run(Zone::Data, goal, end - l, f)
-                    .expect("free blocks were counted");
+                let (s, n) = match self.take_from_window(f, l, end - l) {
+                    Some(run) => run,
+                    None => {
+                        self.release_window(f);
+                        let goal = self.inodes[&f].goal_for(l);
+                        let prefer = (end - l).saturating_add(self.window_want(f));
+                        self.alloc_run(Zone::Data, goal, end - l, prefer, f)
+                            .expect("free blocks were counted")
+                    }
+                };
                 let c = self.inodes.get_mut(&f).expect("inode").insert(l, s, n);
                 changed = changed.min(c);
                 added.push((l, s, n));
@@ -79,6 +88,12 @@ impl<F: Flash> BlockFs<F> {
             // Never written: nothing to discard.
             self.pending_discard.clear();
             return Err(e);
+        }
+        // An append: set blocks aside after it for the next one.
+        if let Some(&(l, s, n)) = added.last() {
+            if l + n == self.inodes[&f].mapped_end() {
+                self.open_window(f, l + n, s + n);
+            }
         }
         Ok(true)
     }
@@ -266,6 +281,7 @@ impl<F: Flash> BlockFs<F> {
         let old = self.inodes[&f].size;
         let mut t = at;
         let mut map_changed = false;
+        self.release_window(f);
         if size < old {
             let keep = size.div_ceil(bs) as u32;
             let (freed, changed) = self

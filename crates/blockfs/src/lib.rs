@@ -24,6 +24,7 @@ pub mod inode;
 pub mod layout;
 mod meta;
 mod mount;
+mod prealloc;
 
 use std::collections::BTreeSet;
 
@@ -39,6 +40,7 @@ pub use config::BlockFsConfig;
 use dir::{Dir, Entry};
 use inode::Inode;
 use layout::{Region, Superblock};
+pub use prealloc::STREAM_BLOCKS;
 
 /// What a block of the meta zone holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,6 +117,8 @@ pub struct BlockFs<F: Flash> {
     pub(crate) rotor_meta: u32,
     /// Runs freed by the current operation, discarded at its end.
     pub(crate) pending_discard: Vec<(u32, u32)>,
+    /// Preallocation: blocks set aside in memory for files' next appends.
+    pub(crate) windows: prealloc::Windows,
     pub(crate) now: Nanos,
     pub(crate) last_writeback: Nanos,
     pub(crate) stats: Stats,
@@ -228,12 +232,13 @@ impl<F: Flash> BlockFs<F> {
     }
 
     /// Takes a free run of at most `want` blocks in zone `z`, as close after `goal` as there
-    /// is one (`None`: the zone's rotor).
+    /// is one (`None`: the zone's rotor), preferring one with `prefer` free blocks.
     pub(crate) fn alloc_run(
         &mut self,
         z: Zone,
         goal: Option<u32>,
         want: u32,
+        prefer: u32,
         owner: u32,
     ) -> Option<(u32, u32)> {
         let zone = self.zone(z);
@@ -241,17 +246,15 @@ impl<F: Flash> BlockFs<F> {
             Zone::Meta => self.rotor_meta,
             Zone::Data => self.rotor_data,
         };
-        let (start, len) = alloc::find_run(&self.block_map, zone, goal.unwrap_or(rotor), want)?;
-        for b in start..start + len {
-            self.block_map.set(b, true);
-        }
-        for bb in self.block_bitmap_block(start)..=self.block_bitmap_block(start + len - 1) {
-            self.touch(bb, Some(owner));
-        }
-        match z {
-            Zone::Meta => self.free_meta -= len,
-            Zone::Data => self.free_data -= len,
-        }
+        let (start, len) = alloc::find_run(
+            &self.block_map,
+            &self.windows.reserved,
+            zone,
+            goal.unwrap_or(rotor),
+            want,
+            prefer,
+        )?;
+        self.claim_run(start, len, owner);
         if goal.is_none() {
             let next = if start + len >= zone.end() {
                 zone.start
@@ -264,6 +267,22 @@ impl<F: Flash> BlockFs<F> {
             }
         }
         Some((start, len))
+    }
+
+    /// Marks a free run in use, on behalf of `owner`.
+    pub(crate) fn claim_run(&mut self, start: u32, len: u32, owner: u32) {
+        for b in start..start + len {
+            debug_assert!(!self.block_map.get(b), "claiming used block {b}");
+            self.block_map.set(b, true);
+        }
+        for bb in self.block_bitmap_block(start)..=self.block_bitmap_block(start + len - 1) {
+            self.touch(bb, Some(owner));
+        }
+        if self.sb.layout.meta_zone.contains(start) {
+            self.free_meta -= len;
+        } else {
+            self.free_data -= len;
+        }
     }
 
     /// Gives runs back to the bitmap (dirtied on behalf of `owner`) and queues their discard.
@@ -358,7 +377,7 @@ impl<F: Flash> BlockFs<F> {
             }
             let goal = self.inodes[&ino].leaves.last().map(|&l| l + 1);
             let (leaf, _) = self
-                .alloc_run(Zone::Meta, goal, 1, ino)
+                .alloc_run(Zone::Meta, goal, 1, 1, ino)
                 .ok_or_else(|| FsError::NoSpace("no room for an extent block".into()))?;
             self.owners.insert(
                 leaf,
@@ -415,7 +434,7 @@ impl<F: Flash> BlockFs<F> {
             .and_then(|last| self.inodes[&d].map(last))
             .map(|p| p + 1);
         let (phys, _) = self
-            .alloc_run(Zone::Meta, goal, 1, d)
+            .alloc_run(Zone::Meta, goal, 1, 1, d)
             .ok_or_else(|| FsError::NoSpace("no room for a directory block".into()))?;
         let changed = self
             .inodes
@@ -426,6 +445,9 @@ impl<F: Flash> BlockFs<F> {
             let i = self.inodes.get_mut(&d).expect("directory inode");
             i.unmap(index, index + 1);
             self.free_runs(&[(phys, 1)], d);
+            // Give back any extent block taken before the failure (shrinking cannot fail).
+            self.fit_leaves(d, 0)?;
+            self.pending_discard.clear();
             return Err(e);
         }
         self.inodes.get_mut(&d).expect("directory inode").size += self.bs();
@@ -490,6 +512,7 @@ impl<F: Flash> BlockFs<F> {
             .expect("the entry exists");
         let phys = self.dir_block(d, index);
         self.touch(phys, Some(d));
+        self.release_window(ino);
         let gone = self.inodes.remove(&ino).expect("the inode exists");
         self.dirs.remove(&ino);
         let mut runs: Vec<(u32, u32)> = gone.extents.iter().map(|e| (e.start, e.len)).collect();
@@ -522,6 +545,10 @@ impl<F: Flash> BlockFs<F> {
             let all: Vec<u32> = self.dirty.iter().copied().collect();
             let done = self.write_back(&all, self.now)?;
             self.now = self.now.max(done);
+            // Everything is written: no fsync owes any of it any more.
+            for i in self.inodes.values_mut() {
+                i.assoc.clear();
+            }
         }
         Ok(())
     }

@@ -43,6 +43,7 @@ impl<F: Flash> BlockFs<F> {
             rotor_data: l.data_zone.start,
             rotor_meta: l.meta_zone.start,
             pending_discard: Vec::new(),
+            windows: crate::prealloc::Windows::new(l.blocks),
             now,
             last_writeback: now,
             stats: Stats::default(),

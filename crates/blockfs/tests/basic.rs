@@ -98,7 +98,12 @@ fn discard_trims_only_write_units_left_entirely_free() {
 
 #[test]
 fn allocator_keeps_files_contiguous() {
-    let mut fs = format(cfg());
+    // Without preallocation: files laid out one after another, each growing from its end.
+    let plain = BlockFsConfig {
+        prealloc_max_bytes: 0,
+        ..cfg()
+    };
+    let mut fs = format(plain);
     let a = fs.create(ROOT, "a").unwrap();
     let b = fs.create(ROOT, "b").unwrap();
     // Appends in 16 KiB pieces stay one extent.
@@ -106,7 +111,7 @@ fn allocator_keeps_files_contiguous() {
         write(&mut fs, a, k * 16384, &pattern(k, 0, 16384));
     }
     assert_eq!(fs.extents(a).unwrap().len(), 1);
-    // The next file starts after the first.
+    // The next file starts right after the first.
     write(&mut fs, b, 0, &pattern(9, 0, 40_000));
     let (ea, eb) = (fs.extents(a).unwrap(), fs.extents(b).unwrap());
     assert_eq!(eb.len(), 1);
@@ -116,7 +121,7 @@ fn allocator_keeps_files_contiguous() {
     let ea = fs.extents(a).unwrap();
     assert_eq!(ea.len(), 2);
     assert_eq!(ea[1].start, eb[0].start + eb[0].len);
-    // A hole punched by truncation is reused by the next writer's goal search.
+    // Blocks freed by truncation are found again by the goal search.
     fs.truncate(a, 4096).unwrap();
     assert_eq!(
         fs.extents(a).unwrap(),
@@ -125,11 +130,65 @@ fn allocator_keeps_files_contiguous() {
     write(&mut fs, a, 4096, &pattern(1, 0, 4096));
     assert_eq!(fs.extents(a).unwrap()[0].len, 2, "regrows in place");
     assert!(fs.check().unwrap().is_empty());
+
+    // With preallocation (the default) the first file keeps room after it: the second
+    // starts past that room, and the first grows into it.
+    let mut fs = format(cfg());
+    let a = fs.create(ROOT, "a").unwrap();
+    let b = fs.create(ROOT, "b").unwrap();
+    for k in 0..32u64 {
+        write(&mut fs, a, k * 16384, &pattern(k, 0, 16384));
+    }
+    write(&mut fs, b, 0, &pattern(9, 0, 40_000));
+    let (ea, eb) = (fs.extents(a).unwrap(), fs.extents(b).unwrap());
+    assert!(eb[0].start > ea[0].start + ea[0].len, "room left after a");
+    write(&mut fs, a, 32 * 16384, &pattern(1, 0, 8192));
+    assert_eq!(fs.extents(a).unwrap().len(), 1, "grew into its window");
+    assert!(fs.check().unwrap().is_empty());
+    // The window is memory only: the bitmap on disk holds exactly the blocks in use.
+    let mut fs = remount(fs, cfg());
+    assert!(fs.check().unwrap().is_empty());
+}
+
+#[test]
+fn preallocation_keeps_files_written_at_the_same_time_apart() {
+    let run = |cfg: BlockFsConfig| {
+        let mut fs = format(cfg);
+        let files: Vec<u64> = (0..4)
+            .map(|k| fs.create(ROOT, &format!("stream{k}")).unwrap())
+            .collect();
+        // Four writers append 128 KiB pieces in turn, 2 MiB each.
+        for piece in 0..16u64 {
+            for (k, &f) in files.iter().enumerate() {
+                fs.write(f, piece * 131072, 131072, FileData::Token(k as u64))
+                    .unwrap();
+            }
+        }
+        assert!(fs.check().unwrap().is_empty());
+        let extents: usize = files.iter().map(|&f| fs.extents(f).unwrap().len()).sum();
+        let mut fs = remount(fs, cfg);
+        assert!(fs.check().unwrap().is_empty());
+        extents
+    };
+    // Windows of up to 1 MiB: the tiny device has no room for many of 8 MiB.
+    let with = run(BlockFsConfig {
+        prealloc_max_bytes: 1 << 20,
+        ..cfg()
+    });
+    let without = run(BlockFsConfig {
+        prealloc_max_bytes: 0,
+        ..cfg()
+    });
+    assert_eq!(without, 64, "every piece its own extent");
+    assert!(with <= 16, "{with} extents with preallocation");
 }
 
 #[test]
 fn many_extents_spill_into_extent_blocks_and_survive_remount() {
-    let mut fs = format(cfg());
+    let mut fs = format(BlockFsConfig {
+        prealloc_max_bytes: 0,
+        ..cfg()
+    });
     let a = fs.create(ROOT, "a").unwrap();
     let b = fs.create(ROOT, "b").unwrap();
     // Interleaved single-block appends: every block of a is its own extent.
@@ -140,14 +199,18 @@ fn many_extents_spill_into_extent_blocks_and_survive_remount() {
     assert_eq!(fs.extents(a).unwrap().len(), 60);
     assert!(fs.check().unwrap().is_empty());
     let before = read_all(&mut fs, a);
-    let mut fs = remount(fs, cfg());
+    let cfg = BlockFsConfig {
+        prealloc_max_bytes: 0,
+        ..cfg()
+    };
+    let mut fs = remount(fs, cfg);
     assert!(fs.problems().is_empty(), "{:?}", fs.problems());
     assert!(counter(&fs, "extent_blocks_read") >= 1);
     assert_eq!(read_all(&mut fs, a), before);
     // Shrinking back under the inode's capacity gives the extent block back.
     fs.truncate(a, 5 * 4096).unwrap();
     assert!(fs.check().unwrap().is_empty());
-    let mut fs = remount(fs, cfg());
+    let mut fs = remount(fs, cfg);
     assert!(fs.problems().is_empty(), "{:?}", fs.problems());
     assert_eq!(read_all(&mut fs, a), before[..5 * 4096]);
 }
@@ -492,4 +555,28 @@ fn churn_of_four_times_the_space_with_gc_keeps_every_byte() {
             }
         }
     }
+}
+
+#[test]
+fn a_full_file_system_says_no_space_and_stays_consistent() {
+    let mut fs = format(cfg());
+    let mut k = 0;
+    let err = loop {
+        let f = match fs.create(ROOT, &format!("f{k}")) {
+            Ok(f) => f,
+            Err(e) => break e,
+        };
+        if let Err(e) = fs.write(f, 0, 1 << 20, FileData::Token(k)) {
+            break e;
+        }
+        k += 1;
+    };
+    assert!(matches!(err, FsError::NoSpace(_)), "{err:?}");
+    assert!(k > 5);
+    assert!(fs.check().unwrap().is_empty(), "{:?}", fs.check());
+    fs.unlink(ROOT, "f0").unwrap();
+    let f = fs.create(ROOT, "again").unwrap();
+    fs.write(f, 0, 1 << 20, FileData::Token(1)).unwrap();
+    let mut fs = remount(fs, cfg());
+    assert!(fs.check().unwrap().is_empty());
 }
