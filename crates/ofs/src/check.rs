@@ -353,8 +353,31 @@ impl<F: Flash> Ofs<F> {
                 "directory {dir}: its entries do not fit its buckets"
             )));
         }
-        for (b, bucket) in buckets.iter().enumerate() {
-            self.write_bucket(dir, b as u64, shape, bucket)?;
+        // Buckets that gain an entry (a misplaced one moving home) first, durably, then those
+        // that only lose some: a power cut in between leaves a copy too many, never none.
+        let mut gaining = Vec::new();
+        let mut losing = Vec::new();
+        for (b, bucket) in buckets.into_iter().enumerate() {
+            let old = self.read_bucket(dir, b as u64, shape)?;
+            let missing = |from: &Bucket, of: &Bucket| {
+                of.entries
+                    .iter()
+                    .any(|e| !from.entries.iter().any(|o| o.ino == e.ino))
+            };
+            if missing(&old, &bucket) {
+                gaining.push((b as u64, bucket));
+            } else if missing(&bucket, &old) {
+                losing.push((b as u64, bucket));
+            }
+        }
+        for (b, bucket) in &gaining {
+            self.write_bucket(dir, *b, shape, bucket)?;
+        }
+        if !gaining.is_empty() && !losing.is_empty() {
+            self.flush(osd::FlushScope::Object(data_oid(dir)))?;
+        }
+        for (b, bucket) in &losing {
+            self.write_bucket(dir, *b, shape, bucket)?;
         }
         Ok(())
     }

@@ -115,26 +115,42 @@ impl<F: Flash> Ofs<F> {
     /// Mounts the file system a store holds. After an unclean end (a crash, or a store closed
     /// without [`Ofs::unmount`]) the tree is repaired first: entries whose objects are missing
     /// are dropped, objects no entry reaches are removed, directory sizes recomputed.
-    pub fn mount(mut store: ObjectStore<F>) -> Result<Self, FsError> {
+    pub fn mount(store: ObjectStore<F>) -> Result<Self, FsError> {
+        Self::mount_or_return(store).map_err(|(e, _)| e)
+    }
+
+    /// [`Ofs::mount`], handing the store back when it fails (a power cut during repair, in
+    /// tests and torture runs, is retried on the same device).
+    pub fn mount_or_return(
+        mut store: ObjectStore<F>,
+    ) -> Result<Self, (FsError, Box<ObjectStore<F>>)> {
         let sb = match store.get_attr(data_oid(ROOT), ATTR_SUPER) {
-            Ok(AttrValue::Bytes(b)) => Superblock::decode(&b)?,
-            Ok(_) | Err(OsdError::NotFound(_)) => {
-                return Err(FsError::Invalid(
-                    "the store holds no OFS (no root directory with a superblock)".into(),
-                ))
-            }
-            Err(e) => return Err(osd_err(e)),
+            Ok(AttrValue::Bytes(b)) => Superblock::decode(&b),
+            Ok(_) | Err(OsdError::NotFound(_)) => Err(FsError::Invalid(
+                "the store holds no OFS (no root directory with a superblock)".into(),
+            )),
+            Err(e) => Err(osd_err(e)),
+        };
+        let sb = match sb {
+            Ok(sb) => sb,
+            Err(e) => return Err((e, Box::new(store))),
         };
         let mut fs = Ofs::new(store, sb);
-        if !sb.clean {
-            fs.next_ino = fs.repair()?;
-            fs.counters.repairs += 1;
+        match fs.start(sb.clean) {
+            Ok(()) => Ok(fs),
+            Err(e) => Err((e, Box::new(fs.store))),
         }
-        // Mark the file system in use, durably, before anything else can reach the flash: a
-        // crash from here on must find it not clean.
-        fs.write_super(false)?;
-        fs.flush(FlushScope::Device)?;
-        Ok(fs)
+    }
+
+    /// Repairs after an unclean end, then marks the file system in use, durably, before
+    /// anything else can reach the flash: a crash from here on must find it not clean.
+    fn start(&mut self, clean: bool) -> Result<(), FsError> {
+        if !clean {
+            self.next_ino = self.repair()?;
+            self.counters.repairs += 1;
+        }
+        self.write_super(false)?;
+        self.flush(FlushScope::Device)
     }
 
     /// Marks the file system clean (keeping the inode allocator) and hands the store back,

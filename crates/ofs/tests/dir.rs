@@ -244,3 +244,65 @@ fn random_directory_damage_never_panics() {
         "damage noticed in only {noticed} of 40 rounds"
     );
 }
+
+/// Puts the entry for `name` of directory `d` into bucket `wrong` as well, and, unless `keep`,
+/// takes it out of its own bucket; writes behind OFS's back and flushes.
+fn misplace<F: flash::Flash>(fs: &mut ofs::Ofs<F>, d: vfs::Ino, name: &str, keep: bool) {
+    use ofs::dir::{bucket_of, name_hash, Bucket};
+    let block = fs.config().dir_block_bytes as u64;
+    let oid = data_oid(d);
+    let len = match fs.store_mut().get_attr(oid, Attr::LogicalLength).unwrap() {
+        AttrValue::U64(l) => l,
+        v => panic!("{v:?}"),
+    };
+    let n = len / block;
+    assert!(n >= 2);
+    let read = |fs: &mut ofs::Ofs<F>, b: u64| {
+        let mut buf = vec![0u8; block as usize];
+        fs.store_mut().read(oid, b * block, &mut buf).unwrap();
+        Bucket::decode(&buf, true, &|| "test".into()).unwrap()
+    };
+    let right = bucket_of(name_hash(name), n);
+    let wrong = (right + 1) % n;
+    let mut home = read(fs, right);
+    let i = home.entries.iter().position(|e| e.name == name).unwrap();
+    let e = home.entries[i].clone();
+    let mut other = read(fs, wrong);
+    other.entries.push(e);
+    if !keep {
+        home.entries.remove(i);
+    }
+    for (b, bucket) in [(right, home), (wrong, other)] {
+        let mut bytes = bucket.encode();
+        bytes.resize(block as usize, 0);
+        fs.store_mut().write(oid, b * block, &bytes).unwrap();
+    }
+    fs.store_mut().flush(osd::FlushScope::Device).unwrap();
+}
+
+/// Mount-time repair of what a split cut short leaves (a copy in the wrong bucket too), and of
+/// an entry only in a wrong bucket: both end with the entry once, in its own bucket.
+#[test]
+fn repair_puts_misplaced_entries_home() {
+    for keep in [true, false] {
+        let config = OfsConfig {
+            dir_block_bytes: 512,
+            ..OfsConfig::default()
+        };
+        let (mut fs, cfg) = common::fresh(Placement::Ossd, 64, config);
+        let d = fs.mkdir(ROOT, "d").unwrap();
+        for i in 0..80 {
+            fs.create(d, &name(i)).unwrap();
+        }
+        let x = fs.lookup(d, &name(17)).unwrap().unwrap();
+        fs.sync().unwrap();
+        misplace(&mut fs, d, &name(17), keep);
+        assert!(!fs.check().unwrap().is_empty(), "keep={keep}");
+        let dev = fs.abandon().crash();
+        let mut fs = ofs::Ofs::mount(osd::ObjectStore::open(dev, cfg).unwrap()).unwrap();
+        assert!(fs.ofs_counters().repair_fixes >= 1);
+        assert_eq!(fs.lookup(d, &name(17)).unwrap(), Some(x), "keep={keep}");
+        assert_eq!(fs.readdir(d).unwrap().len(), 80);
+        common::assert_clean(&mut fs);
+    }
+}

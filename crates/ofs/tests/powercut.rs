@@ -1,6 +1,7 @@
 //! Power cuts, clean and torn, at random flash operations of a file workload (creates, writes,
 //! truncates, unlinks in directories whose small buckets split often, with fsyncs and syncs).
-//! After each cut the store is reopened and OFS mounted, which repairs the tree. Then `check`
+//! After each cut the store is reopened and OFS mounted, which repairs the tree (power sometimes
+//! failing again during the repair). Then `check`
 //! must be clean, and every file as it was at the last sync (or its own fsync since), and not
 //! changed since, must read back whole under its name.
 
@@ -34,6 +35,7 @@ struct Rig {
     /// Durable files found intact after cuts.
     verified: u32,
     fixes: u64,
+    cuts_in_repair: u32,
 }
 
 impl Rig {
@@ -137,15 +139,33 @@ impl Rig {
     fn reboot(&mut self) {
         self.cuts += 1;
         let mut dev = self.fs.take().unwrap().abandon().crash();
-        let store = loop {
+        let mut fs = loop {
             dev.restore_power();
-            match ObjectStore::open_or_return(dev, self.cfg) {
-                Ok(s) => break s,
-                Err((e, Some(d))) if e.to_string().contains("power is off") => dev = d,
+            let mut store = match ObjectStore::open_or_return(dev, self.cfg) {
+                Ok(s) => s,
+                Err((e, Some(d))) if e.to_string().contains("power is off") => {
+                    dev = d;
+                    continue;
+                }
                 Err((e, _)) => panic!("reopen after cut {}: {e}", self.cuts),
+            };
+            // Sometimes power fails again during the repair.
+            if self.rng.gen_bool(0.3) {
+                let after = self.rng.gen_range(0..30);
+                store.device_mut().cut_power_after(after, CutMode::Torn);
+            }
+            match Ofs::mount_or_return(store) {
+                Ok(mut fs) => {
+                    fs.store_mut().device_mut().restore_power();
+                    break fs;
+                }
+                Err((_, store)) if !store.fml().flash().powered() => {
+                    self.cuts_in_repair += 1;
+                    dev = store.crash();
+                }
+                Err((e, _)) => panic!("mount after cut {}: {e}", self.cuts),
             }
         };
-        let mut fs = Ofs::mount(store).expect("mount after a power cut");
         assert_eq!(fs.ofs_counters().repairs, 1);
         self.fixes += fs.ofs_counters().repair_fixes;
         let problems = fs.check().unwrap();
@@ -199,6 +219,7 @@ fn run(seed: u64, placement: Placement, config: OfsConfig, rounds: u32) {
         cuts: 0,
         verified: 0,
         fixes: 0,
+        cuts_in_repair: 0,
     };
     for _ in 0..rounds {
         let after = rig.rng.gen_range(0..400);
@@ -229,11 +250,11 @@ fn run(seed: u64, placement: Placement, config: OfsConfig, rounds: u32) {
         }
     }
     assert!(rig.cuts >= rounds / 4, "only {} cuts landed", rig.cuts);
-    assert!(rig.verified > 0);
+    assert!(rig.verified > 0 && rig.cuts_in_repair > 0);
     if std::env::var("OFS_DEBUG").is_ok() {
         eprintln!(
-            "seed {seed}: {} cuts, {} files verified, {} repair fixes",
-            rig.cuts, rig.verified, rig.fixes
+            "seed {seed}: {} cuts ({} more during repair), {} files verified, {} repair fixes",
+            rig.cuts, rig.cuts_in_repair, rig.verified, rig.fixes
         );
     }
     let problems = rig.fs().check().unwrap();
