@@ -265,7 +265,11 @@ pub fn run_variant(
             .iter()
             .map(|(n, st)| phase_result(n, st, page_bytes))
             .collect();
-        (out.erase_count_min, out.erase_count_max, out.erase_count_mean) = fs.erase_counts();
+        (
+            out.erase_count_min,
+            out.erase_count_max,
+            out.erase_count_mean,
+        ) = fs.erase_counts();
         out.fsck_problems = fs.check().map_err(|e| e.to_string())?;
         Ok(())
     })();

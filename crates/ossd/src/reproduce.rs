@@ -34,11 +34,7 @@ pub fn load_all(dir: &Path, only: &[String]) -> Result<Vec<Experiment>> {
         }
     }
     if out.is_empty() {
-        bail!(
-            "no experiment in {} matches {:?}",
-            dir.display(),
-            only
-        );
+        bail!("no experiment in {} matches {:?}", dir.display(), only);
     }
     Ok(out)
 }

@@ -54,7 +54,11 @@ impl<F: Flash> FileStack for BlockFs<F> {
 
 /// Sets `key` of a config struct from a `--set`-style string (a TOML literal, or a bare word
 /// taken as a string).
-fn apply<T: Serialize + DeserializeOwned>(cfg: &mut T, key: &str, value: &str) -> Result<(), String> {
+fn apply<T: Serialize + DeserializeOwned>(
+    cfg: &mut T,
+    key: &str,
+    value: &str,
+) -> Result<(), String> {
     let mut v = toml::Value::try_from(&*cfg).map_err(|e| e.to_string())?;
     let parsed = format!("x = {value}")
         .parse::<toml::Table>()
@@ -66,7 +70,9 @@ fn apply<T: Serialize + DeserializeOwned>(cfg: &mut T, key: &str, value: &str) -
         return Err(format!("unknown setting '{key}'"));
     }
     table.insert(key.to_string(), parsed);
-    *cfg = v.try_into().map_err(|e: toml::de::Error| format!("{key} = {value}: {e}"))?;
+    *cfg = v
+        .try_into()
+        .map_err(|e: toml::de::Error| format!("{key} = {value}: {e}"))?;
     Ok(())
 }
 

@@ -1,0 +1,54 @@
+//! `ossd reproduce` at a tiny scale: every experiment runs, every variant completes with a clean
+//! fsck, the report, plots and metric files are written, and the metrics agree with each other.
+
+use std::process::Command;
+
+#[test]
+fn every_experiment_runs_at_a_tiny_scale() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let out = std::env::temp_dir().join(format!("ossd-reproduce-{}", std::process::id()));
+    let status = Command::new(env!("CARGO_BIN_EXE_ossd"))
+        .current_dir(root)
+        .args(["reproduce", "--scale", "0.01", "--jobs", "2", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let experiments = std::fs::read_dir(format!("{root}/experiments"))
+        .unwrap()
+        .count();
+    let list = results.as_array().unwrap();
+    assert_eq!(list.len(), experiments);
+    for e in list {
+        let name = e["name"].as_str().unwrap();
+        assert!(report.contains(e["title"].as_str().unwrap()), "{name}");
+        assert!(out.join(format!("{name}-0.svg")).exists(), "{name}: no plot");
+        for v in e["variants"].as_array().unwrap() {
+            assert!(v["error"].is_null(), "{name}: {}", v["error"]);
+            assert_eq!(v["fsck_problems"].as_array().unwrap().len(), 0, "{name}");
+            for p in v["phases"].as_array().unwrap() {
+                let n = |k: &str| p[k].as_u64().unwrap();
+                // GC copies and index nodes are programmed pages too.
+                assert!(
+                    n("flash_pages_programmed") >= n("gc_page_copies") + n("index_pages_written"),
+                    "{name}: {p}"
+                );
+                assert_eq!(n("host_write_bytes"), p["files"]["write_bytes"].as_u64().unwrap());
+            }
+        }
+        for verdict in e["verdicts"].as_array().unwrap() {
+            assert!(!verdict["measured"].as_str().unwrap().is_empty());
+        }
+    }
+    assert!(std::fs::read_to_string(out.join("report.html"))
+        .unwrap()
+        .contains("<svg"));
+    std::fs::remove_dir_all(&out).unwrap();
+}
