@@ -290,6 +290,18 @@ pub struct Ftl<F: Flash> {
 impl<F: Flash> Ftl<F> {
     /// Opens the FTL over a device: blank, or holding an earlier FTL's data (recovered).
     pub fn open(flash: F, config: FtlConfig) -> Result<Self, FtlError> {
+        Self::open_inner(flash, config, true)
+    }
+
+    /// A deliberately broken recovery that loads the checkpoint but skips the roll-forward, so
+    /// everything written after the checkpoint is lost. Only for proving that a torture harness
+    /// catches a broken recovery; never use it to open a real device.
+    #[doc(hidden)]
+    pub fn open_broken_without_roll_forward(flash: F, config: FtlConfig) -> Result<Self, FtlError> {
+        Self::open_inner(flash, config, false)
+    }
+
+    fn open_inner(flash: F, config: FtlConfig, roll_forward: bool) -> Result<Self, FtlError> {
         config.validate().map_err(FtlError::Config)?;
         let unit_bytes = flash.config().write_unit_bytes() as usize;
         let sectors_per_unit = (unit_bytes as u64 / SECTOR_BYTES) as u32;
@@ -343,7 +355,7 @@ impl<F: Flash> Ftl<F> {
             scratch: vec![0; unit_bytes],
             recovery: Recovery::default(),
         };
-        ftl.recover()?;
+        ftl.recover(roll_forward)?;
         Ok(ftl)
     }
 
@@ -925,7 +937,7 @@ impl<F: Flash> Ftl<F> {
     ///    than the checkpoint (a unit erased and reused since belongs to another page, and the
     ///    page was trimmed), and roll forward every data unit written after the checkpoint,
     ///    the newest per page winning.
-    fn recover(&mut self) -> Result<(), FtlError> {
+    fn recover(&mut self, roll_forward: bool) -> Result<(), FtlError> {
         let mut rec = Recovery::default();
         let mut ckpts: Vec<(u64, u32, u32)> = Vec::new();
         let mut max_seq = 0u64;
@@ -996,6 +1008,9 @@ impl<F: Flash> Ftl<F> {
             if confirmed[lpn / 64] & (1 << (lpn % 64)) == 0 {
                 self.map.l2p[lpn] = UNMAPPED;
             }
+        }
+        if !roll_forward {
+            newer.clear();
         }
         rec.rolled_forward = newer.len() as u64;
         for (lpn, (_, unit)) in newer {
