@@ -183,6 +183,8 @@ pub struct Fml<F: Flash> {
     stats: FmlStats,
     unit_buf: Vec<u8>,
     oob_buf: Vec<u8>,
+    /// Blocks not bad from the factory (grown bad blocks included).
+    factory_good: u64,
     /// Free blocks found at mount, erased again before first use (a power cut may have
     /// interrupted their erase).
     needs_erase: Vec<bool>,
@@ -209,16 +211,15 @@ impl<F: Flash> Fml<F> {
         let mut table = BlockTable::new(layout.superblocks, layout.units_per_superblock);
         let mut free = FreePool::default();
         let mut needs_erase = vec![false; layout.superblocks as usize];
+        let mut retiring = VecDeque::new();
+        let mut factory_good = 0;
         let width = dev.flash().config().gang.units_per_superblock;
         for id in 0..layout.superblocks {
             let info = dev.superblock_info(id);
+            factory_good += !info.factory_bad as u64;
             let b = &mut table.blocks[id as usize];
             b.erase_count = info.erase_count;
             b.seq = id as u64;
-            if info.bad {
-                b.state = BlockState::Bad;
-                continue;
-            }
             // Units rotate over the super-block's parallel units; count each one's pages.
             let next: u32 = (0..width)
                 .map(|u| {
@@ -227,6 +228,21 @@ impl<F: Flash> Fml<F> {
                         .next_page
                 })
                 .sum();
+            if info.bad {
+                // A block that went bad on a failed program still holds the units written
+                // before the failure, and they stay readable: open it as a victim to retire
+                // once GC has moved them, exactly as before the reboot. Otherwise a power cut
+                // between the failure and the end of that GC would lose them.
+                if info.factory_bad || next == 0 {
+                    b.state = BlockState::Bad;
+                } else {
+                    b.next = next;
+                    b.state = BlockState::Victim;
+                    b.retire = true;
+                    retiring.push_back(id);
+                }
+                continue;
+            }
             b.next = next;
             if next == 0 {
                 free.push(id, info.erase_count);
@@ -249,7 +265,8 @@ impl<F: Flash> Fml<F> {
             free,
             open: vec![None; streams as usize + 1],
             job: GcJob::Idle,
-            retiring: VecDeque::new(),
+            retiring,
+            factory_good,
             next_seq: layout.superblocks as u64,
             stats: FmlStats::default(),
             needs_erase,
@@ -302,7 +319,10 @@ impl<F: Flash> Fml<F> {
     /// Write units a mapping layer may keep valid at once: every usable block less the GC
     /// reserve (low watermark), the open update blocks and the bad-block reserve.
     pub fn capacity_units(&self) -> u64 {
-        let good = self.good_blocks();
+        self.capacity_of(self.good_blocks())
+    }
+
+    fn capacity_of(&self, good: u64) -> u64 {
         let reserve = (good * self.config.bad_block_reserve_permille as u64).div_ceil(1000);
         let held = self.config.low_watermark_blocks as u64 + self.open.len() as u64 + reserve;
         good.saturating_sub(held) * self.layout.units_per_superblock as u64
@@ -311,6 +331,18 @@ impl<F: Flash> Fml<F> {
     /// Total write units of usable blocks.
     pub fn physical_units(&self) -> u64 {
         self.good_blocks() * self.layout.units_per_superblock as u64
+    }
+
+    /// Write units of the blocks that were good when the device left the factory: unlike
+    /// [`Fml::physical_units`], grown bad blocks do not change it, so a mapping layer can size
+    /// its logical space with it once and for all.
+    pub fn factory_good_units(&self) -> u64 {
+        self.factory_good * self.layout.units_per_superblock as u64
+    }
+
+    /// [`Fml::capacity_units`] of the device as it left the factory (no grown bad blocks).
+    pub fn capacity_units_as_built(&self) -> u64 {
+        self.capacity_of(self.factory_good)
     }
 
     fn good_blocks(&self) -> u64 {

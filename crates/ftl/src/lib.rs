@@ -28,6 +28,9 @@ pub const SECTOR_BYTES: u64 = 512;
 const DATA_STREAM: StreamId = StreamId(0);
 const META_STREAM: StreamId = StreamId(1);
 const UNMAPPED: u32 = u32::MAX;
+/// A logical page whose unit GC found unreadable: its contents are lost, and reads of it fail
+/// until it is written again (returning zeros would pass lost data off as good data).
+const LOST: u32 = u32::MAX - 1;
 
 /// Which mapping table.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,6 +128,8 @@ pub enum FtlError {
     Config(String),
     #[error("corrupted on flash: {0}")]
     Corrupted(String),
+    #[error("logical page {lpn} was lost: its unit was unreadable when GC moved it")]
+    Lost { lpn: u32 },
 }
 
 impl From<FlashError> for FtlError {
@@ -248,7 +253,7 @@ impl Owner for Map {
         // unit) for it.
         self.lost += 1;
         if let Some(lpn) = self.l2p.iter().position(|&v| v == from.0) {
-            self.l2p[lpn] = UNMAPPED;
+            self.l2p[lpn] = LOST;
         } else if let Some(g) = self.gtd.iter_mut().find(|g| **g == from.0) {
             *g = UNMAPPED; // rewritten from the in-memory table at the next write-back
         } else {
@@ -285,6 +290,18 @@ pub struct Ftl<F: Flash> {
 impl<F: Flash> Ftl<F> {
     /// Opens the FTL over a device: blank, or holding an earlier FTL's data (recovered).
     pub fn open(flash: F, config: FtlConfig) -> Result<Self, FtlError> {
+        Self::open_inner(flash, config, true)
+    }
+
+    /// A deliberately broken recovery that loads the checkpoint but skips the roll-forward, so
+    /// everything written after the checkpoint is lost. Only for proving that a torture harness
+    /// catches a broken recovery; never use it to open a real device.
+    #[doc(hidden)]
+    pub fn open_broken_without_roll_forward(flash: F, config: FtlConfig) -> Result<Self, FtlError> {
+        Self::open_inner(flash, config, false)
+    }
+
+    fn open_inner(flash: F, config: FtlConfig, roll_forward: bool) -> Result<Self, FtlError> {
         config.validate().map_err(FtlError::Config)?;
         let unit_bytes = flash.config().write_unit_bytes() as usize;
         let sectors_per_unit = (unit_bytes as u64 / SECTOR_BYTES) as u32;
@@ -294,9 +311,12 @@ impl<F: Flash> Ftl<F> {
             )));
         }
         let fml = Fml::open(flash, config.fml, 2, RECORD_BYTES)?;
-        let physical = fml.physical_units();
+        // The logical space is fixed by the device as it left the factory, not by the blocks
+        // good today: a grown bad block must not shrink it, or a checkpoint (which records its
+        // size) would no longer load and pages at its top would be dropped at recovery.
+        let physical = fml.factory_good_units();
         let logical = ((physical as f64 * (1.0 - config.overprovision_percent / 100.0)) as u64)
-            .min(fml.capacity_units());
+            .min(fml.capacity_units_as_built());
         if logical == 0 {
             return Err(FtlError::Config(
                 "no logical space left after over-provisioning and reserves".into(),
@@ -335,7 +355,7 @@ impl<F: Flash> Ftl<F> {
             scratch: vec![0; unit_bytes],
             recovery: Recovery::default(),
         };
-        ftl.recover()?;
+        ftl.recover(roll_forward)?;
         Ok(ftl)
     }
 
@@ -509,10 +529,14 @@ impl<F: Flash> Ftl<F> {
         t = self.translate(t, e.key, true)?;
         let full = self.full_mask();
         let old = self.map.l2p[e.key as usize];
+        if e.mask != full && old == LOST {
+            // The rest of the unit is gone: merging would invent its bytes.
+            return Err(FtlError::Lost { lpn: e.key });
+        }
         if e.mask != full {
             match &mut e.fill {
                 Fill::Bytes(b) => {
-                    if old != UNMAPPED {
+                    if old < LOST {
                         let mut scratch = std::mem::take(&mut self.scratch);
                         let r = self.fml.read(t, Vpa(old), &mut scratch, &mut []);
                         self.stats.rmw_reads += 1;
@@ -525,11 +549,15 @@ impl<F: Flash> Ftl<F> {
                             Ok((_, Content::Fingerprint(_))) => {
                                 Err(FtlError::PayloadMode { lpn: e.key })
                             }
-                            Ok((done, Content::Erased)) => {
-                                t = done;
-                                Self::zero_missing(b, e.mask);
-                                Ok(())
-                            }
+                            // A mapped unit that reads erased never reached flash (a
+                            // misdirected write): merging zeros would invent its bytes.
+                            Ok((_, Content::Erased)) => Err(FtlError::Unreadable {
+                                lpn: e.key,
+                                source: FlashError::Uncorrectable {
+                                    addr: self.fml.layout().page(Vpa(old), 0),
+                                    bit_errors: 0,
+                                },
+                            }),
                             Err(err) => Err(err.into()),
                         };
                         self.scratch = scratch;
@@ -540,7 +568,7 @@ impl<F: Flash> Ftl<F> {
                 }
                 Fill::Token(fp) => {
                     let mut old_fp = 0;
-                    if old != UNMAPPED {
+                    if old < LOST {
                         let (done, content) = self.read_unit(t, Vpa(old))?;
                         self.stats.rmw_reads += 1;
                         t = done;
@@ -564,7 +592,7 @@ impl<F: Flash> Ftl<F> {
             Fill::Token(fp) => Payload::Fingerprint(*fp),
         };
         let (vpa, done) = self.fml.write(t, DATA_STREAM, payload, &rec)?;
-        if old != UNMAPPED {
+        if old < LOST {
             self.fml.invalidate(Vpa(old));
         }
         self.map.l2p[e.key as usize] = vpa.0;
@@ -749,7 +777,9 @@ impl<F: Flash> Ftl<F> {
             match &mut out {
                 ReadOut::Bytes(dst) => {
                     let dst = &mut dst[produced..produced + n];
-                    if loc == UNMAPPED {
+                    if loc == LOST {
+                        return Err(FtlError::Lost { lpn });
+                    } else if loc == UNMAPPED {
                         dst.fill(0);
                     } else {
                         let mut scratch = std::mem::take(&mut self.scratch);
@@ -779,7 +809,9 @@ impl<F: Flash> Ftl<F> {
                     }
                 }
                 ReadOut::Fingerprints(v) => {
-                    if loc == UNMAPPED {
+                    if loc == LOST {
+                        return Err(FtlError::Lost { lpn });
+                    } else if loc == UNMAPPED {
                         v.push(0);
                     } else {
                         let (d, content) = self.read_unit(t, Vpa(loc)).map_err(|e| match e {
@@ -815,7 +847,7 @@ impl<F: Flash> Ftl<F> {
                 // Translation may run GC, which may move this very unit: read the map after it.
                 t = self.translate(t, lpn, true)?;
                 let old = std::mem::replace(&mut self.map.l2p[lpn as usize], UNMAPPED);
-                if old != UNMAPPED {
+                if old < LOST {
                     self.fml.invalidate(Vpa(old));
                 }
             }
@@ -905,7 +937,7 @@ impl<F: Flash> Ftl<F> {
     ///    than the checkpoint (a unit erased and reused since belongs to another page, and the
     ///    page was trimmed), and roll forward every data unit written after the checkpoint,
     ///    the newest per page winning.
-    fn recover(&mut self) -> Result<(), FtlError> {
+    fn recover(&mut self, roll_forward: bool) -> Result<(), FtlError> {
         let mut rec = Recovery::default();
         let mut ckpts: Vec<(u64, u32, u32)> = Vec::new();
         let mut max_seq = 0u64;
@@ -977,6 +1009,9 @@ impl<F: Flash> Ftl<F> {
                 self.map.l2p[lpn] = UNMAPPED;
             }
         }
+        if !roll_forward {
+            newer.clear();
+        }
         rec.rolled_forward = newer.len() as u64;
         for (lpn, (_, unit)) in newer {
             self.map.l2p[lpn as usize] = unit;
@@ -1042,7 +1077,7 @@ impl<F: Flash> Ftl<F> {
         let mut taken = vec![0u64; self.map.total_units.div_ceil(64)];
         let mut referenced = 0u64;
         for (lpn, &v) in self.map.l2p.iter().enumerate() {
-            if v == UNMAPPED {
+            if v >= LOST {
                 continue;
             }
             referenced += 1;

@@ -14,6 +14,7 @@ use lab::RunReport;
 mod objects;
 mod reproduce;
 mod settings;
+mod torture;
 
 #[derive(Parser)]
 #[command(
@@ -114,6 +115,9 @@ enum Command {
         #[arg(long)]
         image: PathBuf,
     },
+    /// Torture a stack: seeded workloads under power cuts and media faults, checked against an
+    /// oracle; failures print a seed that `--replay` reruns exactly.
+    Torture(torture::TortureArgs),
     /// Show a device image's geometry, wear and bad blocks.
     Info {
         #[arg(long)]
@@ -207,6 +211,7 @@ fn main() -> ExitCode {
             value,
         } => objects::setattr(&o.image, o.partition, &o.id, &attr, &value),
         Command::Fsck { image } => objects::fsck(&image),
+        Command::Torture(args) => torture::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

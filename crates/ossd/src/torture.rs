@@ -1,0 +1,249 @@
+//! `ossd torture`: seeded random workloads against a stack under power cuts and media faults,
+//! checked against an oracle, on every core; any failure prints its seed and fault schedule,
+//! and `--replay SEED` reruns exactly that run.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use torture::campaign::run_seed;
+use torture::{Campaign, FaultSet, SimConfig, Stack, Summary};
+
+#[derive(clap::Args)]
+pub struct TortureArgs {
+    /// Stack under torture: ossd (object store) or ftl (block FTL).
+    #[arg(long, default_value = "ossd")]
+    stack: String,
+    /// Device: small (2 MiB, the default) or any preset of `ossd presets`.
+    #[arg(long, default_value = "small")]
+    device: String,
+    /// Run for this many seconds of wall time...
+    #[arg(long, conflicts_with = "runs")]
+    seconds: Option<f64>,
+    /// ...or this many runs (default 200 when neither is given).
+    #[arg(long)]
+    runs: Option<u64>,
+    /// Seed of the campaign: run i uses a seed derived from it.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Fault kinds, comma-separated: power-cut, torn, bit-flip, bit-flip-beyond-ecc,
+    /// page-failure, program-failure, erase-failure, misdirected-write; or all, power, none.
+    #[arg(long, default_value = "all")]
+    faults: String,
+    /// Workload steps per run.
+    #[arg(long, default_value_t = 300)]
+    steps: u32,
+    /// Threads (default: every core).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Rerun one run from its seed (as printed by a failure), printing its schedule.
+    #[arg(long, conflicts_with_all = ["seconds", "runs"])]
+    replay: Option<u64>,
+}
+
+pub fn run(args: TortureArgs) -> Result<()> {
+    let stack = Stack::parse(&args.stack).map_err(|e| anyhow!(e))?;
+    let device = torture::device::named(&args.device).map_err(|e| anyhow!(e))?;
+    device
+        .validate()
+        .map_err(|e| anyhow!("device {}: {e}", args.device))?;
+    let faults = FaultSet::parse(&args.faults).map_err(|e| anyhow!("--faults: {e}"))?;
+    if args.steps == 0 {
+        bail!("--steps must be at least 1");
+    }
+    if let Some(s) = args.seconds {
+        if !(s > 0.0 && s.is_finite()) {
+            bail!("--seconds must be a positive number of seconds, not {s}");
+        }
+    }
+    if args.runs == Some(0) {
+        bail!("--runs must be at least 1");
+    }
+    if args.jobs == Some(0) {
+        bail!("--jobs must be at least 1");
+    }
+    let sim = SimConfig {
+        stack,
+        device,
+        faults,
+        steps: args.steps,
+        broken_recovery: false,
+        trace: args.replay.is_some(),
+    };
+    let replay_cmd = |seed: u64| {
+        format!(
+            "ossd torture --stack {} --device {} --faults {} --steps {} --replay {seed}",
+            stack.name(),
+            args.device,
+            faults,
+            args.steps
+        )
+    };
+    if let Some(seed) = args.replay {
+        return replay(seed, &sim);
+    }
+    let threads = args.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let runs = match (args.runs, args.seconds) {
+        (None, None) => Some(200),
+        (r, _) => r,
+    };
+    let campaign = Campaign {
+        sim,
+        seed: args.seed,
+        runs,
+        seconds: args.seconds,
+        threads,
+    };
+    println!(
+        "torturing {} on {} with faults {faults}: {} on {threads} threads, {} steps per run, campaign seed {}",
+        stack.name(),
+        args.device,
+        match (runs, args.seconds) {
+            (Some(n), _) => format!("{n} runs"),
+            (None, Some(s)) => format!("{s} s"),
+            _ => unreachable!(),
+        },
+        args.steps,
+        args.seed
+    );
+    let summary = with_quiet_panics(|| campaign_with_bar(&campaign));
+    print_summary(&summary);
+    if summary.violation_count > 0 {
+        println!("\nviolations ({}):", summary.violation_count);
+        for (v, schedule) in summary.violations.iter().take(5) {
+            println!("  seed {} at step {}: {}", v.seed, v.step, v.what);
+            println!("    fault schedule (last entries):");
+            for line in schedule.iter().rev().take(10).rev() {
+                println!("      {line}");
+            }
+            println!("    replay: {}", replay_cmd(v.seed));
+        }
+        let more: Vec<String> = summary
+            .violations
+            .iter()
+            .skip(5)
+            .map(|(v, _)| v.seed.to_string())
+            .collect();
+        if !more.is_empty() {
+            println!("  more seeds: {}", more.join(" "));
+        }
+        bail!(
+            "{} of {} runs broke the contract",
+            summary.violation_count,
+            summary.runs
+        );
+    }
+    println!("\nno contract violations");
+    Ok(())
+}
+
+fn campaign_with_bar(c: &Campaign) -> Summary {
+    let (len, template) = match (c.runs, c.seconds) {
+        (Some(n), _) => (n, "{prefix} [{bar:40}] {pos}/{len} runs ({per_sec}) {msg}"),
+        (None, Some(s)) => (s.ceil() as u64, "{prefix} [{bar:40}] {pos}/{len} s {msg}"),
+        _ => (0, "{msg}"),
+    };
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template(template)
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix("torture");
+    let start = Instant::now();
+    let by_time = c.runs.is_none();
+    let progress = |s: &Summary| {
+        bar.set_position(if by_time {
+            start.elapsed().as_secs()
+        } else {
+            s.runs
+        });
+        bar.set_message(format!(
+            "{} power cuts, {} violations",
+            s.tally.power_cuts, s.violation_count
+        ));
+    };
+    let summary = c.run(&progress, &AtomicBool::new(false));
+    bar.finish_and_clear();
+    summary
+}
+
+/// Runs `f` with the panic hook silenced: a stack's panic is caught per run and reported as a
+/// violation with its message, so the default hook's output would only garble the progress bar.
+fn with_quiet_panics<T>(f: impl FnOnce() -> T) -> T {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let old = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let out = f();
+    std::panic::set_hook(old);
+    out
+}
+
+fn print_summary(s: &Summary) {
+    let row = |k: &str, v: String| println!("  {k:<28} {v}");
+    println!("\nsummary");
+    row("runs", s.runs.to_string());
+    row("workload steps", s.steps.to_string());
+    row("recoveries checked", s.recoveries.to_string());
+    row("reads checked", s.reads_checked.to_string());
+    println!("  faults injected");
+    for (name, n) in s.tally.rows() {
+        row(&format!("  {name}"), n.to_string());
+    }
+    row(
+        "errors allowed by contract",
+        format!("{} (after destructive faults)", s.errors_tolerated),
+    );
+    row(
+        "runs ended by damage",
+        format!(
+            "{} (recovery refused an image a destructive fault damaged)",
+            s.ended_early
+        ),
+    );
+    row("out-of-space refusals", s.no_space.to_string());
+    row(
+        "wall time",
+        format!(
+            "{:.1} s ({:.0} power cuts/s)",
+            s.wall_seconds,
+            s.tally.power_cuts as f64 / s.wall_seconds.max(1e-9)
+        ),
+    );
+    row("violations", s.violation_count.to_string());
+}
+
+fn replay(seed: u64, sim: &SimConfig) -> Result<()> {
+    println!("replaying seed {seed} (the schedule and workload follow on standard error)");
+    let r = run_seed(seed, sim);
+    println!("  variant      {}", r.variant);
+    println!("  faults drawn {}", r.faults_drawn);
+    println!(
+        "  {} steps, {} recoveries, {} reads checked, {} errors allowed",
+        r.steps, r.recoveries, r.reads_checked, r.errors_tolerated
+    );
+    for (name, n) in r.tally.rows() {
+        println!("  {name:<26} {n}");
+    }
+    if let Some(why) = &r.ended {
+        println!("  ended early: {why}");
+    }
+    match r.violation {
+        Some(v) => bail!(
+            "seed {seed} broke the contract at step {}: {}",
+            v.step,
+            v.what
+        ),
+        None => {
+            println!("no contract violation");
+            Ok(())
+        }
+    }
+}

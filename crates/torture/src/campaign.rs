@@ -1,0 +1,130 @@
+//! Many torture runs across threads, each from its own seed, within a run or time budget.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::fault::FaultTally;
+use crate::sim::{self, RunReport, SimConfig, Violation};
+
+/// A batch of runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Campaign {
+    pub sim: SimConfig,
+    /// Run `i` uses seed [`seed_of`]`(seed, i)`.
+    pub seed: u64,
+    /// Stop after this many runs...
+    pub runs: Option<u64>,
+    /// ...or after this much wall time (whichever comes first; one of them must be set).
+    pub seconds: Option<f64>,
+    pub threads: usize,
+}
+
+/// The seed of run `i` of a campaign: distinct runs get unrelated seeds, and the seed alone
+/// replays a run.
+pub fn seed_of(base: u64, i: u64) -> u64 {
+    let mut x = base ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// What a campaign found.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    pub runs: u64,
+    pub steps: u64,
+    pub recoveries: u64,
+    pub reads_checked: u64,
+    pub errors_tolerated: u64,
+    pub no_space: u64,
+    /// Runs a destructive fault ended early (the image refused with an error).
+    pub ended_early: u64,
+    pub tally: FaultTally,
+    /// Violations with their runs' fault schedules (the first [`KEEP`] only).
+    pub violations: Vec<(Violation, Vec<String>)>,
+    pub violation_count: u64,
+    pub wall_seconds: f64,
+}
+
+/// Violations whose details a summary keeps.
+pub const KEEP: usize = 50;
+
+impl Summary {
+    pub fn add(&mut self, r: RunReport) {
+        self.runs += 1;
+        self.steps += r.steps as u64;
+        self.recoveries += r.recoveries;
+        self.reads_checked += r.reads_checked;
+        self.errors_tolerated += r.errors_tolerated;
+        self.no_space += r.no_space;
+        self.ended_early += r.ended.is_some() as u64;
+        self.tally += r.tally;
+        if let Some(v) = r.violation {
+            self.violation_count += 1;
+            if self.violations.len() < KEEP {
+                self.violations.push((v, r.schedule));
+            }
+        }
+    }
+}
+
+/// Runs one seed, turning a panic (a stack's assertion, the watchdog) into a violation.
+pub fn run_seed(seed: u64, cfg: &SimConfig) -> RunReport {
+    match catch_unwind(AssertUnwindSafe(|| sim::run(seed, cfg))) {
+        Ok(r) => r,
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic with no message".into());
+            RunReport {
+                seed,
+                violation: Some(Violation {
+                    seed,
+                    step: 0,
+                    what: format!("panic: {msg}"),
+                }),
+                schedule: vec!["(the run panicked; replay the seed to see its schedule)".into()],
+                ..RunReport::default()
+            }
+        }
+    }
+}
+
+impl Campaign {
+    /// Runs the campaign on `threads` threads; `progress` sees the summary so far after each
+    /// run (from any thread). `stop` ends it early when set (Ctrl-C).
+    pub fn run(&self, progress: &(dyn Fn(&Summary) + Sync), stop: &AtomicBool) -> Summary {
+        let start = Instant::now();
+        let deadline = self.seconds.map(|s| start + Duration::from_secs_f64(s));
+        let next = AtomicU64::new(0);
+        let summary = Mutex::new(Summary::default());
+        let worker = || loop {
+            if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+                return;
+            }
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if self.runs.is_some_and(|n| i >= n) {
+                return;
+            }
+            let report = run_seed(seed_of(self.seed, i), &self.sim);
+            let mut s = summary.lock().unwrap_or_else(|p| p.into_inner());
+            s.add(report);
+            s.wall_seconds = start.elapsed().as_secs_f64();
+            progress(&s);
+        };
+        std::thread::scope(|scope| {
+            for _ in 0..self.threads.max(1) {
+                scope.spawn(worker);
+            }
+        });
+        let mut s = summary.into_inner().unwrap_or_else(|p| p.into_inner());
+        s.wall_seconds = start.elapsed().as_secs_f64();
+        // Threads finish runs in any order: list violations by seed so output is stable.
+        s.violations.sort_by_key(|(v, _)| v.seed);
+        s
+    }
+}

@@ -1,0 +1,253 @@
+//! The fault kinds a torture run injects, how a user names them (`--faults LIST`), and the tally
+//! of what was injected.
+//!
+//! Every kind goes through [`flash::fault::Faulty`]; this module only decides *which* and counts
+//! them. The kinds split in two by what the durability contract can promise after them
+//! (docs/RELIABILITY.md has the full rules):
+//! - **masked** faults (power cuts, torn programs, interrupted erases, bit flips the ECC
+//!   corrects, program and erase failures that grow bad blocks) must be invisible: every
+//!   flushed write stays intact and no read fails;
+//! - **destructive** faults (bit flips beyond the ECC, whole-page failures, misdirected writes)
+//!   destroy data the stack has no second copy of: reads of it may fail, and recovery may refuse
+//!   a damaged image, but bytes that were never written there must never come back.
+
+use std::fmt;
+use std::ops::AddAssign;
+
+/// One kind of fault, as `--faults` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FaultKind {
+    /// Power fails between two flash commands.
+    PowerCut,
+    /// Power fails during a program (torn program) or an erase (interrupted erase).
+    Torn,
+    /// Bit errors the ECC corrects.
+    BitFlip,
+    /// Bit errors beyond what the ECC corrects: the page reads as uncorrectable.
+    BitFlipBeyondEcc,
+    /// A page whose cells fail entirely: every read of it is uncorrectable.
+    PageFailure,
+    /// A program reports status fail; the block becomes a grown bad block.
+    ProgramFailure,
+    /// An erase reports status fail; the block becomes a grown bad block.
+    EraseFailure,
+    /// A program lands on the wrong page (or nowhere) while reporting success.
+    MisdirectedWrite,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 8] = [
+        FaultKind::PowerCut,
+        FaultKind::Torn,
+        FaultKind::BitFlip,
+        FaultKind::BitFlipBeyondEcc,
+        FaultKind::PageFailure,
+        FaultKind::ProgramFailure,
+        FaultKind::EraseFailure,
+        FaultKind::MisdirectedWrite,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::PowerCut => "power-cut",
+            FaultKind::Torn => "torn",
+            FaultKind::BitFlip => "bit-flip",
+            FaultKind::BitFlipBeyondEcc => "bit-flip-beyond-ecc",
+            FaultKind::PageFailure => "page-failure",
+            FaultKind::ProgramFailure => "program-failure",
+            FaultKind::EraseFailure => "erase-failure",
+            FaultKind::MisdirectedWrite => "misdirected-write",
+        }
+    }
+
+    /// Whether the fault destroys data the stack keeps no second copy of, so that errors (not
+    /// wrong bytes) become acceptable answers.
+    pub fn destructive(self) -> bool {
+        matches!(
+            self,
+            FaultKind::BitFlipBeyondEcc | FaultKind::PageFailure | FaultKind::MisdirectedWrite
+        )
+    }
+
+    fn bit(self) -> u16 {
+        1 << self as u16
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A set of fault kinds.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FaultSet(u16);
+
+impl FaultSet {
+    pub const NONE: FaultSet = FaultSet(0);
+
+    pub fn all() -> FaultSet {
+        FaultKind::ALL.iter().copied().collect()
+    }
+    /// Power cuts only, clean and torn: the faults after which the whole contract holds.
+    pub fn power() -> FaultSet {
+        [FaultKind::PowerCut, FaultKind::Torn].into_iter().collect()
+    }
+    pub fn contains(self, k: FaultKind) -> bool {
+        self.0 & k.bit() != 0
+    }
+    pub fn insert(&mut self, k: FaultKind) {
+        self.0 |= k.bit();
+    }
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+    pub fn iter(self) -> impl Iterator<Item = FaultKind> {
+        FaultKind::ALL
+            .into_iter()
+            .filter(move |k| self.contains(*k))
+    }
+    /// Whether any kind in the set is destructive.
+    pub fn destructive(self) -> bool {
+        self.iter().any(FaultKind::destructive)
+    }
+
+    /// Parses a comma-separated list of kind names; `all`, `power` (power-cut,torn) and `none`
+    /// are shorthands. The error names the bad item and lists the valid ones.
+    pub fn parse(list: &str) -> Result<FaultSet, String> {
+        let mut set = FaultSet::NONE;
+        for item in list.split(',').map(str::trim) {
+            match item {
+                "all" => set.0 |= FaultSet::all().0,
+                "power" => set.0 |= FaultSet::power().0,
+                "none" => {}
+                _ => match FaultKind::ALL.iter().find(|k| k.name() == item) {
+                    Some(&k) => set.insert(k),
+                    None => {
+                        return Err(format!(
+                            "unknown fault kind '{item}'; known kinds: {}, or all, power, none",
+                            FaultKind::ALL.map(FaultKind::name).join(", ")
+                        ))
+                    }
+                },
+            }
+        }
+        Ok(set)
+    }
+}
+
+impl FromIterator<FaultKind> for FaultSet {
+    fn from_iter<I: IntoIterator<Item = FaultKind>>(iter: I) -> Self {
+        let mut s = FaultSet::NONE;
+        for k in iter {
+            s.insert(k);
+        }
+        s
+    }
+}
+
+impl fmt::Debug for FaultSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+impl fmt::Display for FaultSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return f.write_str("none");
+        }
+        let names: Vec<&str> = self.iter().map(FaultKind::name).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+/// Faults that actually happened, by kind. Power cuts, torn programs, interrupted erases,
+/// program and erase failures and misdirected writes are counted when they strike (as the
+/// device reports them), not when they are armed: an armed failure whose block is never
+/// programmed or erased again does not count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultTally {
+    pub power_cuts: u64,
+    pub torn_programs: u64,
+    pub interrupted_erases: u64,
+    pub bit_flips_within_ecc: u64,
+    pub bit_flips_beyond_ecc: u64,
+    pub page_failures: u64,
+    pub program_failures: u64,
+    pub erase_failures: u64,
+    pub misdirected_writes: u64,
+}
+
+impl FaultTally {
+    /// Clean cuts: power cuts that damaged no command.
+    pub fn clean_cuts(&self) -> u64 {
+        self.power_cuts - self.torn_programs - self.interrupted_erases
+    }
+
+    /// (name, count) rows, in a fixed order, for summaries.
+    pub fn rows(&self) -> [(&'static str, u64); 9] {
+        [
+            ("power cuts (all)", self.power_cuts),
+            ("  torn programs", self.torn_programs),
+            ("  interrupted erases", self.interrupted_erases),
+            ("bit flips within ECC", self.bit_flips_within_ecc),
+            ("bit flips beyond ECC", self.bit_flips_beyond_ecc),
+            ("whole-page failures", self.page_failures),
+            ("program failures", self.program_failures),
+            ("erase failures", self.erase_failures),
+            ("misdirected writes", self.misdirected_writes),
+        ]
+    }
+
+    /// The smallest count over the kinds in `set` (the must-show figure: every kind at least
+    /// N times).
+    pub fn min_over(&self, set: FaultSet) -> u64 {
+        set.iter()
+            .map(|k| match k {
+                FaultKind::PowerCut => self.clean_cuts(),
+                FaultKind::Torn => self.torn_programs.min(self.interrupted_erases),
+                FaultKind::BitFlip => self.bit_flips_within_ecc,
+                FaultKind::BitFlipBeyondEcc => self.bit_flips_beyond_ecc,
+                FaultKind::PageFailure => self.page_failures,
+                FaultKind::ProgramFailure => self.program_failures,
+                FaultKind::EraseFailure => self.erase_failures,
+                FaultKind::MisdirectedWrite => self.misdirected_writes,
+            })
+            .min()
+            .unwrap_or(0)
+    }
+}
+
+impl AddAssign for FaultTally {
+    fn add_assign(&mut self, o: FaultTally) {
+        self.power_cuts += o.power_cuts;
+        self.torn_programs += o.torn_programs;
+        self.interrupted_erases += o.interrupted_erases;
+        self.bit_flips_within_ecc += o.bit_flips_within_ecc;
+        self.bit_flips_beyond_ecc += o.bit_flips_beyond_ecc;
+        self.page_failures += o.page_failures;
+        self.program_failures += o.program_failures;
+        self.erase_failures += o.erase_failures;
+        self.misdirected_writes += o.misdirected_writes;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_parse_and_print_back() {
+        let s = FaultSet::parse("power-cut, bit-flip,misdirected-write").unwrap();
+        assert_eq!(s.to_string(), "power-cut,bit-flip,misdirected-write");
+        assert!(s.destructive());
+        assert_eq!(FaultSet::parse("all").unwrap(), FaultSet::all());
+        assert_eq!(FaultSet::parse("power").unwrap(), FaultSet::power());
+        assert!(!FaultSet::power().destructive());
+        assert!(FaultSet::parse("none").unwrap().is_empty());
+        let e = FaultSet::parse("power-cut,gremlins").unwrap_err();
+        assert!(e.contains("gremlins") && e.contains("page-failure"), "{e}");
+    }
+}

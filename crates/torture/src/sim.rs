@@ -1,0 +1,619 @@
+//! One torture run: from a seed, a random workload against one stack, faults injected through
+//! the device, recovery after every power loss, and the oracle's checks after every read and
+//! every recovery. Everything random comes from one ChaCha8 stream seeded by the run's seed, so
+//! a run replays exactly.
+
+use std::collections::HashMap;
+
+use flash::fault::CutMode;
+use flash::{DeviceConfig, Flash, PageAddr};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::device::{self, Device};
+use crate::fault::{FaultKind, FaultSet, FaultTally};
+use crate::oracle::{Oracle, SECTOR};
+use crate::subject::{Fail, Stack, Subject, Variant};
+
+/// What one run does.
+#[derive(Clone, Copy, Debug)]
+pub struct SimConfig {
+    pub stack: Stack,
+    pub device: DeviceConfig,
+    /// Fault kinds a run may inject; each run draws a subset.
+    pub faults: FaultSet,
+    /// Workload steps per run (the step budget: a run never takes more).
+    pub steps: u32,
+    /// Opens the FTL with its test-only recovery that skips the roll-forward.
+    pub broken_recovery: bool,
+    /// Prints the fault schedule to standard error as it happens (replays).
+    pub trace: bool,
+}
+
+impl SimConfig {
+    pub fn new(stack: Stack) -> Self {
+        SimConfig {
+            stack,
+            device: device::small(),
+            faults: FaultSet::all(),
+            steps: 300,
+            broken_recovery: false,
+            trace: false,
+        }
+    }
+}
+
+/// A broken promise, with what replays it.
+#[derive(Clone, Debug)]
+pub struct Violation {
+    pub seed: u64,
+    pub step: u32,
+    pub what: String,
+}
+
+/// What one run did.
+#[derive(Clone, Debug, Default)]
+pub struct RunReport {
+    pub seed: u64,
+    pub variant: String,
+    /// Fault kinds this run drew.
+    pub faults_drawn: String,
+    pub steps: u32,
+    pub tally: FaultTally,
+    pub recoveries: u64,
+    pub reads_checked: u64,
+    /// Errors the contract allowed (after destructive faults), and out-of-space refusals.
+    pub errors_tolerated: u64,
+    pub no_space: u64,
+    /// Why the run stopped early without a violation (an image a destructive fault left
+    /// unrecoverable, reported as an error).
+    pub ended: Option<String>,
+    pub violation: Option<Violation>,
+    /// The faults injected and the recoveries, in order: the fault schedule.
+    pub schedule: Vec<String>,
+}
+
+/// Slots (objects or block ranges) a run spreads its data over.
+const SLOTS: u32 = 6;
+/// Share of the stack's capacity the slots span, in percent: enough that GC runs.
+const FILL_PERCENT: u64 = 45;
+
+/// Why a run stops.
+enum Stop {
+    Violation(String),
+    Ended(String),
+}
+
+struct Sim {
+    cfg: SimConfig,
+    rng: ChaCha8Rng,
+    variant: Variant,
+    faults: FaultSet,
+    subject: Option<Box<dyn Subject>>,
+    oracle: Oracle,
+    slot_bytes: u64,
+    /// A destructive fault was injected: errors (not wrong bytes) are acceptable from now on.
+    degraded: bool,
+    cut_pending: bool,
+    /// Bits flipped per page since its block's erase (erase count, bits), so "within ECC"
+    /// flips stay within it.
+    flipped: HashMap<PageAddr, (u32, u32)>,
+    grown_bad_armed: u32,
+    /// The device's fault counts at the last reboot (kept if the device is lost after it).
+    dev_counts: flash::fault::FaultCounts,
+    step: u32,
+    report: RunReport,
+}
+
+/// Runs one seed. Never panics on a stack's behalf: see [`crate::campaign`] for the
+/// catch_unwind around it.
+pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let variant = Variant::draw(cfg.stack, &cfg.device, &mut rng);
+    // Each run draws a subset of the enabled kinds, so some runs have only masked faults and
+    // are held to the whole contract.
+    let faults: FaultSet = cfg
+        .faults
+        .iter()
+        .filter(|k| matches!(k, FaultKind::PowerCut | FaultKind::Torn) || rng.gen_bool(0.5))
+        .collect();
+    let mut report = RunReport {
+        seed,
+        variant: variant.describe(),
+        faults_drawn: faults.to_string(),
+        ..RunReport::default()
+    };
+    let budget = 500_000 + cfg.steps as u64 * 5_000;
+    let formatted = device::fresh(cfg.device, budget)
+        .map_err(|e| Fail::Other(e.to_string()))
+        .and_then(|d| variant.format(d));
+    let (mut subject, capacity) = match formatted {
+        Ok(x) => x,
+        Err(e) => {
+            report.violation = Some(Violation {
+                seed,
+                step: 0,
+                what: format!("format failed: {e}"),
+            });
+            return report;
+        }
+    };
+    let unit = cfg.device.write_unit_bytes() as u64;
+    let slot_bytes = (capacity * FILL_PERCENT / 100 / SLOTS as u64) / unit * unit;
+    if slot_bytes == 0 {
+        report.ended = Some("device too small for the torture workload".into());
+        return report;
+    }
+    subject.set_slot_bytes(slot_bytes);
+    let oracle = Oracle::new(
+        SLOTS,
+        (slot_bytes / SECTOR as u64) as u32,
+        cfg.stack.discard_durable_at_flush(),
+    );
+    let mut sim = Sim {
+        cfg: *cfg,
+        rng,
+        variant,
+        faults,
+        subject: Some(subject),
+        oracle,
+        slot_bytes,
+        degraded: false,
+        cut_pending: false,
+        flipped: HashMap::new(),
+        grown_bad_armed: 0,
+        dev_counts: Default::default(),
+        step: 0,
+        report,
+    };
+    let stop = sim.body();
+    sim.finish(stop)
+}
+
+impl Sim {
+    fn subject(&mut self) -> &mut dyn Subject {
+        self.subject.as_deref_mut().expect("a stack is open")
+    }
+    fn dev(&mut self) -> &mut Device {
+        self.subject().device()
+    }
+    fn log(&mut self, what: String) {
+        let line = format!("step {}: {what}", self.step);
+        if self.cfg.trace {
+            eprintln!("  {line}");
+        }
+        self.report.schedule.push(line);
+    }
+
+    fn body(&mut self) -> Result<(), Stop> {
+        while self.step < self.cfg.steps {
+            if !self.faults.is_empty() && self.rng.gen_bool(0.25) {
+                let kinds: Vec<FaultKind> = self.faults.iter().collect();
+                let k = kinds[self.rng.gen_range(0..kinds.len())];
+                self.inject(k);
+            }
+            self.workload_step()?;
+            self.step += 1;
+        }
+        // End on a crash, so every run checks recovery at least once.
+        self.reboot(false)
+    }
+
+    fn finish(mut self, stop: Result<(), Stop>) -> RunReport {
+        match stop {
+            Ok(()) => {}
+            Err(Stop::Ended(why)) => {
+                self.log(format!("run ended: {why}"));
+                self.report.ended = Some(why);
+            }
+            Err(Stop::Violation(what)) => {
+                self.log(format!("VIOLATION: {what}"));
+                self.report.violation = Some(Violation {
+                    seed: self.report.seed,
+                    step: self.step,
+                    what,
+                });
+            }
+        }
+        self.report.steps = self.step;
+        let dev_counts = match self.subject.take() {
+            Some(s) => s.crash().counts(),
+            None => self.dev_counts,
+        };
+        let t = &mut self.report.tally;
+        t.power_cuts = dev_counts.power_cuts;
+        t.torn_programs = dev_counts.torn_programs;
+        t.interrupted_erases = dev_counts.interrupted_erases;
+        t.program_failures = dev_counts.program_failures;
+        t.erase_failures = dev_counts.erase_failures;
+        t.misdirected_writes = dev_counts.misdirected_writes;
+        self.report
+    }
+
+    // ------------------------------------------------------------------ faults
+
+    fn inject(&mut self, kind: FaultKind) {
+        match kind {
+            FaultKind::PowerCut | FaultKind::Torn => {
+                if self.cut_pending {
+                    return;
+                }
+                let after = self.rng.gen_range(0..40);
+                let mode = if kind == FaultKind::Torn {
+                    CutMode::Torn
+                } else {
+                    CutMode::Clean
+                };
+                self.dev().cut_power_after(after, mode);
+                self.cut_pending = true;
+                self.log(format!("arm {kind} after {after} flash commands"));
+            }
+            FaultKind::BitFlip | FaultKind::BitFlipBeyondEcc | FaultKind::PageFailure => {
+                self.flip(kind)
+            }
+            FaultKind::ProgramFailure | FaultKind::EraseFailure => {
+                // A few grown bad blocks per run: more would only shrink the device until
+                // every write is refused for lack of space.
+                if self.grown_bad_armed >= 2 {
+                    return;
+                }
+                let erase = kind == FaultKind::EraseFailure;
+                let Some(b) = self.pick_block(|info, ppb| {
+                    if erase {
+                        info.next_page > 0
+                    } else {
+                        info.next_page < ppb
+                    }
+                }) else {
+                    return;
+                };
+                self.grown_bad_armed += 1;
+                if erase {
+                    self.dev().fail_erase(b);
+                    self.log(format!("arm {kind} of block {b}"));
+                } else {
+                    let page = b.page(self.dev().block_info(b).next_page);
+                    self.dev().fail_program(page);
+                    self.log(format!("arm {kind} of page {page}"));
+                }
+            }
+            FaultKind::MisdirectedWrite => {
+                self.dev().misdirect_next_program();
+                self.degraded = true;
+                self.log(format!("arm {kind} (the next program)"));
+            }
+        }
+    }
+
+    /// A random usable block satisfying `want(info, pages_per_block)`.
+    fn pick_block(
+        &mut self,
+        want: impl Fn(&flash::BlockInfo, u32) -> bool,
+    ) -> Option<flash::BlockAddr> {
+        let g = self.cfg.device.geometry;
+        for _ in 0..16 {
+            let b = g.block_at(self.rng.gen_range(0..g.blocks()));
+            let info = self.dev().block_info(b);
+            if !info.bad && want(&info, g.pages_per_block) {
+                return Some(b);
+            }
+        }
+        None
+    }
+
+    fn flip(&mut self, kind: FaultKind) {
+        let Some(b) = self.pick_block(|info, _| info.next_page > 0) else {
+            return;
+        };
+        let info = self.dev().block_info(b);
+        let page = b.page(self.rng.gen_range(0..info.next_page));
+        let ecc = self.cfg.device.ecc_correctable_bits;
+        let entry = self.flipped.entry(page).or_insert((info.erase_count, 0));
+        if entry.0 != info.erase_count {
+            *entry = (info.erase_count, 0);
+        }
+        let bits = match kind {
+            FaultKind::BitFlip => {
+                let room = ecc.saturating_sub(entry.1);
+                if room == 0 {
+                    return;
+                }
+                self.rng.gen_range(1..=room.min(ecc.div_ceil(2)))
+            }
+            FaultKind::BitFlipBeyondEcc => ecc + self.rng.gen_range(1..=8),
+            _ => 1 << 16,
+        };
+        let entry = self.flipped.get_mut(&page).expect("inserted above");
+        entry.1 = entry.1.saturating_add(bits);
+        self.dev().flip_bits(page, bits);
+        let t = &mut self.report.tally;
+        match kind {
+            FaultKind::BitFlip => t.bit_flips_within_ecc += 1,
+            FaultKind::BitFlipBeyondEcc => t.bit_flips_beyond_ecc += 1,
+            _ => t.page_failures += 1,
+        }
+        if kind.destructive() {
+            self.degraded = true;
+        }
+        self.log(format!("{kind}: {bits} bits in page {page}"));
+    }
+
+    // ------------------------------------------------------------------ workload
+
+    fn workload_step(&mut self) -> Result<(), Stop> {
+        let slot = self.rng.gen_range(0..SLOTS);
+        let roll = self.rng.gen_range(0..100);
+        match roll {
+            0..=39 => {
+                let (first, count) = self.extent(slot);
+                self.write(slot, first, count)
+            }
+            40..=49 => {
+                let count = self.count();
+                let first = self.oracle.len(slot);
+                if first + count <= self.oracle.sectors_per_slot() {
+                    self.write(slot, first, count)
+                } else {
+                    let (first, count) = self.extent(slot);
+                    self.write(slot, first, count)
+                }
+            }
+            50..=67 => self.read(slot),
+            68..=71 => {
+                self.trace(|| format!("discard slot {slot}"));
+                self.oracle.discard(slot);
+                let r = self.subject().discard(slot);
+                self.after(r, "discard")
+            }
+            72..=84 => {
+                self.trace(|| "flush".into());
+                match self.subject().flush() {
+                    Ok(()) => {
+                        self.oracle.flush();
+                        Ok(())
+                    }
+                    Err(f) => self.failed(f, "flush"),
+                }
+            }
+            85..=89 => {
+                self.trace(|| "idle".into());
+                let r = self.subject().idle();
+                self.after(r, "idle")
+            }
+            90..=93 => self.reboot(true),
+            _ => self.reboot(false),
+        }
+    }
+
+    fn count(&mut self) -> u32 {
+        let max = if self.rng.gen_bool(0.6) { 8 } else { 40 };
+        self.rng
+            .gen_range(1..=max)
+            .min(self.oracle.sectors_per_slot())
+    }
+
+    fn extent(&mut self, _slot: u32) -> (u32, u32) {
+        let count = self.count();
+        let first = self
+            .rng
+            .gen_range(0..=self.oracle.sectors_per_slot() - count);
+        (first, count)
+    }
+
+    /// Logs a workload command, in replays only (runs keep just the fault schedule).
+    fn trace(&mut self, what: impl FnOnce() -> String) {
+        if self.cfg.trace {
+            eprintln!("  step {}: {}", self.step, what());
+        }
+    }
+
+    fn write(&mut self, slot: u32, first: u32, count: u32) -> Result<(), Stop> {
+        self.trace(|| format!("write slot {slot} sectors {first}..{}", first + count));
+        let data = self.oracle.write(slot, first, count);
+        let r = self
+            .subject()
+            .write(slot, first as u64 * SECTOR as u64, &data);
+        self.after(r, "write")
+    }
+
+    fn read(&mut self, slot: u32) -> Result<(), Stop> {
+        let (first, count) = self.extent(slot);
+        let mut buf = vec![0u8; count as usize * SECTOR];
+        match self
+            .subject()
+            .read(slot, first as u64 * SECTOR as u64, &mut buf)
+        {
+            Ok(n) => {
+                self.report.reads_checked += 1;
+                self.oracle
+                    .check_read(slot, first, count, &buf, n)
+                    .map_err(Stop::Violation)
+            }
+            Err(f @ (Fail::Corrupt(_) | Fail::Device(_))) if self.degraded => {
+                self.report.errors_tolerated += 1;
+                self.oracle.mark_unknown(slot, first, count);
+                self.log(format!("read of slot {slot} failed as allowed: {f}"));
+                // The read may have been cut short in the middle of an access-time update:
+                // start again from what the flash holds.
+                self.reboot(false)
+            }
+            Err(f) => self.failed(f, "read"),
+        }
+    }
+
+    fn after(&mut self, r: Result<(), Fail>, what: &str) -> Result<(), Stop> {
+        match r {
+            Ok(()) => Ok(()),
+            Err(f) => self.failed(f, what),
+        }
+    }
+
+    /// A command failed: power loss reboots; out of space or an allowed error reboots too (the
+    /// command may have reached flash in part, which only recovery sorts out); anything else is
+    /// a violation.
+    fn failed(&mut self, f: Fail, what: &str) -> Result<(), Stop> {
+        match f {
+            Fail::PowerLoss if self.cut_pending => self.reboot(false),
+            Fail::PowerLoss => Err(Stop::Violation(format!(
+                "{what}: power loss reported with no power cut armed"
+            ))),
+            Fail::NoSpace => {
+                self.report.no_space += 1;
+                self.log(format!("{what}: out of space"));
+                self.reboot(false)?;
+                // Make room so the run goes on doing something useful.
+                let slot = self.rng.gen_range(0..SLOTS);
+                self.oracle.discard(slot);
+                let r = self.subject().discard(slot);
+                self.after(r, "discard to make room")?;
+                match self.subject().flush() {
+                    Ok(()) => {
+                        self.oracle.flush();
+                        Ok(())
+                    }
+                    Err(f) => self.failed(f, "flush"),
+                }
+            }
+            Fail::Corrupt(_) | Fail::Device(_) if self.degraded => {
+                self.report.errors_tolerated += 1;
+                self.log(format!("{what} failed as allowed: {f}"));
+                self.reboot(false)
+            }
+            f => Err(Stop::Violation(format!("{what}: {f}"))),
+        }
+    }
+
+    // ------------------------------------------------------------------ recovery
+
+    /// Shuts the stack down (`clean`: a checkpoint first; else a crash that loses all RAM
+    /// state), recovers it, possibly cutting power during recovery too, and checks it.
+    fn reboot(&mut self, clean: bool) -> Result<(), Stop> {
+        let subject = self.subject.take().expect("a stack is open");
+        let (mut dev, clean) = if clean {
+            match subject.close() {
+                Ok(d) => {
+                    self.oracle.checkpoint();
+                    (d, true)
+                }
+                Err((Fail::PowerLoss, d)) if self.cut_pending => (d, false),
+                Err((Fail::NoSpace, d)) => {
+                    self.report.no_space += 1;
+                    (d, false)
+                }
+                Err((f, d)) if self.degraded && matches!(f, Fail::Corrupt(_) | Fail::Device(_)) => {
+                    self.report.errors_tolerated += 1;
+                    (d, false)
+                }
+                Err((f, d)) => {
+                    self.subject = None;
+                    drop(d);
+                    return Err(Stop::Violation(format!("clean shutdown: {f}")));
+                }
+            }
+        } else {
+            (subject.crash(), false)
+        };
+        self.cut_pending = false;
+        self.dev_counts = dev.counts();
+        let power =
+            self.faults.contains(FaultKind::PowerCut) || self.faults.contains(FaultKind::Torn);
+        for attempt in 0.. {
+            dev.restore_power();
+            // Cut power during recovery itself, sometimes: recovery writes a checkpoint.
+            if power && attempt < 3 && self.rng.gen_bool(0.3) {
+                let after = self.rng.gen_range(0..30);
+                let mode = if self.faults.contains(FaultKind::Torn) && self.rng.gen_bool(0.5) {
+                    CutMode::Torn
+                } else {
+                    CutMode::Clean
+                };
+                dev.cut_power_after(after, mode);
+                self.log(format!(
+                    "arm {mode:?} power cut during recovery after {after} flash commands"
+                ));
+            }
+            match self
+                .variant
+                .open(dev, self.slot_bytes, self.cfg.broken_recovery)
+            {
+                Ok(s) => {
+                    self.subject = Some(s);
+                    break;
+                }
+                Err((Fail::PowerLoss, Some(d))) if attempt < 10 => {
+                    self.log("power lost during recovery".into());
+                    dev = d;
+                }
+                Err((f, _)) if self.degraded && matches!(f, Fail::Corrupt(_) | Fail::Device(_)) => {
+                    self.report.errors_tolerated += 1;
+                    return Err(Stop::Ended(format!(
+                        "recovery refused the image a destructive fault damaged: {f}"
+                    )));
+                }
+                Err((f, _)) => return Err(Stop::Violation(format!("recovery failed: {f}"))),
+            }
+        }
+        // A cut armed for recovery that did not strike is disarmed.
+        self.dev().restore_power();
+        self.report.recoveries += 1;
+        self.log(format!(
+            "{} and recovered",
+            if clean { "clean shutdown" } else { "crash" }
+        ));
+        self.check_recovered(clean)
+    }
+
+    fn check_recovered(&mut self, clean: bool) -> Result<(), Stop> {
+        match self.subject().fsck() {
+            Ok(p) if p.is_empty() => {}
+            Ok(p) if self.degraded => {
+                self.report.errors_tolerated += 1;
+                self.log(format!("fsck found damage, as allowed: {}", p.join("; ")));
+            }
+            Ok(p) => return Err(Stop::Violation(format!("fsck: {}", p.join("; ")))),
+            Err(f) if self.degraded && matches!(f, Fail::Corrupt(_) | Fail::Device(_)) => {
+                self.report.errors_tolerated += 1;
+                self.log(format!("fsck failed, as allowed: {f}"));
+            }
+            Err(f) => return Err(Stop::Violation(format!("fsck: {f}"))),
+        }
+        let mut buf = vec![0u8; self.slot_bytes as usize];
+        for slot in 0..SLOTS {
+            let got = match self.subject().exists(slot) {
+                Ok(true) => self.subject().read(slot, 0, &mut buf).map(Some),
+                Ok(false) => Ok(None),
+                Err(f) => Err(f),
+            };
+            let got = match got {
+                Ok(g) => g,
+                Err(f @ (Fail::Corrupt(_) | Fail::Device(_))) if self.degraded => {
+                    self.report.errors_tolerated += 1;
+                    self.oracle.recovered_unknown(slot);
+                    self.log(format!("check read of slot {slot} failed as allowed: {f}"));
+                    continue;
+                }
+                Err(Fail::NoSpace) => {
+                    // An access-time update found no room: this slot goes unchecked this time.
+                    self.report.no_space += 1;
+                    continue;
+                }
+                Err(f) => {
+                    return Err(Stop::Violation(format!(
+                        "reading slot {slot} after recovery: {f}"
+                    )))
+                }
+            };
+            self.report.reads_checked += 1;
+            self.oracle
+                .check_recovered(slot, got.map(|n| (&buf[..], n)), clean, self.degraded)
+                .map_err(|e| {
+                    Stop::Violation(if clean {
+                        format!("after a clean shutdown: {e}")
+                    } else {
+                        format!("after recovery: {e}")
+                    })
+                })?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,401 @@
+//! The one interface every stack under torture implements: a few numbered *slots* of bytes.
+//! On the object store a slot is an object; on the block FTL it is a fixed range of sectors.
+//! A later stack (a file system, DFTL variants, a network client) plugs in by implementing
+//! [`Subject`] and adding a [`Stack`] variant.
+
+use fml::FmlConfig;
+use ftl::{Data, Ftl, FtlConfig, FtlError, Mapping, ReadOut};
+use osd::{
+    Attr, AttrValue, FlushScope, IndexMode, ObjectId, ObjectStore, Oid, Osd, OsdConfig, OsdError,
+    PartitionId, Placement,
+};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::device::Device;
+
+/// How a stack operation failed, as the contract cares about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fail {
+    /// Power is off: the device must be rebooted and the stack recovered.
+    PowerLoss,
+    /// Out of space: a refusal, not a fault.
+    NoSpace,
+    /// The stack reports data or metadata it cannot read back (acceptable only after a
+    /// destructive fault).
+    Corrupt(String),
+    /// The device refused a command (acceptable only after a destructive fault).
+    Device(String),
+    /// Anything else: always a contract violation (a harness or stack bug).
+    Other(String),
+}
+
+impl std::fmt::Display for Fail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fail::PowerLoss => f.write_str("power loss"),
+            Fail::NoSpace => f.write_str("no space"),
+            Fail::Corrupt(m) => write!(f, "corruption reported: {m}"),
+            Fail::Device(m) => write!(f, "device error: {m}"),
+            Fail::Other(m) => write!(f, "error: {m}"),
+        }
+    }
+}
+
+/// A stack under torture, over slots `0..slots`.
+pub trait Subject {
+    /// Writes `data` (whole 512-byte sectors) at `offset` into a slot, creating it if needed.
+    fn write(&mut self, slot: u32, offset: u64, data: &[u8]) -> Result<(), Fail>;
+    /// Reads into `buf` from `offset`; returns how many bytes the slot holds there (an object
+    /// ends at its length; a missing object holds none).
+    fn read(&mut self, slot: u32, offset: u64, buf: &mut [u8]) -> Result<usize, Fail>;
+    /// Removes the slot (object REMOVE, or TRIM of the slot's range).
+    fn discard(&mut self, slot: u32) -> Result<(), Fail>;
+    /// Makes every write before it durable.
+    fn flush(&mut self) -> Result<(), Fail>;
+    /// Lets background work (GC) run for a while.
+    fn idle(&mut self) -> Result<(), Fail>;
+    /// Whether the slot exists (always true on a block device).
+    fn exists(&mut self, slot: u32) -> Result<bool, Fail>;
+    /// Whole-structure check; the problems found.
+    fn fsck(&mut self) -> Result<Vec<String>, Fail>;
+    fn device(&mut self) -> &mut Device;
+    /// Drops all RAM state without writing anything: what a power cut leaves.
+    fn crash(self: Box<Self>) -> Device;
+    /// A clean shutdown (checkpoint, then hand the device back, on failure too).
+    #[allow(clippy::result_large_err)] // the device travels back by design, once per reboot
+    fn close(self: Box<Self>) -> Result<Device, (Fail, Device)>;
+    /// Tells a fixed-range stack how many bytes a slot spans (the object store needs nothing).
+    fn set_slot_bytes(&mut self, _slot_bytes: u64) {}
+}
+
+/// Which stack, and the variant a run drew for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stack {
+    /// The object store.
+    Osd,
+    /// The block FTL (page mapping or DFTL, drawn per run).
+    Ftl,
+}
+
+impl Stack {
+    pub fn parse(name: &str) -> Result<Stack, String> {
+        match name {
+            "ossd" | "osd" => Ok(Stack::Osd),
+            "ftl" => Ok(Stack::Ftl),
+            _ => Err(format!("unknown stack '{name}'; known stacks: ossd, ftl")),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Stack::Osd => "ossd",
+            Stack::Ftl => "ftl",
+        }
+    }
+    /// Whether a discard is durable at the next flush (object REMOVE) or only at the next
+    /// checkpoint (FTL TRIM, see the `ftl` crate's durability note).
+    pub fn discard_durable_at_flush(self) -> bool {
+        self == Stack::Osd
+    }
+}
+
+/// The settings a run drew for its stack (so the run covers every policy and mode).
+#[derive(Clone, Copy, Debug)]
+pub enum Variant {
+    Osd(OsdConfig),
+    Ftl(FtlConfig),
+}
+
+impl Variant {
+    pub fn draw(stack: Stack, device: &flash::DeviceConfig, rng: &mut ChaCha8Rng) -> Variant {
+        let blocks = device.gang.superblocks(&device.geometry);
+        let fml = FmlConfig::for_blocks(blocks);
+        let unit = device.write_unit_bytes() as u64;
+        match stack {
+            Stack::Osd => {
+                let placement = [
+                    Placement::One,
+                    Placement::Ossd,
+                    Placement::Split,
+                    Placement::SplitAtime,
+                ][rng.gen_range(0..4)];
+                Variant::Osd(OsdConfig {
+                    placement,
+                    index_mode: if rng.gen_bool(0.2) {
+                        IndexMode::Page
+                    } else {
+                        IndexMode::Extent
+                    },
+                    buffer_bytes: [0, 4, 8][rng.gen_range(0..3)] * unit,
+                    index_cache_bytes: 8 * unit,
+                    onode_cache_entries: 4,
+                    checkpoint_units: rng.gen_range(16..64),
+                    atime: rng.gen_bool(0.5),
+                    atime_merge_pages: 2,
+                    small_objects: rng.gen_bool(0.5),
+                    fml,
+                })
+            }
+            Stack::Ftl => Variant::Ftl(FtlConfig {
+                mapping: if rng.gen_bool(0.5) {
+                    Mapping::Dftl
+                } else {
+                    Mapping::Page
+                },
+                buffer_bytes: [0, 4][rng.gen_range(0..2)] * unit,
+                dftl_cache_bytes: 8 * 64,
+                overprovision_percent: 10.0,
+                fml,
+                ..FtlConfig::default()
+            }),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Variant::Osd(c) => format!(
+                "ossd placement={} index={:?} buffer={} checkpoint_units={} atime={}",
+                c.placement, c.index_mode, c.buffer_bytes, c.checkpoint_units, c.atime
+            ),
+            Variant::Ftl(c) => format!("ftl mapping={:?} buffer={}", c.mapping, c.buffer_bytes),
+        }
+    }
+
+    /// Formats a fresh device; returns the subject and the bytes it can hold.
+    pub fn format(&self, dev: Device) -> Result<(Box<dyn Subject>, u64), Fail> {
+        match *self {
+            Variant::Osd(cfg) => {
+                let mut s = ObjectStore::format(dev, cfg).map_err(osd_fail)?;
+                s.create_partition(Some(PartitionId(PARTITION)))
+                    .map_err(osd_fail)?;
+                s.flush(FlushScope::Device).map_err(osd_fail)?;
+                let capacity = s.fml().capacity_units() * s.unit_bytes() as u64;
+                Ok((Box::new(OsdSubject { store: s }), capacity))
+            }
+            Variant::Ftl(cfg) => {
+                let f = Ftl::open(dev, cfg).map_err(ftl_fail)?;
+                let capacity = f.capacity_bytes();
+                Ok((
+                    Box::new(FtlSubject {
+                        ftl: f,
+                        t: 0,
+                        slot_bytes: 0,
+                    }),
+                    capacity,
+                ))
+            }
+        }
+    }
+
+    /// Recovers a stack from a device; hands the device back when recovery fails after it was
+    /// taken, so a power cut during recovery can be retried. `broken` opens the FTL with its
+    /// test-only recovery that skips the roll-forward (to prove the harness catches it).
+    #[allow(clippy::result_large_err)] // the device travels back by design, once per reboot
+    pub fn open(
+        &self,
+        dev: Device,
+        slot_bytes: u64,
+        broken: bool,
+    ) -> Result<Box<dyn Subject>, (Fail, Option<Device>)> {
+        match *self {
+            Variant::Osd(cfg) => match ObjectStore::open_or_return(dev, cfg) {
+                Ok(store) => Ok(Box::new(OsdSubject { store })),
+                Err((e, d)) => Err((osd_fail(e), d)),
+            },
+            Variant::Ftl(cfg) => {
+                // The FTL's recovery only reads (it programs nothing until the next write), so
+                // a power cut cannot strike during it, and a failure is final: `Ftl::open`
+                // keeps the device.
+                let r = if broken {
+                    Ftl::open_broken_without_roll_forward(dev, cfg)
+                } else {
+                    Ftl::open(dev, cfg)
+                };
+                match r {
+                    Ok(ftl) => Ok(Box::new(FtlSubject {
+                        ftl,
+                        t: 0,
+                        slot_bytes,
+                    })),
+                    Err(e) => Err((ftl_fail(e), None)),
+                }
+            }
+        }
+    }
+}
+
+/// The partition every torture object lives in.
+const PARTITION: u64 = 0x10000;
+
+fn oid(slot: u32) -> Oid {
+    Oid::new(PARTITION, PARTITION + 1 + slot as u64)
+}
+
+fn osd_fail(e: OsdError) -> Fail {
+    let msg = e.to_string();
+    if msg.contains("power is off") {
+        return Fail::PowerLoss;
+    }
+    match e {
+        OsdError::NoSpace { .. } => Fail::NoSpace,
+        OsdError::Device(m) if m.starts_with("no space") => Fail::NoSpace,
+        OsdError::Corrupted { .. } => Fail::Corrupt(msg),
+        OsdError::Device(_) | OsdError::Poisoned(_) => Fail::Device(msg),
+        _ => Fail::Other(msg),
+    }
+}
+
+fn ftl_fail(e: FtlError) -> Fail {
+    use fml::FmlError;
+    match e {
+        FtlError::Fml(FmlError::Flash(flash::FlashError::PowerLoss)) => Fail::PowerLoss,
+        FtlError::Fml(FmlError::NoSpace { .. }) => Fail::NoSpace,
+        FtlError::Unreadable { .. } | FtlError::Corrupted(_) | FtlError::Lost { .. } => {
+            Fail::Corrupt(e.to_string())
+        }
+        FtlError::Fml(FmlError::Flash(_)) => Fail::Device(e.to_string()),
+        _ => Fail::Other(e.to_string()),
+    }
+}
+
+struct OsdSubject {
+    store: ObjectStore<Device>,
+}
+
+impl Subject for OsdSubject {
+    fn write(&mut self, slot: u32, offset: u64, data: &[u8]) -> Result<(), Fail> {
+        match self.store.write(oid(slot), offset, data) {
+            Err(OsdError::NotFound(_)) => {
+                self.store
+                    .create(
+                        PartitionId(PARTITION),
+                        Some(ObjectId(PARTITION + 1 + slot as u64)),
+                    )
+                    .map_err(|e| match e {
+                        // Formatting made the partition: only lost metadata loses it.
+                        OsdError::NotFound(what) => {
+                            Fail::Corrupt(format!("{what} vanished from the store"))
+                        }
+                        e => osd_fail(e),
+                    })?;
+                self.store.write(oid(slot), offset, data).map_err(osd_fail)
+            }
+            r => r.map_err(osd_fail),
+        }
+    }
+    fn read(&mut self, slot: u32, offset: u64, buf: &mut [u8]) -> Result<usize, Fail> {
+        match self.store.read(oid(slot), offset, buf) {
+            Err(OsdError::NotFound(_)) => Ok(0),
+            r => r.map_err(osd_fail),
+        }
+    }
+    fn discard(&mut self, slot: u32) -> Result<(), Fail> {
+        match self.store.remove(oid(slot)) {
+            Err(OsdError::NotFound(_)) => Ok(()),
+            r => r.map_err(osd_fail),
+        }
+    }
+    fn flush(&mut self) -> Result<(), Fail> {
+        self.store.flush(FlushScope::Device).map_err(osd_fail)
+    }
+    fn idle(&mut self) -> Result<(), Fail> {
+        let now = self.store.now();
+        self.store
+            .background(now, now + 20_000_000)
+            .map(|_| ())
+            .map_err(osd_fail)
+    }
+    fn exists(&mut self, slot: u32) -> Result<bool, Fail> {
+        match self.store.get_attr(oid(slot), Attr::LogicalLength) {
+            Ok(AttrValue::U64(_)) => Ok(true),
+            Ok(other) => Err(Fail::Other(format!("logical length reads as {other:?}"))),
+            Err(OsdError::NotFound(_)) => Ok(false),
+            Err(e) => Err(osd_fail(e)),
+        }
+    }
+    fn fsck(&mut self) -> Result<Vec<String>, Fail> {
+        self.store.fsck().map(|r| r.problems).map_err(osd_fail)
+    }
+    fn device(&mut self) -> &mut Device {
+        self.store.device_mut()
+    }
+    fn crash(self: Box<Self>) -> Device {
+        self.store.crash()
+    }
+    fn close(self: Box<Self>) -> Result<Device, (Fail, Device)> {
+        let mut store = self.store;
+        match store.checkpoint() {
+            Ok(_) => Ok(store.crash()),
+            Err(e) => Err((osd_fail(e), store.crash())),
+        }
+    }
+}
+
+struct FtlSubject {
+    ftl: Ftl<Device>,
+    /// Virtual time: the FTL takes it with each call.
+    t: u64,
+    /// Bytes per slot (set by the harness once it chose the slot size).
+    slot_bytes: u64,
+}
+
+impl FtlSubject {
+    fn advance(&mut self, r: Result<u64, FtlError>) -> Result<(), Fail> {
+        let done = r.map_err(ftl_fail)?;
+        self.t = self.t.max(done);
+        Ok(())
+    }
+}
+
+impl Subject for FtlSubject {
+    fn write(&mut self, slot: u32, offset: u64, data: &[u8]) -> Result<(), Fail> {
+        let at = slot as u64 * self.slot_bytes + offset;
+        let r = self
+            .ftl
+            .write(self.t, at, data.len() as u64, Data::Bytes(data));
+        self.advance(r)
+    }
+    fn read(&mut self, slot: u32, offset: u64, buf: &mut [u8]) -> Result<usize, Fail> {
+        let at = slot as u64 * self.slot_bytes + offset;
+        let n = buf.len();
+        let r = self.ftl.read(self.t, at, n as u64, ReadOut::Bytes(buf));
+        self.advance(r)?;
+        Ok(n)
+    }
+    fn discard(&mut self, slot: u32) -> Result<(), Fail> {
+        let r = self
+            .ftl
+            .trim(self.t, slot as u64 * self.slot_bytes, self.slot_bytes);
+        self.advance(r)
+    }
+    fn flush(&mut self) -> Result<(), Fail> {
+        let r = self.ftl.flush(self.t);
+        self.advance(r)
+    }
+    fn idle(&mut self) -> Result<(), Fail> {
+        let r = self.ftl.background(self.t, self.t + 20_000_000);
+        self.advance(r)
+    }
+    fn exists(&mut self, _slot: u32) -> Result<bool, Fail> {
+        Ok(true)
+    }
+    fn set_slot_bytes(&mut self, slot_bytes: u64) {
+        self.slot_bytes = slot_bytes;
+    }
+    fn fsck(&mut self) -> Result<Vec<String>, Fail> {
+        Ok(self.ftl.check().err().into_iter().collect())
+    }
+    fn device(&mut self) -> &mut Device {
+        self.ftl.device_mut()
+    }
+    fn crash(self: Box<Self>) -> Device {
+        self.ftl.crash()
+    }
+    fn close(self: Box<Self>) -> Result<Device, (Fail, Device)> {
+        let mut ftl = self.ftl;
+        match ftl.checkpoint(self.t) {
+            Ok(_) => Ok(ftl.crash()),
+            Err(e) => Err((ftl_fail(e), ftl.crash())),
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! Exhaustive power-cut sweeps (LittleFS-style): run a scripted workload, cutting power after
+//! each flash command in turn, between commands and in the middle of one (a torn program or an
+//! interrupted erase), and check the contract after every recovery. Works for any stack through
+//! [`Subject`]; the scripts below cover the object and block interfaces.
+
+use flash::fault::CutMode;
+use flash::{DeviceConfig, Flash};
+
+use crate::device;
+use crate::oracle::{Oracle, SECTOR};
+use crate::subject::{Fail, Subject, Variant};
+
+/// One scripted command on a slot (sector offsets and counts).
+#[derive(Clone, Copy, Debug)]
+pub enum Step {
+    Write {
+        slot: u32,
+        first: u32,
+        count: u32,
+    },
+    /// Write at the slot's current end (object APPEND).
+    Append {
+        slot: u32,
+        count: u32,
+    },
+    /// Object REMOVE, or TRIM of the slot's range.
+    Discard(u32),
+    Read(u32),
+    Flush,
+}
+
+/// A scripted workload and where it runs.
+#[derive(Clone, Debug)]
+pub struct Script {
+    pub variant: Variant,
+    pub device: DeviceConfig,
+    pub slots: u32,
+    pub slot_sectors: u32,
+    pub steps: Vec<Step>,
+}
+
+/// What a sweep did.
+#[derive(Clone, Debug, Default)]
+pub struct SweepReport {
+    /// Flash commands the uncut script issues.
+    pub flash_commands: u64,
+    /// Power cuts that struck (clean and torn).
+    pub cuts: u64,
+    /// Blocks the uncut script erased (GC ran when this is above zero).
+    pub blocks_erased: u64,
+    /// Cut points that broke the contract: "mode cut-point: what".
+    pub failures: Vec<String>,
+}
+
+/// Object create/write/append/remove/flush, enough to fill the device several times over so
+/// GC and checkpoints run.
+pub fn object_script() -> Vec<Step> {
+    use Step::*;
+    let mut s = vec![
+        Write {
+            slot: 0,
+            first: 0,
+            count: 40,
+        },
+        Write {
+            slot: 1,
+            first: 10,
+            count: 18,
+        },
+        Flush,
+    ];
+    for r in 0..30u32 {
+        s.extend([
+            Write {
+                slot: 0,
+                first: (r * 14) % 60,
+                count: 24,
+            },
+            Append { slot: 1, count: 2 },
+            Read(0),
+            Write {
+                slot: 2,
+                first: 0,
+                count: 32,
+            },
+            Flush,
+            Write {
+                slot: 2,
+                first: 16,
+                count: 6,
+            },
+            Read(1),
+            Flush,
+        ]);
+        if r % 5 == 2 {
+            s.extend([
+                Discard(2),
+                Write {
+                    slot: 3,
+                    first: 0,
+                    count: 60,
+                },
+                Flush,
+                Discard(1),
+            ]);
+        }
+    }
+    s
+}
+
+/// Block write/trim/flush with overwrites, so GC and trimmed ranges interleave.
+pub fn block_script() -> Vec<Step> {
+    use Step::*;
+    let mut s = vec![
+        Write {
+            slot: 0,
+            first: 0,
+            count: 64,
+        },
+        Flush,
+    ];
+    for r in 0..40u32 {
+        s.extend([
+            Write {
+                slot: 1,
+                first: (r * 9) % 40,
+                count: 24,
+            },
+            Write {
+                slot: 0,
+                first: (r * 17) % 48,
+                count: 16,
+            },
+            Flush,
+            Write {
+                slot: 2,
+                first: 0,
+                count: 40,
+            },
+            Read(1),
+            Flush,
+        ]);
+        if r % 4 == 1 {
+            s.extend([
+                Discard(2),
+                Write {
+                    slot: 3,
+                    first: 8,
+                    count: 48,
+                },
+                Flush,
+                Discard(0),
+            ]);
+        }
+    }
+    s
+}
+
+/// A device for sweeps: one die, 24 blocks of 8 pages (768 KiB), so short scripts fill it.
+pub fn sweep_device() -> DeviceConfig {
+    let mut c = device::small();
+    c.geometry.channels = 1;
+    c.geometry.blocks_per_plane = 24;
+    c.gang.units_per_superblock = 1;
+    c
+}
+
+impl Script {
+    pub fn new(variant: Variant, steps: Vec<Step>) -> Self {
+        Script {
+            variant,
+            device: sweep_device(),
+            slots: 4,
+            slot_sectors: 96,
+            steps,
+        }
+    }
+
+    fn start(&self) -> Result<Box<dyn Subject>, String> {
+        let dev = device::fresh(self.device, u64::MAX).map_err(|e| e.to_string())?;
+        let (mut s, capacity) = self.variant.format(dev).map_err(|e| e.to_string())?;
+        let slot_bytes = self.slot_sectors as u64 * SECTOR as u64;
+        if capacity < slot_bytes * self.slots as u64 {
+            return Err(format!(
+                "the script needs more than the {capacity} bytes the stack holds"
+            ));
+        }
+        s.set_slot_bytes(slot_bytes);
+        Ok(s)
+    }
+
+    fn discard_at_flush(&self) -> bool {
+        matches!(self.variant, Variant::Osd(_))
+    }
+
+    /// Runs one step against the stack and the oracle.
+    fn apply(&self, s: &mut dyn Subject, o: &mut Oracle, step: Step) -> Result<(), Fail> {
+        match step {
+            Step::Write { slot, first, count } => {
+                let data = o.write(slot, first, count);
+                s.write(slot, first as u64 * SECTOR as u64, &data)
+            }
+            Step::Append { slot, count } => {
+                let first = o.len(slot);
+                let data = o.write(slot, first, count);
+                s.write(slot, first as u64 * SECTOR as u64, &data)
+            }
+            Step::Discard(slot) => {
+                o.discard(slot);
+                s.discard(slot)
+            }
+            Step::Read(slot) => {
+                let mut buf = vec![0u8; self.slot_sectors as usize * SECTOR];
+                let n = s.read(slot, 0, &mut buf)?;
+                o.check_read(slot, 0, self.slot_sectors, &buf, n)
+                    .map_err(Fail::Other)
+            }
+            Step::Flush => {
+                s.flush()?;
+                o.flush();
+                Ok(())
+            }
+        }
+    }
+
+    /// Runs the script with power cut after `cut` flash commands; returns whether it struck.
+    pub fn cut_at(&self, cut: u64, mode: CutMode) -> Result<bool, String> {
+        let mut s = self.start()?;
+        let mut o = Oracle::new(self.slots, self.slot_sectors, self.discard_at_flush());
+        s.device().cut_power_after(cut, mode);
+        let mut struck = false;
+        for &step in &self.steps {
+            match self.apply(s.as_mut(), &mut o, step) {
+                Ok(()) => {}
+                Err(Fail::PowerLoss) => {
+                    struck = true;
+                    break;
+                }
+                Err(f) => return Err(format!("{step:?}: {f}")),
+            }
+        }
+        let mut dev = s.crash();
+        let slot_bytes = self.slot_sectors as u64 * SECTOR as u64;
+        let mut s = loop {
+            dev.restore_power();
+            match self.variant.open(dev, slot_bytes, false) {
+                Ok(s) => break s,
+                Err((Fail::PowerLoss, Some(d))) => dev = d,
+                Err((f, _)) => return Err(format!("recovery failed: {f}")),
+            }
+        };
+        let problems = s.fsck().map_err(|f| format!("fsck: {f}"))?;
+        if !problems.is_empty() {
+            return Err(format!("fsck: {}", problems.join("; ")));
+        }
+        let mut buf = vec![0u8; slot_bytes as usize];
+        for slot in 0..self.slots {
+            let got = if s.exists(slot).map_err(|f| format!("slot {slot}: {f}"))? {
+                Some(
+                    s.read(slot, 0, &mut buf)
+                        .map_err(|f| format!("read of slot {slot}: {f}"))?,
+                )
+            } else {
+                None
+            };
+            o.check_recovered(slot, got.map(|n| (&buf[..], n)), false, false)?;
+        }
+        Ok(struck)
+    }
+
+    /// Cuts power after every flash command of the script in turn, in both modes.
+    pub fn sweep(&self) -> Result<SweepReport, String> {
+        let mut s = self.start()?;
+        let mut o = Oracle::new(self.slots, self.slot_sectors, self.discard_at_flush());
+        let before = s.device().ops();
+        for &step in &self.steps {
+            self.apply(s.as_mut(), &mut o, step)
+                .map_err(|f| format!("uncut script, {step:?}: {f}"))?;
+        }
+        let mut report = SweepReport {
+            flash_commands: s.device().ops() - before,
+            blocks_erased: s.device().stats().blocks_erased,
+            ..SweepReport::default()
+        };
+        for cut in 0..=report.flash_commands {
+            for mode in [CutMode::Clean, CutMode::Torn] {
+                match self.cut_at(cut, mode) {
+                    Ok(struck) => report.cuts += struck as u64,
+                    Err(e) => report
+                        .failures
+                        .push(format!("{mode:?} cut after {cut}: {e}")),
+                }
+            }
+        }
+        Ok(report)
+    }
+}

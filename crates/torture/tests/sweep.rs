@@ -1,0 +1,60 @@
+//! Power cut after every flash command of scripted workloads, in both modes (between commands
+//! and torn in the middle of one), for the object store and the block FTL.
+
+use fml::FmlConfig;
+use ftl::{FtlConfig, Mapping};
+use osd::{OsdConfig, Placement};
+use torture::subject::Variant;
+use torture::sweep::{block_script, object_script, sweep_device, Script};
+
+fn check(script: Script) {
+    let r = script.sweep().expect("the uncut script runs");
+    println!(
+        "{} flash commands, {} cuts struck, {} blocks erased",
+        r.flash_commands, r.cuts, r.blocks_erased
+    );
+    assert!(
+        r.blocks_erased > 3,
+        "the script must make GC erase blocks: {r:?}"
+    );
+    assert!(r.cuts > r.flash_commands, "{r:?}");
+    assert!(
+        r.failures.is_empty(),
+        "{} of {} cut points broke the contract, first: {:?}",
+        r.failures.len(),
+        2 * (r.flash_commands + 1),
+        &r.failures[..r.failures.len().min(3)]
+    );
+}
+
+fn blocks() -> u32 {
+    let d = sweep_device();
+    d.gang.superblocks(&d.geometry)
+}
+
+#[test]
+fn object_store_survives_a_cut_after_every_flash_command() {
+    let cfg = OsdConfig {
+        placement: Placement::Ossd,
+        buffer_bytes: 8 << 10,
+        checkpoint_units: 24,
+        fml: FmlConfig::for_blocks(blocks()),
+        ..OsdConfig::default()
+    };
+    check(Script::new(Variant::Osd(cfg), object_script()));
+}
+
+#[test]
+fn block_ftl_survives_a_cut_after_every_flash_command() {
+    for mapping in [Mapping::Page, Mapping::Dftl] {
+        let cfg = FtlConfig {
+            mapping,
+            buffer_bytes: 4 * 4096,
+            dftl_cache_bytes: 8 * 64,
+            overprovision_percent: 10.0,
+            fml: FmlConfig::for_blocks(blocks()),
+            ..FtlConfig::default()
+        };
+        check(Script::new(Variant::Ftl(cfg), block_script()));
+    }
+}
