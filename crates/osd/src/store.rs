@@ -1704,8 +1704,12 @@ impl<F: Flash> ObjectStore<F> {
                     moved,
                     ..
                 } => {
-                    // Units written after a small-object entry: the object outgrew it.
-                    self.drop_small(oid)?;
+                    // Unit 0 written after a small-object entry: the object outgrew it and
+                    // the entry's bytes (all within unit 0) are in that unit. A later unit
+                    // alone does not say so: the spill may not have reached flash.
+                    if offset == 0 {
+                        self.drop_small(oid)?;
+                    }
                     self.unmap(oid, offset)?;
                     self.map(oid, offset, v)?;
                     touched.insert(oid);

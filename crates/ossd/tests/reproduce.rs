@@ -29,7 +29,10 @@ fn every_experiment_runs_at_a_tiny_scale() {
     for e in list {
         let name = e["name"].as_str().unwrap();
         assert!(report.contains(e["title"].as_str().unwrap()), "{name}");
-        assert!(out.join(format!("{name}-0.svg")).exists(), "{name}: no plot");
+        assert!(
+            out.join(format!("{name}-0.svg")).exists(),
+            "{name}: no plot"
+        );
         for v in e["variants"].as_array().unwrap() {
             assert!(v["error"].is_null(), "{name}: {}", v["error"]);
             assert_eq!(v["fsck_problems"].as_array().unwrap().len(), 0, "{name}");
@@ -40,7 +43,10 @@ fn every_experiment_runs_at_a_tiny_scale() {
                     n("flash_pages_programmed") >= n("gc_page_copies") + n("index_pages_written"),
                     "{name}: {p}"
                 );
-                assert_eq!(n("host_write_bytes"), p["files"]["write_bytes"].as_u64().unwrap());
+                assert_eq!(
+                    n("host_write_bytes"),
+                    p["files"]["write_bytes"].as_u64().unwrap()
+                );
             }
         }
         for verdict in e["verdicts"].as_array().unwrap() {
