@@ -12,8 +12,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use lab::RunReport;
 
 mod objects;
-mod settings;
 mod torture;
+
+use ossd::settings;
 
 #[derive(Parser)]
 #[command(
