@@ -13,8 +13,9 @@ use lab::RunReport;
 
 mod objects;
 mod reproduce;
-mod settings;
 mod torture;
+
+use ossd::settings;
 
 #[derive(Parser)]
 #[command(

@@ -96,12 +96,25 @@ fn set(root: &mut Value, key: &str, raw: &str) -> Result<()> {
 
 /// Builds the run configuration from defaults, an optional TOML file and `key=value` pairs.
 pub fn build(file: Option<&Path>, sets: &[String]) -> Result<RunConfig> {
+    let text = match file {
+        Some(path) => Some((
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
+            path.display().to_string(),
+        )),
+        None => None,
+    };
+    build_text(
+        text.as_ref().map(|(t, name)| (t.as_str(), name.as_str())),
+        sets,
+    )
+}
+
+/// [`build`] from the text of a TOML file (and its name, for errors) instead of its path.
+pub fn build_text(file: Option<(&str, &str)>, sets: &[String]) -> Result<RunConfig> {
     let mut root = Value::try_from(RunConfig::default()).context("serializing defaults")?;
-    if let Some(path) = file {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let file_value: Value = toml::from_str(&text)
-            .with_context(|| format!("{} is not valid TOML", path.display()))?;
+    if let Some((text, name)) = file {
+        let file_value: Value =
+            toml::from_str(text).with_context(|| format!("{name} is not valid TOML"))?;
         merge(&mut root, file_value);
     }
     let pairs: Vec<(&str, &str)> = sets

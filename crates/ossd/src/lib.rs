@@ -1,0 +1,6 @@
+//! The parts of the `ossd` command line that other crates test: run settings (defaults, TOML
+//! files, `--set` values) and the fuzz entry points (the `fuzz/` crate and a stable test share
+//! them).
+
+pub mod fuzz;
+pub mod settings;

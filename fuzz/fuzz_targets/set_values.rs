@@ -1,0 +1,5 @@
+//! Fuzz target: see `ossd::fuzz::parse_sets`.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| ossd::fuzz::parse_sets(data));
