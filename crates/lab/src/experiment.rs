@@ -304,19 +304,26 @@ pub fn run_experiment(
         .iter()
         .map(|v| run_variant(e, v, s, build, &mut |b| progress(&v.label, b)))
         .collect();
-    ExperimentResult {
-        name: e.name.clone(),
-        title: e.title.clone(),
-        source: e.source.clone(),
-        device: e.device.clone(),
-        scale: s,
-        verdicts: judge(e, &variants),
-        claimed: e
-            .claims
-            .iter()
-            .map(|c| (c.phase.clone(), c.metric.clone()))
-            .collect(),
-        variants,
+    ExperimentResult::new(e, s, variants)
+}
+
+impl ExperimentResult {
+    /// The result of `e` at scale `s` from its variants' results (in `e.variants` order).
+    pub fn new(e: &Experiment, s: f64, variants: Vec<VariantResult>) -> ExperimentResult {
+        ExperimentResult {
+            name: e.name.clone(),
+            title: e.title.clone(),
+            source: e.source.clone(),
+            device: e.device.clone(),
+            scale: s,
+            verdicts: judge(e, &variants),
+            claimed: e
+                .claims
+                .iter()
+                .map(|c| (c.phase.clone(), c.metric.clone()))
+                .collect(),
+            variants,
+        }
     }
 }
 

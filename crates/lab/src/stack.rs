@@ -52,6 +52,37 @@ pub(crate) fn flash_counters<F: Flash>(fml: &fml::Fml<F>) -> Counters {
     }
 }
 
+/// The counters of a page-mapping FTL stack (mapping pages count as index pages, checkpoint
+/// units as metadata).
+pub fn ftl_counters<F: Flash>(ftl: &Ftl<F>) -> Counters {
+    let s = ftl.stats();
+    Counters {
+        host_write_bytes: s.host_write_bytes,
+        host_read_bytes: s.host_read_bytes,
+        index_pages_written: s.map_pages_written,
+        index_pages_read: s.map_pages_read,
+        metadata_pages_written: s.checkpoint_units_written,
+        rmw_reads: s.rmw_reads,
+        units_lost: s.units_lost,
+        ..flash_counters(ftl.fml())
+    }
+}
+
+/// The counters of an object store (descriptor pages and checkpoints count as metadata).
+pub fn osd_counters<F: Flash>(store: &osd::ObjectStore<F>) -> Counters {
+    let s = store.stats();
+    Counters {
+        host_write_bytes: s.host_write_bytes,
+        host_read_bytes: s.host_read_bytes,
+        index_pages_written: s.index_nodes_written,
+        index_pages_read: s.index_nodes_read,
+        metadata_pages_written: s.descriptor_pages_written + s.checkpoints,
+        rmw_reads: s.rmw_reads,
+        units_lost: s.units_lost,
+        ..flash_counters(store.fml())
+    }
+}
+
 /// What the engine needs from a stack under test.
 pub trait Stack {
     fn name(&self) -> &str;
@@ -133,17 +164,7 @@ impl<F: Flash> Stack for FtlStack<F> {
         self.ftl.background(from, until).map_err(err)
     }
     fn counters(&self) -> Counters {
-        let s = self.ftl.stats();
-        Counters {
-            host_write_bytes: s.host_write_bytes,
-            host_read_bytes: s.host_read_bytes,
-            index_pages_written: s.map_pages_written,
-            index_pages_read: s.map_pages_read,
-            metadata_pages_written: s.checkpoint_units_written,
-            rmw_reads: s.rmw_reads,
-            units_lost: s.units_lost,
-            ..flash_counters(self.ftl.fml())
-        }
+        ftl_counters(&self.ftl)
     }
     fn erase_counts(&self) -> (u32, u32, f64) {
         self.ftl.fml().erase_counts()
@@ -289,17 +310,7 @@ impl<F: Flash> Stack for OsdStack<F> {
             .map_err(|e| e.to_string())
     }
     fn counters(&self) -> Counters {
-        let s = self.store.stats();
-        Counters {
-            host_write_bytes: s.host_write_bytes,
-            host_read_bytes: s.host_read_bytes,
-            index_pages_written: s.index_nodes_written,
-            index_pages_read: s.index_nodes_read,
-            metadata_pages_written: s.descriptor_pages_written + s.checkpoints,
-            rmw_reads: s.rmw_reads,
-            units_lost: s.units_lost,
-            ..flash_counters(self.store.fml())
-        }
+        osd_counters(&self.store)
     }
     fn erase_counts(&self) -> (u32, u32, f64) {
         self.store.fml().erase_counts()

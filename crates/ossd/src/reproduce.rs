@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use lab::experiment::{judge, run_variant, Experiment, ExperimentResult, VariantResult};
+use lab::experiment::{run_variant, Experiment, ExperimentResult, VariantResult};
 use lab::files::stacks;
 
 pub struct Args {
@@ -125,20 +125,7 @@ pub fn run_all(
                 .iter()
                 .map(|_| done.next().flatten().expect("every job ran"))
                 .collect();
-            ExperimentResult {
-                name: e.name.clone(),
-                title: e.title.clone(),
-                source: e.source.clone(),
-                device: e.device.clone(),
-                scale,
-                verdicts: judge(e, &variants),
-                claimed: e
-                    .claims
-                    .iter()
-                    .map(|c| (c.phase.clone(), c.metric.clone()))
-                    .collect(),
-                variants,
-            }
+            ExperimentResult::new(e, scale, variants)
         })
         .collect())
 }

@@ -12,21 +12,11 @@ use serde::{de::DeserializeOwned, Serialize};
 
 use super::FileStack;
 use crate::experiment::Variant;
-use crate::stack::{flash_counters, Counters};
+use crate::stack::{ftl_counters, osd_counters, Counters};
 
 impl<F: Flash> FileStack for Ofs<F> {
     fn stack_counters(&self) -> Counters {
-        let s = self.store().stats();
-        Counters {
-            host_write_bytes: s.host_write_bytes,
-            host_read_bytes: s.host_read_bytes,
-            index_pages_written: s.index_nodes_written,
-            index_pages_read: s.index_nodes_read,
-            metadata_pages_written: s.descriptor_pages_written + s.checkpoints,
-            rmw_reads: s.rmw_reads,
-            units_lost: s.units_lost,
-            ..flash_counters(self.store().fml())
-        }
+        osd_counters(self.store())
     }
     fn erase_counts(&self) -> (u32, u32, f64) {
         self.store().fml().erase_counts()
@@ -35,17 +25,7 @@ impl<F: Flash> FileStack for Ofs<F> {
 
 impl<F: Flash> FileStack for BlockFs<F> {
     fn stack_counters(&self) -> Counters {
-        let s = self.ftl().stats();
-        Counters {
-            host_write_bytes: s.host_write_bytes,
-            host_read_bytes: s.host_read_bytes,
-            index_pages_written: s.map_pages_written,
-            index_pages_read: s.map_pages_read,
-            metadata_pages_written: s.checkpoint_units_written,
-            rmw_reads: s.rmw_reads,
-            units_lost: s.units_lost,
-            ..flash_counters(self.ftl().fml())
-        }
+        ftl_counters(self.ftl())
     }
     fn erase_counts(&self) -> (u32, u32, f64) {
         self.ftl().fml().erase_counts()
