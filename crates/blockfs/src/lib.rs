@@ -618,14 +618,7 @@ impl<F: Flash> FileSystem for BlockFs<F> {
         len: u64,
         data: FileData<'_>,
     ) -> Result<(), FsError> {
-        if let FileData::Bytes(b) = data {
-            if b.len() as u64 != len {
-                return Err(FsError::Invalid(format!(
-                    "write of {len} bytes given {} bytes",
-                    b.len()
-                )));
-            }
-        }
+        data.check_len(len)?;
         self.tick()?;
         self.writable()?;
         let f = self.file_ino(ino)?;

@@ -665,11 +665,8 @@ impl<F: Flash> FileSystem for Ofs<F> {
         data: FileData<'_>,
     ) -> Result<(), FsError> {
         let oid = self.file(ino)?;
+        data.check_len(len)?;
         match data {
-            FileData::Bytes(b) if b.len() as u64 != len => Err(FsError::Invalid(format!(
-                "write of {len} bytes given {} bytes",
-                b.len()
-            ))),
             _ if len == 0 => {
                 // Nothing to write; like the oracle, a write past the end still extends.
                 if offset > self.length(oid)? {

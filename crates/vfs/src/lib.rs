@@ -30,6 +30,19 @@ pub enum FileData<'a> {
     Token(u64),
 }
 
+impl FileData<'_> {
+    /// A write of `len` bytes must carry `len` bytes (tokens stand for any length).
+    pub fn check_len(&self, len: u64) -> Result<(), FsError> {
+        match self {
+            FileData::Bytes(b) if b.len() as u64 != len => Err(FsError::Invalid(format!(
+                "write of {len} bytes given {} bytes",
+                b.len()
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Where a read puts what it finds.
 pub enum ReadInto<'a> {
     /// The bytes (the buffer's length is the read's length).

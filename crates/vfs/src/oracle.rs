@@ -139,14 +139,7 @@ impl FileSystem for MemFs {
         len: u64,
         data: FileData<'_>,
     ) -> Result<(), FsError> {
-        if let FileData::Bytes(b) = data {
-            if b.len() as u64 != len {
-                return Err(FsError::Invalid(format!(
-                    "write of {len} bytes given {} bytes",
-                    b.len()
-                )));
-            }
-        }
+        data.check_len(len)?;
         let now = self.now;
         let f = self.file(ino)?;
         let end = (offset + len) as usize;

@@ -64,14 +64,15 @@ pub fn build(v: &Variant, device: DeviceConfig) -> Result<(Box<dyn FileStack>, u
     let mut ftl = FtlConfig::default();
     let mut ofs = OfsConfig::default();
     let mut bfs = BlockFsConfig::default();
-    let mut fml_sets = Vec::new();
+    // The FML's watermarks fit the (possibly scaled) device; `fml.*` settings go on top.
+    let mut fml = FmlConfig::for_blocks(flash::gang::Layout::new(nand.config()).superblocks);
     for (k, val) in &v.set {
         let at = |e: String| format!("variant {}: {e}", v.label);
         match k.split_once('.') {
             None if k == "placement" => placement = val.parse().map_err(at)?,
             Some(("osd", f)) => apply(&mut osd, f, val).map_err(at)?,
             Some(("ftl", f)) => apply(&mut ftl, f, val).map_err(at)?,
-            Some(("fml", f)) => fml_sets.push((f.to_string(), val.clone())),
+            Some(("fml", f)) => apply(&mut fml, f, val).map_err(at)?,
             Some(("fs", f)) if v.stack == "ofs" => apply(&mut ofs, f, val).map_err(at)?,
             Some(("fs", f)) => apply(&mut bfs, f, val).map_err(at)?,
             _ => return Err(at(format!("unknown setting '{k}'"))),
@@ -80,22 +81,14 @@ pub fn build(v: &Variant, device: DeviceConfig) -> Result<(Box<dyn FileStack>, u
     match v.stack.as_str() {
         "ofs" => {
             osd.placement = placement;
-            let superblocks = nand_superblocks(&nand);
-            osd.fml = FmlConfig::for_blocks(superblocks);
-            for (f, val) in &fml_sets {
-                apply(&mut osd.fml, f, val).map_err(|e| format!("variant {}: {e}", v.label))?;
-            }
+            osd.fml = fml;
             let store = ObjectStore::format(nand, osd).map_err(|e| e.to_string())?;
             let unit = store.unit_bytes() as u64;
             let fs = Ofs::format(store, ofs).map_err(|e| e.to_string())?;
             Ok((Box::new(fs), unit))
         }
         "blockfs" => {
-            let superblocks = nand_superblocks(&nand);
-            ftl.fml = FmlConfig::for_blocks(superblocks);
-            for (f, val) in &fml_sets {
-                apply(&mut ftl.fml, f, val).map_err(|e| format!("variant {}: {e}", v.label))?;
-            }
+            ftl.fml = fml;
             let ftl = Ftl::open(nand, ftl).map_err(|e| e.to_string())?;
             let unit = ftl.unit_bytes() as u64;
             let fs = BlockFs::format(ftl, bfs, 0).map_err(|e| e.to_string())?;
@@ -106,8 +99,4 @@ pub fn build(v: &Variant, device: DeviceConfig) -> Result<(Box<dyn FileStack>, u
             v.label
         )),
     }
-}
-
-fn nand_superblocks(nand: &Nand) -> u32 {
-    flash::gang::Layout::new(nand.config()).superblocks
 }
