@@ -4,6 +4,7 @@
 //! ```text
 //!   Free --open--> Open --fill--> Full --choose--> Victim --erase--> Free
 //!                    \______________________________^   (program failure: retire via GC)
+//!                   Open <--adopt-- Full   (closed early at remount, its tail still erased)
 //!   any --failure--> Bad
 //! ```
 
@@ -28,7 +29,12 @@ impl BlockState {
         use BlockState::*;
         matches!(
             (self, to),
-            (Free, Open(_)) | (Open(_), Full) | (Open(_), Victim) | (Full, Victim) | (Victim, Free)
+            (Free, Open(_))
+                | (Open(_), Full)
+                | (Open(_), Victim)
+                | (Full, Victim)
+                | (Full, Open(_))
+                | (Victim, Free)
         ) || to == Bad
     }
 }

@@ -190,6 +190,28 @@ pub struct Fml<F: Flash> {
     needs_erase: Vec<bool>,
     /// Segment class of each stream's blocks.
     stream_class: Vec<SegmentClass>,
+    /// Blocks found partly programmed at mount (update blocks a power cut left open), reused
+    /// as update blocks before any free block: otherwise every reboot would strand the unused
+    /// tail of each stream's update block until GC, and a store rebooted often enough runs out
+    /// of free blocks before its recovery can checkpoint.
+    partial: Vec<u32>,
+}
+
+/// Whether super-block `id`'s first `next` units, and only they, are programmed: the FML
+/// programs units in order, so any other pattern (a misdirected write landed in it) makes the
+/// block unsafe to append to.
+fn programmed_in_order<F: Flash>(dev: &Ganged<F>, layout: &Layout, id: u32, next: u32) -> bool {
+    let width = dev.flash().config().gang.units_per_superblock;
+    (0..width).all(|u| {
+        let expected = next / width + u32::from(u < next % width);
+        let v = layout.vpa(id, u);
+        (0..layout.pages_per_unit()).all(|i| {
+            dev.flash()
+                .block_info(layout.page(v, i).block_addr())
+                .next_page
+                == expected
+        })
+    })
 }
 
 impl<F: Flash> Fml<F> {
@@ -212,6 +234,7 @@ impl<F: Flash> Fml<F> {
         let mut free = FreePool::default();
         let mut needs_erase = vec![false; layout.superblocks as usize];
         let mut retiring = VecDeque::new();
+        let mut partial = Vec::new();
         let mut factory_good = 0;
         let width = dev.flash().config().gang.units_per_superblock;
         for id in 0..layout.superblocks {
@@ -249,6 +272,11 @@ impl<F: Flash> Fml<F> {
                 needs_erase[id as usize] = info.erase_count > 0;
             } else {
                 b.state = BlockState::Full;
+                if next < layout.units_per_superblock
+                    && programmed_in_order(&dev, &layout, id, next)
+                {
+                    partial.push(id);
+                }
             }
         }
         Ok(Fml {
@@ -271,6 +299,7 @@ impl<F: Flash> Fml<F> {
             stats: FmlStats::default(),
             needs_erase,
             stream_class: vec![SegmentClass::Data; streams as usize + 1],
+            partial,
         })
     }
 
@@ -424,6 +453,10 @@ impl<F: Flash> Fml<F> {
         if let Some(id) = self.open[stream.0 as usize] {
             return Ok((id, at));
         }
+        if let Some(id) = self.adopt_partial() {
+            self.open_as(id, stream);
+            return Ok((id, at));
+        }
         // Host streams leave the last free block to GC, which needs somewhere to copy into (a
         // victim's valid units never fill more than one block).
         if host && self.free.len() <= 1 {
@@ -451,13 +484,29 @@ impl<F: Flash> Fml<F> {
                     Err(e) => return Err(e.into()),
                 }
             }
-            self.table.set_state(id, BlockState::Open(stream.0));
-            self.table.blocks[id as usize].class = self.stream_class[stream.0 as usize];
-            self.table.blocks[id as usize].seq = self.next_seq;
-            self.next_seq += 1;
-            self.open[stream.0 as usize] = Some(id);
+            self.open_as(id, stream);
             return Ok((id, at));
         }
+    }
+
+    fn open_as(&mut self, id: u32, stream: StreamId) {
+        self.table.set_state(id, BlockState::Open(stream.0));
+        self.table.blocks[id as usize].class = self.stream_class[stream.0 as usize];
+        self.table.blocks[id as usize].seq = self.next_seq;
+        self.next_seq += 1;
+        self.open[stream.0 as usize] = Some(id);
+    }
+
+    /// A block left partly programmed at mount that is still closed and unclaimed by GC.
+    fn adopt_partial(&mut self) -> Option<u32> {
+        while let Some(id) = self.partial.pop() {
+            let b = &self.table.blocks[id as usize];
+            if b.state == BlockState::Full && !b.retire && b.next < self.layout.units_per_superblock
+            {
+                return Some(id);
+            }
+        }
+        None
     }
 
     /// Marks a unit invalid (overwritten, trimmed, deleted). Returns false if it was not valid.

@@ -537,31 +537,13 @@ impl<F: Flash> Ftl<F> {
             match &mut e.fill {
                 Fill::Bytes(b) => {
                     if old < LOST {
-                        let mut scratch = std::mem::take(&mut self.scratch);
-                        let r = self.fml.read(t, Vpa(old), &mut scratch, &mut []);
                         self.stats.rmw_reads += 1;
-                        let merged = match r {
-                            Ok((done, Content::Bytes)) => {
-                                t = done;
-                                Self::merge(b, &scratch, e.mask);
-                                Ok(())
-                            }
-                            Ok((_, Content::Fingerprint(_))) => {
-                                Err(FtlError::PayloadMode { lpn: e.key })
-                            }
-                            // A mapped unit that reads erased never reached flash (a
-                            // misdirected write): merging zeros would invent its bytes.
-                            Ok((_, Content::Erased)) => Err(FtlError::Unreadable {
-                                lpn: e.key,
-                                source: FlashError::Uncorrectable {
-                                    addr: self.fml.layout().page(Vpa(old), 0),
-                                    bit_errors: 0,
-                                },
-                            }),
-                            Err(err) => Err(err.into()),
-                        };
-                        self.scratch = scratch;
-                        merged?;
+                        let (done, content) = self.read_mapped(t, e.key, old)?;
+                        if !matches!(content, Content::Bytes) {
+                            return Err(FtlError::PayloadMode { lpn: e.key });
+                        }
+                        t = done;
+                        Self::merge(b, &self.scratch, e.mask);
                     } else {
                         Self::zero_missing(b, e.mask);
                     }
@@ -569,8 +551,8 @@ impl<F: Flash> Ftl<F> {
                 Fill::Token(fp) => {
                     let mut old_fp = 0;
                     if old < LOST {
-                        let (done, content) = self.read_unit(t, Vpa(old))?;
                         self.stats.rmw_reads += 1;
+                        let (done, content) = self.read_mapped(t, e.key, old)?;
                         t = done;
                         if let Content::Fingerprint(f) = content {
                             old_fp = f;
@@ -598,6 +580,36 @@ impl<F: Flash> Ftl<F> {
         self.map.l2p[e.key as usize] = vpa.0;
         self.buf.recycle(e);
         Ok(done)
+    }
+
+    /// Reads the unit `loc` that the map says holds logical page `lpn` (bytes into the scratch
+    /// buffer) and checks its OOB record names that page: a unit that reads erased, or holds
+    /// another page (a misdirected write landed there), is unreadable, never data.
+    fn read_mapped(&mut self, at: Nanos, lpn: u32, loc: u32) -> Result<(Nanos, Content), FtlError> {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut oob = [0u8; RECORD_BYTES];
+        let r = self.fml.read(at, Vpa(loc), &mut scratch, &mut oob);
+        self.scratch = scratch;
+        let unreadable = |fml: &Fml<F>| FtlError::Unreadable {
+            lpn,
+            source: FlashError::Uncorrectable {
+                addr: fml.layout().page(Vpa(loc), 0),
+                bit_errors: 0,
+            },
+        };
+        let (done, content) = match r {
+            Ok(x) => x,
+            Err(FmlError::Flash(source)) => return Err(FtlError::Unreadable { lpn, source }),
+            Err(e) => return Err(e.into()),
+        };
+        match Record::decode(&oob) {
+            Ok(Some(Record {
+                kind: Kind::Data,
+                key,
+                ..
+            })) if key == lpn && content != Content::Erased => Ok((done, content)),
+            _ => Err(unreadable(&self.fml)),
+        }
     }
 
     /// Reads a whole unit (its bytes cross the bus even when it holds a fingerprint, so the
@@ -782,30 +794,13 @@ impl<F: Flash> Ftl<F> {
                     } else if loc == UNMAPPED {
                         dst.fill(0);
                     } else {
-                        let mut scratch = std::mem::take(&mut self.scratch);
-                        let r = self.fml.read(t, Vpa(loc), &mut scratch, &mut []);
-                        let res = match r {
-                            Ok((d, Content::Bytes)) => {
-                                done = done.max(d);
-                                let o = s0 as usize * SECTOR_BYTES as usize;
-                                dst.copy_from_slice(&scratch[o..o + n]);
-                                Ok(())
-                            }
-                            Ok((_, Content::Fingerprint(_))) => Err(FtlError::PayloadMode { lpn }),
-                            Ok((_, Content::Erased)) => Err(FtlError::Unreadable {
-                                lpn,
-                                source: FlashError::Uncorrectable {
-                                    addr: self.fml.layout().page(Vpa(loc), 0),
-                                    bit_errors: 0,
-                                },
-                            }),
-                            Err(FmlError::Flash(source)) => {
-                                Err(FtlError::Unreadable { lpn, source })
-                            }
-                            Err(e) => Err(e.into()),
-                        };
-                        self.scratch = scratch;
-                        res?;
+                        let (d, content) = self.read_mapped(t, lpn, loc)?;
+                        if !matches!(content, Content::Bytes) {
+                            return Err(FtlError::PayloadMode { lpn });
+                        }
+                        done = done.max(d);
+                        let o = s0 as usize * SECTOR_BYTES as usize;
+                        dst.copy_from_slice(&self.scratch[o..o + n]);
                     }
                 }
                 ReadOut::Fingerprints(v) => {
@@ -814,10 +809,7 @@ impl<F: Flash> Ftl<F> {
                     } else if loc == UNMAPPED {
                         v.push(0);
                     } else {
-                        let (d, content) = self.read_unit(t, Vpa(loc)).map_err(|e| match e {
-                            FmlError::Flash(source) => FtlError::Unreadable { lpn, source },
-                            e => e.into(),
-                        })?;
+                        let (d, content) = self.read_mapped(t, lpn, loc)?;
                         done = done.max(d);
                         v.push(match content {
                             Content::Fingerprint(f) => f,

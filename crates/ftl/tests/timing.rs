@@ -1,5 +1,6 @@
 //! Regression: in fingerprint mode a host read must pay for moving the whole unit over the bus,
-//! exactly as in bytes mode (it once read only the OOB area and charged t_R alone).
+//! exactly as in bytes mode (it once read only the OOB area and charged t_R alone). Each read
+//! also moves the unit's OOB record, which the FTL checks against the logical page it expects.
 
 use flash::{preset, Nand};
 use fml::FmlConfig;
@@ -9,7 +10,8 @@ use ftl::{Data, Ftl, FtlConfig, ReadOut};
 fn a_read_costs_array_time_plus_transfer_in_both_payload_modes() {
     let dev = preset("tiny").unwrap();
     let t = dev.timing;
-    let expected = t.read_ns + t.transfer_ns(dev.geometry.page_size_bytes);
+    let expected =
+        t.read_ns + t.transfer_ns(dev.geometry.page_size_bytes + ftl::oob::RECORD_BYTES as u32);
     let cfg = FtlConfig {
         fml: FmlConfig::for_blocks(32),
         buffer_bytes: 0,

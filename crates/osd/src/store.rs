@@ -784,6 +784,41 @@ impl<F: Flash> ObjectStore<F> {
         })
     }
 
+    /// Counts a host read of a data unit.
+    fn count_read(&mut self) -> &mut Self {
+        self.stats.data_units_read += 1;
+        self
+    }
+
+    /// Reads data unit `v`, which the index says holds unit `u` of `oid`, into the scratch
+    /// buffer, and checks the unit's OOB record names that object and unit: a unit that reads
+    /// erased or holds another unit (a misdirected write) is corruption, never data.
+    fn read_data_unit(&mut self, oid: Oid, u: u64, v: u32) -> Result<Content, OsdError> {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut oob = [0u8; RECORD_MAX_BYTES];
+        let r = self.fml.read(self.now, Vpa(v), &mut scratch, &mut oob);
+        self.scratch = scratch;
+        let corrupted = |why: &str| OsdError::Corrupted {
+            what: format!("unit {u} of object {oid} {why}"),
+            location: format!("unit {v}"),
+        };
+        let content = match r {
+            Ok((t, content)) => {
+                self.now = self.now.max(t);
+                content
+            }
+            Err(FmlError::Flash(_)) => return Err(corrupted("is unreadable")),
+            Err(e) => return Err(fml_err(e)),
+        };
+        if content == Content::Erased {
+            return Err(corrupted("reads erased (its program never reached flash)"));
+        }
+        match Record::decode(&oob) {
+            Ok(Some(Record::Data { oid: o, offset, .. })) if o == oid && offset == u => Ok(content),
+            _ => Err(corrupted("holds another unit (its OOB record disagrees)")),
+        }
+    }
+
     /// Programs one buffered unit, merging in its old contents when the buffer has only part.
     fn program_entry(&mut self, mut e: Entry<(Oid, u64)>) -> Result<(), OsdError> {
         self.make_room()?;
@@ -850,35 +885,26 @@ impl<F: Flash> ObjectStore<F> {
                 location: "GC".into(),
             });
         }
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let r = self.fml.read(self.now, Vpa(o), &mut scratch, &mut []);
         self.stats.rmw_reads += 1;
-        let r = match r {
-            Ok((t, content)) => {
-                self.now = self.now.max(t);
-                match (&mut e.fill, content) {
-                    (Fill::Bytes(b), Content::Bytes) => {
-                        for s in 0..self.unit / SECTOR as usize {
-                            if e.mask & (1 << s) == 0 {
-                                let r = s * SECTOR as usize..(s + 1) * SECTOR as usize;
-                                b[r.clone()].copy_from_slice(&scratch[r]);
-                            }
-                        }
-                        Ok(())
+        let content = self.read_data_unit(e.key.0, e.key.1, o)?;
+        match (&mut e.fill, content) {
+            (Fill::Bytes(b), Content::Bytes) => {
+                for s in 0..self.unit / SECTOR as usize {
+                    if e.mask & (1 << s) == 0 {
+                        let r = s * SECTOR as usize..(s + 1) * SECTOR as usize;
+                        b[r.clone()].copy_from_slice(&self.scratch[r]);
                     }
-                    (Fill::Token(fp), Content::Fingerprint(old)) => {
-                        *fp = fold(old, *fp, e.mask);
-                        Ok(())
-                    }
-                    _ => Err(OsdError::InvalidArgument(
-                        "bytes and fingerprint writes mixed in one unit".into(),
-                    )),
                 }
+                Ok(())
             }
-            Err(err) => Err(fml_err(err)),
-        };
-        self.scratch = scratch;
-        r
+            (Fill::Token(fp), Content::Fingerprint(old)) => {
+                *fp = fold(old, *fp, e.mask);
+                Ok(())
+            }
+            _ => Err(OsdError::InvalidArgument(
+                "bytes and fingerprint writes mixed in one unit".into(),
+            )),
+        }
     }
 
     fn full_mask(&self) -> u64 {
@@ -1122,12 +1148,7 @@ impl<F: Flash> ObjectStore<F> {
                     })
                 }
                 Some(v) => {
-                    let mut scratch = std::mem::take(&mut self.scratch);
-                    let r = self.fml.read(self.now, Vpa(v), &mut scratch, &mut []);
-                    self.scratch = scratch;
-                    let (t, content) = r.map_err(fml_err)?;
-                    self.now = self.now.max(t);
-                    self.stats.data_units_read += 1;
+                    let content = self.count_read().read_data_unit(oid, u, v)?;
                     out.push(if let Content::Fingerprint(f) = content {
                         f
                     } else {
@@ -1694,6 +1715,8 @@ impl<F: Flash> ObjectStore<F> {
         self.rebuild_desc_map()?;
         let mut onode_seq: FxHashMap<Oid, u64> = FxHashMap::default();
         let mut small_seq: FxHashMap<Oid, u64> = FxHashMap::default();
+        // The length each object's newest durable onode states, before data records extend it.
+        let mut stored_len: FxHashMap<Oid, u64> = FxHashMap::default();
         let mut touched: FxHashSet<Oid> = FxHashSet::default();
         for (_, v, rec) in later {
             match rec {
@@ -1720,6 +1743,7 @@ impl<F: Flash> ObjectStore<F> {
                     // units after it may not have reached flash.
                     let end = length.min((offset + 1) * self.unit as u64);
                     if let Some(c) = self.load_onode(oid)? {
+                        stored_len.entry(oid).or_insert(c.onode.logical_length);
                         if c.onode.inline.is_none() && end > c.onode.logical_length {
                             c.onode.logical_length = end;
                             c.dirty = true;
@@ -1727,7 +1751,7 @@ impl<F: Flash> ObjectStore<F> {
                     }
                 }
                 Record::Descriptor { .. } => {
-                    self.roll_descriptor(v, &mut onode_seq, &mut touched)?
+                    self.roll_descriptor(v, &mut onode_seq, &mut stored_len, &mut touched)?
                 }
                 Record::Small { .. } => {
                     self.roll_small_page(v, ckpt_seq, &mut small_seq, &mut touched)?
@@ -1747,7 +1771,7 @@ impl<F: Flash> ObjectStore<F> {
         // Data of objects that do not exist (created after the checkpoint, never flushed) is
         // garbage; lengths and used bytes follow the data.
         for oid in touched {
-            self.settle_object(oid)?;
+            self.settle_object(oid, stored_len.get(&oid).copied())?;
         }
         // Rebuild the FML's valid units from what the store references.
         for n in nodes {
@@ -1824,6 +1848,7 @@ impl<F: Flash> ObjectStore<F> {
         &mut self,
         vpa: u32,
         seen: &mut FxHashMap<Oid, u64>,
+        stored_len: &mut FxHashMap<Oid, u64>,
         touched: &mut FxHashSet<Oid>,
     ) -> Result<(), OsdError> {
         let mut page = vec![0u8; self.unit];
@@ -1842,6 +1867,7 @@ impl<F: Flash> ObjectStore<F> {
                 continue;
             }
             seen.insert(oid, onode.seq);
+            stored_len.insert(oid, onode.logical_length);
             touched.insert(oid);
             if let Some(old) = self.onodes.get(&oid).and_then(|c| c.loc) {
                 self.release_slot(old.0, old.1);
@@ -1885,11 +1911,13 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// After roll-forward: drop data of objects without an onode, and recompute used bytes.
-    fn settle_object(&mut self, oid: Oid) -> Result<(), OsdError> {
+    /// `stored_len` is the length the object's newest onode on flash states, if roll-forward
+    /// extended it from data records.
+    fn settle_object(&mut self, oid: Oid, stored_len: Option<u64>) -> Result<(), OsdError> {
         let exists = self.load_onode(oid)?.is_some();
         if !exists {
             self.drop_small(oid)?;
-        } else if self.settle_small(oid)? {
+        } else if self.settle_small(oid, stored_len)? {
             return Ok(());
         }
         let extents = self.with_index(|ix, io| {
@@ -2483,30 +2511,14 @@ impl<F: Flash> ObjectStore<F> {
                     location: "data".into(),
                 })
             }
-            Some(v) => {
-                let mut scratch = std::mem::take(&mut self.scratch);
-                let r = self.fml.read(self.now, Vpa(v), &mut scratch, &mut []);
-                self.stats.data_units_read += 1;
-                let r = match r {
-                    Ok((t, Content::Bytes)) => {
-                        self.now = self.now.max(t);
-                        dst.copy_from_slice(&scratch[b0..b0 + dst.len()]);
-                        Ok(())
-                    }
-                    Ok((_, Content::Fingerprint(_))) => Err(OsdError::InvalidArgument(format!(
+            Some(v) => match self.count_read().read_data_unit(oid, u, v)? {
+                Content::Bytes => dst.copy_from_slice(&self.scratch[b0..b0 + dst.len()]),
+                _ => {
+                    return Err(OsdError::InvalidArgument(format!(
                         "unit {u} of {oid} was written in fingerprint mode"
-                    ))),
-                    Ok((_, Content::Erased)) | Err(FmlError::Flash(_)) => {
-                        Err(OsdError::Corrupted {
-                            what: format!("unit {u} of object {oid}"),
-                            location: format!("unit {v}"),
-                        })
-                    }
-                    Err(e) => Err(fml_err(e)),
-                };
-                self.scratch = scratch;
-                r?;
-            }
+                    )))
+                }
+            },
         }
         Ok(())
     }

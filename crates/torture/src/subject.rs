@@ -154,8 +154,13 @@ impl Variant {
     pub fn describe(&self) -> String {
         match self {
             Variant::Osd(c) => format!(
-                "ossd placement={} index={:?} buffer={} checkpoint_units={} atime={}",
-                c.placement, c.index_mode, c.buffer_bytes, c.checkpoint_units, c.atime
+                "ossd placement={} index={:?} buffer={} checkpoint_units={} atime={} small_objects={}",
+                c.placement,
+                c.index_mode,
+                c.buffer_bytes,
+                c.checkpoint_units,
+                c.atime,
+                c.small_objects
             ),
             Variant::Ftl(c) => format!("ftl mapping={:?} buffer={}", c.mapping, c.buffer_bytes),
         }

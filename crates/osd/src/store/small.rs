@@ -427,13 +427,22 @@ impl<F: Flash> ObjectStore<F> {
     /// Recovery, per touched object: a small-object entry is the object's data unless the
     /// onode written after it disagrees (the object was truncated to nothing or spilled since)
     /// or embeds the data. Returns whether the object is small.
-    pub(super) fn settle_small(&mut self, oid: Oid) -> Result<bool, OsdError> {
+    ///
+    /// The onode's length that counts is the one it was written with (`stored_len` when data
+    /// records extended it): a data unit past unit 0 whose spill's unit 0 never reached flash
+    /// belongs to a write no FLUSH completed, and it is dropped, not the entry.
+    pub(super) fn settle_small(
+        &mut self,
+        oid: Oid,
+        stored_len: Option<u64>,
+    ) -> Result<bool, OsdError> {
         let Some(s) = self.load_small(oid)? else {
             return Ok(false);
         };
         let (len, seq) = (s.bytes.len() as u64, s.seq);
         let c = self.onode_mut(oid)?;
-        if c.onode.inline.is_some() || (c.onode.seq > seq && c.onode.logical_length != len) {
+        let stored = stored_len.unwrap_or(c.onode.logical_length);
+        if c.onode.inline.is_some() || (c.onode.seq > seq && stored != len) {
             self.drop_small(oid)?;
             return Ok(false);
         }
