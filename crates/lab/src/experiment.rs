@@ -206,7 +206,7 @@ impl VariantResult {
     }
 }
 
-fn phase_result(name: &str, s: &crate::files::FileStats, unit_bytes: u64) -> PhaseResult {
+fn phase_result(name: &str, s: &crate::files::FileStats, page_bytes: u64) -> PhaseResult {
     let c: Counters = s.counters;
     let files = s.summary();
     PhaseResult {
@@ -222,7 +222,7 @@ fn phase_result(name: &str, s: &crate::files::FileStats, unit_bytes: u64) -> Pha
         write_amplification: if files.write_bytes == 0 {
             0.0
         } else {
-            (c.flash_pages_programmed * unit_bytes) as f64 / files.write_bytes as f64
+            (c.flash_pages_programmed * page_bytes) as f64 / files.write_bytes as f64
         },
         files,
     }

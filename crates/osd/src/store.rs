@@ -341,6 +341,12 @@ pub struct ObjectStore<F: Flash> {
     next_object: u64,
     next_partition: u64,
     now: Nanos,
+    /// When the independent data I/O issued so far completes. Buffered units leave in batches
+    /// whose programs do not depend on each other, and the units of one read do not either, so
+    /// they are all issued at `now` and overlap on the device's dies, as the FTL's do. What
+    /// depends on them waits: metadata for the data programs (see `write_meta_unit`), a
+    /// read-modify-write's program for its read.
+    io_done: Nanos,
     stats: OsdStats,
     scratch: Vec<u8>,
     recovery: Recovery,
@@ -388,6 +394,7 @@ impl<F: Flash> ObjectStore<F> {
             next_object: FIRST_USER_ID,
             next_partition: FIRST_USER_ID,
             now: 0,
+            io_done: 0,
             stats: OsdStats::default(),
             scratch: vec![0; unit],
             recovery: Recovery::default(),
@@ -438,9 +445,9 @@ impl<F: Flash> ObjectStore<F> {
     pub fn set_time(&mut self, at: Nanos) {
         self.now = self.now.max(at);
     }
-    /// Completion time of the last command.
+    /// Completion time of the last command (its data programs included).
     pub fn now(&self) -> Nanos {
-        self.now
+        self.now.max(self.io_done)
     }
 
     fn io(&mut self) -> NodeFlash<'_, F> {
@@ -664,6 +671,8 @@ impl<F: Flash> ObjectStore<F> {
         let rec = rec.with_seq(self.gc.take_seq());
         let mut oob = [0u8; RECORD_MAX_BYTES];
         let n = rec.encode(&mut oob);
+        // Metadata describes data already on flash: it waits for the data programs.
+        self.now = self.now();
         let (v, t) = match self
             .fml
             .write(self.now, stream, Payload::Bytes(page), &oob[..n])
@@ -791,7 +800,7 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// Reads data unit `v`, which the index says holds unit `u` of `oid`, into the scratch
-    /// buffer, and checks the unit's OOB record names that object and unit: a unit that reads
+    /// buffer (issued at `now`, completing by `io_done`), and checks the unit's OOB record names that object and unit: a unit that reads
     /// erased or holds another unit (a misdirected write) is corruption, never data.
     fn read_data_unit(&mut self, oid: Oid, u: u64, v: u32) -> Result<Content, OsdError> {
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -804,7 +813,7 @@ impl<F: Flash> ObjectStore<F> {
         };
         let content = match r {
             Ok((t, content)) => {
-                self.now = self.now.max(t);
+                self.io_done = self.io_done.max(t);
                 content
             }
             Err(FmlError::Flash(_)) => return Err(corrupted("is unreadable")),
@@ -848,7 +857,7 @@ impl<F: Flash> ObjectStore<F> {
             Err(FmlError::NoSpace { .. }) => return Err(self.no_space(self.unit as u64)),
             Err(e) => return Err(fml_err(e)),
         };
-        self.now = self.now.max(t);
+        self.io_done = self.io_done.max(t);
         self.stats.data_units_written += 1;
         self.units_since_ckpt += 1;
         match old {
@@ -887,6 +896,8 @@ impl<F: Flash> ObjectStore<F> {
         }
         self.stats.rmw_reads += 1;
         let content = self.read_data_unit(e.key.0, e.key.1, o)?;
+        // The merged unit's program needs this read's bytes.
+        self.now = self.now();
         match (&mut e.fill, content) {
             (Fill::Bytes(b), Content::Bytes) => {
                 for s in 0..self.unit / SECTOR as usize {
@@ -1311,7 +1322,7 @@ impl<F: Flash> ObjectStore<F> {
                 break;
             }
         }
-        Ok(self.now)
+        Ok(self.now())
     }
 
     // ---------------------------------------------------------------- checkpoint and recovery
@@ -1393,7 +1404,7 @@ impl<F: Flash> ObjectStore<F> {
         drop(covered);
         self.units_since_ckpt = 0;
         self.stats.checkpoints += 1;
-        Ok(self.now)
+        Ok(self.now())
     }
 
     /// Programs the buffered data, then the journal page, then the dirty onodes. Onodes are
@@ -1803,7 +1814,7 @@ impl<F: Flash> ObjectStore<F> {
         }
         // Make what was rolled forward part of a new checkpoint, so the next recovery starts
         // here and everything pinned for this one can go.
-        self.recovery.done_ns = self.now;
+        self.recovery.done_ns = self.now();
         self.checkpoint()?;
         Ok(())
     }

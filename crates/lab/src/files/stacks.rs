@@ -58,6 +58,8 @@ fn apply<T: Serialize + DeserializeOwned>(
 
 /// Builds a variant's stack on a fresh device; returns it with the write unit size.
 pub fn build(v: &Variant, device: DeviceConfig) -> Result<(Box<dyn FileStack>, u64), String> {
+    // Write amplification counts physical pages programmed against host bytes.
+    let page_bytes = device.geometry.page_size_bytes as u64;
     let nand = Nand::in_memory(device).map_err(|e| e.to_string())?;
     let mut placement = Placement::Ossd;
     let mut osd = OsdConfig::default();
@@ -83,16 +85,14 @@ pub fn build(v: &Variant, device: DeviceConfig) -> Result<(Box<dyn FileStack>, u
             osd.placement = placement;
             osd.fml = fml;
             let store = ObjectStore::format(nand, osd).map_err(|e| e.to_string())?;
-            let unit = store.unit_bytes() as u64;
             let fs = Ofs::format(store, ofs).map_err(|e| e.to_string())?;
-            Ok((Box::new(fs), unit))
+            Ok((Box::new(fs), page_bytes))
         }
         "blockfs" => {
             ftl.fml = fml;
             let ftl = Ftl::open(nand, ftl).map_err(|e| e.to_string())?;
-            let unit = ftl.unit_bytes() as u64;
             let fs = BlockFs::format(ftl, bfs, 0).map_err(|e| e.to_string())?;
-            Ok((Box::new(fs), unit))
+            Ok((Box::new(fs), page_bytes))
         }
         s => Err(format!(
             "variant {}: unknown stack '{s}' (ofs or blockfs)",
