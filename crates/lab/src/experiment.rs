@@ -25,6 +25,9 @@ pub enum FileWorkload {
     MultiStream(MultiStream),
     SeqBase(SeqBase),
     LargeFile(LargeFile),
+    /// Not a file workload: seed 004's open-loop block requests through the device-side
+    /// scheduler ([`crate::prio`]), on the `ftl` or `dftl` stack.
+    Synthetic(crate::prio::Synthetic),
 }
 
 impl FileWorkload {
@@ -49,17 +52,22 @@ impl FileWorkload {
             }
             FileWorkload::SeqBase(b) => n(&mut b.file_bytes),
             FileWorkload::LargeFile(l) => n(&mut l.file_bytes),
+            FileWorkload::Synthetic(w) => n(&mut w.requests),
         }
     }
 
-    fn run(&self, m: &mut Meter) -> Result<crate::files::Phases, vfs::FsError> {
-        match self {
+    fn run(&self, m: &mut Meter) -> Result<crate::files::Phases, String> {
+        let r = match self {
             FileWorkload::PostMark(p) => crate::files::postmark::run(m, p),
             FileWorkload::HotCold(h) => crate::files::hotcold::run(m, h),
             FileWorkload::MultiStream(w) => crate::files::multistream::run(m, w),
             FileWorkload::SeqBase(s) => crate::files::seqbase::run(m, s),
             FileWorkload::LargeFile(l) => crate::files::largefile::run(m, l),
-        }
+            FileWorkload::Synthetic(_) => {
+                return Err("a synthetic block workload does not run on a file system".into())
+            }
+        };
+        r.map_err(|e| e.to_string())
     }
 }
 
@@ -201,6 +209,17 @@ impl VariantResult {
             "write_amplification" => p.write_amplification,
             "write_p99_us" => f.write_latency.p99_us,
             "read_p99_us" => f.read_latency.p99_us,
+            "read_mean_us" => f.read_latency.mean_us,
+            "write_mean_us" => f.write_latency.mean_us,
+            // Mean response time over reads and writes (seed 004 Tables 3 and 6).
+            "response_mean_us" => {
+                let (r, w) = (&f.read_latency, &f.write_latency);
+                let n = r.count + w.count;
+                if n == 0 {
+                    return None;
+                }
+                (r.mean_us * r.count as f64 + w.mean_us * w.count as f64) / n as f64
+            }
             _ => return None,
         })
     }
@@ -253,13 +272,32 @@ pub fn run_variant(
     };
     let r = (|| -> Result<(), String> {
         let device = scale_device(flash::preset(&e.device)?, s);
+        if let FileWorkload::Synthetic(w) = &e.workload {
+            let mut w = w.clone();
+            w.requests = ((w.requests as f64 * s).round() as u64).max(1);
+            let run = crate::prio::run_variant(&w, v, device, e.seed)?;
+            let page = device.geometry.page_size_bytes as u64;
+            out.phases = run
+                .phases
+                .iter()
+                .map(|(n, st)| phase_result(n, st, page))
+                .collect();
+            (
+                out.erase_count_min,
+                out.erase_count_max,
+                out.erase_count_mean,
+            ) = run.erase_counts;
+            out.fsck_problems = run.fsck_problems;
+            progress(out.phases.iter().map(|p| p.host_write_bytes).sum());
+            return Ok(());
+        }
         let (mut fs, page_bytes) = build(v, device)?;
         let mut w = e.workload.clone();
         w.scale(s);
         let phases = {
             let mut m =
                 Meter::new(fs.as_mut(), ChaCha8Rng::seed_from_u64(e.seed)).with_progress(progress);
-            w.run(&mut m).map_err(|e| e.to_string())?
+            w.run(&mut m)?
         };
         out.phases = phases
             .iter()

@@ -59,7 +59,7 @@ fn histogram() -> Histogram<u64> {
 }
 
 impl FileStats {
-    fn new(start_ns: Nanos) -> FileStats {
+    pub(crate) fn new(start_ns: Nanos) -> FileStats {
         FileStats {
             write_bytes: 0,
             read_bytes: 0,
@@ -100,7 +100,7 @@ impl FileStats {
         }
     }
 
-    fn account_second(&mut self, at: Nanos, written: u64, read: u64) {
+    pub(crate) fn account_second(&mut self, at: Nanos, written: u64, read: u64) {
         let s = ((at - self.start_ns) / 1_000_000_000) as usize;
         if self.per_second.len() <= s {
             self.per_second.resize(s + 1, (0, 0));
