@@ -26,8 +26,11 @@ pub enum FileWorkload {
     SeqBase(SeqBase),
     LargeFile(LargeFile),
     /// Not a file workload: seed 004's open-loop block requests through the device-side
-    /// scheduler ([`crate::prio`]), on the `ftl` or `dftl` stack.
+    /// scheduler ([`crate::prio`]).
     Synthetic(crate::prio::Synthetic),
+    /// Not a file workload: seed 000 VI-E's video played at a fixed frame rate while a
+    /// background writer runs, through the device-side scheduler.
+    Video(crate::prio::Video),
 }
 
 impl FileWorkload {
@@ -53,6 +56,7 @@ impl FileWorkload {
             FileWorkload::SeqBase(b) => n(&mut b.file_bytes),
             FileWorkload::LargeFile(l) => n(&mut l.file_bytes),
             FileWorkload::Synthetic(w) => n(&mut w.requests),
+            FileWorkload::Video(v) => n(&mut v.seconds),
         }
     }
 
@@ -63,8 +67,8 @@ impl FileWorkload {
             FileWorkload::MultiStream(w) => crate::files::multistream::run(m, w),
             FileWorkload::SeqBase(s) => crate::files::seqbase::run(m, s),
             FileWorkload::LargeFile(l) => crate::files::largefile::run(m, l),
-            FileWorkload::Synthetic(_) => {
-                return Err("a synthetic block workload does not run on a file system".into())
+            FileWorkload::Synthetic(_) | FileWorkload::Video(_) => {
+                return Err("a block workload does not run on a file system".into())
             }
         };
         r.map_err(|e| e.to_string())
@@ -187,6 +191,8 @@ pub struct PhaseResult {
     pub metadata_pages_written: u64,
     /// Flash bytes programmed over bytes the file system was asked to write.
     pub write_amplification: f64,
+    /// Transactions completed in each virtual second, where the workload counts them.
+    pub transactions_per_second: Vec<u64>,
 }
 
 impl VariantResult {
@@ -199,6 +205,7 @@ impl VariantResult {
             "write_mib_s" => f.write_mib_s,
             "read_mib_s" => f.read_mib_s,
             "transactions_per_s" => f.transactions_per_s,
+            "min_transactions_per_s" => f.min_transactions_per_s?,
             "virtual_seconds" => f.virtual_seconds,
             "gc_page_copies" => p.gc_page_copies as f64,
             "flash_pages_programmed" => p.flash_pages_programmed as f64,
@@ -243,6 +250,7 @@ fn phase_result(name: &str, s: &crate::files::FileStats, unit_bytes: u64) -> Pha
         } else {
             (c.flash_pages_programmed * unit_bytes) as f64 / files.write_bytes as f64
         },
+        transactions_per_second: s.per_second_transactions.clone(),
         files,
     }
 }
@@ -272,10 +280,15 @@ pub fn run_variant(
     };
     let r = (|| -> Result<(), String> {
         let device = scale_device(flash::preset(&e.device)?, s);
-        if let FileWorkload::Synthetic(w) = &e.workload {
-            let mut w = w.clone();
-            w.requests = ((w.requests as f64 * s).round() as u64).max(1);
-            let run = crate::prio::run_variant(&w, v, device, e.seed)?;
+        let mut scaled = e.workload.clone();
+        scaled.scale(s);
+        let plan = match &scaled {
+            FileWorkload::Synthetic(w) => Some(crate::prio::Plan::Synthetic(w)),
+            FileWorkload::Video(w) => Some(crate::prio::Plan::Video(w)),
+            _ => None,
+        };
+        if let Some(plan) = plan {
+            let run = crate::prio::run_variant(plan, v, device, e.seed)?;
             let page = device.geometry.page_size_bytes as u64;
             out.phases = run
                 .phases

@@ -102,6 +102,10 @@ pub struct PrioConfig {
     pub stripe_merge: StripeMerge,
     /// Requests of one class SWTF looks at, oldest first (default 32, a SATA NCQ's depth).
     pub queue_depth: u32,
+    /// Whether the device sees the host's priorities (default true). False is a device behind
+    /// an interface that does not carry them: every request is served as priority 0 (its
+    /// latency is still reported under its own class).
+    pub honor_priorities: bool,
 }
 
 impl Default for PrioConfig {
@@ -114,6 +118,7 @@ impl Default for PrioConfig {
             gc_preemption: GcPreemption::Step,
             stripe_merge: StripeMerge::Unaligned,
             queue_depth: 32,
+            honor_priorities: true,
         }
     }
 }
@@ -253,6 +258,49 @@ impl Synthetic {
     }
 }
 
+/// Seed 000 VI-E's prioritized read: a video played at a fixed frame rate (one read of
+/// `frame_bytes` per frame, sequentially through the video) while a background writer runs.
+/// The video occupies the start of the footprint, the writer the rest; a frame is shown on
+/// time when its read completes within one frame period.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Video {
+    /// Default 30 (seed 000 VI-E).
+    pub frames_per_second: u32,
+    /// Length of the video (default 200 s, seed 000 VI-E); `--scale` shortens it.
+    pub seconds: u64,
+    /// Bytes read per frame (default 64 KiB, about a 15 Mbit/s stream; the paper does not
+    /// give its video's bit rate).
+    pub frame_bytes: u64,
+    /// The video's priority (default 1).
+    pub priority: u8,
+    /// The background writer; its requests arrive for as long as the video plays (its
+    /// `requests` count is not used) and its priority share is ignored (all normal).
+    pub background: Synthetic,
+}
+
+impl Default for Video {
+    fn default() -> Self {
+        Video {
+            frames_per_second: 30,
+            seconds: 200,
+            frame_bytes: 64 << 10,
+            priority: 1,
+            background: Synthetic {
+                write_percent: 100.0,
+                priority_percent: 0.0,
+                ..Synthetic::default()
+            },
+        }
+    }
+}
+
+/// What [`run_variant`] runs.
+pub enum Plan<'a> {
+    Synthetic(&'a Synthetic),
+    Video(&'a Video),
+}
+
 /// What a scheduled run measured: the priority requests (foreground, seed 004 Fig. 3) and the
 /// others (background), with scheduler counters.
 pub struct PrioOutcome {
@@ -269,9 +317,14 @@ pub struct PrioOutcome {
 struct Waiting {
     req: Request,
     arrival: Nanos,
+    /// Reported as foreground (the host's priority, whether the device sees it or not).
+    foreground: bool,
 }
 
-/// Runs `requests` (each with its arrival time, in arrival order) through the controller.
+/// Runs `requests` (each with its arrival time, in arrival order) through the controller. A
+/// foreground request counts as a transaction when it completes within `deadline_ns` of its
+/// arrival (a frame shown on time, seed 000 VI-E), or always without a deadline; background
+/// requests always count.
 pub fn run(
     stack: &mut dyn Stack,
     cfg: &PrioConfig,
@@ -279,6 +332,7 @@ pub fn run(
     start_ns: Nanos,
     seed: u64,
     mut verify: Option<&mut Verifier>,
+    deadline_ns: Option<Nanos>,
 ) -> Result<PrioOutcome, EngineError> {
     cfg.validate().map_err(EngineError::Source)?;
     let mut out = PrioOutcome {
@@ -295,6 +349,8 @@ pub fn run(
     let mut incoming = requests.peekable();
     let mut t = start_ns;
     let mut gc_last = start_ns;
+    // No GC step is tried before this time (see below).
+    let mut gc_hold = start_ns;
     // GC found nothing to do at the last try; retried once a write has invalidated something.
     let mut gc_stalled = false;
     let mut inflight_priority: BinaryHeap<Reverse<Nanos>> = BinaryHeap::new();
@@ -302,12 +358,17 @@ pub fn run(
     let mut dies: Vec<DieId> = Vec::new();
     let mut fps = Vec::new();
     loop {
-        while let Some(r) = incoming.next_if(|r| r.arrival_ns.unwrap_or(0) <= t) {
+        while let Some(mut r) = incoming.next_if(|r| r.arrival_ns.unwrap_or(0) <= t) {
             let arrival = r.arrival_ns.unwrap_or(0).max(start_ns);
-            queues
-                .entry(r.priority)
-                .or_default()
-                .push_back(Waiting { req: r, arrival });
+            let foreground = r.priority > 0;
+            if !cfg.honor_priorities {
+                r.priority = 0;
+            }
+            queues.entry(r.priority).or_default().push_back(Waiting {
+                req: r,
+                arrival,
+                foreground,
+            });
             queued += 1;
         }
         out.max_queued = out.max_queued.max(queued);
@@ -338,19 +399,25 @@ pub fn run(
                 .max()
                 .unwrap_or(0)
                 .max(t)
+                .max(gc_hold)
         });
         // A prioritized request goes before the next step (seed 000 V-F: it is served between
         // two successive steps).
         if gc_at.is_some_and(|g| g <= t) && !(preempt && priority_queued) {
+            let before = stack.counters();
             let done = stack
                 .background(t, t + 1)
                 .map_err(EngineError::Background)?;
-            let after = stack.gc_state();
-            if done <= t && after == st {
-                gc_stalled = true;
-            } else {
+            let progressed = stack.gc_state() != st || stack.counters() != before;
+            if progressed {
                 out.gc_steps += 1;
                 gc_last = gc_last.max(done);
+            } else if done > t {
+                // The stack's own clock is ahead (the object store advances it to each of its
+                // operations' completion): no step can start before it.
+                gc_hold = done;
+            } else {
+                gc_stalled = true;
             }
             continue;
         }
@@ -466,12 +533,16 @@ pub fn run(
             inflight_priority.push(Reverse(done));
         }
         for w in group {
-            let stats = if class > 0 {
+            let stats = if w.foreground {
                 &mut out.foreground
             } else {
                 &mut out.background
             };
             let latency = (done - w.arrival).max(1);
+            if !w.foreground || deadline_ns.is_none_or(|d| latency <= d) {
+                stats.transactions += 1;
+                stats.account_transaction(done);
+            }
             match w.req.op {
                 Op::Read => {
                     stats.reads += 1;
@@ -487,7 +558,6 @@ pub fn run(
                 }
                 Op::Trim | Op::Flush => {}
             }
-            stats.transactions += 1;
             stats.end_ns = stats.end_ns.max(done);
         }
         out.end_ns = out.end_ns.max(done);
@@ -496,9 +566,10 @@ pub fn run(
     Ok(out)
 }
 
-/// Builds a block-level variant of a scheduled experiment on a fresh device: stack `ftl` (the
-/// page-mapping FTL, write-through so every request reaches the dies the controller orders)
-/// with `prio.*`, `ftl.*` and `fml.*` settings. Explicit `fml.*` settings go on top of the
+/// Builds a variant of a scheduled experiment on a fresh device: stack `ftl` or `dftl` (the
+/// page-mapping FTL, write-through so every request reaches the dies the controller orders) or
+/// `ossd` (the object store, the byte space cut into objects of `object_bytes`), with
+/// `prio.*`, `ftl.*`, `osd.*` and `fml.*` settings. Explicit `fml.*` settings go on top of the
 /// watermarks [`PrioConfig::fml_for`] derives.
 pub fn build(
     v: &crate::experiment::Variant,
@@ -512,12 +583,26 @@ pub fn build(
         buffer_bytes: 0,
         ..ftl::FtlConfig::default()
     };
+    let mut osd = osd::OsdConfig::default();
+    // The object store cuts the byte space into objects of this size (default 8 MiB, RawSSD's
+    // virtual erase block: seed 000 V-F dedicates an update block to objects this large).
+    let mut object_bytes: u64 = 8 << 20;
     for (k, val) in &v.set {
         match k.split_once('.') {
             Some(("prio", f)) => apply(&mut prio, f, val).map_err(at)?,
             Some(("ftl", f)) => apply(&mut ftl, f, val).map_err(at)?,
+            Some(("osd", f)) => apply(&mut osd, f, val).map_err(at)?,
             Some(("fml", _)) => {}
-            _ => return Err(at(format!("unknown setting '{k}' (prio.*, ftl.*, fml.*)"))),
+            None if k == "object_bytes" => {
+                object_bytes = val
+                    .parse()
+                    .map_err(|e| at(format!("object_bytes = {val}: {e}")))?
+            }
+            _ => {
+                return Err(at(format!(
+                    "unknown setting '{k}' (prio.*, ftl.*, osd.*, fml.*, object_bytes)"
+                )))
+            }
         }
     }
     prio.validate().map_err(at)?;
@@ -528,10 +613,24 @@ pub fn build(
         }
     }
     let nand = flash::Nand::in_memory(device).map_err(|e| e.to_string())?;
+    let resident = |n: &flash::Nand| n.resident_bytes();
     let mapping = match v.stack.as_str() {
         "ftl" => ftl::Mapping::Page,
         "dftl" => ftl::Mapping::Dftl,
-        s => return Err(at(format!("unknown stack '{s}' (ftl or dftl)"))),
+        "ossd" => {
+            let unit = device.write_unit_bytes() as u64;
+            if object_bytes == 0 || !object_bytes.is_multiple_of(unit) {
+                return Err(at(format!(
+                    "object_bytes = {object_bytes} must be a positive multiple of the {unit}-byte write unit"
+                )));
+            }
+            let store = osd::ObjectStore::format(nand, osd::OsdConfig { fml, ..osd })
+                .map_err(|e| e.to_string())?;
+            let stack =
+                crate::stack::OsdStack::new(store, object_bytes, v.stack.clone(), resident)?;
+            return Ok((Box::new(stack), prio));
+        }
+        s => return Err(at(format!("unknown stack '{s}' (ftl, dftl or ossd)"))),
     };
     let ftl = ftl::Ftl::open(
         nand,
@@ -545,7 +644,7 @@ pub fn build(
     let stack = crate::stack::FtlStack {
         ftl,
         name: v.stack.clone(),
-        resident: |n: &flash::Nand| n.resident_bytes(),
+        resident,
     };
     Ok((Box::new(stack), prio))
 }
@@ -607,14 +706,18 @@ pub struct VariantRun {
     pub fsck_problems: Vec<String>,
 }
 
-/// Runs a [`Synthetic`] workload on a variant: fill the footprint, age the device to the
-/// cleaning threshold, then the measured requests through the controller, reads verified.
+/// Runs a scheduled workload on a variant: fill the footprint, age the device to the cleaning
+/// threshold, then the measured requests through the controller, reads verified.
 pub fn run_variant(
-    w: &Synthetic,
+    plan: Plan<'_>,
     v: &crate::experiment::Variant,
     device: flash::DeviceConfig,
     seed: u64,
 ) -> Result<VariantRun, String> {
+    let w = match plan {
+        Plan::Synthetic(w) => w,
+        Plan::Video(video) => &video.background,
+    };
     w.validate()?;
     let (mut stack, cfg) = build(v, device)?;
     let unit = stack.unit_bytes();
@@ -653,16 +756,22 @@ pub fn run_variant(
         Some(&mut verifier),
     )
     .map_err(|e| format!("aging: {e}"))?;
+    let (requests, deadline) = match plan {
+        Plan::Synthetic(w) => {
+            let span = footprint / w.request_bytes * w.request_bytes;
+            (w.requests(span, t, seed).collect::<Vec<_>>(), None)
+        }
+        Plan::Video(video) => video_requests(video, footprint, t, seed)?,
+    };
     let before = stack.counters();
-    let footprint_requests = footprint / w.request_bytes * w.request_bytes;
-    let mut reqs = w.requests(footprint_requests, t, seed);
     let out = run(
         stack.as_mut(),
         &cfg,
-        &mut reqs,
+        &mut requests.into_iter(),
         t,
         seed,
         Some(&mut verifier),
+        deadline,
     )
     .map_err(|e| format!("measure: {e}"))?;
     let counters = stack.counters() - before;
@@ -695,6 +804,60 @@ pub fn run_variant(
         erase_counts: stack.erase_counts(),
         fsck_problems,
     })
+}
+
+/// The requests of a [`Video`] run from `start`: frame reads at the frame rate through the
+/// video (the start of the footprint), and background requests over the rest of the footprint
+/// for as long as the video plays; with the frame period as the on-time deadline.
+fn video_requests(
+    video: &Video,
+    footprint: u64,
+    start: Nanos,
+    seed: u64,
+) -> Result<(Vec<Request>, Option<Nanos>), String> {
+    if video.frames_per_second == 0 || video.frame_bytes == 0 || video.priority == 0 {
+        return Err("video: frames_per_second, frame_bytes and priority must be at least 1".into());
+    }
+    if !video.frame_bytes.is_multiple_of(512) {
+        return Err(format!(
+            "video: frame_bytes = {} is not a multiple of 512",
+            video.frame_bytes
+        ));
+    }
+    let frames = video.seconds * video.frames_per_second as u64;
+    let video_bytes = frames * video.frame_bytes;
+    let rest = footprint.saturating_sub(video_bytes) / video.background.request_bytes
+        * video.background.request_bytes;
+    if video_bytes == 0 || rest < footprint / 4 {
+        return Err(format!(
+            "video: {video_bytes} bytes of video leave too little of the {footprint}-byte footprint to the background writer"
+        ));
+    }
+    let period = 1_000_000_000 / video.frames_per_second as u64;
+    let end = start + video.seconds * 1_000_000_000;
+    let mut out: Vec<Request> = (0..frames)
+        .map(|k| Request {
+            priority: video.priority,
+            arrival_ns: Some(start + k * period),
+            ..Request::new(Op::Read, k * video.frame_bytes, video.frame_bytes)
+        })
+        .collect();
+    let background = Synthetic {
+        requests: u64::MAX,
+        priority_percent: 0.0,
+        ..video.background.clone()
+    };
+    out.extend(
+        background
+            .requests(rest, start, seed)
+            .take_while(|r| r.arrival_ns.is_some_and(|a| a < end))
+            .map(|r| Request {
+                offset_bytes: r.offset_bytes + video_bytes,
+                ..r
+            }),
+    );
+    out.sort_by_key(|r| r.arrival_ns);
+    Ok((out, Some(period)))
 }
 
 #[cfg(test)]
@@ -731,6 +894,31 @@ mod tests {
         // Deterministic for a seed.
         let again: Vec<Request> = s.requests(1 << 26, 1000, 7).collect();
         assert_eq!(reqs, again);
+    }
+
+    #[test]
+    fn video_frames_keep_their_period_and_the_writer_keeps_off_the_video() {
+        let v = Video {
+            seconds: 3,
+            ..Video::default()
+        };
+        let (reqs, deadline) = video_requests(&v, 1 << 30, 1000, 3).unwrap();
+        assert_eq!(deadline, Some(33_333_333));
+        let frames: Vec<&Request> = reqs.iter().filter(|r| r.priority == 1).collect();
+        assert_eq!(frames.len(), 90);
+        assert!(frames.iter().enumerate().all(|(k, r)| r.op == Op::Read
+            && r.offset_bytes == k as u64 * 65536
+            && r.arrival_ns == Some(1000 + k as u64 * 33_333_333)));
+        let video_bytes = 90 * 65536;
+        let writes: Vec<&Request> = reqs.iter().filter(|r| r.priority == 0).collect();
+        assert!(writes.len() > 100);
+        assert!(writes.iter().all(|r| r.op == Op::Write
+            && r.offset_bytes >= video_bytes
+            && r.offset_bytes + r.len_bytes <= 1 << 30
+            && r.arrival_ns.unwrap() < 1000 + 3_000_000_000));
+        assert!(reqs.windows(2).all(|w| w[0].arrival_ns <= w[1].arrival_ns));
+        // A video that leaves the writer too little room is refused, not truncated.
+        assert!(video_requests(&v, 6 << 20, 0, 3).is_err());
     }
 
     #[test]

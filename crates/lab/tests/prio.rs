@@ -98,6 +98,7 @@ fn run(preemption: GcPreemption) -> Measured {
         fill.end_ns,
         2,
         Some(&mut verifier),
+        None,
     )
     .unwrap();
     stack.check().unwrap();
