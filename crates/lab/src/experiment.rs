@@ -104,6 +104,10 @@ pub struct Claim {
     /// The variant the paper says wins, and the one it beats.
     pub better: String,
     pub worse: String,
+    /// When set, the claim is that the two variants are alike: it agrees when they differ by
+    /// at most this many percent (of `worse`), whichever is lower.
+    #[serde(default)]
+    pub alike_within_percent: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -397,7 +401,11 @@ pub fn judge(e: &Experiment, variants: &[VariantResult]) -> Vec<Verdict> {
             };
             match (get(&c.better), get(&c.worse)) {
                 (Some(b), Some(w)) => {
-                    let agrees = if c.lower_is_better { b < w } else { b > w };
+                    let agrees = match c.alike_within_percent {
+                        Some(tol) => (b - w).abs() <= tol / 100.0 * w.abs(),
+                        None if c.lower_is_better => b < w,
+                        None => b > w,
+                    };
                     Verdict {
                         claim: c.text.clone(),
                         measured: format!(

@@ -73,6 +73,11 @@ pub enum GcPreemption {
     Step,
     /// Nothing runs until the collection under way has erased its victim.
     Collection,
+    /// Any request may run between two steps (prioritized ones first; a step goes before a
+    /// normal request whenever its dies are free), until free blocks fall below the critical
+    /// threshold; then as [`GcPreemption::Step`]. Cleaning as background work of a device that
+    /// shares its dies between the cleaner and the host.
+    Interleave,
 }
 
 /// Whether writes are merged and aligned to the stripe (seed 004 3.4).
@@ -388,7 +393,12 @@ pub fn run(
         };
         let want_gc = !gc_stalled
             && (st.collecting || st.free_blocks < PrioConfig::blocks_below(percent, st.blocks));
-        let preempt = cfg.gc_preemption == GcPreemption::Step;
+        let preempt = cfg.gc_preemption != GcPreemption::Collection;
+        // Interleaved cleaning lets normal requests between steps too, until free space is
+        // critical.
+        let urgent =
+            st.free_blocks < PrioConfig::blocks_below(cfg.critical_free_percent, st.blocks);
+        let normal_may_go = cfg.gc_preemption == GcPreemption::Interleave && !urgent;
         // The next GC step is issued once the dies it uses are free, like any operation, so
         // steps on distinct dies overlap and each die has at most one step under way.
         let gc_at = want_gc.then(|| {
@@ -422,14 +432,15 @@ pub fn run(
             continue;
         }
         // The class to serve: the highest non-empty one, and while a collection wants to run,
-        // only prioritized classes (step preemption) or none (collection).
+        // only prioritized classes (step preemption; any class with interleaving until free
+        // space is critical) or none (collection).
         let class = if want_gc && !preempt {
             None
         } else {
             queues
                 .iter()
                 .rev()
-                .find(|(p, q)| !q.is_empty() && (!want_gc || **p > 0))
+                .find(|(p, q)| !q.is_empty() && (!want_gc || **p > 0 || normal_may_go))
                 .map(|(p, _)| *p)
         };
         let gc_event = gc_at.filter(|&g| g > t);
