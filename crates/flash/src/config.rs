@@ -89,6 +89,36 @@ fn rawssd(dies_per_channel: u32, blocks_per_plane: u32) -> DeviceConfig {
     }
 }
 
+/// The SSD of seed 004's simulator (Agrawal et al., "Design Tradeoffs for SSD Performance",
+/// USENIX ATC 2008, Table 1): 25 us page read, 200 us program, 1.5 ms erase, 100 us to move a
+/// 4 KiB page over a package's serial interface (about 40 MB/s); eight 4 GiB packages of two
+/// dies, each package with its own data path.
+fn ssd_004(gang: Gang) -> DeviceConfig {
+    DeviceConfig {
+        geometry: Geometry {
+            channels: 8,
+            dies_per_channel: 2,
+            planes_per_die: 1,
+            blocks_per_plane: 8192,
+            pages_per_block: 64,
+            page_size_bytes: 4096,
+            oob_size_bytes: 64,
+        },
+        timing: Timing {
+            read_ns: 25_000,
+            program_ns: 200_000,
+            erase_ns: 1_500_000,
+            bus_mb_s: 40,
+            command_ns: 0,
+        },
+        gang,
+        endurance_cycles: 100_000,
+        factory_bad_ppm: 0,
+        ecc_correctable_bits: 8,
+        seed: 0,
+    }
+}
+
 pub fn presets() -> Vec<Preset> {
     vec![
         Preset {
@@ -186,6 +216,16 @@ pub fn presets() -> Vec<Preset> {
                 ecc_correctable_bits: 40,
                 seed: 0,
             },
+        },
+        Preset {
+            name: "ssd-004",
+            about: "seed 004 3.6's 32 GiB SSD (the simulator of Agrawal et al. 2008): 8 packages of 2 dies as independent elements, 4 KiB pages, 64-page blocks striped over all 16 dies",
+            config: ssd_004(Gang { planes_per_unit: 1, dies_per_unit: 1, units_per_superblock: 16 }),
+        },
+        Preset {
+            name: "ssd-004-gang",
+            about: "seed 004 3.4's 32 GiB SSD: one gang of the 8 packages, a 32 KiB logical page striped over all of them",
+            config: ssd_004(Gang { planes_per_unit: 1, dies_per_unit: 8, units_per_superblock: 2 }),
         },
         Preset {
             name: "tiny",

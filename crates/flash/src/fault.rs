@@ -244,6 +244,10 @@ impl<F: Flash> Flash for Faulty<F> {
         self.inner.stats()
     }
 
+    fn die_free_ns(&self, die: crate::DieId) -> Nanos {
+        self.inner.die_free_ns(die)
+    }
+
     fn sync(&mut self) -> Result<(), FlashError> {
         if !self.powered {
             return Err(FlashError::PowerLoss);

@@ -150,4 +150,10 @@ pub trait Flash {
     fn stats(&self) -> FlashStats;
     /// Makes everything written so far durable (image backends).
     fn sync(&mut self) -> Result<(), FlashError>;
+    /// When `die` finishes the work issued to it so far (a scheduler's view of the queue wait
+    /// of one parallel element, seed 004 3.2). The default, the whole device's busy horizon, is
+    /// a safe over-estimate for devices that do not track dies.
+    fn die_free_ns(&self, _die: DieId) -> Nanos {
+        self.stats().busy_until_ns
+    }
 }

@@ -306,6 +306,10 @@ impl<S: PageStore> Flash for Nand<S> {
     fn sync(&mut self) -> Result<(), FlashError> {
         self.store.sync()
     }
+
+    fn die_free_ns(&self, die: crate::DieId) -> Nanos {
+        self.die_free.get(die.0 as usize).copied().unwrap_or(0)
+    }
 }
 
 #[cfg(test)]

@@ -120,6 +120,17 @@ impl FmlConfig {
     }
 }
 
+/// The next step of the GC job, as [`Fml::next_gc_step`] predicts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NextGc {
+    /// Choose a victim (no flash operation).
+    Choose,
+    /// Copy the valid unit `from`.
+    Copy { from: Vpa },
+    /// Erase (or retire) the super-block `victim`.
+    Erase { victim: u32 },
+}
+
 /// An update stream chosen by the mapping layer's placement decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct StreamId(pub u8);
@@ -337,6 +348,27 @@ impl<F: Flash> Fml<F> {
     pub fn set_stream_class(&mut self, stream: StreamId, class: SegmentClass) {
         if let Some(c) = self.stream_class.get_mut(stream.0 as usize) {
             *c = class;
+        }
+    }
+
+    /// Where the next unit written to `stream` lands, if its update block is open (a die
+    /// scheduler's look-ahead, seed 004 3.2); `None` when the next write opens a new block.
+    pub fn next_unit(&self, stream: StreamId) -> Option<Vpa> {
+        let id = (*self.open.get(stream.0 as usize)?)?;
+        let next = self.table.blocks[id as usize].next;
+        (next < self.layout.units_per_superblock).then(|| self.layout.vpa(id, next))
+    }
+
+    /// What the next GC step will touch, so a scheduler can issue it once its dies are free
+    /// (seed 000 V-F: a prioritized request waits for at most the step under way on its die).
+    pub fn next_gc_step(&self) -> NextGc {
+        match self.job {
+            GcJob::Idle => NextGc::Choose,
+            GcJob::Copying { victim, next } => match self.table.next_valid(victim, next) {
+                Some(unit) => NextGc::Copy { from: Vpa(unit) },
+                None => NextGc::Erase { victim },
+            },
+            GcJob::Erasing { victim } => NextGc::Erase { victim },
         }
     }
 

@@ -392,6 +392,40 @@ impl<F: Flash> Ftl<F> {
         self.buf.len()
     }
 
+    /// The write units a request would touch if issued now, for a die scheduler (seed 004
+    /// 3.2): a read touches the units holding its logical pages; a write touches the unit the
+    /// data stream programs next (when its update block is open) and, where it covers a unit
+    /// only in part, the unit read to merge. Unmapped pages and an out-of-range request touch
+    /// nothing. Appends to `out`.
+    pub fn units_touched(&self, offset: u64, len: u64, write: bool, out: &mut Vec<Vpa>) {
+        if len == 0 || self.check_range("locate", offset, len).is_err() {
+            return;
+        }
+        let unit = self.unit_bytes as u64;
+        let (first, last) = (offset / unit, (offset + len - 1) / unit);
+        let mapped = |lpn: u64| {
+            let v = self.map.l2p[lpn as usize];
+            (v < LOST).then_some(Vpa(v))
+        };
+        if write {
+            out.extend(self.fml.next_unit(DATA_STREAM));
+            let partial = |lpn: u64| offset > lpn * unit || offset + len < (lpn + 1) * unit;
+            for lpn in [first, last] {
+                if partial(lpn) {
+                    out.extend(mapped(lpn));
+                }
+            }
+        } else {
+            out.extend((first..=last).filter_map(mapped));
+        }
+    }
+
+    /// Where GC's next copy of a data unit lands, if that stream's update block is open.
+    pub fn next_gc_destination(&self) -> Option<Vpa> {
+        let stream = self.map.gc_data_stream.unwrap_or(self.fml.gc_stream());
+        self.fml.next_unit(stream)
+    }
+
     fn check_range(&self, what: &'static str, offset: u64, len: u64) -> Result<(), FtlError> {
         let bad = |why: String| {
             Err(FtlError::BadRequest {

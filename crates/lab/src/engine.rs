@@ -96,7 +96,12 @@ impl Verifier {
             .map(move |u| (u, start <= u * unit && (u + 1) * unit <= end))
     }
 
-    fn wrote(&mut self, req: &Request, token: u64, fingerprint: &dyn Fn(u64, u64) -> u64) {
+    pub(crate) fn wrote(
+        &mut self,
+        req: &Request,
+        token: u64,
+        fingerprint: &dyn Fn(u64, u64) -> u64,
+    ) {
         let units: Vec<(u64, bool)> = self.units(req).collect();
         for (u, whole) in units {
             self.expected[u as usize] = match (req.op, whole) {
@@ -109,7 +114,7 @@ impl Verifier {
         }
     }
 
-    fn read(&mut self, req: &Request, got: &[u64]) -> Result<(), String> {
+    pub(crate) fn read(&mut self, req: &Request, got: &[u64]) -> Result<(), String> {
         let units: Vec<u64> = self.units(req).map(|(u, _)| u).collect();
         for (u, &fp) in units.iter().zip(got) {
             let want = self.expected[*u as usize];

@@ -25,6 +25,12 @@ pub enum FileWorkload {
     MultiStream(MultiStream),
     SeqBase(SeqBase),
     LargeFile(LargeFile),
+    /// Not a file workload: seed 004's open-loop block requests through the device-side
+    /// scheduler ([`crate::prio`]).
+    Synthetic(crate::prio::Synthetic),
+    /// Not a file workload: seed 000 VI-E's video played at a fixed frame rate while a
+    /// background writer runs, through the device-side scheduler.
+    Video(crate::prio::Video),
 }
 
 impl FileWorkload {
@@ -49,17 +55,23 @@ impl FileWorkload {
             }
             FileWorkload::SeqBase(b) => n(&mut b.file_bytes),
             FileWorkload::LargeFile(l) => n(&mut l.file_bytes),
+            FileWorkload::Synthetic(w) => n(&mut w.requests),
+            FileWorkload::Video(v) => n(&mut v.seconds),
         }
     }
 
-    fn run(&self, m: &mut Meter) -> Result<crate::files::Phases, vfs::FsError> {
-        match self {
+    fn run(&self, m: &mut Meter) -> Result<crate::files::Phases, String> {
+        let r = match self {
             FileWorkload::PostMark(p) => crate::files::postmark::run(m, p),
             FileWorkload::HotCold(h) => crate::files::hotcold::run(m, h),
             FileWorkload::MultiStream(w) => crate::files::multistream::run(m, w),
             FileWorkload::SeqBase(s) => crate::files::seqbase::run(m, s),
             FileWorkload::LargeFile(l) => crate::files::largefile::run(m, l),
-        }
+            FileWorkload::Synthetic(_) | FileWorkload::Video(_) => {
+                return Err("a block workload does not run on a file system".into())
+            }
+        };
+        r.map_err(|e| e.to_string())
     }
 }
 
@@ -92,6 +104,10 @@ pub struct Claim {
     /// The variant the paper says wins, and the one it beats.
     pub better: String,
     pub worse: String,
+    /// When set, the claim is that the two variants are alike: it agrees when they differ by
+    /// at most this many percent (of `worse`), whichever is lower.
+    #[serde(default)]
+    pub alike_within_percent: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -179,6 +195,8 @@ pub struct PhaseResult {
     pub metadata_pages_written: u64,
     /// Flash bytes programmed over bytes the file system was asked to write.
     pub write_amplification: f64,
+    /// Transactions completed in each virtual second, where the workload counts them.
+    pub transactions_per_second: Vec<u64>,
 }
 
 impl VariantResult {
@@ -191,6 +209,7 @@ impl VariantResult {
             "write_mib_s" => f.write_mib_s,
             "read_mib_s" => f.read_mib_s,
             "transactions_per_s" => f.transactions_per_s,
+            "min_transactions_per_s" => f.min_transactions_per_s?,
             "virtual_seconds" => f.virtual_seconds,
             "gc_page_copies" => p.gc_page_copies as f64,
             "flash_pages_programmed" => p.flash_pages_programmed as f64,
@@ -201,6 +220,17 @@ impl VariantResult {
             "write_amplification" => p.write_amplification,
             "write_p99_us" => f.write_latency.p99_us,
             "read_p99_us" => f.read_latency.p99_us,
+            "read_mean_us" => f.read_latency.mean_us,
+            "write_mean_us" => f.write_latency.mean_us,
+            // Mean response time over reads and writes (seed 004 Tables 3 and 6).
+            "response_mean_us" => {
+                let (r, w) = (&f.read_latency, &f.write_latency);
+                let n = r.count + w.count;
+                if n == 0 {
+                    return None;
+                }
+                (r.mean_us * r.count as f64 + w.mean_us * w.count as f64) / n as f64
+            }
             _ => return None,
         })
     }
@@ -224,6 +254,7 @@ fn phase_result(name: &str, s: &crate::files::FileStats, page_bytes: u64) -> Pha
         } else {
             (c.flash_pages_programmed * page_bytes) as f64 / files.write_bytes as f64
         },
+        transactions_per_second: s.per_second_transactions.clone(),
         files,
     }
 }
@@ -253,13 +284,37 @@ pub fn run_variant(
     };
     let r = (|| -> Result<(), String> {
         let device = scale_device(flash::preset(&e.device)?, s);
+        let mut scaled = e.workload.clone();
+        scaled.scale(s);
+        let plan = match &scaled {
+            FileWorkload::Synthetic(w) => Some(crate::prio::Plan::Synthetic(w)),
+            FileWorkload::Video(w) => Some(crate::prio::Plan::Video(w)),
+            _ => None,
+        };
+        if let Some(plan) = plan {
+            let run = crate::prio::run_variant(plan, v, device, e.seed)?;
+            let page = device.geometry.page_size_bytes as u64;
+            out.phases = run
+                .phases
+                .iter()
+                .map(|(n, st)| phase_result(n, st, page))
+                .collect();
+            (
+                out.erase_count_min,
+                out.erase_count_max,
+                out.erase_count_mean,
+            ) = run.erase_counts;
+            out.fsck_problems = run.fsck_problems;
+            progress(out.phases.iter().map(|p| p.host_write_bytes).sum());
+            return Ok(());
+        }
         let (mut fs, page_bytes) = build(v, device)?;
         let mut w = e.workload.clone();
         w.scale(s);
         let phases = {
             let mut m =
                 Meter::new(fs.as_mut(), ChaCha8Rng::seed_from_u64(e.seed)).with_progress(progress);
-            w.run(&mut m).map_err(|e| e.to_string())?
+            w.run(&mut m)?
         };
         out.phases = phases
             .iter()
@@ -346,7 +401,11 @@ pub fn judge(e: &Experiment, variants: &[VariantResult]) -> Vec<Verdict> {
             };
             match (get(&c.better), get(&c.worse)) {
                 (Some(b), Some(w)) => {
-                    let agrees = if c.lower_is_better { b < w } else { b > w };
+                    let agrees = match c.alike_within_percent {
+                        Some(tol) => (b - w).abs() <= tol / 100.0 * w.abs(),
+                        None if c.lower_is_better => b < w,
+                        None => b > w,
+                    };
                     Verdict {
                         claim: c.text.clone(),
                         measured: format!(

@@ -1,6 +1,6 @@
 //! The storage stacks the engine drives, behind one narrow trait.
 
-use flash::{Flash, Nanos};
+use flash::{DieId, Flash, Nanos};
 use ftl::{Data, Ftl, FtlError, ReadOut};
 
 use crate::request::{Op, Request};
@@ -110,6 +110,47 @@ pub trait Stack {
     fn expected_fingerprint(&self, flat_unit: u64, token: u64) -> u64;
     /// Whole-structure consistency check.
     fn check(&mut self) -> Result<(), String>;
+    /// Free space and GC progress, for the cleaning thresholds of [`crate::prio`].
+    fn gc_state(&self) -> GcState;
+    /// The dies a request would use if issued now (seed 004 3.2's parallel elements); nothing
+    /// when the stack cannot tell.
+    fn dies_of(&self, _req: &Request, _out: &mut Vec<DieId>) {}
+    /// When a die finishes the work issued to it so far.
+    fn die_free_ns(&self, die: DieId) -> Nanos;
+    /// The dies the next GC step would use; nothing when the stack cannot tell.
+    fn gc_dies(&self, _out: &mut Vec<DieId>) {}
+}
+
+/// Free space and GC progress of a stack's FML.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GcState {
+    pub free_blocks: u32,
+    pub blocks: u32,
+    /// A victim is being collected (chosen, not yet erased).
+    pub collecting: bool,
+}
+
+/// The dies of the FML's next GC step: a copy's source unit (and its destination, when the
+/// caller knows it), or every block of the victim an erase clears.
+fn gc_dies_of<F: Flash>(fml: &fml::Fml<F>, dest: Option<flash::gang::Vpa>, out: &mut Vec<DieId>) {
+    let layout = fml.layout();
+    match fml.next_gc_step() {
+        fml::NextGc::Choose => {}
+        fml::NextGc::Copy { from } => {
+            for v in std::iter::once(from).chain(dest) {
+                out.extend((0..layout.pages_per_unit()).map(|i| layout.page(v, i).die));
+            }
+        }
+        fml::NextGc::Erase { victim } => out.extend(layout.blocks(victim).map(|b| b.die)),
+    }
+}
+
+fn gc_state_of<F: Flash>(fml: &fml::Fml<F>) -> GcState {
+    GcState {
+        free_blocks: fml.free_blocks(),
+        blocks: fml.blocks().len() as u32,
+        collecting: fml.job() != fml::GcJob::Idle,
+    }
 }
 
 fn err(e: FtlError) -> String {
@@ -180,6 +221,31 @@ impl<F: Flash> Stack for FtlStack<F> {
     }
     fn check(&mut self) -> Result<(), String> {
         self.ftl.check()
+    }
+    fn gc_state(&self) -> GcState {
+        gc_state_of(self.ftl.fml())
+    }
+    fn dies_of(&self, req: &Request, out: &mut Vec<DieId>) {
+        let mut units = Vec::new();
+        match req.op {
+            Op::Read | Op::Write => self.ftl.units_touched(
+                req.offset_bytes,
+                req.len_bytes,
+                req.op == Op::Write,
+                &mut units,
+            ),
+            Op::Trim | Op::Flush => {}
+        }
+        let layout = self.ftl.fml().layout();
+        for v in units {
+            out.extend((0..layout.pages_per_unit()).map(|i| layout.page(v, i).die));
+        }
+    }
+    fn die_free_ns(&self, die: DieId) -> Nanos {
+        self.ftl.fml().flash().die_free_ns(die)
+    }
+    fn gc_dies(&self, out: &mut Vec<DieId>) {
+        gc_dies_of(self.ftl.fml(), self.ftl.next_gc_destination(), out)
     }
 }
 
@@ -337,5 +403,15 @@ impl<F: Flash> Stack for OsdStack<F> {
         } else {
             Err(report.problems.join("; "))
         }
+    }
+    fn gc_state(&self) -> GcState {
+        gc_state_of(self.store.fml())
+    }
+    fn die_free_ns(&self, die: DieId) -> Nanos {
+        self.store.fml().flash().die_free_ns(die)
+    }
+    fn gc_dies(&self, out: &mut Vec<DieId>) {
+        // The store may send a copy to any of its streams: only the source is predicted.
+        gc_dies_of(self.store.fml(), None, out)
     }
 }

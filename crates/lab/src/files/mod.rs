@@ -50,6 +50,9 @@ pub struct FileStats {
     pub write_latency: Histogram<u64>,
     /// Bytes written and read in each virtual second since the start.
     pub per_second: Vec<(u64, u64)>,
+    /// Transactions completed in each virtual second since the start, for workloads that
+    /// count them over time (frames shown on time, seed 000 VI-E); empty otherwise.
+    pub per_second_transactions: Vec<u64>,
     /// What the stack beneath did during the phase.
     pub counters: Counters,
 }
@@ -59,7 +62,7 @@ fn histogram() -> Histogram<u64> {
 }
 
 impl FileStats {
-    fn new(start_ns: Nanos) -> FileStats {
+    pub(crate) fn new(start_ns: Nanos) -> FileStats {
         FileStats {
             write_bytes: 0,
             read_bytes: 0,
@@ -74,6 +77,7 @@ impl FileStats {
             read_latency: histogram(),
             write_latency: histogram(),
             per_second: Vec::new(),
+            per_second_transactions: Vec::new(),
             counters: Counters::default(),
         }
     }
@@ -97,10 +101,34 @@ impl FileStats {
             transactions_per_s: self.transactions as f64 / secs,
             read_latency: summarize(&self.read_latency),
             write_latency: summarize(&self.write_latency),
+            min_transactions_per_s: self.min_transactions_per_s(),
         }
     }
 
-    fn account_second(&mut self, at: Nanos, written: u64, read: u64) {
+    /// The fewest transactions in any whole second of the phase (a second with none counts),
+    /// when the workload counts them over time.
+    fn min_transactions_per_s(&self) -> Option<f64> {
+        if self.per_second_transactions.is_empty() {
+            return None;
+        }
+        let whole = ((self.end_ns - self.start_ns) / 1_000_000_000).max(1) as usize;
+        let n = (0..whole)
+            .map(|s| self.per_second_transactions.get(s).copied().unwrap_or(0))
+            .min()
+            .unwrap_or(0);
+        Some(n as f64)
+    }
+
+    /// Counts a transaction completed at `at` in its second.
+    pub(crate) fn account_transaction(&mut self, at: Nanos) {
+        let s = ((at - self.start_ns) / 1_000_000_000) as usize;
+        if self.per_second_transactions.len() <= s {
+            self.per_second_transactions.resize(s + 1, 0);
+        }
+        self.per_second_transactions[s] += 1;
+    }
+
+    pub(crate) fn account_second(&mut self, at: Nanos, written: u64, read: u64) {
         let s = ((at - self.start_ns) / 1_000_000_000) as usize;
         if self.per_second.len() <= s {
             self.per_second.resize(s + 1, (0, 0));
@@ -125,6 +153,8 @@ pub struct FileSummary {
     pub transactions_per_s: f64,
     pub read_latency: LatencySummary,
     pub write_latency: LatencySummary,
+    /// The fewest transactions in any whole second (see [`FileStats`]), if counted.
+    pub min_transactions_per_s: Option<f64>,
 }
 
 /// Issues file system calls for a workload and measures them. Data is written in fingerprint

@@ -34,7 +34,7 @@ impl<F: Flash> FileStack for BlockFs<F> {
 
 /// Sets `key` of a config struct from a `--set`-style string (a TOML literal, or a bare word
 /// taken as a string).
-fn apply<T: Serialize + DeserializeOwned>(
+pub(crate) fn apply<T: Serialize + DeserializeOwned>(
     cfg: &mut T,
     key: &str,
     value: &str,

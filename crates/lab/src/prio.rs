@@ -1,0 +1,947 @@
+//! The device-side scheduler: one controller that orders host requests and GC steps onto the
+//! dies, with priorities end to end (seed 000 IV-C, V-F, VI-E; seed 004 3.2, 3.4, 3.6).
+//!
+//! # Model
+//! Requests arrive open-loop (each has an arrival time) into per-priority FIFOs. A controller
+//! with its own clock makes one decision at a time:
+//!
+//! - **GC as a preemptible sequence of steps** (seed 000 V-F). A step copies one valid unit or
+//!   erases one victim ([`Stack::background`] with a one-nanosecond window). The controller
+//!   issues the next step once the dies it uses ([`Stack::gc_dies`]) are free, so steps on
+//!   distinct dies overlap and each die has at most one step under way. With
+//!   [`GcPreemption::Step`] a prioritized request is issued before the next step and waits at
+//!   most for the step under way on its die; normal requests wait for the collection to
+//!   finish. With [`GcPreemption::Collection`] (a device that cannot
+//!   preempt its cleaner) every request waits for the whole collection.
+//! - **When cleaning runs** (seed 004 3.6). Cleaning starts when free blocks fall below
+//!   `low_free_percent` of all blocks. With [`Cleaning::Aware`], while priority requests are
+//!   outstanding (queued or in flight) it is postponed until free blocks fall below
+//!   `critical_free_percent`; [`Cleaning::Agnostic`] ignores priorities. A collection once
+//!   begun runs to its erase (or is preempted step by step, as above).
+//! - **Die scheduling** (seed 004 3.2). The controller issues a request only once every die it
+//!   needs has finished the work issued to it (one operation per die in flight), so a request
+//!   behind a busy die holds up the controller. [`DieScheduler::Fcfs`] takes the oldest request
+//!   of the highest priority class; [`DieScheduler::Swtf`] (shortest wait time first) takes the
+//!   one, among the first `queue_depth` of that class, whose dies are free soonest. Priority
+//!   classes always come first.
+//! - **Stripe-aligned write merging** (seed 004 3.4). With [`StripeMerge::Aligned`], a write is
+//!   issued together with the queued writes of its class that extend it contiguously within
+//!   the stripes (write units, the FTL's logical pages) it touches: one program, or one
+//!   read-modify-write, for all of them. [`StripeMerge::Unaligned`] issues writes as they come.
+//!
+//! Requests never change order within the device's reservation model: the controller issues
+//! in time order, and the NAND model serves each die and bus in issue order.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+
+use flash::{DieId, Nanos};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{EngineError, Verifier};
+use crate::files::FileStats;
+use crate::request::{Op, Request};
+use crate::stack::{GcState, Stack};
+
+/// Which queued request the controller issues next (seed 004 3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DieScheduler {
+    /// First come, first served.
+    Fcfs,
+    /// Shortest wait time first: the request whose dies are free soonest.
+    Swtf,
+}
+
+/// Whether cleaning looks at outstanding priority requests (seed 004 3.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cleaning {
+    /// Postponed to the critical threshold while priority requests are outstanding.
+    Aware,
+    /// Starts at the low threshold whatever is outstanding.
+    Agnostic,
+}
+
+/// Whether a prioritized request may run between two GC steps (seed 000 V-F).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GcPreemption {
+    /// Prioritized requests run between steps; they wait for at most one step.
+    Step,
+    /// Nothing runs until the collection under way has erased its victim.
+    Collection,
+    /// Any request may run between two steps (prioritized ones first; a step goes before a
+    /// normal request whenever its dies are free), until free blocks fall below the critical
+    /// threshold; then as [`GcPreemption::Step`]. Cleaning as background work of a device that
+    /// shares its dies between the cleaner and the host.
+    Interleave,
+}
+
+/// Whether writes are merged and aligned to the stripe (seed 004 3.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StripeMerge {
+    Aligned,
+    Unaligned,
+}
+
+/// Settings of the device-side scheduler, with the papers' defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PrioConfig {
+    /// Default FCFS.
+    pub scheduler: DieScheduler,
+    /// Default priority-aware.
+    pub cleaning: Cleaning,
+    /// Cleaning starts below this share of free blocks, in percent (default 5, seed 004 3.6).
+    pub low_free_percent: f64,
+    /// With priority requests outstanding, priority-aware cleaning waits until free blocks fall
+    /// below this share, in percent (default 2, seed 004 3.6).
+    pub critical_free_percent: f64,
+    /// Default step (seed 000 V-F).
+    pub gc_preemption: GcPreemption,
+    /// Default unaligned (writes issued as they come).
+    pub stripe_merge: StripeMerge,
+    /// Requests of one class SWTF looks at, oldest first (default 32, a SATA NCQ's depth).
+    pub queue_depth: u32,
+    /// Whether the device sees the host's priorities (default true). False is a device behind
+    /// an interface that does not carry them: every request is served as priority 0 (its
+    /// latency is still reported under its own class).
+    pub honor_priorities: bool,
+}
+
+impl Default for PrioConfig {
+    fn default() -> Self {
+        PrioConfig {
+            scheduler: DieScheduler::Fcfs,
+            cleaning: Cleaning::Aware,
+            low_free_percent: 5.0,
+            critical_free_percent: 2.0,
+            gc_preemption: GcPreemption::Step,
+            stripe_merge: StripeMerge::Unaligned,
+            queue_depth: 32,
+            honor_priorities: true,
+        }
+    }
+}
+
+impl PrioConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        let (c, l) = (self.critical_free_percent, self.low_free_percent);
+        if !(c > 0.0 && c <= l && l < 100.0) {
+            return Err(format!(
+                "prio thresholds must satisfy 0 < critical_free_percent ({c}) <= low_free_percent ({l}) < 100"
+            ));
+        }
+        if self.queue_depth == 0 {
+            return Err("prio.queue_depth must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// A threshold in blocks: the share of `blocks`, rounded up, at least 1.
+    pub fn blocks_below(percent: f64, blocks: u32) -> u32 {
+        ((percent / 100.0 * blocks as f64).ceil() as u32).max(1)
+    }
+
+    /// FML watermarks that leave the decision of when to clean to this scheduler: the FML
+    /// collects inside a write only at 2 free blocks (its floor), and lets background steps run
+    /// up to one block above the low threshold.
+    pub fn fml_for(&self, mut fml: fml::FmlConfig, blocks: u32) -> fml::FmlConfig {
+        let high = Self::blocks_below(self.low_free_percent, blocks) + 1;
+        fml.low_watermark_blocks = 2;
+        fml.high_watermark_busy_blocks = high.max(2);
+        fml.high_watermark_idle_blocks = high.max(2);
+        fml
+    }
+}
+
+/// The open-loop synthetic workload of seed 004 (3.2, 3.4, 3.6): fixed-size requests with
+/// uniformly distributed inter-arrival times, a share of writes, a share of priority
+/// requests, and a probability that a request continues where the previous one ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Synthetic {
+    /// Requests measured (default 100,000).
+    pub requests: u64,
+    /// Bytes per request (default 4096).
+    pub request_bytes: u64,
+    /// Share of writes, in percent (default 50).
+    pub write_percent: f64,
+    /// Share of priority requests, in percent (default 10, seed 004 3.6).
+    pub priority_percent: f64,
+    /// Inter-arrival times are uniform in `[0, interarrival_max_ns]` (default 0.1 ms).
+    pub interarrival_max_ns: Nanos,
+    /// Probability that a request starts where the previous one ended (default 0).
+    pub sequential_probability: f64,
+    /// Share of the logical capacity the workload touches, written before measuring (default
+    /// 0.75; seed 004 does not give it).
+    pub utilisation: f64,
+}
+
+impl Default for Synthetic {
+    fn default() -> Self {
+        Synthetic {
+            requests: 100_000,
+            request_bytes: 4096,
+            write_percent: 50.0,
+            priority_percent: 10.0,
+            interarrival_max_ns: 100_000,
+            sequential_probability: 0.0,
+            utilisation: 0.75,
+        }
+    }
+}
+
+impl Synthetic {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.request_bytes == 0 || !self.request_bytes.is_multiple_of(512) {
+            return Err(format!(
+                "request_bytes = {} must be a positive multiple of 512",
+                self.request_bytes
+            ));
+        }
+        for (name, v) in [
+            ("write_percent", self.write_percent),
+            ("priority_percent", self.priority_percent),
+        ] {
+            if !(0.0..=100.0).contains(&v) {
+                return Err(format!("{name} = {v} must lie in 0..=100"));
+            }
+        }
+        if !(0.0..=1.0).contains(&self.sequential_probability) {
+            return Err(format!(
+                "sequential_probability = {} must lie in 0..=1",
+                self.sequential_probability
+            ));
+        }
+        if !(self.utilisation > 0.0 && self.utilisation <= 1.0) {
+            return Err(format!(
+                "utilisation = {} must lie in (0, 1]",
+                self.utilisation
+            ));
+        }
+        Ok(())
+    }
+
+    /// The requests over a footprint of `footprint_bytes` from `start_ns`, drawn from `seed`.
+    pub fn requests(
+        &self,
+        footprint_bytes: u64,
+        start_ns: Nanos,
+        seed: u64,
+    ) -> impl Iterator<Item = Request> + '_ {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let slots = (footprint_bytes / self.request_bytes).max(1);
+        let mut t = start_ns;
+        let mut next_offset = 0u64;
+        (0..self.requests).map(move |_| {
+            t += rng.gen_range(0..=self.interarrival_max_ns);
+            let op = if rng.gen_bool(self.write_percent / 100.0) {
+                Op::Write
+            } else {
+                Op::Read
+            };
+            let priority = rng.gen_bool(self.priority_percent / 100.0) as u8;
+            let offset = if rng.gen_bool(self.sequential_probability) {
+                next_offset
+            } else {
+                rng.gen_range(0..slots) * self.request_bytes
+            };
+            next_offset = (offset + self.request_bytes) % (slots * self.request_bytes);
+            Request {
+                op,
+                offset_bytes: offset,
+                len_bytes: self.request_bytes,
+                priority,
+                arrival_ns: Some(t),
+            }
+        })
+    }
+}
+
+/// Seed 000 VI-E's prioritized read: a video played at a fixed frame rate (one read of
+/// `frame_bytes` per frame, sequentially through the video) while a background writer runs.
+/// The video occupies the start of the footprint, the writer the rest; a frame is shown on
+/// time when its read completes within one frame period.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Video {
+    /// Default 30 (seed 000 VI-E).
+    pub frames_per_second: u32,
+    /// Length of the video (default 200 s, seed 000 VI-E); `--scale` shortens it.
+    pub seconds: u64,
+    /// Bytes read per frame (default 64 KiB, about a 15 Mbit/s stream; the paper does not
+    /// give its video's bit rate).
+    pub frame_bytes: u64,
+    /// The video's priority (default 1).
+    pub priority: u8,
+    /// The background writer; its requests arrive for as long as the video plays (its
+    /// `requests` count is not used) and its priority share is ignored (all normal).
+    pub background: Synthetic,
+}
+
+impl Default for Video {
+    fn default() -> Self {
+        Video {
+            frames_per_second: 30,
+            seconds: 200,
+            frame_bytes: 64 << 10,
+            priority: 1,
+            background: Synthetic {
+                write_percent: 100.0,
+                priority_percent: 0.0,
+                ..Synthetic::default()
+            },
+        }
+    }
+}
+
+/// What [`run_variant`] runs.
+pub enum Plan<'a> {
+    Synthetic(&'a Synthetic),
+    Video(&'a Video),
+}
+
+/// What a scheduled run measured: the priority requests (foreground, seed 004 Fig. 3) and the
+/// others (background), with scheduler counters.
+pub struct PrioOutcome {
+    pub foreground: FileStats,
+    pub background: FileStats,
+    pub gc_steps: u64,
+    /// Host writes issued as part of a merged stripe write, beyond the first of each.
+    pub merged_writes: u64,
+    /// Longest the request queues grew.
+    pub max_queued: usize,
+    pub end_ns: Nanos,
+}
+
+struct Waiting {
+    req: Request,
+    arrival: Nanos,
+    /// Reported as foreground (the host's priority, whether the device sees it or not).
+    foreground: bool,
+}
+
+/// Runs `requests` (each with its arrival time, in arrival order) through the controller. A
+/// foreground request counts as a transaction when it completes within `deadline_ns` of its
+/// arrival (a frame shown on time, seed 000 VI-E), or always without a deadline; background
+/// requests always count.
+pub fn run(
+    stack: &mut dyn Stack,
+    cfg: &PrioConfig,
+    requests: &mut dyn Iterator<Item = Request>,
+    start_ns: Nanos,
+    seed: u64,
+    mut verify: Option<&mut Verifier>,
+    deadline_ns: Option<Nanos>,
+) -> Result<PrioOutcome, EngineError> {
+    cfg.validate().map_err(EngineError::Source)?;
+    let mut out = PrioOutcome {
+        foreground: FileStats::new(start_ns),
+        background: FileStats::new(start_ns),
+        gc_steps: 0,
+        merged_writes: 0,
+        max_queued: 0,
+        end_ns: start_ns,
+    };
+    let unit = stack.unit_bytes();
+    let mut queues: BTreeMap<u8, VecDeque<Waiting>> = BTreeMap::new();
+    let mut queued = 0usize;
+    let mut incoming = requests.peekable();
+    let mut t = start_ns;
+    let mut gc_last = start_ns;
+    // No GC step is tried before this time (see below).
+    let mut gc_hold = start_ns;
+    // GC found nothing to do at the last try; retried once a write has invalidated something.
+    let mut gc_stalled = false;
+    let mut inflight_priority: BinaryHeap<Reverse<Nanos>> = BinaryHeap::new();
+    let mut index = 0u64;
+    let mut dies: Vec<DieId> = Vec::new();
+    let mut fps = Vec::new();
+    loop {
+        while let Some(mut r) = incoming.next_if(|r| r.arrival_ns.unwrap_or(0) <= t) {
+            let arrival = r.arrival_ns.unwrap_or(0).max(start_ns);
+            let foreground = r.priority > 0;
+            if !cfg.honor_priorities {
+                r.priority = 0;
+            }
+            queues.entry(r.priority).or_default().push_back(Waiting {
+                req: r,
+                arrival,
+                foreground,
+            });
+            queued += 1;
+        }
+        out.max_queued = out.max_queued.max(queued);
+        while inflight_priority.peek().is_some_and(|Reverse(d)| *d <= t) {
+            inflight_priority.pop();
+        }
+        let next_arrival = incoming.peek().map(|r| r.arrival_ns.unwrap_or(0));
+        if queued == 0 && next_arrival.is_none() {
+            break;
+        }
+        let st: GcState = stack.gc_state();
+        let priority_queued = queues.iter().any(|(p, q)| *p > 0 && !q.is_empty());
+        let priority_outstanding = priority_queued || !inflight_priority.is_empty();
+        let percent = match cfg.cleaning {
+            Cleaning::Aware if priority_outstanding => cfg.critical_free_percent,
+            _ => cfg.low_free_percent,
+        };
+        let want_gc = !gc_stalled
+            && (st.collecting || st.free_blocks < PrioConfig::blocks_below(percent, st.blocks));
+        let preempt = cfg.gc_preemption != GcPreemption::Collection;
+        // Interleaved cleaning lets normal requests between steps too, until free space is
+        // critical.
+        let urgent =
+            st.free_blocks < PrioConfig::blocks_below(cfg.critical_free_percent, st.blocks);
+        let normal_may_go = cfg.gc_preemption == GcPreemption::Interleave && !urgent;
+        // The next GC step is issued once the dies it uses are free, like any operation, so
+        // steps on distinct dies overlap and each die has at most one step under way.
+        let gc_at = want_gc.then(|| {
+            dies.clear();
+            stack.gc_dies(&mut dies);
+            dies.iter()
+                .map(|&d| stack.die_free_ns(d))
+                .max()
+                .unwrap_or(0)
+                .max(t)
+                .max(gc_hold)
+        });
+        // A prioritized request goes before the next step (seed 000 V-F: it is served between
+        // two successive steps).
+        if gc_at.is_some_and(|g| g <= t) && !(preempt && priority_queued) {
+            let before = stack.counters();
+            let done = stack
+                .background(t, t + 1)
+                .map_err(EngineError::Background)?;
+            let progressed = stack.gc_state() != st || stack.counters() != before;
+            if progressed {
+                out.gc_steps += 1;
+                gc_last = gc_last.max(done);
+            } else if done > t {
+                // The stack's own clock is ahead (the object store advances it to each of its
+                // operations' completion): no step can start before it.
+                gc_hold = done;
+            } else {
+                gc_stalled = true;
+            }
+            continue;
+        }
+        // The class to serve: the highest non-empty one, and while a collection wants to run,
+        // only prioritized classes (step preemption; any class with interleaving until free
+        // space is critical) or none (collection).
+        let class = if want_gc && !preempt {
+            None
+        } else {
+            queues
+                .iter()
+                .rev()
+                .find(|(p, q)| !q.is_empty() && (!want_gc || **p > 0 || normal_may_go))
+                .map(|(p, _)| *p)
+        };
+        let gc_event = gc_at.filter(|&g| g > t);
+        let next_event = match (next_arrival, gc_event) {
+            (Some(a), Some(g)) => Some(a.min(g)),
+            (a, g) => a.or(g),
+        };
+        let Some(class) = class else {
+            match next_event {
+                Some(e) => {
+                    t = e.max(t + 1);
+                    continue;
+                }
+                None => {
+                    return Err(EngineError::Source(format!(
+                        "scheduler stalled at {t} ns with {queued} requests queued"
+                    )))
+                }
+            }
+        };
+        // Pick within the class, and when its dies are free.
+        let q = queues.get(&class).expect("class is non-empty");
+        let mut ready_of = |req: &Request| {
+            dies.clear();
+            stack.dies_of(req, &mut dies);
+            dies.iter()
+                .map(|&d| stack.die_free_ns(d))
+                .max()
+                .unwrap_or(0)
+                .max(t)
+        };
+        let (pick, ready) = match cfg.scheduler {
+            DieScheduler::Fcfs => (0, ready_of(&q[0].req)),
+            DieScheduler::Swtf => q
+                .iter()
+                .take(cfg.queue_depth as usize)
+                .enumerate()
+                .map(|(i, w)| (i, ready_of(&w.req)))
+                .min_by_key(|&(i, r)| (r, i))
+                .expect("class is non-empty"),
+        };
+        if let Some(e) = next_event {
+            if ready > e {
+                // Something arrives (or a GC step ends) before the chosen request could start:
+                // decide again then.
+                t = e;
+                continue;
+            }
+        }
+        t = ready;
+        let q = queues.get_mut(&class).expect("class is non-empty");
+        let first = q.remove(pick).expect("picked from the queue");
+        let mut group = vec![first];
+        let mut req = group[0].req;
+        if req.op == Op::Write && cfg.stripe_merge == StripeMerge::Aligned {
+            // Seed 004 3.4: merge the queued writes that extend this one contiguously within
+            // its stripes, and issue them as one.
+            let lo = req.offset_bytes / unit * unit;
+            let hi = (req.offset_bytes + req.len_bytes).div_ceil(unit) * unit;
+            loop {
+                let end = req.offset_bytes + req.len_bytes;
+                let found = q.iter().position(|w| {
+                    w.req.op == Op::Write
+                        && ((w.req.offset_bytes == end && end + w.req.len_bytes <= hi)
+                            || (w.req.offset_bytes + w.req.len_bytes == req.offset_bytes
+                                && w.req.offset_bytes >= lo))
+                });
+                let Some(i) = found else { break };
+                let w = q.remove(i).expect("found in the queue");
+                req.offset_bytes = req.offset_bytes.min(w.req.offset_bytes);
+                req.len_bytes += w.req.len_bytes;
+                out.merged_writes += 1;
+                group.push(w);
+            }
+        }
+        queued -= group.len();
+        let token = seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let fail = |msg: String| EngineError::Request {
+            index,
+            op: req.op,
+            offset: req.offset_bytes,
+            len: req.len_bytes,
+            msg,
+        };
+        let done = stack.submit(t, &req, token, &mut fps).map_err(fail)?;
+        if let Some(v) = verify.as_deref_mut() {
+            match req.op {
+                Op::Read => v.read(&req, &fps).map_err(fail)?,
+                Op::Write | Op::Trim => {
+                    let s = &*stack;
+                    v.wrote(&req, token, &|u, tk| s.expected_fingerprint(u, tk))
+                }
+                Op::Flush => {}
+            }
+        }
+        index += 1;
+        if req.op == Op::Write {
+            gc_stalled = false;
+        }
+        if class > 0 {
+            inflight_priority.push(Reverse(done));
+        }
+        for w in group {
+            let stats = if w.foreground {
+                &mut out.foreground
+            } else {
+                &mut out.background
+            };
+            let latency = (done - w.arrival).max(1);
+            if !w.foreground || deadline_ns.is_none_or(|d| latency <= d) {
+                stats.transactions += 1;
+                stats.account_transaction(done);
+            }
+            match w.req.op {
+                Op::Read => {
+                    stats.reads += 1;
+                    stats.read_bytes += w.req.len_bytes;
+                    stats.read_latency.saturating_record(latency);
+                    stats.account_second(done, 0, w.req.len_bytes);
+                }
+                Op::Write => {
+                    stats.writes += 1;
+                    stats.write_bytes += w.req.len_bytes;
+                    stats.write_latency.saturating_record(latency);
+                    stats.account_second(done, w.req.len_bytes, 0);
+                }
+                Op::Trim | Op::Flush => {}
+            }
+            stats.end_ns = stats.end_ns.max(done);
+        }
+        out.end_ns = out.end_ns.max(done);
+    }
+    out.end_ns = out.end_ns.max(gc_last);
+    Ok(out)
+}
+
+/// Builds a variant of a scheduled experiment on a fresh device: stack `ftl` or `dftl` (the
+/// page-mapping FTL, write-through so every request reaches the dies the controller orders) or
+/// `ossd` (the object store, the byte space cut into objects of `object_bytes`), with
+/// `prio.*`, `ftl.*`, `osd.*` and `fml.*` settings. Explicit `fml.*` settings go on top of the
+/// watermarks [`PrioConfig::fml_for`] derives.
+pub fn build(
+    v: &crate::experiment::Variant,
+    device: flash::DeviceConfig,
+) -> Result<(Box<dyn Stack>, PrioConfig), String> {
+    use crate::files::stacks::apply;
+    let at = |e: String| format!("variant {}: {e}", v.label);
+    let blocks = flash::gang::Layout::new(&device).superblocks;
+    let mut prio = PrioConfig::default();
+    let mut ftl = ftl::FtlConfig {
+        buffer_bytes: 0,
+        ..ftl::FtlConfig::default()
+    };
+    let mut osd = osd::OsdConfig::default();
+    // The object store cuts the byte space into objects of this size (default 8 MiB, RawSSD's
+    // virtual erase block: seed 000 V-F dedicates an update block to objects this large).
+    let mut object_bytes: u64 = 8 << 20;
+    for (k, val) in &v.set {
+        match k.split_once('.') {
+            Some(("prio", f)) => apply(&mut prio, f, val).map_err(at)?,
+            Some(("ftl", f)) => apply(&mut ftl, f, val).map_err(at)?,
+            Some(("osd", f)) => apply(&mut osd, f, val).map_err(at)?,
+            Some(("fml", _)) => {}
+            None if k == "object_bytes" => {
+                object_bytes = val
+                    .parse()
+                    .map_err(|e| at(format!("object_bytes = {val}: {e}")))?
+            }
+            _ => {
+                return Err(at(format!(
+                    "unknown setting '{k}' (prio.*, ftl.*, osd.*, fml.*, object_bytes)"
+                )))
+            }
+        }
+    }
+    prio.validate().map_err(at)?;
+    let mut fml = prio.fml_for(fml::FmlConfig::for_blocks(blocks), blocks);
+    for (k, val) in &v.set {
+        if let Some(("fml", f)) = k.split_once('.') {
+            apply(&mut fml, f, val).map_err(at)?;
+        }
+    }
+    let nand = flash::Nand::in_memory(device).map_err(|e| e.to_string())?;
+    let resident = |n: &flash::Nand| n.resident_bytes();
+    let mapping = match v.stack.as_str() {
+        "ftl" => ftl::Mapping::Page,
+        "dftl" => ftl::Mapping::Dftl,
+        "ossd" => {
+            let unit = device.write_unit_bytes() as u64;
+            if object_bytes == 0 || !object_bytes.is_multiple_of(unit) {
+                return Err(at(format!(
+                    "object_bytes = {object_bytes} must be a positive multiple of the {unit}-byte write unit"
+                )));
+            }
+            let store = osd::ObjectStore::format(nand, osd::OsdConfig { fml, ..osd })
+                .map_err(|e| e.to_string())?;
+            let stack =
+                crate::stack::OsdStack::new(store, object_bytes, v.stack.clone(), resident)?;
+            return Ok((Box::new(stack), prio));
+        }
+        s => return Err(at(format!("unknown stack '{s}' (ftl, dftl or ossd)"))),
+    };
+    let ftl = ftl::Ftl::open(
+        nand,
+        ftl::FtlConfig {
+            mapping,
+            fml,
+            ..ftl
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let stack = crate::stack::FtlStack {
+        ftl,
+        name: v.stack.clone(),
+        resident,
+    };
+    Ok((Box::new(stack), prio))
+}
+
+/// Brings a freshly filled device to steady state: random unit writes over the footprint, at
+/// least one footprint's worth and until free blocks are down to the cleaning threshold, so
+/// the measured run cleans from its start with victims as a long-running device has them
+/// (seed 004's simulated SSD is measured full). At most three footprints are written.
+fn age(
+    stack: &mut dyn Stack,
+    footprint: u64,
+    threshold_blocks: u32,
+    start_ns: Nanos,
+    seed: u64,
+    verify: Option<&mut Verifier>,
+) -> Result<Nanos, EngineError> {
+    let unit = stack.unit_bytes();
+    let slots = (footprint / unit).max(1);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut written = 0u64;
+    let mut t = start_ns;
+    let mut verify = verify;
+    while (written < slots || stack.gc_state().free_blocks > threshold_blocks)
+        && written < 3 * slots
+    {
+        let mut chunk =
+            (0..1024).map(|_| Request::new(Op::Write, rng.gen_range(0..slots) * unit, unit));
+        let load = crate::engine::Load {
+            threads: 1,
+            queue_depth: 8,
+            think_time_ns: 0,
+        };
+        let phase = crate::engine::run_closed(
+            stack,
+            &mut chunk,
+            load,
+            t,
+            seed ^ written,
+            verify.as_deref_mut(),
+            &mut |_| {},
+        )?;
+        t = phase.end_ns;
+        written += 1024;
+    }
+    // Aging lets free blocks run down to the FML's floor; clean back up to the threshold
+    // (unmeasured), so the measured run starts where steady cleaning would hold it.
+    let done = stack
+        .background(t, Nanos::MAX / 4)
+        .map_err(EngineError::Background)?;
+    Ok(t.max(done))
+}
+
+/// What a scheduled experiment variant measured, as the file-level experiments report it:
+/// phases `foreground` (priority requests), `background` (the others) and `all` (both, with
+/// the stack's counters over the measured run).
+pub struct VariantRun {
+    pub phases: Vec<(&'static str, FileStats)>,
+    pub erase_counts: (u32, u32, f64),
+    pub fsck_problems: Vec<String>,
+}
+
+/// Runs a scheduled workload on a variant: fill the footprint, age the device to the cleaning
+/// threshold, then the measured requests through the controller, reads verified.
+pub fn run_variant(
+    plan: Plan<'_>,
+    v: &crate::experiment::Variant,
+    device: flash::DeviceConfig,
+    seed: u64,
+) -> Result<VariantRun, String> {
+    let w = match plan {
+        Plan::Synthetic(w) => w,
+        Plan::Video(video) => &video.background,
+    };
+    w.validate()?;
+    let (mut stack, cfg) = build(v, device)?;
+    let unit = stack.unit_bytes();
+    if !w.request_bytes.is_multiple_of(512) || w.request_bytes > unit * 64 {
+        return Err(format!(
+            "request_bytes = {} does not fit the device",
+            w.request_bytes
+        ));
+    }
+    let capacity = stack.capacity_bytes();
+    let footprint = (capacity as f64 * w.utilisation) as u64 / unit * unit;
+    let mut verifier = Verifier::new(capacity, unit);
+    let load = crate::engine::Load {
+        threads: 1,
+        queue_depth: 8,
+        think_time_ns: 0,
+    };
+    let fill = crate::engine::run_closed(
+        stack.as_mut(),
+        &mut crate::workload::prefill(footprint, unit),
+        load,
+        0,
+        seed ^ 0xF111,
+        Some(&mut verifier),
+        &mut |_| {},
+    )
+    .map_err(|e| format!("prefill: {e}"))?;
+    let blocks = stack.gc_state().blocks;
+    let low = PrioConfig::blocks_below(cfg.low_free_percent, blocks);
+    let t = age(
+        stack.as_mut(),
+        footprint,
+        low,
+        fill.end_ns,
+        seed ^ 0xA6E,
+        Some(&mut verifier),
+    )
+    .map_err(|e| format!("aging: {e}"))?;
+    let (requests, deadline) = match plan {
+        Plan::Synthetic(w) => {
+            let span = footprint / w.request_bytes * w.request_bytes;
+            (w.requests(span, t, seed).collect::<Vec<_>>(), None)
+        }
+        Plan::Video(video) => video_requests(video, footprint, t, seed)?,
+    };
+    let before = stack.counters();
+    let out = run(
+        stack.as_mut(),
+        &cfg,
+        &mut requests.into_iter(),
+        t,
+        seed,
+        Some(&mut verifier),
+        deadline,
+    )
+    .map_err(|e| format!("measure: {e}"))?;
+    let counters = stack.counters() - before;
+    let mut all = FileStats::new(t);
+    for s in [&out.foreground, &out.background] {
+        all.reads += s.reads;
+        all.writes += s.writes;
+        all.read_bytes += s.read_bytes;
+        all.write_bytes += s.write_bytes;
+        all.transactions += s.transactions;
+        all.end_ns = all.end_ns.max(s.end_ns);
+        all.read_latency
+            .add(&s.read_latency)
+            .map_err(|e| e.to_string())?;
+        all.write_latency
+            .add(&s.write_latency)
+            .map_err(|e| e.to_string())?;
+    }
+    all.counters = counters;
+    let fsck_problems = match stack.check() {
+        Ok(()) => Vec::new(),
+        Err(e) => vec![e],
+    };
+    Ok(VariantRun {
+        phases: vec![
+            ("foreground", out.foreground),
+            ("background", out.background),
+            ("all", all),
+        ],
+        erase_counts: stack.erase_counts(),
+        fsck_problems,
+    })
+}
+
+/// The requests of a [`Video`] run from `start`: frame reads at the frame rate through the
+/// video (the start of the footprint), and background requests over the rest of the footprint
+/// for as long as the video plays; with the frame period as the on-time deadline.
+fn video_requests(
+    video: &Video,
+    footprint: u64,
+    start: Nanos,
+    seed: u64,
+) -> Result<(Vec<Request>, Option<Nanos>), String> {
+    if video.frames_per_second == 0 || video.frame_bytes == 0 || video.priority == 0 {
+        return Err("video: frames_per_second, frame_bytes and priority must be at least 1".into());
+    }
+    if !video.frame_bytes.is_multiple_of(512) {
+        return Err(format!(
+            "video: frame_bytes = {} is not a multiple of 512",
+            video.frame_bytes
+        ));
+    }
+    let frames = video.seconds * video.frames_per_second as u64;
+    let video_bytes = frames * video.frame_bytes;
+    let rest = footprint.saturating_sub(video_bytes) / video.background.request_bytes
+        * video.background.request_bytes;
+    if video_bytes == 0 || rest < footprint / 4 {
+        return Err(format!(
+            "video: {video_bytes} bytes of video leave too little of the {footprint}-byte footprint to the background writer"
+        ));
+    }
+    let period = 1_000_000_000 / video.frames_per_second as u64;
+    let end = start + video.seconds * 1_000_000_000;
+    let mut out: Vec<Request> = (0..frames)
+        .map(|k| Request {
+            priority: video.priority,
+            arrival_ns: Some(start + k * period),
+            ..Request::new(Op::Read, k * video.frame_bytes, video.frame_bytes)
+        })
+        .collect();
+    let background = Synthetic {
+        requests: u64::MAX,
+        priority_percent: 0.0,
+        ..video.background.clone()
+    };
+    out.extend(
+        background
+            .requests(rest, start, seed)
+            .take_while(|r| r.arrival_ns.is_some_and(|a| a < end))
+            .map(|r| Request {
+                offset_bytes: r.offset_bytes + video_bytes,
+                ..r
+            }),
+    );
+    out.sort_by_key(|r| r.arrival_ns);
+    Ok((out, Some(period)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synthetic_requests_follow_their_parameters() {
+        let s = Synthetic {
+            requests: 20_000,
+            write_percent: 40.0,
+            priority_percent: 10.0,
+            sequential_probability: 0.5,
+            ..Synthetic::default()
+        };
+        let reqs: Vec<Request> = s.requests(1 << 26, 1000, 7).collect();
+        let writes = reqs.iter().filter(|r| r.op == Op::Write).count() as f64;
+        let prio = reqs.iter().filter(|r| r.priority > 0).count() as f64;
+        assert!((writes / 20_000.0 - 0.4).abs() < 0.02, "{writes}");
+        assert!((prio / 20_000.0 - 0.1).abs() < 0.01, "{prio}");
+        let seq = reqs
+            .windows(2)
+            .filter(|w| w[1].offset_bytes == w[0].offset_bytes + 4096)
+            .count() as f64;
+        assert!((seq / 20_000.0 - 0.5).abs() < 0.02, "{seq}");
+        let gaps: Vec<u64> = reqs
+            .windows(2)
+            .map(|w| w[1].arrival_ns.unwrap() - w[0].arrival_ns.unwrap())
+            .collect();
+        assert!(gaps.iter().all(|&g| g <= 100_000));
+        let mean = gaps.iter().sum::<u64>() as f64 / gaps.len() as f64;
+        assert!((mean - 50_000.0).abs() < 1500.0, "{mean}");
+        assert!(reqs.iter().all(|r| r.offset_bytes + 4096 <= 1 << 26));
+        // Deterministic for a seed.
+        let again: Vec<Request> = s.requests(1 << 26, 1000, 7).collect();
+        assert_eq!(reqs, again);
+    }
+
+    #[test]
+    fn video_frames_keep_their_period_and_the_writer_keeps_off_the_video() {
+        let v = Video {
+            seconds: 3,
+            ..Video::default()
+        };
+        let (reqs, deadline) = video_requests(&v, 1 << 30, 1000, 3).unwrap();
+        assert_eq!(deadline, Some(33_333_333));
+        let frames: Vec<&Request> = reqs.iter().filter(|r| r.priority == 1).collect();
+        assert_eq!(frames.len(), 90);
+        assert!(frames.iter().enumerate().all(|(k, r)| r.op == Op::Read
+            && r.offset_bytes == k as u64 * 65536
+            && r.arrival_ns == Some(1000 + k as u64 * 33_333_333)));
+        let video_bytes = 90 * 65536;
+        let writes: Vec<&Request> = reqs.iter().filter(|r| r.priority == 0).collect();
+        assert!(writes.len() > 100);
+        assert!(writes.iter().all(|r| r.op == Op::Write
+            && r.offset_bytes >= video_bytes
+            && r.offset_bytes + r.len_bytes <= 1 << 30
+            && r.arrival_ns.unwrap() < 1000 + 3_000_000_000));
+        assert!(reqs.windows(2).all(|w| w[0].arrival_ns <= w[1].arrival_ns));
+        // A video that leaves the writer too little room is refused, not truncated.
+        assert!(video_requests(&v, 6 << 20, 0, 3).is_err());
+    }
+
+    #[test]
+    fn thresholds_validate_and_round_up() {
+        assert_eq!(PrioConfig::blocks_below(5.0, 164), 9);
+        assert_eq!(PrioConfig::blocks_below(2.0, 164), 4);
+        assert_eq!(PrioConfig::blocks_below(2.0, 10), 1);
+        let bad = PrioConfig {
+            critical_free_percent: 6.0,
+            ..PrioConfig::default()
+        };
+        assert!(bad.validate().is_err());
+        assert!(PrioConfig::default().validate().is_ok());
+    }
+}
