@@ -11,8 +11,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::files::{
-    hotcold::HotColdFiles, largefile::LargeFile, multistream::MultiStream, postmark::PostMark,
-    seqbase::SeqBase, FileStack, FileSummary, Meter,
+    appendhot::AppendHot, hotcold::HotColdFiles, largefile::LargeFile, multistream::MultiStream,
+    postmark::PostMark, seqbase::SeqBase, sizes::SizeLatency, FileStack, FileSummary, Meter,
 };
 use crate::stack::Counters;
 
@@ -25,6 +25,10 @@ pub enum FileWorkload {
     MultiStream(MultiStream),
     SeqBase(SeqBase),
     LargeFile(LargeFile),
+    /// Seed 002's home02 stand-in (skewed, append-heavy file updates).
+    AppendHot(AppendHot),
+    /// Seed 002 Fig. 2 and 3: latency by data size.
+    SizeLatency(SizeLatency),
 }
 
 impl FileWorkload {
@@ -49,6 +53,11 @@ impl FileWorkload {
             }
             FileWorkload::SeqBase(b) => n(&mut b.file_bytes),
             FileWorkload::LargeFile(l) => n(&mut l.file_bytes),
+            FileWorkload::AppendHot(a) => {
+                n(&mut a.files);
+                n(&mut a.total_bytes);
+            }
+            FileWorkload::SizeLatency(z) => n(&mut z.files_per_size),
         }
     }
 
@@ -59,6 +68,8 @@ impl FileWorkload {
             FileWorkload::MultiStream(w) => crate::files::multistream::run(m, w),
             FileWorkload::SeqBase(s) => crate::files::seqbase::run(m, s),
             FileWorkload::LargeFile(l) => crate::files::largefile::run(m, l),
+            FileWorkload::AppendHot(a) => crate::files::appendhot::run(m, a),
+            FileWorkload::SizeLatency(z) => crate::files::sizes::run(m, z),
         }
     }
 }
@@ -92,6 +103,10 @@ pub struct Claim {
     /// The variant the paper says wins, and the one it beats.
     pub better: String,
     pub worse: String,
+    /// The improvement the paper reports, as a range in percent of the worse variant's value
+    /// (`[15.1, 32.5]`); the report states whether the measured improvement lies in it.
+    #[serde(default)]
+    pub paper_percent: Option<[f64; 2]>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -201,6 +216,16 @@ impl VariantResult {
             "write_amplification" => p.write_amplification,
             "write_p99_us" => f.write_latency.p99_us,
             "read_p99_us" => f.read_latency.p99_us,
+            "write_mean_us" => f.write_latency.mean_us,
+            "read_mean_us" => f.read_latency.mean_us,
+            // Seed 002 Fig. 4(b): pages moved by GC divided by the erase count (physical blocks).
+            "pages_moved_per_erased_block" => {
+                if p.flash_blocks_erased == 0 {
+                    0.0
+                } else {
+                    p.gc_page_copies as f64 / p.flash_blocks_erased as f64
+                }
+            }
             _ => return None,
         })
     }
@@ -331,7 +356,10 @@ impl ExperimentResult {
 pub struct Verdict {
     pub claim: String,
     pub measured: String,
+    /// Whether the measurement goes the paper's way (the better variant is better).
     pub agrees: Option<bool>,
+    /// Whether the measured improvement lies in the paper's range, for claims that state one.
+    pub in_paper_range: Option<bool>,
 }
 
 pub fn judge(e: &Experiment, variants: &[VariantResult]) -> Vec<Verdict> {
@@ -347,19 +375,42 @@ pub fn judge(e: &Experiment, variants: &[VariantResult]) -> Vec<Verdict> {
             match (get(&c.better), get(&c.worse)) {
                 (Some(b), Some(w)) => {
                     let agrees = if c.lower_is_better { b < w } else { b > w };
+                    let mut measured = format!(
+                        "{} {}: {} {:.4}, {} {:.4}",
+                        c.phase, c.metric, c.better, b, c.worse, w
+                    );
+                    let mut in_paper_range = None;
+                    if let Some([lo, hi]) = c.paper_percent {
+                        // Improvement of `better` over `worse`, in percent of `worse`.
+                        let gain = if w == 0.0 {
+                            0.0
+                        } else if c.lower_is_better {
+                            (w - b) / w * 100.0
+                        } else {
+                            (b - w) / w * 100.0
+                        };
+                        // The papers state percentages to 0.1: a measurement that rounds into the
+                        // range is inside it.
+                        let inside = (lo - 0.05..=hi + 0.05).contains(&gain);
+                        measured.push_str(&format!(
+                            "; {} is {gain:.1}% better (the paper: {lo}-{hi}%, {})",
+                            c.better,
+                            if inside { "inside" } else { "outside" }
+                        ));
+                        in_paper_range = Some(inside);
+                    }
                     Verdict {
                         claim: c.text.clone(),
-                        measured: format!(
-                            "{} {}: {} {:.4}, {} {:.4}",
-                            c.phase, c.metric, c.better, b, c.worse, w
-                        ),
+                        measured,
                         agrees: Some(agrees),
+                        in_paper_range,
                     }
                 }
                 _ => Verdict {
                     claim: c.text.clone(),
                     measured: format!("{} {} not measured (a variant failed)", c.phase, c.metric),
                     agrees: None,
+                    in_paper_range: None,
                 },
             }
         })

@@ -212,11 +212,13 @@ pub fn group_traced(
 /// The write regions and their update frequencies (seed 002 III-B-2, last step: "find the
 /// region that is the most proximal in update frequency from the whole write regions").
 ///
-/// The paper does not say how a region's update frequency is set. Here region `r` of `R`
-/// stands for the `(2r + 1) / 2R` quantile of the log-hotness of the last [`Regions::WINDOW`]
-/// pages written, so the regions split recent writes into equal shares from coldest (region 0)
-/// to hottest, and a group goes to the region whose frequency is closest to its mean, in log
-/// space (update frequencies spread over orders of magnitude).
+/// The paper does not say how a region's update frequency is set. Here the regions' frequencies
+/// are the centres of a one-dimensional k-means (Lloyd's iteration, started from evenly spaced
+/// quantiles) of the log-hotness of the last [`Regions::WINDOW`] pages written, recomputed at
+/// each write: SFS quantizes hotness the same way (iterative segment quantization), and unlike
+/// plain quantiles it keeps the regions apart when many pages share one hotness (pages with
+/// no history). Log space, because update frequencies spread over orders of magnitude. A group
+/// goes to the region whose centre is closest to its mean; regions are ordered coldest first.
 #[derive(Clone, Debug)]
 pub struct Regions {
     count: usize,
@@ -229,6 +231,8 @@ impl Regions {
     pub const WINDOW: usize = 4096;
     /// Hotness below this (writes per second) counts as this, so `ln` stays finite.
     pub const FLOOR: f64 = 1e-6;
+    /// Lloyd iterations per recomputation.
+    const ITERATIONS: usize = 8;
 
     pub fn new(count: usize) -> Regions {
         Regions {
@@ -253,17 +257,10 @@ impl Regions {
         }
         let mut sorted: Vec<f64> = self.window.iter().copied().collect();
         sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        self.centers = if n == 0 {
-            Vec::new()
-        } else {
-            (0..self.count)
-                .map(|r| sorted[((2 * r + 1) * n / (2 * self.count)).min(n - 1)])
-                .collect()
-        };
+        self.centers = kmeans_1d(&sorted, self.count, Self::ITERATIONS);
     }
 
-    /// The region closest in (log) update frequency to `h`; the coldest at equal distance.
+    /// The region closest in (log) update frequency to `h`; the colder at equal distance.
     pub fn closest(&self, h: f64) -> usize {
         let x = Self::log(h);
         let mut best = 0;
@@ -281,6 +278,50 @@ impl Regions {
     pub fn centers(&self) -> &[f64] {
         &self.centers
     }
+}
+
+/// Lloyd's k-means over sorted values: `k` centres (fewer if there are fewer values), started
+/// at the `(2r + 1) / 2k` quantiles, ascending. A centre left with no value keeps its place.
+pub fn kmeans_1d(sorted: &[f64], k: usize, iterations: usize) -> Vec<f64> {
+    let n = sorted.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let mut c: Vec<f64> = (0..k)
+        .map(|r| sorted[((2 * r + 1) * n / (2 * k)).min(n - 1)])
+        .collect();
+    for _ in 0..iterations {
+        // Spread coinciding centres over the values above them, so a point mass (many pages
+        // with the same hotness) holds one centre and the others move on.
+        for r in 1..c.len() {
+            if c[r] <= c[r - 1] {
+                let i = sorted.partition_point(|&x| x <= c[r - 1]);
+                c[r] = if i < n { sorted[i] } else { c[r - 1] };
+            }
+        }
+        let mut sum = vec![0.0; c.len()];
+        let mut cnt = vec![0usize; c.len()];
+        let mut j = 0;
+        for &x in sorted {
+            // Values and centres ascend: the nearest centre only moves right.
+            while j + 1 < c.len() && (x - c[j + 1]).abs() < (x - c[j]).abs() {
+                j += 1;
+            }
+            sum[j] += x;
+            cnt[j] += 1;
+        }
+        let next: Vec<f64> = c
+            .iter()
+            .zip(sum.iter().zip(&cnt))
+            .map(|(&old, (&s, &m))| if m > 0 { s / m as f64 } else { old })
+            .collect();
+        if next == c {
+            break;
+        }
+        c = next;
+    }
+    c.dedup_by(|a, b| (*a - *b).abs() < 1e-9);
+    c
 }
 
 #[cfg(test)]
@@ -434,17 +475,29 @@ mod tests {
         let mut r = Regions::new(4);
         // No history yet: everything to region 0.
         assert_eq!(r.closest(5.0), 0);
-        r.observe([0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0]);
-        // Quantiles 1/8, 3/8, 5/8, 7/8 of 8 sorted values: indexes 1, 3, 5, 7.
-        let want: Vec<f64> = [0.01, 1.0, 100.0, 10000.0]
-            .iter()
-            .map(|x: &f64| x.ln())
-            .collect();
-        assert_eq!(r.centers(), &want[..]);
+        // Four clusters in log space: around 0.01, 1, 100 and 10000 writes per second.
+        r.observe([0.009, 0.011, 0.9, 1.1, 90.0, 110.0, 9000.0, 11000.0]);
+        assert_eq!(r.centers().len(), 4);
         assert_eq!(r.closest(0.0), 0);
         assert_eq!(r.closest(0.5), 1);
         assert_eq!(r.closest(50.0), 2);
         assert_eq!(r.closest(1e6), 3);
+    }
+
+    /// Lloyd's iteration by hand: values 0, 1, 10, 11 with two centres start at the 1/4 and
+    /// 3/4 quantiles (indexes 0 and 2: 0 and 10); the means of {0, 1} and {10, 11} are 0.5
+    /// and 10.5, which assign the same way: done.
+    #[test]
+    fn kmeans_by_hand_and_with_a_point_mass() {
+        assert_eq!(kmeans_1d(&[0.0, 1.0, 10.0, 11.0], 2, 8), vec![0.5, 10.5]);
+        // Six values at the floor and two hot: quantiles would put three centres on the
+        // floor; k-means keeps one there and spreads the others over the hot values.
+        let mut v = vec![-8.0; 6];
+        v.extend([1.0, 3.0]);
+        let c = kmeans_1d(&v, 3, 8);
+        assert_eq!(c, vec![-8.0, 1.0, 3.0]);
+        assert!(kmeans_1d(&[], 4, 8).is_empty());
+        assert_eq!(kmeans_1d(&[2.0, 2.0], 4, 8), vec![2.0]);
     }
 
     #[test]

@@ -488,7 +488,13 @@ impl<F: Flash> PoftlStore<F> {
         for v in freed {
             self.fml.invalidate(v);
         }
-        obj.heat.truncate(first_gone as usize);
+        // The pages cut keep their write history under object semantics: the same page of the
+        // same object written again is an update of it (a rotated log, a rewritten file). A
+        // block-level grouping (SFS) sees the freed logical blocks reused for other data
+        // instead, so their history is gone (seed 002 III-B).
+        if self.config.grouping == GroupingPolicy::Sfs {
+            obj.heat.truncate(first_gone as usize);
+        }
         obj.size = size;
         Ok(())
     }
