@@ -36,6 +36,9 @@ pub struct Cmt {
     dirty_by_tpage: HashMap<u32, Vec<u32>>,
     pub hits: u64,
     pub misses: u64,
+    /// Seed 002 IV-C: the hit rate held at this fraction instead of decided by the LRU.
+    forced_hit_rate: Option<f64>,
+    lookups: u64,
 }
 
 impl Cmt {
@@ -51,6 +54,21 @@ impl Cmt {
             dirty_by_tpage: HashMap::default(),
             hits: 0,
             misses: 0,
+            forced_hit_rate: None,
+            lookups: 0,
+        }
+    }
+
+    /// A cache whose hit rate is held at `rate` (0..=1), as seed 002 IV-C sets it
+    /// "artificially": of every run of lookups, exactly that share hit (spread evenly, no
+    /// randomness). A miss reads the entry's translation page; a miss that changes the mapping
+    /// also writes that translation page back (the entry it displaces is dirty in a
+    /// write-mostly steady state), so a write miss costs two page reads and one page write, as
+    /// an LRU miss whose eviction is dirty does.
+    pub fn with_hit_rate(rate: f64, entries_per_tpage: u32) -> Self {
+        Cmt {
+            forced_hit_rate: Some(rate.clamp(0.0, 1.0)),
+            ..Cmt::new(1, entries_per_tpage)
         }
     }
 
@@ -103,6 +121,21 @@ impl Cmt {
 
     /// Looks `lpn` up (and marks it dirty when the access changes the mapping).
     pub fn access(&mut self, lpn: u32, dirty: bool) -> CmtIo {
+        if let Some(rate) = self.forced_hit_rate {
+            let n = self.lookups as f64;
+            self.lookups += 1;
+            // Bresenham: lookup n hits when the running count of hits owed steps up.
+            if ((n + 1.0) * rate).floor() > (n * rate).floor() {
+                self.hits += 1;
+                return CmtIo::default();
+            }
+            self.misses += 1;
+            let tp = self.tpage_of(lpn);
+            return CmtIo {
+                fetch: Some(tp),
+                writeback: dirty.then_some(tp),
+            };
+        }
         if let Some(&i) = self.index.get(&lpn) {
             self.hits += 1;
             self.unlink(i);
@@ -228,6 +261,32 @@ mod tests {
             }
         );
         assert_eq!((c.hits, c.misses), (1, 4));
+        assert!(c.dirty_tpages().is_empty());
+    }
+
+    #[test]
+    fn a_forced_hit_rate_is_held_exactly() {
+        for (rate, hits) in [
+            (1.0, 1000),
+            (0.95, 950),
+            (0.9, 900),
+            (0.85, 850),
+            (0.8, 800),
+        ] {
+            let mut c = Cmt::with_hit_rate(rate, 10);
+            for i in 0..1000 {
+                c.access(i, false);
+            }
+            assert_eq!((c.hits, c.misses), (hits, 1000 - hits), "rate {rate}");
+        }
+        // A 90% cache: every tenth lookup misses; a write miss also writes its page back.
+        let mut c = Cmt::with_hit_rate(0.9, 10);
+        let ios: Vec<CmtIo> = (0..10).map(|i| c.access(40 + i, true)).collect();
+        assert_eq!(ios.iter().filter(|io| **io == CmtIo::default()).count(), 9);
+        assert!(ios.contains(&CmtIo {
+            fetch: Some(4),
+            writeback: Some(4)
+        }));
         assert!(c.dirty_tpages().is_empty());
     }
 }

@@ -86,6 +86,14 @@ pub fn build(v: &Variant, device: DeviceConfig) -> Result<(Box<dyn FileStack>, u
         let at = |e: String| format!("variant {}: {e}", v.label);
         match k.split_once('.') {
             None if k == "placement" => placement = val.parse().map_err(at)?,
+            // The block stack's mapping: the page map in device RAM (PFTL) or DFTL.
+            None if k == "mapping" => {
+                ftl.mapping = match val.as_str() {
+                    "page" => ftl::Mapping::Page,
+                    "dftl" => ftl::Mapping::Dftl,
+                    m => return Err(at(format!("mapping '{m}' (page or dftl)"))),
+                }
+            }
             Some(("osd", f)) => apply(&mut osd, f, val).map_err(at)?,
             Some(("ftl", f)) => apply(&mut ftl, f, val).map_err(at)?,
             Some(("fml", f)) => apply(&mut fml, f, val).map_err(at)?,
