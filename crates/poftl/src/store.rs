@@ -332,14 +332,7 @@ enum PageData {
 
 /// The fingerprint of a whole page written with `token` (fingerprint mode).
 pub fn page_fingerprint(object: u64, page: u64, token: u64) -> u64 {
-    let mut x = object
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        .wrapping_add(page.rotate_left(29))
-        ^ token;
-    // splitmix64 finalizer
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (x ^ (x >> 31)) | 1
+    flash::fingerprint::mix(object.rotate_left(40) ^ page ^ flash::fingerprint::mix(token)) | 1
 }
 
 pub struct PoftlStore<F: Flash> {
@@ -669,7 +662,7 @@ impl<F: Flash> PoftlStore<F> {
         for (((id, p), data), region) in pages.into_iter().zip(regions) {
             // Foreground GC: whole super-blocks, before the write that needs the space.
             while self.fml.must_collect() {
-                match self.fml.collect_one(issue, &mut self.objects)? {
+                match self.collect_victim(issue)? {
                     Some(t) => issue = issue.max(t),
                     None => break,
                 }
@@ -786,16 +779,33 @@ impl<F: Flash> PoftlStore<F> {
         }
     }
 
-    /// Background GC between `from` and `until` (whole super-blocks); returns when the last
-    /// step completes.
+    /// Reclaims one super-block: every valid page's copy is issued at `start`, so copies from
+    /// and to different banks overlap as the host's pages do (the device still serializes what
+    /// shares a bank or a bus), then the whole super-block is erased (III-A). Returns when the
+    /// last of it completes, or `None` if there was nothing to collect.
+    fn collect_victim(&mut self, start: Nanos) -> Result<Option<Nanos>, PoftlError> {
+        let mut end = start;
+        let mut chose = false;
+        loop {
+            match self.fml.gc_step(start, &mut self.objects)? {
+                fml::GcStep::Idle => return Ok(chose.then_some(end)),
+                fml::GcStep::Chose { .. } => chose = true,
+                fml::GcStep::Copied { done_ns } => end = end.max(done_ns),
+                fml::GcStep::Erased { done_ns } => return Ok(Some(end.max(done_ns))),
+                fml::GcStep::Retired => return Ok(Some(end)),
+            }
+        }
+    }
+
+    /// Background GC between `from` and `until`, a whole super-block at a time; returns when
+    /// the last one completes.
     pub fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, PoftlError> {
         let idle = self.buffer.is_empty();
         let mut t = from.max(self.now);
         while t < until && self.fml.wants_collect(idle) {
-            match self.fml.gc_step(t, &mut self.objects)? {
-                fml::GcStep::Idle => break,
-                fml::GcStep::Copied { done_ns } | fml::GcStep::Erased { done_ns } => t = done_ns,
-                fml::GcStep::Chose { .. } | fml::GcStep::Retired => {}
+            match self.collect_victim(t)? {
+                Some(done) => t = t.max(done),
+                None => break,
             }
         }
         self.now = self.now.max(t);
