@@ -38,8 +38,11 @@ pub struct PoftlConfig {
     pub grouping: GroupingPolicy,
     /// `lambda`, the weight of the group count in `W` (III-B-1). The paper gives no value. The
     /// store divides each write's hotness by its mean before grouping, which makes `lambda`
-    /// dimensionless; 0.02 lets a write keep about `1 / (2 lambda)` = 25 groups where
-    /// neighbouring hotness differs by about the mean.
+    /// dimensionless. Merging goes on while `lambda (2k - 1)` exceeds the deviation a merge
+    /// adds; with 0.0005 and a 512-page write, single pages within about the mean hotness of
+    /// each other merge at first, while tens of groups (files) stay apart unless nearly equal.
+    /// (A first default of 0.02 forced a write down to about 25 groups, merging hot and cold
+    /// files: on the hot/cold file workload it lost all of SFS's separation; docs/DESIGN.md.)
     pub lambda: f64,
     /// Write regions (update super-blocks) groups are written to (III-B-2: "four").
     pub write_regions: u32,
@@ -55,7 +58,7 @@ impl Default for PoftlConfig {
         PoftlConfig {
             parallelism_degree: 16,
             grouping: GroupingPolicy::SemanticAware,
-            lambda: 0.02,
+            lambda: 0.0005,
             write_regions: 4,
             buffer_pages: 512,
             fml: FmlConfig::default(),
