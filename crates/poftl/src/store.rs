@@ -611,7 +611,6 @@ impl<F: Flash> PoftlStore<F> {
         let start = self.now;
         let mut done = start;
         let mut data = std::mem::take(&mut self.scratch);
-        let mut oob = [0u8; record::BYTES];
         for p in offset / pb..end.div_ceil(pb) {
             let (s, e) = (offset.max(p * pb) - p * pb, end.min((p + 1) * pb) - p * pb);
             let dst = (p * pb + s - offset) as usize..(p * pb + e - offset) as usize;
@@ -624,7 +623,8 @@ impl<F: Flash> PoftlStore<F> {
             let Some(v) = self.objects.map[&id].extents.get(p) else {
                 continue; // a hole reads as zeros
             };
-            let (t, content) = match self.fml.read(start, v, &mut data, &mut oob) {
+            // A host read needs no OOB record: only the page moves over the bus.
+            let (t, content) = match self.fml.read(start, v, &mut data, &mut []) {
                 Ok(r) => r,
                 Err(e) => {
                     self.scratch = data;
