@@ -52,15 +52,22 @@ impl Remap {
     /// Largest parallelism degree (seed 002 IV-B: the simulator's 16).
     pub const MAX_DEGREE: u32 = 16;
 
+    /// A parallelism degree p-OFTL supports: 1, 2, 4, 8 or 16.
+    pub fn check_degree(degree: u32) -> Result<(), RemapError> {
+        if (1..=Self::MAX_DEGREE).contains(&degree) && degree.is_power_of_two() {
+            Ok(())
+        } else {
+            Err(RemapError::Degree(degree))
+        }
+    }
+
     pub fn new(
         banks: u32,
         blocks_per_bank: u32,
         pages_per_block: u32,
         degree: u32,
     ) -> Result<Remap, RemapError> {
-        if !(1..=Self::MAX_DEGREE).contains(&degree) || !degree.is_power_of_two() {
-            return Err(RemapError::Degree(degree));
-        }
+        Self::check_degree(degree)?;
         for (what, value) in [("banks", banks), ("pages_per_block", pages_per_block)] {
             if !value.is_power_of_two() {
                 return Err(RemapError::NotPowerOfTwo { what, value });

@@ -68,7 +68,7 @@ impl Default for PoftlConfig {
 
 impl PoftlConfig {
     pub fn validate(&self) -> Result<(), PoftlError> {
-        Remap::new(16, 1, 1, self.parallelism_degree)?;
+        Remap::check_degree(self.parallelism_degree)?;
         if !(1..=8).contains(&self.write_regions) {
             return Err(PoftlError::Config(format!(
                 "write_regions = {} must be in 1..=8",
@@ -128,6 +128,8 @@ pub enum PoftlError {
     Invalid(String),
     #[error("corrupted: {what} at unit {unit}")]
     Corrupted { what: &'static str, unit: u32 },
+    #[error("an earlier write failed ({0}); the store refuses writes (its state is unknown)")]
+    Poisoned(String),
 }
 
 /// What a write carries.
@@ -351,6 +353,9 @@ pub struct PoftlStore<F: Flash> {
     page_bytes: u64,
     capacity_pages: u64,
     scratch: Vec<u8>,
+    /// Set when a flush failed part-way: pages may have left the buffer without reaching
+    /// flash, so further writes are refused (STYLE: never carry on from an unknown state).
+    poisoned: Option<String>,
 }
 
 impl<F: Flash> PoftlStore<F> {
@@ -388,6 +393,7 @@ impl<F: Flash> PoftlStore<F> {
             page_bytes,
             capacity_pages,
             scratch: vec![0; page_bytes as usize],
+            poisoned: None,
         })
     }
 
@@ -528,6 +534,9 @@ impl<F: Flash> PoftlStore<F> {
 
     /// Writes into the data buffer; programs it when full. Completes at [`PoftlStore::now`].
     pub fn write(&mut self, id: u64, offset: u64, data: Data<'_>) -> Result<(), PoftlError> {
+        if let Some(why) = &self.poisoned {
+            return Err(PoftlError::Poisoned(why.clone()));
+        }
         let len = match data {
             Data::Bytes(b) => b.len() as u64,
             Data::Token { len, .. } => len,
@@ -654,9 +663,20 @@ impl<F: Flash> PoftlStore<F> {
 
     /// Programs everything buffered (grouped, III-B) and returns when it is on flash.
     pub fn flush(&mut self) -> Result<(), PoftlError> {
+        if let Some(why) = &self.poisoned {
+            return Err(PoftlError::Poisoned(why.clone()));
+        }
         if self.buffer.is_empty() {
             return Ok(());
         }
+        let r = self.program_buffer();
+        if let Err(e) = &r {
+            self.poisoned = Some(e.to_string());
+        }
+        r
+    }
+
+    fn program_buffer(&mut self) -> Result<(), PoftlError> {
         let pages: Vec<((u64, u64), PageData)> =
             std::mem::take(&mut self.buffer).into_iter().collect();
         let regions = self.place(&pages);

@@ -248,3 +248,44 @@ fn write_and_read_time_fall_with_the_parallelism_degree() {
         );
     }
 }
+
+/// A flush that fails part-way (power lost in the middle of programming the buffer) leaves
+/// the store refusing writes, rather than carrying on with pages that left the buffer but never
+/// reached flash.
+#[test]
+fn a_failed_flush_poisons_the_store() {
+    use flash::fault::{CutMode, Faulty};
+    let mut c = PoftlConfig {
+        parallelism_degree: 4,
+        buffer_pages: 64,
+        ..PoftlConfig::default()
+    };
+    let device = c.device(preset("tiny").unwrap()).unwrap();
+    c.fml = FmlConfig::for_blocks(flash::gang::Layout::new(&device).superblocks);
+    let mut flash = Faulty::new(Nand::in_memory(device).unwrap());
+    flash.cut_power_after(10, CutMode::Clean);
+    let mut s = PoftlStore::format(flash, c).unwrap();
+    s.create(1).unwrap();
+    s.write(
+        1,
+        0,
+        Data::Token {
+            len: 32 * PAGE,
+            token: 1,
+        },
+    )
+    .unwrap();
+    assert!(s.flush().is_err());
+    assert!(matches!(
+        s.write(
+            1,
+            0,
+            Data::Token {
+                len: PAGE,
+                token: 2
+            }
+        ),
+        Err(PoftlError::Poisoned(_))
+    ));
+    assert!(matches!(s.flush(), Err(PoftlError::Poisoned(_))));
+}
