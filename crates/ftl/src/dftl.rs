@@ -36,6 +36,9 @@ pub struct Cmt {
     dirty_by_tpage: HashMap<u32, Vec<u32>>,
     pub hits: u64,
     pub misses: u64,
+    /// Seed 002 IV-C: the hit rate held at this fraction instead of decided by the LRU.
+    forced_hit_rate: Option<f64>,
+    lookups: u64,
 }
 
 impl Cmt {
@@ -51,6 +54,21 @@ impl Cmt {
             dirty_by_tpage: HashMap::default(),
             hits: 0,
             misses: 0,
+            forced_hit_rate: None,
+            lookups: 0,
+        }
+    }
+
+    /// A cache whose hit rate is held at `rate` (0..=1), as seed 002 IV-C sets it
+    /// "artificially": each lookup hits with that probability, drawn from a hash of the
+    /// lookup's number (deterministic; no seed needed). A miss reads the entry's translation page; a miss that changes the mapping
+    /// also writes that translation page back (the entry it displaces is dirty in a
+    /// write-mostly steady state), so a write miss costs two page reads and one page write, as
+    /// an LRU miss whose eviction is dirty does.
+    pub fn with_hit_rate(rate: f64, entries_per_tpage: u32) -> Self {
+        Cmt {
+            forced_hit_rate: Some(rate.clamp(0.0, 1.0)),
+            ..Cmt::new(1, entries_per_tpage)
         }
     }
 
@@ -103,6 +121,24 @@ impl Cmt {
 
     /// Looks `lpn` up (and marks it dirty when the access changes the mapping).
     pub fn access(&mut self, lpn: u32, dirty: bool) -> CmtIo {
+        if let Some(rate) = self.forced_hit_rate {
+            // Lookup n hits when a hash of n, as a fraction of 2^64, falls below the rate:
+            // deterministic, and without the period an evenly spread pattern would have (which
+            // resonates with a file system's fixed pattern of data and metadata lookups, so
+            // that the misses always fell on the same kind of block).
+            let u = flash::fingerprint::mix(self.lookups) as f64 / 18_446_744_073_709_551_616.0;
+            self.lookups += 1;
+            if u < rate {
+                self.hits += 1;
+                return CmtIo::default();
+            }
+            self.misses += 1;
+            let tp = self.tpage_of(lpn);
+            return CmtIo {
+                fetch: Some(tp),
+                writeback: dirty.then_some(tp),
+            };
+        }
         if let Some(&i) = self.index.get(&lpn) {
             self.hits += 1;
             self.unlink(i);
@@ -228,6 +264,38 @@ mod tests {
             }
         );
         assert_eq!((c.hits, c.misses), (1, 4));
+        assert!(c.dirty_tpages().is_empty());
+    }
+
+    #[test]
+    fn a_forced_hit_rate_is_held() {
+        for rate in [1.0, 0.95, 0.9, 0.85, 0.8] {
+            let mut c = Cmt::with_hit_rate(rate, 10);
+            for i in 0..20_000 {
+                c.access(i % 7, false);
+            }
+            let got = c.hits as f64 / 20_000.0;
+            assert!((got - rate).abs() < 0.01, "rate {rate}: {got}");
+            assert_eq!(c.hits + c.misses, 20_000);
+        }
+        // A write miss also writes its page back; a read miss only fetches it.
+        let mut c = Cmt::with_hit_rate(0.5, 10);
+        let ios: Vec<CmtIo> = (0..50).map(|_| c.access(42, true)).collect();
+        assert!(ios.contains(&CmtIo {
+            fetch: Some(4),
+            writeback: Some(4)
+        }));
+        assert!(ios.contains(&CmtIo::default()));
+        let read_miss = (0..50)
+            .map(|_| c.access(42, false))
+            .find(|io| io.fetch.is_some());
+        assert_eq!(
+            read_miss,
+            Some(CmtIo {
+                fetch: Some(4),
+                writeback: None
+            })
+        );
         assert!(c.dirty_tpages().is_empty());
     }
 }

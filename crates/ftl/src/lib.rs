@@ -54,6 +54,9 @@ pub struct FtlConfig {
     pub buffer_bytes: u64,
     /// DFTL cache size; 8 bytes per cached entry (default 256 KiB).
     pub dftl_cache_bytes: u64,
+    /// DFTL only: hold the mapping cache's hit rate at this percentage instead of letting the
+    /// LRU decide (seed 002 IV-C sets it "artificially" to 100..80%); 0 (the default) = off.
+    pub dftl_hit_percent: f64,
     /// Share of the usable flash held back from the logical space, in percent (default 7).
     pub overprovision_percent: f64,
     /// GC copies go to an update block of their own (default true); false appends them to the
@@ -70,6 +73,7 @@ impl Default for FtlConfig {
             mapping: Mapping::Page,
             buffer_bytes: 2 << 20,
             dftl_cache_bytes: 256 << 10,
+            dftl_hit_percent: 0.0,
             overprovision_percent: 7.0,
             separate_gc_stream: true,
             fml: FmlConfig::default(),
@@ -83,6 +87,12 @@ impl FtlConfig {
             return Err(format!(
                 "ftl.overprovision_percent = {} must lie in 0..=90",
                 self.overprovision_percent
+            ));
+        }
+        if !(0.0..=100.0).contains(&self.dftl_hit_percent) {
+            return Err(format!(
+                "ftl.dftl_hit_percent = {} must lie in 0..=100 (0 = the LRU decides)",
+                self.dftl_hit_percent
             ));
         }
         if self.mapping == Mapping::Dftl && self.dftl_cache_bytes < 8 {
@@ -325,8 +335,13 @@ impl<F: Flash> Ftl<F> {
         let logical_units = logical as u32;
         let entries_per_tpage = (unit_bytes / 4) as u32;
         let tpages = logical_units.div_ceil(entries_per_tpage);
-        let cmt = (config.mapping == Mapping::Dftl)
-            .then(|| Cmt::new((config.dftl_cache_bytes / 8) as usize, entries_per_tpage));
+        let cmt = (config.mapping == Mapping::Dftl).then(|| {
+            if config.dftl_hit_percent > 0.0 {
+                Cmt::with_hit_rate(config.dftl_hit_percent / 100.0, entries_per_tpage)
+            } else {
+                Cmt::new((config.dftl_cache_bytes / 8) as usize, entries_per_tpage)
+            }
+        });
         let total_units =
             fml.layout().superblocks as usize * fml.layout().units_per_superblock as usize;
         let mut ftl = Ftl {

@@ -80,14 +80,30 @@ fn verdict_table(r: &ExperimentResult) -> String {
     if r.verdicts.is_empty() {
         return String::new();
     }
-    let mut s = String::from("| the paper says | ossd measured | agrees |\n|---|---|---|\n");
+    let ranged = r.verdicts.iter().any(|v| v.in_paper_range.is_some());
+    let mut s = if ranged {
+        String::from(
+            "| the paper says | ossd measured | agrees | within the paper's range |\n|---|---|---|---|\n",
+        )
+    } else {
+        String::from("| the paper says | ossd measured | agrees |\n|---|---|---|\n")
+    };
     for v in &r.verdicts {
         let a = match v.agrees {
             Some(true) => "yes",
             Some(false) => "**no**",
             None => "not measured",
         };
-        let _ = writeln!(s, "| {} | {} | {a} |", v.claim, v.measured);
+        if ranged {
+            let range = match v.in_paper_range {
+                Some(true) => "yes",
+                Some(false) => "**no**",
+                None => "-",
+            };
+            let _ = writeln!(s, "| {} | {} | {a} | {range} |", v.claim, v.measured);
+        } else {
+            let _ = writeln!(s, "| {} | {} | {a} |", v.claim, v.measured);
+        }
     }
     s.push('\n');
     s

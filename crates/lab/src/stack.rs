@@ -83,6 +83,19 @@ pub fn osd_counters<F: Flash>(store: &osd::ObjectStore<F>) -> Counters {
     }
 }
 
+/// The counters of a p-OFTL store (seed 002): data pages only, it has no index or metadata
+/// pages on flash.
+pub fn poftl_counters<F: Flash>(store: &poftl::PoftlStore<F>) -> Counters {
+    let s = store.stats();
+    Counters {
+        host_write_bytes: s.host_write_bytes,
+        host_read_bytes: s.host_read_bytes,
+        rmw_reads: s.rmw_reads,
+        units_lost: s.units_lost,
+        ..flash_counters(store.fml())
+    }
+}
+
 /// What the engine needs from a stack under test.
 pub trait Stack {
     fn name(&self) -> &str;

@@ -417,7 +417,7 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 /// and accepts more than 90% of candidates for any θ, so a sample costs a few `ln`/`exp`.
 /// Works for every finite θ > 0, including θ = 1.
 #[derive(Clone, Copy, Debug)]
-struct ZipfSampler {
+pub(crate) struct ZipfSampler {
     n: u64,
     theta: f64,
     h_integral_x1: f64,
@@ -426,7 +426,7 @@ struct ZipfSampler {
 }
 
 impl ZipfSampler {
-    fn new(n: u64, theta: f64) -> ZipfSampler {
+    pub(crate) fn new(n: u64, theta: f64) -> ZipfSampler {
         assert!(n > 0 && theta.is_finite() && theta > 0.0);
         let h_integral_x1 = h_integral(1.5, theta) - 1.0;
         let h_integral_n = h_integral(n as f64 + 0.5, theta);
@@ -442,7 +442,7 @@ impl ZipfSampler {
 
     /// A rank in `1..=n`; rank 1 is the most popular.
     #[inline]
-    fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
+    pub(crate) fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
         loop {
             // u is uniform in (h_integral_x1, h_integral_n].
             let u = self.h_integral_n + rng.gen::<f64>() * (self.h_integral_x1 - self.h_integral_n);

@@ -33,6 +33,7 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   load.think_time_ns                 pause between a completion and the thread's next request (default 0)
   ftl.buffer_bytes                   write buffer, 0 = write-through (default 2097152, seed 000 V-E)
   ftl.dftl_cache_bytes               DFTL mapping cache, 8 bytes per entry (default 262144)
+  ftl.dftl_hit_percent               hold DFTL's mapping-cache hit rate at this percentage, 0 = the LRU decides (default 0, seed 002 IV-C)
   ftl.overprovision_percent          flash held back from the logical space (default 7)
   ftl.separate_gc_stream             GC copies in an update block of their own (default true)
   placement                          object placement of the ossd stack: one | ossd | split | split+atime (default ossd)

@@ -4,11 +4,13 @@
 //! system's current time (one outstanding call, as the papers' single-process benchmarks and
 //! as the in-process stacks serve them) and measures it.
 
+pub mod appendhot;
 pub mod hotcold;
 pub mod largefile;
 pub mod multistream;
 pub mod postmark;
 pub mod seqbase;
+pub mod sizes;
 pub mod stacks;
 
 use flash::Nanos;

@@ -1,0 +1,260 @@
+//! A synthetic stand-in for the home02 trace of seed 002 IV-B (Harvard SOS traces of a campus
+//! general-purpose server's home directories), which ossd cannot ship: many files of skewed
+//! popularity, updated mostly by appends, some in-place overwrites, whole-file rewrites (an
+//! editor's save), deletions and re-creations, and reads, until a total volume is written.
+//!
+//! What makes it fit the paper's argument: pages of one file tend to be written, rewritten and
+//! deleted together (appends to a hot log, rewrites of a whole file, deletes), and appended
+//! pages have no history of their own. An append that would take a file past
+//! `rotate_factor` times its initial size first empties it (a log rotated, a mailbox emptied),
+//! so a file's size cycles between 0 and that cap and the live footprint stays near the sum of
+//! the initial sizes: hot files turn over often, cold ones rarely.
+//!
+//! Transactions: a file is drawn by Zipf popularity (`zipf_theta`; ranks scattered over the
+//! files), then one operation by the given shares. Sizes are drawn uniformly in the given
+//! ranges, in bytes (not page-aligned, so partial pages occur as in a real trace).
+
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+use vfs::{FsError, Ino, ROOT};
+
+use super::{Meter, Phases};
+use crate::workload::ZipfSampler;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AppendHot {
+    pub files: u64,
+    /// Initial file sizes: uniform in this range.
+    pub file_bytes_min: u64,
+    pub file_bytes_max: u64,
+    /// A file is emptied before an append would take it past this many times its initial size.
+    pub rotate_factor: f64,
+    /// Writing continues until this much is written, counting the initial fill.
+    pub total_bytes: u64,
+    /// Popularity skew over files.
+    pub zipf_theta: f64,
+    /// Shares of the operations (normalized): append, overwrite in place, rewrite the whole
+    /// file, delete and re-create, read.
+    pub append_share: f64,
+    pub overwrite_share: f64,
+    pub rewrite_share: f64,
+    pub recreate_share: f64,
+    pub read_share: f64,
+    /// Size of an append / an overwrite / a read.
+    pub append_bytes_min: u64,
+    pub append_bytes_max: u64,
+    pub overwrite_bytes_min: u64,
+    pub overwrite_bytes_max: u64,
+    /// Probability that a transaction ends with an fsync of its file.
+    pub fsync_probability: f64,
+}
+
+impl Default for AppendHot {
+    /// Scaled for the 3.64 GB p-OFTL device of seed 002: 8,000 files of 16 KiB to 600 KiB
+    /// (about 2.3 GiB live, 63% of the device), 20 GB written in total (IV-E). Half of the
+    /// operations append, and appends are the largest share of the bytes written (about 40%,
+    /// against 20% for in-place overwrites and 40% for whole-file rewrites and re-creations).
+    fn default() -> Self {
+        AppendHot {
+            files: 8_000,
+            file_bytes_min: 16 << 10,
+            file_bytes_max: 600 << 10,
+            rotate_factor: 2.0,
+            total_bytes: 20_000_000_000,
+            zipf_theta: 0.9,
+            append_share: 0.5,
+            overwrite_share: 0.2,
+            rewrite_share: 0.03,
+            recreate_share: 0.02,
+            read_share: 0.25,
+            append_bytes_min: 1 << 10,
+            append_bytes_max: 64 << 10,
+            overwrite_bytes_min: 4 << 10,
+            overwrite_bytes_max: 64 << 10,
+            fsync_probability: 0.05,
+        }
+    }
+}
+
+impl AppendHot {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.rotate_factor.is_finite() && self.rotate_factor >= 1.0) {
+            return Err(format!(
+                "append-hot: rotate_factor = {} must be at least 1",
+                self.rotate_factor
+            ));
+        }
+        if self.files == 0 {
+            return Err("append-hot: files must be at least 1".into());
+        }
+        if !(self.zipf_theta.is_finite() && self.zipf_theta > 0.0) {
+            return Err(format!(
+                "append-hot: zipf_theta = {} must be > 0",
+                self.zipf_theta
+            ));
+        }
+        let shares = [
+            self.append_share,
+            self.overwrite_share,
+            self.rewrite_share,
+            self.recreate_share,
+            self.read_share,
+        ];
+        if shares.iter().any(|s| !(s.is_finite() && *s >= 0.0)) || shares.iter().sum::<f64>() <= 0.0
+        {
+            return Err("append-hot: operation shares must be >= 0 and not all 0".into());
+        }
+        for (name, lo, hi) in [
+            ("file_bytes", self.file_bytes_min, self.file_bytes_max),
+            ("append_bytes", self.append_bytes_min, self.append_bytes_max),
+            (
+                "overwrite_bytes",
+                self.overwrite_bytes_min,
+                self.overwrite_bytes_max,
+            ),
+        ] {
+            if lo == 0 || lo > hi {
+                return Err(format!(
+                    "append-hot: {name}_min must be >= 1 and <= {name}_max"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The size past which a file of initial size `initial` is rotated (at least one append).
+fn cap(w: &AppendHot, initial: u64) -> u64 {
+    ((initial as f64 * w.rotate_factor) as u64).max(w.append_bytes_max)
+}
+
+/// Runs the workload; phases "fill" and "run".
+pub fn run(m: &mut Meter, w: &AppendHot) -> Result<Phases, FsError> {
+    w.validate().map_err(FsError::Invalid)?;
+    let mut inos: Vec<Ino> = Vec::with_capacity(w.files as usize);
+    let mut sizes: Vec<u64> = Vec::with_capacity(w.files as usize);
+    let mut caps: Vec<u64> = Vec::with_capacity(w.files as usize);
+    let mut generation = vec![0u64; w.files as usize];
+    for i in 0..w.files {
+        let ino = m.create(ROOT, &format!("h{i:06}.0"))?;
+        let size = m.between(w.file_bytes_min, w.file_bytes_max);
+        m.write_chunks(ino, 0, size, 256 << 10)?;
+        inos.push(ino);
+        sizes.push(size);
+        caps.push(cap(w, size));
+    }
+    m.sync()?;
+    let fill = m.restart();
+    let zipf = ZipfSampler::new(w.files, w.zipf_theta);
+    let mut rank_to_file: Vec<usize> = (0..w.files as usize).collect();
+    rank_to_file.shuffle(&mut m.rng);
+    let shares = [
+        w.append_share,
+        w.overwrite_share,
+        w.rewrite_share,
+        w.recreate_share,
+        w.read_share,
+    ];
+    let total: f64 = shares.iter().sum();
+    let mut written = fill.write_bytes;
+    while written < w.total_bytes {
+        let f = rank_to_file[(zipf.sample(&mut m.rng) - 1) as usize];
+        let mut pick = m.between(0, 1_000_000) as f64 / 1e6 * total;
+        let op = shares
+            .iter()
+            .position(|s| {
+                pick -= s;
+                pick < 0.0
+            })
+            .unwrap_or(0);
+        let size = sizes[f];
+        match op {
+            0 => {
+                let n = m.between(w.append_bytes_min, w.append_bytes_max);
+                if size + n > caps[f] {
+                    // Log rotation: the file starts over.
+                    m.fs.truncate(inos[f], 0)?;
+                    sizes[f] = 0;
+                }
+                m.write(inos[f], sizes[f], n)?;
+                sizes[f] += n;
+                written += n;
+            }
+            1 if size > 0 => {
+                let n = m
+                    .between(w.overwrite_bytes_min, w.overwrite_bytes_max)
+                    .min(size);
+                let at = m.between(0, size - n);
+                m.write(inos[f], at, n)?;
+                written += n;
+            }
+            2 if size > 0 => {
+                m.fs.truncate(inos[f], 0)?;
+                m.write_chunks(inos[f], 0, size, 256 << 10)?;
+                written += size;
+            }
+            3 => {
+                generation[f] += 1;
+                m.unlink(ROOT, &format!("h{f:06}.{}", generation[f] - 1))?;
+                inos[f] = m.create(ROOT, &format!("h{f:06}.{}", generation[f]))?;
+                let n = m.between(w.file_bytes_min, w.file_bytes_max);
+                m.write_chunks(inos[f], 0, n, 256 << 10)?;
+                sizes[f] = n;
+                caps[f] = cap(w, n);
+                written += n;
+            }
+            _ if size > 0 => {
+                let n = m
+                    .between(w.overwrite_bytes_min, w.overwrite_bytes_max)
+                    .min(size);
+                let at = m.between(0, size - n);
+                m.read(inos[f], at, n)?;
+            }
+            _ => {}
+        }
+        if m.between(0, 1_000_000) as f64 / 1e6 < w.fsync_probability {
+            m.fsync(inos[f], true)?;
+        }
+        m.stats.transactions += 1;
+    }
+    m.sync()?;
+    Ok(vec![("fill", fill), ("run", m.restart())])
+}
+
+#[cfg(test)]
+mod tests {
+    use vfs::oracle::MemFs;
+    use vfs::FileSystem;
+
+    use super::*;
+    use crate::files::tests::meter;
+
+    #[test]
+    fn writes_the_total_and_rotates_files() {
+        let mut fs = MemFs::default();
+        let w = AppendHot {
+            files: 50,
+            file_bytes_min: 4096,
+            file_bytes_max: 65536,
+            total_bytes: 20 << 20,
+            ..AppendHot::default()
+        };
+        let phases = run(&mut meter(&mut fs), &w).unwrap();
+        let written = phases[0].1.write_bytes + phases[1].1.write_bytes;
+        assert!(written >= 20 << 20, "{written}");
+        assert!(phases[1].1.transactions > 100);
+        assert!(phases[1].1.read_bytes > 0);
+        let names = fs.readdir(ROOT).unwrap();
+        assert_eq!(names.len(), 50);
+        let live: u64 = names.iter().map(|(_, i)| fs.stat(*i).unwrap().size).sum();
+        // Files never pass twice their initial size (at most 64 KiB each; 50 files).
+        assert!(live <= (50 * 128) << 10, "live {live}");
+        assert!(AppendHot {
+            zipf_theta: 0.0,
+            ..w.clone()
+        }
+        .validate()
+        .is_err());
+    }
+}
