@@ -75,7 +75,11 @@ pub fn choose_victim(
     let full = blocks
         .iter()
         .enumerate()
-        .filter(|(_, b)| b.state == BlockState::Full && thresholds.admits(b, units))
+        // A block with no invalid unit frees nothing; it must not even be ranked, or a full
+        // atime block (ranked first whatever its validity) hides every other victim.
+        .filter(|(_, b)| {
+            b.state == BlockState::Full && b.valid < units && thresholds.admits(b, units)
+        })
         .map(|(i, b)| (i as u32, b));
     let rank = |c: SegmentClass| match c {
         SegmentClass::Atime => 0,
@@ -100,7 +104,7 @@ pub fn choose_victim(
         }),
     };
     // A block with every unit valid frees nothing; picking it would loop forever.
-    pick.filter(|(_, b)| b.valid < units).map(|(i, _)| i)
+    pick.map(|(i, _)| i)
 }
 
 /// The GC job's state: which victim, and how far its copying has come.
@@ -147,6 +151,28 @@ mod tests {
             last_write_ns: last,
             retire: false,
             class: SegmentClass::Data,
+        }
+    }
+
+    /// Found at seed 001's scale on `nandsim-128m`: atime blocks rank first under greedy, and
+    /// a fully valid one used to win the ranking and then be refused, leaving GC idle with
+    /// hundreds of reclaimable blocks and the store out of space.
+    #[test]
+    fn a_fully_valid_block_never_hides_a_victim() {
+        use BlockState::*;
+        let mut atime = b(Full, 10, 0, 0);
+        atime.class = SegmentClass::Atime;
+        let t = [atime, b(Full, 7, 1, 0)];
+        for policy in [
+            VictimPolicy::Greedy,
+            VictimPolicy::CostBenefit,
+            VictimPolicy::Fifo,
+        ] {
+            assert_eq!(
+                choose_victim(policy, &t, 10, 0, &Thresholds::NONE),
+                Some(1),
+                "{policy:?}"
+            );
         }
     }
 

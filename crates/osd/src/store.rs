@@ -1521,8 +1521,19 @@ impl<F: Flash> ObjectStore<F> {
             .collect())
     }
 
+    /// Checkpoints every `checkpoint_units` data units, and before the index's dirty nodes
+    /// outgrow what a checkpoint may write from the GC reserve: a checkpoint GC asks for (to
+    /// erase a victim the durable one still needs) cannot wait for more free blocks, so its
+    /// commit must fit in half the low watermark's blocks. Found on `nandsim-128m` (2 KiB
+    /// nodes), where a commit of a whole dirty tree used up the last free block.
     fn maybe_checkpoint(&mut self) -> Result<(), OsdError> {
-        if self.units_since_ckpt >= self.config.checkpoint_units {
+        let layout = self.fml.layout();
+        let reserve_units = (self.config.fml.low_watermark_blocks.saturating_sub(2) as usize
+            * layout.units_per_superblock as usize)
+            / 2;
+        if self.units_since_ckpt >= self.config.checkpoint_units
+            || self.index.dirty_nodes() > reserve_units.max(1)
+        {
             self.checkpoint()?;
         }
         Ok(())
@@ -2241,7 +2252,8 @@ impl<F: Flash> Osd for ObjectStore<F> {
                 "object id 0 is the partition; use remove_partition".into(),
             ));
         }
-        self.remove_object(oid)
+        self.remove_object(oid)?;
+        self.maybe_checkpoint()
     }
 
     fn read(&mut self, oid: Oid, offset: u64, out: &mut [u8]) -> Result<usize, OsdError> {
@@ -2357,7 +2369,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
             c.onode.used_bytes = c.onode.used_bytes.saturating_sub(freed * unit);
             c.dirty = true;
         }
-        Ok(())
+        self.maybe_checkpoint()
     }
 
     fn get_attr(&mut self, oid: Oid, attr: Attr) -> Result<AttrValue, OsdError> {
