@@ -8,20 +8,15 @@
 use std::collections::BTreeMap;
 
 use flash::{Flash, Nanos};
-use rustc_hash::FxHashMap;
-use vfs::{FileData, FileKind, FileStat, FileSystem, FsCounters, FsError, Ino, ReadInto, ROOT};
+use vfs::namespace::{Namespace, Node};
+use vfs::{FileData, FileStat, FileSystem, FsCounters, FsError, Ino, ReadInto};
 
 use crate::store::{Data, PoftlError, PoftlStore, ReadOut};
 
-enum Node {
-    File,
-    Dir(BTreeMap<String, Ino>),
-}
-
 pub struct PoftlFs<F: Flash> {
     store: PoftlStore<F>,
-    nodes: FxHashMap<Ino, (Node, Nanos)>,
-    next: Ino,
+    /// Files hold nothing in host memory: their data is object `ino` in the store.
+    ns: Namespace<()>,
     name: String,
 }
 
@@ -37,12 +32,9 @@ fn fs_err(e: PoftlError) -> FsError {
 
 impl<F: Flash> PoftlFs<F> {
     pub fn new(store: PoftlStore<F>, name: &str) -> Self {
-        let mut nodes = FxHashMap::default();
-        nodes.insert(ROOT, (Node::Dir(BTreeMap::new()), 0));
         PoftlFs {
             store,
-            nodes,
-            next: ROOT + 1,
+            ns: Namespace::default(),
             name: name.to_string(),
         }
     }
@@ -51,51 +43,8 @@ impl<F: Flash> PoftlFs<F> {
         &self.store
     }
 
-    fn dir(&mut self, dir: Ino) -> Result<&mut BTreeMap<String, Ino>, FsError> {
-        match self.nodes.get_mut(&dir) {
-            Some((Node::Dir(d), _)) => Ok(d),
-            Some(_) => Err(FsError::NotDir(format!("inode {dir}"))),
-            None => Err(FsError::NotFound(format!("inode {dir}"))),
-        }
-    }
-
-    fn file(&self, ino: Ino) -> Result<(), FsError> {
-        match self.nodes.get(&ino) {
-            Some((Node::File, _)) => Ok(()),
-            Some(_) => Err(FsError::IsDir(format!("inode {ino}"))),
-            None => Err(FsError::NotFound(format!("inode {ino}"))),
-        }
-    }
-
-    fn make(&mut self, dir: Ino, name: &str, node: Node) -> Result<Ino, FsError> {
-        vfs::oracle::check_name(name)?;
-        let ino = self.next;
-        let d = self.dir(dir)?;
-        if d.contains_key(name) {
-            return Err(FsError::Exists(name.into()));
-        }
-        d.insert(name.into(), ino);
-        self.next += 1;
-        if matches!(node, Node::File) {
-            self.store.create(ino).map_err(fs_err)?;
-        }
-        let now = self.store.now();
-        self.nodes.insert(ino, (node, now));
-        Ok(ino)
-    }
-
-    fn entry(&mut self, dir: Ino, name: &str) -> Result<Ino, FsError> {
-        self.dir(dir)?
-            .get(name)
-            .copied()
-            .ok_or_else(|| FsError::NotFound(name.into()))
-    }
-
     fn touch(&mut self, ino: Ino) {
-        let now = self.store.now();
-        if let Some(n) = self.nodes.get_mut(&ino) {
-            n.1 = now;
-        }
+        self.ns.touch(ino, self.store.now());
     }
 }
 
@@ -104,37 +53,32 @@ impl<F: Flash> FileSystem for PoftlFs<F> {
         &self.name
     }
     fn lookup(&mut self, dir: Ino, name: &str) -> Result<Option<Ino>, FsError> {
-        Ok(self.dir(dir)?.get(name).copied())
+        self.ns.lookup(dir, name)
     }
     fn create(&mut self, dir: Ino, name: &str) -> Result<Ino, FsError> {
-        self.make(dir, name, Node::File)
+        let ino = self.ns.make(dir, name, Node::File(()), self.store.now())?;
+        if let Err(e) = self.store.create(ino) {
+            // No object, no file: take the name back.
+            self.ns.unlink(dir, name)?;
+            return Err(fs_err(e));
+        }
+        Ok(ino)
     }
     fn mkdir(&mut self, dir: Ino, name: &str) -> Result<Ino, FsError> {
-        self.make(dir, name, Node::Dir(BTreeMap::new()))
+        self.ns
+            .make(dir, name, Node::Dir(BTreeMap::new()), self.store.now())
     }
     fn unlink(&mut self, dir: Ino, name: &str) -> Result<(), FsError> {
-        let ino = self.entry(dir, name)?;
-        self.file(ino)?;
+        let ino = self.ns.entry(dir, name)?;
+        self.ns.file(ino)?;
         self.store.remove(ino).map_err(fs_err)?;
-        self.dir(dir)?.remove(name);
-        self.nodes.remove(&ino);
-        Ok(())
+        self.ns.unlink(dir, name).map(|_| ())
     }
     fn rmdir(&mut self, dir: Ino, name: &str) -> Result<(), FsError> {
-        let ino = self.entry(dir, name)?;
-        if !self.dir(ino)?.is_empty() {
-            return Err(FsError::NotEmpty(name.into()));
-        }
-        self.dir(dir)?.remove(name);
-        self.nodes.remove(&ino);
-        Ok(())
+        self.ns.rmdir(dir, name).map(|_| ())
     }
     fn readdir(&mut self, dir: Ino) -> Result<Vec<(String, Ino)>, FsError> {
-        Ok(self
-            .dir(dir)?
-            .iter()
-            .map(|(n, i)| (n.clone(), *i))
-            .collect())
+        self.ns.readdir(dir)
     }
     fn write(
         &mut self,
@@ -144,7 +88,7 @@ impl<F: Flash> FileSystem for PoftlFs<F> {
         data: FileData<'_>,
     ) -> Result<(), FsError> {
         data.check_len(len)?;
-        self.file(ino)?;
+        self.ns.file(ino)?;
         let d = match data {
             FileData::Bytes(b) => Data::Bytes(b),
             FileData::Token(token) => Data::Token { len, token },
@@ -154,7 +98,7 @@ impl<F: Flash> FileSystem for PoftlFs<F> {
         Ok(())
     }
     fn read(&mut self, ino: Ino, offset: u64, into: ReadInto<'_>) -> Result<u64, FsError> {
-        self.file(ino)?;
+        self.ns.file(ino)?;
         let out = match into {
             ReadInto::Bytes(b) => ReadOut::Bytes(b),
             ReadInto::Discard(n) => ReadOut::Discard(n),
@@ -162,31 +106,30 @@ impl<F: Flash> FileSystem for PoftlFs<F> {
         self.store.read(ino, offset, out).map_err(fs_err)
     }
     fn truncate(&mut self, ino: Ino, size: u64) -> Result<(), FsError> {
-        self.file(ino)?;
+        self.ns.file(ino)?;
         self.store.truncate(ino, size).map_err(fs_err)?;
         self.touch(ino);
         Ok(())
     }
     fn stat(&mut self, ino: Ino) -> Result<FileStat, FsError> {
-        let (node, modified_ns) = self
-            .nodes
-            .get(&ino)
-            .ok_or_else(|| FsError::NotFound(format!("inode {ino}")))?;
-        let (kind, size) = match node {
-            Node::File => (FileKind::File, self.store.size(ino).map_err(fs_err)?),
-            Node::Dir(d) => (FileKind::Dir, d.len() as u64),
+        let (node, modified_ns) = self.ns.node(ino)?;
+        let (kind, dir_size) = match node {
+            Node::File(()) => (node.kind(), None),
+            Node::Dir(d) => (node.kind(), Some(d.len() as u64)),
+        };
+        let size = match dir_size {
+            Some(n) => n,
+            None => self.store.size(ino).map_err(fs_err)?,
         };
         Ok(FileStat {
             ino,
             kind,
             size,
-            modified_ns: *modified_ns,
+            modified_ns,
         })
     }
     fn fsync(&mut self, ino: Ino, _data_only: bool) -> Result<(), FsError> {
-        if !self.nodes.contains_key(&ino) {
-            return Err(FsError::NotFound(format!("inode {ino}")));
-        }
+        self.ns.node(ino)?;
         self.store.flush().map_err(fs_err)
     }
     fn sync(&mut self) -> Result<(), FsError> {
@@ -204,7 +147,7 @@ impl<F: Flash> FileSystem for PoftlFs<F> {
     fn counters(&self) -> FsCounters {
         let s = self.store.stats();
         vec![
-            ("files", self.nodes.len() as u64),
+            ("files", self.ns.len() as u64),
             ("flushes", s.flushes),
             ("groups", s.groups),
             ("host_pages_written", s.host_pages_written),
@@ -216,8 +159,8 @@ impl<F: Flash> FileSystem for PoftlFs<F> {
         if let Err(e) = self.store.check() {
             problems.push(e);
         }
-        for (ino, (node, _)) in &self.nodes {
-            if matches!(node, Node::File) && !self.store.exists(*ino) {
+        for (ino, ()) in self.ns.files() {
+            if !self.store.exists(ino) {
                 problems.push(format!("file {ino} has no object"));
             }
         }

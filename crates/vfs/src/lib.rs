@@ -8,6 +8,7 @@
 //!
 //! [`oracle::MemFs`] is the simple in-memory model every implementation is tested against.
 
+pub mod namespace;
 pub mod oracle;
 
 use flash::Nanos;

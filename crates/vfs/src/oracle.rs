@@ -5,34 +5,15 @@
 use std::collections::BTreeMap;
 
 use flash::Nanos;
-use rustc_hash::FxHashMap;
 
-use crate::{
-    FileData, FileKind, FileStat, FileSystem, FsCounters, FsError, Ino, ReadInto, NAME_MAX, ROOT,
-};
-
-enum Node {
-    File(Vec<u8>),
-    Dir(BTreeMap<String, Ino>),
-}
+use crate::namespace::{Namespace, Node};
+use crate::{FileData, FileStat, FileSystem, FsCounters, FsError, Ino, ReadInto, NAME_MAX};
 
 /// The in-memory model.
+#[derive(Default)]
 pub struct MemFs {
-    nodes: FxHashMap<Ino, (Node, Nanos)>,
-    next: Ino,
+    ns: Namespace<Vec<u8>>,
     now: Nanos,
-}
-
-impl Default for MemFs {
-    fn default() -> Self {
-        let mut nodes = FxHashMap::default();
-        nodes.insert(ROOT, (Node::Dir(BTreeMap::new()), 0));
-        MemFs {
-            nodes,
-            next: ROOT + 1,
-            now: 0,
-        }
-    }
 }
 
 /// A name a directory can hold: not empty, not `.` or `..`, no `/` or NUL, at most
@@ -49,87 +30,34 @@ pub fn check_name(name: &str) -> Result<(), FsError> {
     Ok(())
 }
 
-impl MemFs {
-    fn dir(&mut self, dir: Ino) -> Result<&mut BTreeMap<String, Ino>, FsError> {
-        match self.nodes.get_mut(&dir) {
-            Some((Node::Dir(d), _)) => Ok(d),
-            Some(_) => Err(FsError::NotDir(format!("inode {dir}"))),
-            None => Err(FsError::NotFound(format!("inode {dir}"))),
-        }
-    }
-
-    fn file(&mut self, ino: Ino) -> Result<&mut Vec<u8>, FsError> {
-        match self.nodes.get_mut(&ino) {
-            Some((Node::File(f), _)) => Ok(f),
-            Some(_) => Err(FsError::IsDir(format!("inode {ino}"))),
-            None => Err(FsError::NotFound(format!("inode {ino}"))),
-        }
-    }
-
-    fn make(&mut self, dir: Ino, name: &str, node: Node) -> Result<Ino, FsError> {
-        check_name(name)?;
-        let ino = self.next;
-        let d = self.dir(dir)?;
-        if d.contains_key(name) {
-            return Err(FsError::Exists(name.into()));
-        }
-        d.insert(name.into(), ino);
-        self.next += 1;
-        let now = self.now;
-        self.nodes.insert(ino, (node, now));
-        Ok(ino)
-    }
-
-    /// The inode `name` in `dir`, or a not-found error naming it.
-    fn entry(&mut self, dir: Ino, name: &str) -> Result<Ino, FsError> {
-        self.dir(dir)?
-            .get(name)
-            .copied()
-            .ok_or_else(|| FsError::NotFound(name.into()))
-    }
-}
-
 impl FileSystem for MemFs {
     fn name(&self) -> &str {
         "oracle"
     }
 
     fn lookup(&mut self, dir: Ino, name: &str) -> Result<Option<Ino>, FsError> {
-        Ok(self.dir(dir)?.get(name).copied())
+        self.ns.lookup(dir, name)
     }
 
     fn create(&mut self, dir: Ino, name: &str) -> Result<Ino, FsError> {
-        self.make(dir, name, Node::File(Vec::new()))
+        self.ns.make(dir, name, Node::File(Vec::new()), self.now)
     }
 
     fn mkdir(&mut self, dir: Ino, name: &str) -> Result<Ino, FsError> {
-        self.make(dir, name, Node::Dir(BTreeMap::new()))
+        self.ns
+            .make(dir, name, Node::Dir(BTreeMap::new()), self.now)
     }
 
     fn unlink(&mut self, dir: Ino, name: &str) -> Result<(), FsError> {
-        let ino = self.entry(dir, name)?;
-        self.file(ino)?;
-        self.dir(dir)?.remove(name);
-        self.nodes.remove(&ino);
-        Ok(())
+        self.ns.unlink(dir, name).map(|_| ())
     }
 
     fn rmdir(&mut self, dir: Ino, name: &str) -> Result<(), FsError> {
-        let ino = self.entry(dir, name)?;
-        if !self.dir(ino)?.is_empty() {
-            return Err(FsError::NotEmpty(name.into()));
-        }
-        self.dir(dir)?.remove(name);
-        self.nodes.remove(&ino);
-        Ok(())
+        self.ns.rmdir(dir, name).map(|_| ())
     }
 
     fn readdir(&mut self, dir: Ino) -> Result<Vec<(String, Ino)>, FsError> {
-        Ok(self
-            .dir(dir)?
-            .iter()
-            .map(|(n, i)| (n.clone(), *i))
-            .collect())
+        self.ns.readdir(dir)
     }
 
     fn write(
@@ -140,8 +68,7 @@ impl FileSystem for MemFs {
         data: FileData<'_>,
     ) -> Result<(), FsError> {
         data.check_len(len)?;
-        let now = self.now;
-        let f = self.file(ino)?;
+        let f = self.ns.file(ino)?;
         let end = (offset + len) as usize;
         if f.len() < end {
             f.resize(end, 0);
@@ -149,12 +76,12 @@ impl FileSystem for MemFs {
         if let FileData::Bytes(b) = data {
             f[offset as usize..end].copy_from_slice(b);
         }
-        self.nodes.get_mut(&ino).unwrap().1 = now;
+        self.ns.touch(ino, self.now);
         Ok(())
     }
 
     fn read(&mut self, ino: Ino, offset: u64, into: ReadInto<'_>) -> Result<u64, FsError> {
-        let f = self.file(ino)?;
+        let f = self.ns.file(ino)?;
         let start = (offset as usize).min(f.len());
         let n = (f.len() - start).min(into.len() as usize);
         if let ReadInto::Bytes(out) = into {
@@ -164,34 +91,27 @@ impl FileSystem for MemFs {
     }
 
     fn truncate(&mut self, ino: Ino, size: u64) -> Result<(), FsError> {
-        let now = self.now;
-        self.file(ino)?.resize(size as usize, 0);
-        self.nodes.get_mut(&ino).unwrap().1 = now;
+        self.ns.file(ino)?.resize(size as usize, 0);
+        self.ns.touch(ino, self.now);
         Ok(())
     }
 
     fn stat(&mut self, ino: Ino) -> Result<FileStat, FsError> {
-        let (node, modified_ns) = self
-            .nodes
-            .get(&ino)
-            .ok_or_else(|| FsError::NotFound(format!("inode {ino}")))?;
-        let (kind, size) = match node {
-            Node::File(f) => (FileKind::File, f.len() as u64),
-            Node::Dir(d) => (FileKind::Dir, d.len() as u64),
+        let (node, modified_ns) = self.ns.node(ino)?;
+        let size = match node {
+            Node::File(f) => f.len() as u64,
+            Node::Dir(d) => d.len() as u64,
         };
         Ok(FileStat {
             ino,
-            kind,
+            kind: node.kind(),
             size,
-            modified_ns: *modified_ns,
+            modified_ns,
         })
     }
 
     fn fsync(&mut self, ino: Ino, _data_only: bool) -> Result<(), FsError> {
-        self.nodes
-            .get(&ino)
-            .map(|_| ())
-            .ok_or_else(|| FsError::NotFound(format!("inode {ino}")))
+        self.ns.node(ino).map(|_| ())
     }
 
     fn sync(&mut self) -> Result<(), FsError> {
@@ -212,7 +132,7 @@ impl FileSystem for MemFs {
     }
 
     fn counters(&self) -> FsCounters {
-        vec![("files", self.nodes.len() as u64)]
+        vec![("files", self.ns.len() as u64)]
     }
 
     fn check(&mut self) -> Result<Vec<String>, FsError> {
@@ -223,6 +143,7 @@ impl FileSystem for MemFs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ROOT;
 
     #[test]
     fn oracle_basics() {
