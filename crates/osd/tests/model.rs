@@ -268,18 +268,21 @@ impl Rig {
                 }
                 Err(e) => Err(e),
             },
-            Op::Remove(obj) => match self.store().remove(oid(obj)) {
-                Ok(()) => {
-                    prop_assert!(self.objects.remove(&obj).is_some());
-                    self.loose.insert(obj);
-                    Ok(())
+            Op::Remove(obj) => {
+                // Cut short by a power loss, the command may still have taken effect.
+                self.loose.insert(obj);
+                match self.store().remove(oid(obj)) {
+                    Ok(()) => {
+                        prop_assert!(self.objects.remove(&obj).is_some());
+                        Ok(())
+                    }
+                    Err(OsdError::NotFound(_)) => {
+                        prop_assert!(!self.objects.contains_key(&obj));
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
                 }
-                Err(OsdError::NotFound(_)) => {
-                    prop_assert!(!self.objects.contains_key(&obj));
-                    Ok(())
-                }
-                Err(e) => Err(e),
-            },
+            }
             Op::Write { obj, len, .. } | Op::Append { obj, len } => {
                 let exists = self.objects.contains_key(&obj);
                 let offset = match *op {
@@ -310,6 +313,8 @@ impl Rig {
             }
             Op::Truncate { obj, len } => {
                 let exists = self.objects.contains_key(&obj);
+                // Cut short by a power loss, the command may still have taken effect.
+                self.loose.insert(obj);
                 match self.store().truncate(oid(obj), len) {
                     Ok(()) => {
                         self.objects
@@ -317,7 +322,6 @@ impl Rig {
                             .unwrap()
                             .data
                             .resize(len as usize, 0);
-                        self.loose.insert(obj);
                         Ok(())
                     }
                     Err(OsdError::NotFound(_)) if !exists => Ok(()),
