@@ -793,15 +793,10 @@ impl<F: Flash> ObjectStore<F> {
         })
     }
 
-    /// Counts a host read of a data unit.
-    fn count_read(&mut self) -> &mut Self {
-        self.stats.data_units_read += 1;
-        self
-    }
-
     /// Reads data unit `v`, which the index says holds unit `u` of `oid`, into the scratch
-    /// buffer (issued at `now`, completing by `io_done`), and checks the unit's OOB record names that object and unit: a unit that reads
-    /// erased or holds another unit (a misdirected write) is corruption, never data.
+    /// buffer (issued at `now`, completing by `io_done`), and checks that the unit's OOB record
+    /// names that object and unit: a unit that reads erased or holds another unit (a
+    /// misdirected write) is corruption, never data.
     fn read_data_unit(&mut self, oid: Oid, u: u64, v: u32) -> Result<Content, OsdError> {
         let mut scratch = std::mem::take(&mut self.scratch);
         let mut oob = [0u8; RECORD_MAX_BYTES];
@@ -1159,7 +1154,8 @@ impl<F: Flash> ObjectStore<F> {
                     })
                 }
                 Some(v) => {
-                    let content = self.count_read().read_data_unit(oid, u, v)?;
+                    self.stats.data_units_read += 1;
+                    let content = self.read_data_unit(oid, u, v)?;
                     out.push(if let Content::Fingerprint(f) = content {
                         f
                     } else {
@@ -2534,14 +2530,15 @@ impl<F: Flash> ObjectStore<F> {
                     location: "data".into(),
                 })
             }
-            Some(v) => match self.count_read().read_data_unit(oid, u, v)? {
-                Content::Bytes => dst.copy_from_slice(&self.scratch[b0..b0 + dst.len()]),
-                _ => {
+            Some(v) => {
+                self.stats.data_units_read += 1;
+                if self.read_data_unit(oid, u, v)? != Content::Bytes {
                     return Err(OsdError::InvalidArgument(format!(
                         "unit {u} of {oid} was written in fingerprint mode"
-                    )))
+                    )));
                 }
-            },
+                dst.copy_from_slice(&self.scratch[b0..b0 + dst.len()]);
+            }
         }
         Ok(())
     }
