@@ -163,6 +163,8 @@ pub struct FtlStats {
     pub host_read_bytes: u64,
     pub host_writes: u64,
     pub host_reads: u64,
+    /// Data units programmed for the host (GC copies not counted).
+    pub data_units_written: u64,
     pub trims: u64,
     pub flushes: u64,
     pub buffer_read_hits: u64,
@@ -623,6 +625,7 @@ impl<F: Flash> Ftl<F> {
             Fill::Token(fp) => Payload::Fingerprint(*fp),
         };
         let (vpa, done) = self.fml.write(t, DATA_STREAM, payload, &rec)?;
+        self.stats.data_units_written += 1;
         if old < LOST {
             self.fml.invalidate(Vpa(old));
         }

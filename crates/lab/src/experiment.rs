@@ -201,7 +201,12 @@ pub struct PhaseResult {
     pub phase: String,
     pub files: FileSummary,
     pub host_write_bytes: u64,
+    /// Physical pages, counted by the device model.
     pub flash_pages_programmed: u64,
+    /// Physical pages in one write unit; the counters below are in write units.
+    pub pages_per_unit: u64,
+    /// Write units programmed with host data.
+    pub data_units_written: u64,
     pub flash_pages_read: u64,
     pub flash_blocks_erased: u64,
     pub gc_page_copies: u64,
@@ -266,6 +271,8 @@ fn phase_result(name: &str, s: &crate::files::FileStats, page_bytes: u64) -> Pha
         phase: name.to_string(),
         host_write_bytes: files.write_bytes,
         flash_pages_programmed: c.flash_pages_programmed,
+        pages_per_unit: c.pages_per_unit,
+        data_units_written: c.data_units_written,
         flash_pages_read: c.flash_pages_read,
         flash_blocks_erased: c.flash_blocks_erased,
         gc_page_copies: c.gc_page_copies,

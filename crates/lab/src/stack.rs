@@ -10,8 +10,13 @@ use crate::request::{Op, Request};
 pub struct Counters {
     pub host_write_bytes: u64,
     pub host_read_bytes: u64,
+    /// Physical flash pages (the device's count).
     pub flash_pages_programmed: u64,
     pub flash_pages_read: u64,
+    /// Physical pages in one write unit; not a counter (a phase keeps the stack's value).
+    pub pages_per_unit: u64,
+    /// Write units the mapping layer programmed with host data (GC copies not counted).
+    pub data_units_written: u64,
     pub flash_blocks_erased: u64,
     pub gc_page_copies: u64,
     pub index_pages_written: u64,
@@ -29,6 +34,8 @@ impl std::ops::Sub for Counters {
             host_read_bytes: self.host_read_bytes - o.host_read_bytes,
             flash_pages_programmed: self.flash_pages_programmed - o.flash_pages_programmed,
             flash_pages_read: self.flash_pages_read - o.flash_pages_read,
+            pages_per_unit: self.pages_per_unit,
+            data_units_written: self.data_units_written - o.data_units_written,
             flash_blocks_erased: self.flash_blocks_erased - o.flash_blocks_erased,
             gc_page_copies: self.gc_page_copies - o.gc_page_copies,
             index_pages_written: self.index_pages_written - o.index_pages_written,
@@ -47,6 +54,8 @@ pub(crate) fn flash_counters<F: Flash>(fml: &fml::Fml<F>) -> Counters {
         flash_pages_programmed: d.pages_programmed,
         flash_pages_read: d.pages_read,
         flash_blocks_erased: d.blocks_erased,
+        pages_per_unit: (fml.layout().write_unit_bytes
+            / fml.flash().config().geometry.page_size_bytes) as u64,
         gc_page_copies: fml.stats().gc_units_copied,
         ..Counters::default()
     }
@@ -59,6 +68,7 @@ pub fn ftl_counters<F: Flash>(ftl: &Ftl<F>) -> Counters {
     Counters {
         host_write_bytes: s.host_write_bytes,
         host_read_bytes: s.host_read_bytes,
+        data_units_written: s.data_units_written,
         index_pages_written: s.map_pages_written,
         index_pages_read: s.map_pages_read,
         metadata_pages_written: s.checkpoint_units_written,
@@ -68,15 +78,17 @@ pub fn ftl_counters<F: Flash>(ftl: &Ftl<F>) -> Counters {
     }
 }
 
-/// The counters of an object store (descriptor pages and checkpoints count as metadata).
+/// The counters of an object store: small-object pages hold host data; descriptor pages,
+/// checkpoints and access-time pages count as metadata.
 pub fn osd_counters<F: Flash>(store: &osd::ObjectStore<F>) -> Counters {
     let s = store.stats();
     Counters {
         host_write_bytes: s.host_write_bytes,
         host_read_bytes: s.host_read_bytes,
+        data_units_written: s.data_units_written + s.small_pages_written,
         index_pages_written: s.index_nodes_written,
         index_pages_read: s.index_nodes_read,
-        metadata_pages_written: s.descriptor_pages_written + s.checkpoints,
+        metadata_pages_written: s.descriptor_pages_written + s.checkpoints + s.atime_pages_written,
         rmw_reads: s.rmw_reads,
         units_lost: s.units_lost,
         ..flash_counters(store.fml())
@@ -90,6 +102,7 @@ pub fn poftl_counters<F: Flash>(store: &poftl::PoftlStore<F>) -> Counters {
     Counters {
         host_write_bytes: s.host_write_bytes,
         host_read_bytes: s.host_read_bytes,
+        data_units_written: s.host_pages_written,
         rmw_reads: s.rmw_reads,
         units_lost: s.units_lost,
         ..flash_counters(store.fml())

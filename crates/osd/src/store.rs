@@ -122,6 +122,7 @@ pub struct OsdStats {
     pub units_lost: u64,
     pub small_pages_written: u64,
     pub small_pages_read: u64,
+    pub atime_pages_written: u64,
 }
 
 /// What recovery did.
@@ -1458,6 +1459,7 @@ impl<F: Flash> ObjectStore<F> {
             page[at + 16..at + 24].copy_from_slice(&t.to_le_bytes());
         }
         let v = self.write_meta_unit(PageKind::Atime, &page, Record::Atime { seq: 0 })?;
+        self.stats.atime_pages_written += 1;
         self.atime_pages.push(v);
         if self.atime_pages.len() >= self.config.atime_merge_pages {
             self.merge_atimes()?;
