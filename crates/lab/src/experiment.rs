@@ -217,6 +217,12 @@ pub struct PhaseResult {
     pub write_amplification: f64,
     /// Transactions completed in each virtual second, where the workload counts them.
     pub transactions_per_second: Vec<u64>,
+    /// Read latency distribution: (microseconds, fraction of reads at or below).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub read_latency_cdf: Vec<(f64, f64)>,
+    /// Write latency distribution: (microseconds, fraction of writes at or below).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub write_latency_cdf: Vec<(f64, f64)>,
 }
 
 impl VariantResult {
@@ -285,6 +291,8 @@ fn phase_result(name: &str, s: &crate::files::FileStats, page_bytes: u64) -> Pha
             (c.flash_pages_programmed * page_bytes) as f64 / files.write_bytes as f64
         },
         transactions_per_second: s.per_second_transactions.clone(),
+        read_latency_cdf: crate::run::cdf(&s.read_latency),
+        write_latency_cdf: crate::run::cdf(&s.write_latency),
         files,
     }
 }
@@ -551,9 +559,10 @@ worse = "B"
         let dir = std::env::temp_dir().join(format!("ossd-report-{}", std::process::id()));
         let md = crate::report::write(&dir, &[r]).unwrap();
         let text = std::fs::read_to_string(&md).unwrap();
-        assert!(text.contains("| the paper says |") && text.contains("hotcold-0.svg"));
+        assert!(text.contains("| the paper says |") && text.contains("hotcold-0.png"));
         let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
         assert!(html.contains("<svg") && html.contains("<table>"));
+        assert!(dir.join("hotcold-0.svg").exists() && dir.join("hotcold-0.png").exists());
         assert!(
             std::fs::read_to_string(dir.join("metrics.csv"))
                 .unwrap()

@@ -1,12 +1,12 @@
 //! The reproduction report: `report.md`, a self-contained `report.html` with the plots inline,
-//! each plot as an SVG file, every metric as CSV and JSON.
+//! each plot as SVG and PNG files, every metric as CSV (`metrics.csv`, and `series.csv` for
+//! the time series and latency distributions) and JSON (`results.json`).
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-use plotters::prelude::*;
-
-use crate::experiment::{ExperimentResult, VariantResult};
+use crate::experiment::{ExperimentResult, PhaseResult, VariantResult};
+use crate::plot::Figure;
 
 /// Writes everything into `dir`; returns the report's path.
 pub fn write(dir: &Path, results: &[ExperimentResult]) -> Result<std::path::PathBuf, String> {
@@ -20,6 +20,7 @@ pub fn write(dir: &Path, results: &[ExperimentResult]) -> Result<std::path::Path
         &serde_json::to_string_pretty(results).map_err(|e| e.to_string())?,
     )?;
     put("metrics.csv", &csv(results))?;
+    put("series.csv", &series_csv(results))?;
     let mut md = String::from("# ossd reproduction report\n\n");
     let mut html = String::from(
         "<!doctype html><meta charset=\"utf-8\"><title>ossd reproduction report</title>\
@@ -48,11 +49,12 @@ pub fn write(dir: &Path, results: &[ExperimentResult]) -> Result<std::path::Path
         let table = metric_table(&r.variants);
         md.push_str(&table);
         html.push_str(&md_table_to_html(&table));
-        for (i, (phase, metric)) in plotted(r).into_iter().enumerate() {
-            let svg = bar_chart(r, &phase, &metric)?;
-            let file = format!("{}-{i}.svg", r.name);
-            put(&file, &svg)?;
-            let _ = writeln!(md, "![{phase} {metric}]({file})\n");
+        for (i, figure) in figures(r).iter().enumerate() {
+            let svg = figure.svg()?;
+            put(&format!("{}-{i}.svg", r.name), &svg)?;
+            let png = format!("{}-{i}.png", r.name);
+            figure.png(&dir.join(&png))?;
+            let _ = writeln!(md, "![{}]({png})\n", figure.title());
             html.push_str(&svg);
         }
         for v in &r.variants {
@@ -194,66 +196,153 @@ fn csv(results: &[ExperimentResult]) -> String {
     s
 }
 
-/// The (phase, metric) pairs to plot: each claim's, and throughput in the claims' phases.
-fn plotted(r: &ExperimentResult) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
+/// A metric that is a rate of work done, plotted with GC valid-page copies on a second axis.
+fn is_throughput(metric: &str) -> bool {
+    matches!(
+        metric,
+        "throughput_mib_s" | "write_mib_s" | "read_mib_s" | "transactions_per_s"
+    )
+}
+
+/// The figures of one experiment: a bar chart per claimed (phase, metric) and for throughput
+/// in the claims' phases (with GC copies as a line when GC ran), frames or transactions per
+/// second over time where the workload counts them, and latency CDFs where a claim is about
+/// latency.
+fn figures(r: &ExperimentResult) -> Vec<Figure> {
+    let mut pairs: Vec<(String, String)> = Vec::new();
     for (p, m) in &r.claimed {
         for k in [
             (p.clone(), m.clone()),
             (p.clone(), "throughput_mib_s".to_string()),
         ] {
-            if !out.contains(&k) {
-                out.push(k);
+            if !pairs.contains(&k) {
+                pairs.push(k);
+            }
+        }
+    }
+    let mut out: Vec<Figure> = pairs.iter().map(|(p, m)| bars(r, p, m)).collect();
+    let mut phases: Vec<&str> = Vec::new();
+    for v in &r.variants {
+        for p in &v.phases {
+            if !phases.contains(&p.phase.as_str()) {
+                phases.push(&p.phase);
+            }
+        }
+    }
+    for phase in &phases {
+        let over_time = lines(r, phase, |p| {
+            p.transactions_per_second
+                .iter()
+                .enumerate()
+                .map(|(s, n)| (s as f64 + 0.5, *n as f64))
+                .collect()
+        });
+        if !over_time.is_empty() {
+            out.push(Figure::Lines {
+                title: format!("{}: {phase}, per second of virtual time", r.name),
+                x_desc: "virtual seconds".into(),
+                y_desc: "transactions (frames, files) per second".into(),
+                series: over_time,
+                log_x: false,
+            });
+        }
+    }
+    for phase in &phases {
+        let claimed = |prefix: &str| {
+            pairs.iter().any(|(p, m)| {
+                p == phase
+                    && m.ends_with("_us")
+                    && (m.starts_with(prefix) || m.starts_with("response"))
+            })
+        };
+        for (kind, wanted) in [("read", claimed("read")), ("write", claimed("write"))] {
+            if !wanted {
+                continue;
+            }
+            let series = lines(r, phase, |p| {
+                if kind == "read" {
+                    p.read_latency_cdf.clone()
+                } else {
+                    p.write_latency_cdf.clone()
+                }
+            });
+            if !series.is_empty() {
+                out.push(Figure::Lines {
+                    title: format!("{}: {phase}, {kind} latency CDF", r.name),
+                    x_desc: format!("{kind} latency (us, log scale)"),
+                    y_desc: "fraction of requests".into(),
+                    series,
+                    log_x: true,
+                });
             }
         }
     }
     out
 }
 
-/// Bars per variant for one metric of one phase, as an SVG document.
-fn bar_chart(r: &ExperimentResult, phase: &str, metric: &str) -> Result<String, String> {
-    let values: Vec<(String, f64)> = r
+/// Bars per variant for one metric of one phase.
+fn bars(r: &ExperimentResult, phase: &str, metric: &str) -> Figure {
+    let value = |v: &VariantResult, m: &str| v.metric(phase, m).unwrap_or(0.0);
+    let copies: Vec<f64> = r
         .variants
         .iter()
-        .map(|v| (v.label.clone(), v.metric(phase, metric).unwrap_or(0.0)))
+        .map(|v| value(v, "gc_page_copies"))
         .collect();
-    let top = values.iter().map(|v| v.1).fold(0.0, f64::max).max(1e-9) * 1.15;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (560, 320)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(format!("{}: {phase}, {metric}", r.name), ("sans-serif", 16))
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(70)
-            .build_cartesian_2d((0..values.len()).into_segmented(), 0.0..top)
-            .map_err(|e| e.to_string())?;
-        let labels: Vec<String> = values.iter().map(|v| v.0.clone()).collect();
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_label_formatter(&|x| match x {
-                SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
-                _ => String::new(),
-            })
-            .y_desc(metric)
-            .draw()
-            .map_err(|e| e.to_string())?;
-        chart
-            .draw_series(values.iter().enumerate().map(|(i, (_, y))| {
-                let mut bar = Rectangle::new(
-                    [
-                        (SegmentValue::Exact(i), 0.0),
-                        (SegmentValue::Exact(i + 1), *y),
-                    ],
-                    Palette99::pick(i).filled(),
-                );
-                bar.set_margin(0, 0, 12, 12);
-                bar
-            }))
-            .map_err(|e| e.to_string())?;
-        root.present().map_err(|e| e.to_string())?;
+    let line = (is_throughput(metric) && copies.iter().any(|c| *c > 0.0))
+        .then(|| ("GC valid-page copies".to_string(), copies));
+    Figure::Bars {
+        title: format!("{}: {phase}, {metric}", r.name),
+        y_desc: metric.to_string(),
+        bars: r
+            .variants
+            .iter()
+            .map(|v| (v.label.clone(), value(v, metric)))
+            .collect(),
+        line,
     }
-    Ok(svg)
+}
+
+/// One series per variant that has points for `phase`.
+fn lines(
+    r: &ExperimentResult,
+    phase: &str,
+    points: impl Fn(&PhaseResult) -> Vec<(f64, f64)>,
+) -> Vec<(String, Vec<(f64, f64)>)> {
+    r.variants
+        .iter()
+        .filter_map(|v| {
+            let p = v.phases.iter().find(|p| p.phase == phase)?;
+            let pts = points(p);
+            (!pts.is_empty()).then(|| (v.label.clone(), pts))
+        })
+        .collect()
+}
+
+/// The time series and distributions behind the line figures, one row per point.
+fn series_csv(results: &[ExperimentResult]) -> String {
+    let mut s = String::from("experiment,variant,phase,series,x,y\n");
+    for r in results {
+        for v in &r.variants {
+            for p in &v.phases {
+                let rows = [
+                    (
+                        "transactions_per_second",
+                        p.transactions_per_second
+                            .iter()
+                            .enumerate()
+                            .map(|(i, n)| (i as f64, *n as f64))
+                            .collect::<Vec<_>>(),
+                    ),
+                    ("read_latency_cdf_us", p.read_latency_cdf.clone()),
+                    ("write_latency_cdf_us", p.write_latency_cdf.clone()),
+                ];
+                for (name, points) in rows {
+                    for (x, y) in points {
+                        let _ = writeln!(s, "{},{},{},{name},{x},{y}", r.name, v.label, p.phase);
+                    }
+                }
+            }
+        }
+    }
+    s
 }

@@ -202,6 +202,19 @@ pub(crate) fn summarize(h: &hdrhistogram::Histogram<u64>) -> LatencySummary {
     }
 }
 
+/// A latency distribution as (microseconds, fraction at or below) points: every 2% and the
+/// tail (99, 99.9, 99.99%, the maximum), enough to draw the CDF the papers plot.
+pub(crate) fn cdf(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, f64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let mut qs: Vec<f64> = (0..50).map(|i| i as f64 / 50.0).collect();
+    qs.extend([0.99, 0.999, 0.9999, 1.0]);
+    qs.iter()
+        .map(|&q| (h.value_at_quantile(q) as f64 / 1000.0, q))
+        .collect()
+}
+
 /// Everything a run measured. Top-level keys are the metric names of ARCHITECTURE.md.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunReport {

@@ -29,10 +29,12 @@ fn every_experiment_runs_at_a_tiny_scale() {
     for e in list {
         let name = e["name"].as_str().unwrap();
         assert!(report.contains(e["title"].as_str().unwrap()), "{name}");
-        assert!(
-            out.join(format!("{name}-0.svg")).exists(),
-            "{name}: no plot"
-        );
+        for ext in ["svg", "png"] {
+            assert!(
+                out.join(format!("{name}-0.{ext}")).exists(),
+                "{name}: no {ext} plot"
+            );
+        }
         for v in e["variants"].as_array().unwrap() {
             assert!(v["error"].is_null(), "{name}: {}", v["error"]);
             assert_eq!(v["fsck_problems"].as_array().unwrap().len(), 0, "{name}");
@@ -60,6 +62,9 @@ fn every_experiment_runs_at_a_tiny_scale() {
             assert!(!verdict["measured"].as_str().unwrap().is_empty());
         }
     }
+    assert!(std::fs::read_to_string(out.join("series.csv"))
+        .unwrap()
+        .starts_with("experiment,variant,phase,series,x,y"));
     assert!(std::fs::read_to_string(out.join("report.html"))
         .unwrap()
         .contains("<svg"));
