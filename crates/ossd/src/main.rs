@@ -167,6 +167,19 @@ struct RunArgs {
     /// Write the report as one JSON object to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Run one experiment definition (a TOML file like those in experiments/) instead of a
+    /// workload or trace: its variants, claims and report, as `ossd reproduce` does.
+    #[arg(long, conflicts_with_all = ["stack", "device", "config", "workload", "trace", "sets", "json"])]
+    experiment: Option<PathBuf>,
+    /// With --experiment: shrink sizes, counts and the device by this factor [default: 1].
+    #[arg(long)]
+    scale: Option<f64>,
+    /// With --experiment: parallel jobs [default: 2].
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// With --experiment: where the report goes [default: out/run].
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -260,6 +273,23 @@ fn human(b: u64) -> String {
 }
 
 fn run(args: RunArgs) -> Result<()> {
+    // Checked here, not by clap: clap drops a `requires` whose target conflicts with another
+    // argument given (e.g. --scale with --workload).
+    if args.experiment.is_none()
+        && (args.scale.is_some() || args.jobs.is_some() || args.out.is_some())
+    {
+        anyhow::bail!("--scale, --jobs and --out go with --experiment FILE");
+    }
+    if let Some(path) = &args.experiment {
+        let out = args.out.clone().unwrap_or_else(|| PathBuf::from("out/run"));
+        return reproduce::run_one(
+            path,
+            args.scale.unwrap_or(1.0),
+            args.seed,
+            args.jobs.unwrap_or(2),
+            &out,
+        );
+    }
     let mut sets = Vec::new();
     if let Some(s) = &args.stack {
         sets.push(format!("stack={s}"));

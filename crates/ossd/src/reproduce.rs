@@ -45,8 +45,26 @@ pub fn run(a: Args) -> Result<()> {
     }
     let experiments = load_all(&a.experiments, &a.only)?;
     let results = run_all(&experiments, a.scale, a.jobs.max(1), true)?;
-    let report = lab::report::write(&a.out, &results).map_err(anyhow::Error::msg)?;
-    for r in &results {
+    publish(&a.out, &results)
+}
+
+/// `ossd run --experiment FILE`: one definition, wherever it lives; `seed` replaces its seed.
+pub fn run_one(path: &Path, scale: f64, seed: Option<u64>, jobs: usize, out: &Path) -> Result<()> {
+    if !(scale > 0.0 && scale <= 1.0) {
+        bail!("--scale must be in (0, 1], got {scale}");
+    }
+    let mut e = Experiment::load(path).map_err(anyhow::Error::msg)?;
+    if let Some(s) = seed {
+        e.seed = s;
+    }
+    let results = run_all(&[e], scale, jobs.max(1), true)?;
+    publish(out, &results)
+}
+
+/// Writes the report and prints each claim beside the measurement.
+fn publish(out: &Path, results: &[ExperimentResult]) -> Result<()> {
+    let report = lab::report::write(out, results).map_err(anyhow::Error::msg)?;
+    for r in results {
         println!("{} ({})", r.title, r.source);
         for v in &r.verdicts {
             let a = match v.agrees {

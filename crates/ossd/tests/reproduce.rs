@@ -70,3 +70,45 @@ fn every_experiment_runs_at_a_tiny_scale() {
         .contains("<svg"));
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+#[test]
+fn run_experiment_runs_one_definition_and_rejects_misuse() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let out = std::env::temp_dir().join(format!("ossd-run-experiment-{}", std::process::id()));
+    let ossd = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ossd"));
+        c.current_dir(root);
+        c
+    };
+    let ok = ossd()
+        .args(["run", "--experiment", "experiments/000-vi-b-base.toml"])
+        .args(["--scale", "0.01", "--seed", "7", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results.as_array().unwrap().len(), 1);
+    assert_eq!(results[0]["name"], "000-vi-b-base");
+    std::fs::remove_dir_all(&out).unwrap();
+    for (args, says) in [
+        (
+            &["run", "--experiment", "no/such.toml"][..],
+            "no/such.toml",
+        ),
+        (&["run", "--scale", "0.5", "--workload", "hotcold"][..], "--experiment"),
+        (
+            &["run", "--experiment", "experiments/000-vi-b-base.toml", "--scale", "2"][..],
+            "--scale",
+        ),
+        (
+            &["run", "--experiment", "experiments/000-vi-b-base.toml", "--stack", "ftl"][..],
+            "--stack",
+        ),
+    ] {
+        let r = ossd().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(!r.status.success() && err.contains(says), "{args:?}: {err}");
+    }
+}
