@@ -870,7 +870,7 @@ impl<F: Flash> ObjectStore<F> {
         }
         self.map(e.key.0, e.key.1, v.0)?;
         self.buf.recycle(e);
-        Ok(())
+        self.bound_dirty_index()
     }
 
     fn merge_old(&mut self, e: &mut Entry<(Oid, u64)>, old: Option<u32>) -> Result<(), OsdError> {
@@ -1525,15 +1525,34 @@ impl<F: Flash> ObjectStore<F> {
     /// commit must fit in half the low watermark's blocks. Found on `nandsim-128m` (2 KiB
     /// nodes), where a commit of a whole dirty tree used up the last free block.
     fn maybe_checkpoint(&mut self) -> Result<(), OsdError> {
-        let layout = self.fml.layout();
-        let reserve_units = (self.config.fml.low_watermark_blocks.saturating_sub(2) as usize
-            * layout.units_per_superblock as usize)
-            / 2;
         if self.units_since_ckpt >= self.config.checkpoint_units
-            || self.index.dirty_nodes() > reserve_units.max(1)
+            || self.index.dirty_nodes() > self.dirty_index_limit()
         {
             self.checkpoint()?;
         }
+        Ok(())
+    }
+
+    /// How many dirty index nodes may wait for a commit: half the GC reserve (the low
+    /// watermark less the GC destination block and one block of slack). A commit programs
+    /// every dirty node with no GC step in between, so more could run out of free blocks.
+    fn dirty_index_limit(&self) -> usize {
+        let per_block = self.fml.layout().units_per_superblock as usize;
+        let reserve = self.config.fml.low_watermark_blocks.saturating_sub(2) as usize;
+        (reserve * per_block / 2).max(1)
+    }
+
+    /// Writes the dirty index nodes back, without a checkpoint, once they pass
+    /// [`Self::dirty_index_limit`]: a flush of many units into a per-page index dirties up to a
+    /// leaf per unit, more than any checkpoint could then commit. The nodes this replaces stay
+    /// on flash (released after the next checkpoint) because the durable checkpoint's tree
+    /// still uses them; recovery ignores the newer nodes, which nothing durable references.
+    fn bound_dirty_index(&mut self) -> Result<(), OsdError> {
+        if self.index.dirty_nodes() <= self.dirty_index_limit() {
+            return Ok(());
+        }
+        self.make_room()?;
+        self.with_index(|ix, io| ix.commit(io))?;
         Ok(())
     }
 

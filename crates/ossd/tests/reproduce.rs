@@ -86,24 +86,40 @@ fn run_experiment_runs_one_definition_and_rejects_misuse() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert_eq!(results.as_array().unwrap().len(), 1);
     assert_eq!(results[0]["name"], "000-vi-b-base");
     std::fs::remove_dir_all(&out).unwrap();
     for (args, says) in [
+        (&["run", "--experiment", "no/such.toml"][..], "no/such.toml"),
         (
-            &["run", "--experiment", "no/such.toml"][..],
-            "no/such.toml",
+            &["run", "--scale", "0.5", "--workload", "hotcold"][..],
+            "--experiment",
         ),
-        (&["run", "--scale", "0.5", "--workload", "hotcold"][..], "--experiment"),
         (
-            &["run", "--experiment", "experiments/000-vi-b-base.toml", "--scale", "2"][..],
+            &[
+                "run",
+                "--experiment",
+                "experiments/000-vi-b-base.toml",
+                "--scale",
+                "2",
+            ][..],
             "--scale",
         ),
         (
-            &["run", "--experiment", "experiments/000-vi-b-base.toml", "--stack", "ftl"][..],
+            &[
+                "run",
+                "--experiment",
+                "experiments/000-vi-b-base.toml",
+                "--stack",
+                "ftl",
+            ][..],
             "--stack",
         ),
     ] {
