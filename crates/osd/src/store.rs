@@ -1525,28 +1525,32 @@ impl<F: Flash> ObjectStore<F> {
     /// commit must fit in half the low watermark's blocks. Found on `nandsim-128m` (2 KiB
     /// nodes), where a commit of a whole dirty tree used up the last free block.
     fn maybe_checkpoint(&mut self) -> Result<(), OsdError> {
+        let limit = self.dirty_index_limit();
         if self.units_since_ckpt >= self.config.checkpoint_units
-            || self.index.dirty_nodes() > self.dirty_index_limit()
+            || self.index.dirty_nodes() > limit
+            || self.released.len() > limit
         {
             self.checkpoint()?;
         }
         Ok(())
     }
 
-    /// How many dirty index nodes may wait for a commit: half the GC reserve (the low
-    /// watermark less the GC destination block and one block of slack). A commit programs
-    /// every dirty node with no GC step in between, so more could run out of free blocks.
+    /// How many dirty index nodes may wait for a commit: half the free blocks GC keeps for
+    /// everyone but itself (the low watermark less GC's destination block). A commit programs
+    /// every dirty node, and their new ancestors, with no GC step in between.
     fn dirty_index_limit(&self) -> usize {
         let per_block = self.fml.layout().units_per_superblock as usize;
-        let reserve = self.config.fml.low_watermark_blocks.saturating_sub(2) as usize;
+        let reserve = self.config.fml.low_watermark_blocks.saturating_sub(1) as usize;
         (reserve * per_block / 2).max(1)
     }
 
     /// Writes the dirty index nodes back, without a checkpoint, once they pass
     /// [`Self::dirty_index_limit`]: a flush of many units into a per-page index dirties up to a
     /// leaf per unit, more than any checkpoint could then commit. The nodes this replaces stay
-    /// on flash (released after the next checkpoint) because the durable checkpoint's tree
-    /// still uses them; recovery ignores the newer nodes, which nothing durable references.
+    /// on flash until the next checkpoint (the durable checkpoint's tree still uses them;
+    /// [`Self::maybe_checkpoint`] takes one before they pile up), and recovery ignores the
+    /// newer nodes, which nothing durable references. Not a checkpoint itself: that would
+    /// flush the whole buffer while GC may be waiting for the checkpoint to erase a block.
     fn bound_dirty_index(&mut self) -> Result<(), OsdError> {
         if self.index.dirty_nodes() <= self.dirty_index_limit() {
             return Ok(());
