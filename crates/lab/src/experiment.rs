@@ -35,6 +35,8 @@ pub enum FileWorkload {
     AppendHot(AppendHot),
     /// Seed 002 Fig. 2 and 3: latency by data size.
     SizeLatency(SizeLatency),
+    /// Seed 000 VI-F FILEB: Filebench videoserver, threads replacing large files.
+    VideoServer(crate::files::videoserver::VideoServer),
 }
 
 impl FileWorkload {
@@ -46,6 +48,7 @@ impl FileWorkload {
             FileWorkload::PostMark(p) => {
                 n(&mut p.files);
                 n(&mut p.transactions);
+                p.aging.scale(s);
             }
             FileWorkload::HotCold(h) => {
                 n(&mut h.files);
@@ -66,6 +69,12 @@ impl FileWorkload {
                 n(&mut a.total_bytes);
             }
             FileWorkload::SizeLatency(z) => n(&mut z.files_per_size),
+            FileWorkload::VideoServer(v) => {
+                n(&mut v.files);
+                v.files = v.files.max(2);
+                n(&mut v.total_bytes);
+                v.aging.scale(s);
+            }
         }
     }
 
@@ -78,6 +87,7 @@ impl FileWorkload {
             FileWorkload::LargeFile(l) => crate::files::largefile::run(m, l),
             FileWorkload::AppendHot(a) => crate::files::appendhot::run(m, a),
             FileWorkload::SizeLatency(z) => crate::files::sizes::run(m, z),
+            FileWorkload::VideoServer(v) => crate::files::videoserver::run(m, v),
             FileWorkload::Synthetic(_) | FileWorkload::Video(_) => {
                 return Err("a block workload does not run on a file system".into())
             }
@@ -123,6 +133,10 @@ pub struct Claim {
     /// (`[15.1, 32.5]`); the report states whether the measured improvement lies in it.
     #[serde(default)]
     pub paper_percent: Option<[f64; 2]>,
+    /// What was found about why ossd disagrees, where it does at paper scale; the report shows
+    /// it beside a disagreeing verdict (a result is explained, never adjusted).
+    #[serde(default)]
+    pub why: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -428,6 +442,9 @@ pub struct Verdict {
     pub agrees: Option<bool>,
     /// Whether the measured improvement lies in the paper's range, for claims that state one.
     pub in_paper_range: Option<bool>,
+    /// The claim's explanation, when this measurement disagrees (or misses the range).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 pub fn judge(e: &Experiment, variants: &[VariantResult]) -> Vec<Verdict> {
@@ -476,6 +493,9 @@ pub fn judge(e: &Experiment, variants: &[VariantResult]) -> Vec<Verdict> {
                         measured,
                         agrees: Some(agrees),
                         in_paper_range,
+                        why: (!agrees || in_paper_range == Some(false))
+                            .then(|| c.why.clone())
+                            .flatten(),
                     }
                 }
                 _ => Verdict {
@@ -483,6 +503,7 @@ pub fn judge(e: &Experiment, variants: &[VariantResult]) -> Vec<Verdict> {
                     measured: format!("{} {} not measured (a variant failed)", c.phase, c.metric),
                     agrees: None,
                     in_paper_range: None,
+                    why: None,
                 },
             }
         })

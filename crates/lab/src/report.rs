@@ -46,6 +46,16 @@ pub fn write(dir: &Path, results: &[ExperimentResult]) -> Result<std::path::Path
         let verdicts = verdict_table(r);
         md.push_str(&verdicts);
         html.push_str(&md_table_to_html(&verdicts));
+        for v in r.verdicts.iter().filter(|v| v.why.is_some()) {
+            let why = v.why.as_deref().unwrap_or_default();
+            let _ = writeln!(md, "*Why ossd disagrees* with \"{}\": {why}\n", v.claim);
+            let _ = write!(
+                html,
+                "<p><i>Why ossd disagrees</i> with \"{}\": {}</p>",
+                esc(&v.claim),
+                esc(why)
+            );
+        }
         let table = metric_table(&r.variants);
         md.push_str(&table);
         html.push_str(&md_table_to_html(&table));

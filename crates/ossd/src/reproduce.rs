@@ -73,6 +73,9 @@ fn publish(out: &Path, results: &[ExperimentResult]) -> Result<()> {
                 None => "not measured",
             };
             println!("  {a}: {}\n      {}", v.claim, v.measured);
+            if let Some(why) = &v.why {
+                println!("      why: {why}");
+            }
         }
         for v in &r.variants {
             if let Some(e) = &v.error {

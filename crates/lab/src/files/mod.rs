@@ -4,6 +4,7 @@
 //! system's current time (one outstanding call, as the papers' single-process benchmarks and
 //! as the in-process stacks serve them) and measures it.
 
+pub mod aging;
 pub mod appendhot;
 pub mod hotcold;
 pub mod largefile;
@@ -12,6 +13,7 @@ pub mod postmark;
 pub mod seqbase;
 pub mod sizes;
 pub mod stacks;
+pub mod videoserver;
 
 use flash::Nanos;
 use hdrhistogram::Histogram;

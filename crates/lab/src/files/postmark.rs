@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use vfs::{FsError, Ino, ROOT};
 
+use super::aging::Aging;
 use super::{Meter, Phases};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -28,6 +29,11 @@ pub struct PostMark {
     pub fsync: bool,
     /// Largest append (seed 000 VI-F: up to 16 KiB; PostMark itself: up to the size bound).
     pub append_max: u64,
+    /// Whether a transaction also creates or deletes a file; false is PostMark's create bias
+    /// -1 (seed 000 VI-F POST2: only reads and appends, no directory updates).
+    pub create_delete: bool,
+    /// Hot/cold aging of the device before the pool is created (seed 000 VI-F).
+    pub aging: Aging,
 }
 
 impl Default for PostMark {
@@ -44,6 +50,8 @@ impl Default for PostMark {
             subdirs: 0,
             fsync: false,
             append_max: 16 << 10,
+            create_delete: true,
+            aging: Aging::default(),
         }
     }
 }
@@ -103,8 +111,9 @@ impl Pool {
     }
 }
 
-/// Runs PostMark; phases "create" (the pool), "transactions", "delete".
+/// Runs PostMark; phases "aging" (when on), "create" (the pool), "transactions", "delete".
 pub fn run(m: &mut Meter, p: &PostMark) -> Result<Phases, FsError> {
+    let mut phases = p.aging.run(m)?;
     let mut pool = Pool {
         dirs: vec![ROOT],
         files: Vec::new(),
@@ -121,10 +130,12 @@ pub fn run(m: &mut Meter, p: &PostMark) -> Result<Phases, FsError> {
     }
     let create = m.restart();
     for _ in 0..p.transactions {
-        if m.between(1, 10) <= p.create_bias as u64 {
-            pool.create(m, p)?;
-        } else {
-            pool.delete(m)?;
+        if p.create_delete {
+            if m.between(1, 10) <= p.create_bias as u64 {
+                pool.create(m, p)?;
+            } else {
+                pool.delete(m)?;
+            }
         }
         pool.read_or_append(m, p)?;
         m.stats.transactions += 1;
@@ -136,11 +147,12 @@ pub fn run(m: &mut Meter, p: &PostMark) -> Result<Phases, FsError> {
     }
     m.sync()?;
     let delete = m.restart();
-    Ok(vec![
+    phases.extend([
         ("create", create),
         ("transactions", transactions),
         ("delete", delete),
-    ])
+    ]);
+    Ok(phases)
 }
 
 #[cfg(test)]
@@ -172,5 +184,28 @@ mod tests {
             let dir = fs.lookup(ROOT, &format!("s{d}")).unwrap().unwrap();
             assert!(fs.readdir(dir).unwrap().is_empty());
         }
+    }
+
+    #[test]
+    fn without_create_delete_transactions_only_read_and_append() {
+        let mut fs = MemFs::default();
+        let p = PostMark {
+            files: 20,
+            transactions: 200,
+            create_delete: false,
+            aging: Aging {
+                bytes: 8 << 12,
+                rewrite_bytes: 8 << 12,
+                file_bytes: 4096,
+                ..Aging::default()
+            },
+            ..PostMark::default()
+        };
+        let phases = run(&mut meter(&mut fs), &p).unwrap();
+        let names: Vec<&str> = phases.iter().map(|p| p.0).collect();
+        assert_eq!(names, ["aging", "create", "transactions", "delete"]);
+        let t = &phases[2].1;
+        assert_eq!((t.creates, t.deletes, t.transactions), (0, 0, 200));
+        assert!(t.reads > 0 && t.write_bytes > 0);
     }
 }
