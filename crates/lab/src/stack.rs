@@ -420,6 +420,33 @@ impl<F: Flash> Stack for OsdStack<F> {
     fn gc_state(&self) -> GcState {
         gc_state_of(self.store.fml())
     }
+    /// A read's dies come from the store's mapping when it can tell from memory. Any other
+    /// request may program anywhere: the write-back data buffer evicts whichever units are
+    /// oldest, to the streams of their objects, and metadata follows. Such a request counts as
+    /// using every die, so the controller issues it only once the device is idle and never
+    /// stacks writes up in the dies' queues ahead of a later prioritized read.
+    fn dies_of(&self, req: &Request, out: &mut Vec<DieId>) {
+        if req.op == Op::Read {
+            let mut units = Vec::new();
+            let known = self
+                .pieces(req.offset_bytes, req.len_bytes)
+                .all(|(k, off, len)| {
+                    !self.created.contains(&k)
+                        || self
+                            .store
+                            .peek_read_units(Self::oid(k), off, len, &mut units)
+                });
+            if known {
+                let layout = self.store.fml().layout();
+                for v in units {
+                    out.extend((0..layout.pages_per_unit()).map(|i| layout.page(v, i).die));
+                }
+                return;
+            }
+        }
+        let dies = self.store.fml().flash().config().geometry.dies();
+        out.extend((0..dies).map(DieId));
+    }
     fn die_free_ns(&self, die: DieId) -> Nanos {
         self.store.fml().flash().die_free_ns(die)
     }

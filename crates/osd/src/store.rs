@@ -1168,6 +1168,38 @@ impl<F: Flash> ObjectStore<F> {
         self.touch(oid)
     }
 
+    /// The write units a fingerprint read of `len` bytes at `offset` of `oid` would read from
+    /// flash, answered from memory only (nothing read, no time spent): a device-side
+    /// scheduler's look-ahead (seed 004 3.2). False when the store cannot tell without a flash
+    /// read (the onode or an index node is not cached, or the object keeps its data in
+    /// small-object pages); units in the data buffer read no flash and are left out.
+    pub fn peek_read_units(&self, oid: Oid, offset: u64, len: u64, out: &mut Vec<Vpa>) -> bool {
+        if !self.onodes.contains_key(&oid) || self.smalls.contains_key(&oid) {
+            return false;
+        }
+        let unit = self.unit as u64;
+        if len == 0 {
+            return true;
+        }
+        for u in offset / unit..=(offset + len - 1) / unit {
+            if self.buf.get((oid, u)).is_some() {
+                continue;
+            }
+            let key = data_key(oid, u);
+            match self.index.floor_cached(&key) {
+                None => return false,
+                Some(Some((k, v))) if k.oid == key.oid && k.kind == KIND_DATA => {
+                    let (start, n) = extent(v);
+                    if u < k.offset + n as u64 && start != LOST {
+                        out.push(Vpa(start + (u - k.offset) as u32));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        true
+    }
+
     // ---------------------------------------------------------------- GC
 
     /// Runs GC until free blocks are back above the low watermark, applying relocations after
