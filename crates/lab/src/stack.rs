@@ -273,6 +273,8 @@ pub struct OsdStack<F: Flash> {
     pub resident: fn(&F) -> u64,
     pub capacity: u64,
     created: rustc_hash::FxHashSet<u64>,
+    /// Objects whose priority attribute a prioritized write set.
+    prioritized: rustc_hash::FxHashSet<u64>,
 }
 
 const OSD_PARTITION: u64 = osd::id::FIRST_USER_ID;
@@ -297,6 +299,7 @@ impl<F: Flash> OsdStack<F> {
             resident,
             capacity,
             created: Default::default(),
+            prioritized: Default::default(),
         })
     }
 
@@ -312,6 +315,21 @@ impl<F: Flash> OsdStack<F> {
             let stop = end.min((k + 1) * self.object_bytes);
             (k, start - k * self.object_bytes, stop - start)
         })
+    }
+
+    /// A prioritized write makes its object real-time (seed 000 IV-C: the priority is an
+    /// object attribute the device places and cleans by).
+    fn make_realtime(&mut self, k: u64, priority: u8) -> Result<(), osd::OsdError> {
+        use osd::Osd;
+        let oid = Self::oid(k);
+        if self.created.insert(k) {
+            self.store.create(oid.partition, Some(oid.object))?;
+        }
+        if self.prioritized.insert(k) {
+            let p = osd::AttrValue::U64(priority as u64);
+            self.store.set_attr(oid, osd::Attr::Priority, p)?;
+        }
+        Ok(())
     }
 
     fn serve_piece(
@@ -345,6 +363,7 @@ impl<F: Flash> OsdStack<F> {
             }
             Op::Trim => {
                 if off == 0 && len == self.object_bytes && self.created.remove(&k) {
+                    self.prioritized.remove(&k);
                     self.store.remove(oid)?;
                 }
                 Ok(())
@@ -377,6 +396,10 @@ impl<F: Flash> Stack for OsdStack<F> {
             let pieces: Vec<(u64, u64, u64)> =
                 self.pieces(req.offset_bytes, req.len_bytes).collect();
             for (k, off, len) in pieces {
+                if req.op == Op::Write && req.priority > 0 {
+                    self.make_realtime(k, req.priority)
+                        .map_err(|e| e.to_string())?;
+                }
                 self.serve_piece(req.op, k, off, len, token, out)
                     .map_err(|e| e.to_string())?;
             }
