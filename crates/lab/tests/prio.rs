@@ -232,3 +232,30 @@ fn prioritized_video_on_the_object_store_holds_its_frame_rate_every_second() {
     let normal = fps("OSSD (normal)");
     assert!(normal.iter().any(|&f| f < 30), "{normal:?}");
 }
+
+/// Seed 000 VI-E's prioritized write at a fiftieth of its files: every file is written and
+/// accounted for once (one latency each, files per second over time), on every variant.
+#[test]
+fn prioritized_file_writes_account_for_every_file() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../experiments/000-vi-e-prioritized-write.toml");
+    let e = lab::experiment::Experiment::load(&path).unwrap();
+    let no_files = |_: &lab::experiment::Variant, _: flash::DeviceConfig| {
+        Err::<(Box<dyn lab::files::FileStack>, u64), String>("not a file stack".into())
+    };
+    for v in &e.variants {
+        let r = lab::experiment::run_variant(&e, v, 0.02, &no_files, &mut |_| {});
+        assert_eq!(r.error, None, "{}", v.label);
+        assert!(r.fsck_problems.is_empty(), "{}", v.label);
+        let p = r.phases.iter().find(|p| p.phase == "foreground").unwrap();
+        assert_eq!(p.files.transactions, 20, "{}", v.label);
+        assert_eq!(p.files.write_latency.count, 20, "{}", v.label);
+        assert_eq!(p.files.write_bytes, 20 << 21, "{}", v.label);
+        assert_eq!(
+            p.transactions_per_second.iter().sum::<u64>(),
+            20,
+            "{}",
+            v.label
+        );
+    }
+}
