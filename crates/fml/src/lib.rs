@@ -46,6 +46,13 @@ pub struct FmlConfig {
     pub data_victim_threshold_percent: u8,
     pub metadata_victim_threshold_percent: u8,
     pub atime_victim_threshold_percent: u8,
+    /// Free blocks held back for real-time writes (seed 000 IV-C: "reserving a number of
+    /// update blocks"), default 0. A normal write must collect once free blocks fall below
+    /// `low_watermark_blocks + realtime_reserve_blocks`; a real-time write only below
+    /// `low_watermark_blocks` ([`Fml::must_collect_realtime`]), so while the reserve lasts it
+    /// opens a fresh update block without waiting for a collection. The reserve is not
+    /// capacity: [`Fml::capacity_units`] leaves it out.
+    pub realtime_reserve_blocks: u32,
 }
 
 impl Default for FmlConfig {
@@ -60,6 +67,7 @@ impl Default for FmlConfig {
             data_victim_threshold_percent: 100,
             metadata_victim_threshold_percent: 100,
             atime_victim_threshold_percent: 100,
+            realtime_reserve_blocks: 0,
         }
     }
 }
@@ -94,6 +102,16 @@ impl FmlConfig {
                 self.low_watermark_blocks,
                 self.high_watermark_busy_blocks,
                 self.high_watermark_idle_blocks
+            ));
+        }
+        if self.high_watermark_busy_blocks
+            < self.low_watermark_blocks + self.realtime_reserve_blocks
+        {
+            return Err(format!(
+                "fml.high_watermark_busy_blocks ({}) must be at least low_watermark_blocks ({}) + realtime_reserve_blocks ({}): background GC would stop below the normal writes' threshold",
+                self.high_watermark_busy_blocks,
+                self.low_watermark_blocks,
+                self.realtime_reserve_blocks
             ));
         }
         if self.high_watermark_idle_blocks + streams + 2 >= blocks {
@@ -385,7 +403,10 @@ impl<F: Flash> Fml<F> {
 
     fn capacity_of(&self, good: u64) -> u64 {
         let reserve = (good * self.config.bad_block_reserve_permille as u64).div_ceil(1000);
-        let held = self.config.low_watermark_blocks as u64 + self.open.len() as u64 + reserve;
+        let held = self.config.low_watermark_blocks as u64
+            + self.config.realtime_reserve_blocks as u64
+            + self.open.len() as u64
+            + reserve;
         good.saturating_sub(held) * self.layout.units_per_superblock as u64
     }
 
@@ -416,6 +437,12 @@ impl<F: Flash> Fml<F> {
 
     /// Free blocks are below the low watermark: GC must run before the next host write.
     pub fn must_collect(&self) -> bool {
+        self.free.len() < self.config.low_watermark_blocks + self.config.realtime_reserve_blocks
+    }
+
+    /// As [`Fml::must_collect`] for a real-time write, which may use the blocks held back by
+    /// `realtime_reserve_blocks` (seed 000 IV-C).
+    pub fn must_collect_realtime(&self) -> bool {
         self.free.len() < self.config.low_watermark_blocks
     }
 
@@ -837,5 +864,46 @@ impl<F: Flash> Fml<F> {
         let max = *usable.iter().max().unwrap();
         let mean = usable.iter().map(|&e| e as f64).sum::<f64>() / usable.len() as f64;
         (min, max, mean)
+    }
+}
+
+#[cfg(test)]
+mod realtime_tests {
+    use super::*;
+
+    /// Seed 000 IV-C's reserved update blocks: normal writes must collect earlier, real-time
+    /// ones only at the low watermark; the reserve is no capacity; a high watermark below the
+    /// normal writes' threshold is refused.
+    #[test]
+    fn reserved_blocks_for_realtime_writes() {
+        let device = flash::preset("tiny").unwrap();
+        let blocks = flash::gang::Layout::new(&device).superblocks;
+        let open = |reserve: u32| {
+            let mut cfg = FmlConfig::for_blocks(blocks);
+            cfg.realtime_reserve_blocks = reserve;
+            cfg.high_watermark_busy_blocks = cfg.low_watermark_blocks + reserve.max(1);
+            cfg.high_watermark_idle_blocks = cfg.high_watermark_busy_blocks;
+            Fml::open(flash::Nand::in_memory(device).unwrap(), cfg, 2, 16).unwrap()
+        };
+        let (plain, reserved) = (open(0), open(2));
+        let per_block = plain.layout().units_per_superblock as u64;
+        assert_eq!(
+            plain.capacity_units() - reserved.capacity_units(),
+            2 * per_block
+        );
+        let low = plain.config.low_watermark_blocks;
+        let mut f = reserved;
+        let stream = StreamId(0);
+        let mut fp = 0u64;
+        // Fill until a normal write would have to collect.
+        while !f.must_collect() {
+            fp += 1;
+            f.write(0, stream, Payload::Fingerprint(fp), &[]).unwrap();
+        }
+        assert_eq!(f.free_blocks(), low + 1);
+        assert!(!f.must_collect_realtime());
+        let mut bad = FmlConfig::for_blocks(blocks);
+        bad.realtime_reserve_blocks = 2;
+        assert!(bad.validate(blocks, 3).is_err());
     }
 }

@@ -31,6 +31,9 @@ pub enum FileWorkload {
     /// Not a file workload: seed 000 VI-E's video played at a fixed frame rate while a
     /// background writer runs, through the device-side scheduler.
     Video(crate::prio::Video),
+    /// Not a file workload: seed 000 VI-E's prioritized files written while a background
+    /// writer runs, through the device-side scheduler.
+    FileWrites(crate::prio::FileWrites),
     /// Seed 002's home02 stand-in (skewed, append-heavy file updates).
     AppendHot(AppendHot),
     /// Seed 002 Fig. 2 and 3: latency by data size.
@@ -64,6 +67,7 @@ impl FileWorkload {
             FileWorkload::LargeFile(l) => n(&mut l.file_bytes),
             FileWorkload::Synthetic(w) => n(&mut w.requests),
             FileWorkload::Video(v) => n(&mut v.seconds),
+            FileWorkload::FileWrites(f) => n(&mut f.files),
             FileWorkload::AppendHot(a) => {
                 n(&mut a.files);
                 n(&mut a.total_bytes);
@@ -88,7 +92,7 @@ impl FileWorkload {
             FileWorkload::AppendHot(a) => crate::files::appendhot::run(m, a),
             FileWorkload::SizeLatency(z) => crate::files::sizes::run(m, z),
             FileWorkload::VideoServer(v) => crate::files::videoserver::run(m, v),
-            FileWorkload::Synthetic(_) | FileWorkload::Video(_) => {
+            FileWorkload::Synthetic(_) | FileWorkload::Video(_) | FileWorkload::FileWrites(_) => {
                 return Err("a block workload does not run on a file system".into())
             }
         };
@@ -341,6 +345,7 @@ pub fn run_variant(
         let plan = match &scaled {
             FileWorkload::Synthetic(w) => Some(crate::prio::Plan::Synthetic(w)),
             FileWorkload::Video(w) => Some(crate::prio::Plan::Video(w)),
+            FileWorkload::FileWrites(w) => Some(crate::prio::Plan::FileWrites(w)),
             _ => None,
         };
         if let Some(plan) = plan {

@@ -12,7 +12,13 @@
 //!   [`GcPreemption::Step`] a prioritized request is issued before the next step and waits at
 //!   most for the step under way on its die; normal requests wait for the collection to
 //!   finish. With [`GcPreemption::Collection`] (a device that cannot
-//!   preempt its cleaner) every request waits for the whole collection.
+//!   preempt its cleaner) every request waits for the whole collection. A prioritized writer
+//!   that always has a request queued would otherwise starve GC until the FML, at its floor,
+//!   collects a whole victim inside one of its writes; so each write unit a prioritized write
+//!   programs while GC wants to run owes GC one step, and owed steps go first. A prioritized
+//!   write then waits for at most as many steps as it programs units (seed 000 VI-E's
+//!   prioritized write); reads owe nothing, so a prioritized read still waits for at most the
+//!   step under way.
 //! - **When cleaning runs** (seed 004 3.6). Cleaning starts when free blocks fall below
 //!   `low_free_percent` of all blocks. With [`Cleaning::Aware`], while priority requests are
 //!   outstanding (queued or in flight) it is postponed until free blocks fall below
@@ -300,10 +306,132 @@ impl Default for Video {
     }
 }
 
+/// Seed 000 VI-E's prioritized write: files written one after another with priority (each as
+/// a burst of requests, the next file once the last request of the previous one completes)
+/// while the background writer runs. A file is one transaction; its write latency is from its
+/// first request's issue by the host to its last request's completion.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FileWrites {
+    /// Files written (default 1,000, seed 000 VI-E); `--scale` shrinks it.
+    pub files: u64,
+    /// Bytes per file (default 2 MiB, seed 000 VI-E).
+    pub file_bytes: u64,
+    /// Bytes per request (default 128 KiB: 256 sectors, OAQ's and RawSSD's largest request).
+    pub request_bytes: u64,
+    /// Places the files take in turn at the start of the footprint, a later file overwriting
+    /// an earlier one as a camcorder's ring does (default 128: 256 MiB, so that the files and
+    /// the background writer fit side by side on the 4 GiB preset).
+    pub file_slots: u64,
+    /// The files' priority (default 1).
+    pub priority: u8,
+    /// The background writer, as [`Video::background`]; it runs until the last file is done.
+    pub background: Synthetic,
+}
+
+impl Default for FileWrites {
+    fn default() -> Self {
+        FileWrites {
+            files: 1000,
+            file_bytes: 2 << 20,
+            request_bytes: 128 << 10,
+            file_slots: 128,
+            priority: 1,
+            background: Video::default().background,
+        }
+    }
+}
+
+/// The prioritized writer of a [`FileWrites`] run, inside the controller: it releases a file's
+/// requests when the previous file completes and accounts for each file as a whole.
+struct Chain {
+    files: u64,
+    next_file: u64,
+    file_bytes: u64,
+    request_bytes: u64,
+    slots: u64,
+    priority: u8,
+    /// Requests of the current file not yet completed; when it started; its last completion.
+    outstanding: u64,
+    file_start: Nanos,
+    file_done: Nanos,
+    released: VecDeque<Request>,
+}
+
+impl Chain {
+    fn new(w: &FileWrites, start: Nanos) -> Chain {
+        let mut c = Chain {
+            files: w.files,
+            next_file: 0,
+            file_bytes: w.file_bytes,
+            request_bytes: w.request_bytes,
+            slots: w.file_slots,
+            priority: w.priority,
+            outstanding: 0,
+            file_start: start,
+            file_done: start,
+            released: VecDeque::new(),
+        };
+        c.release(start);
+        c
+    }
+
+    fn release(&mut self, at: Nanos) {
+        if self.next_file == self.files {
+            return;
+        }
+        let base = self.next_file % self.slots * self.file_bytes;
+        let n = self.file_bytes.div_ceil(self.request_bytes);
+        self.released.extend((0..n).map(|i| {
+            let off = i * self.request_bytes;
+            Request {
+                priority: self.priority,
+                arrival_ns: Some(at),
+                ..Request::new(
+                    Op::Write,
+                    base + off,
+                    self.request_bytes.min(self.file_bytes - off),
+                )
+            }
+        }));
+        self.outstanding = n;
+        self.file_start = at;
+        self.file_done = at;
+        self.next_file += 1;
+    }
+
+    /// One of the current file's requests completed at `done`; the file is accounted for in
+    /// `stats` and the next one released when it was the last.
+    fn completed(&mut self, done: Nanos, stats: &mut FileStats) {
+        self.file_done = self.file_done.max(done);
+        self.outstanding -= 1;
+        if self.outstanding > 0 {
+            return;
+        }
+        let done = self.file_done;
+        stats.transactions += 1;
+        stats.account_transaction(done);
+        stats.writes += 1;
+        stats.creates += 1;
+        stats.write_bytes += self.file_bytes;
+        stats
+            .write_latency
+            .saturating_record((done - self.file_start).max(1));
+        stats.account_second(done, self.file_bytes, 0);
+        stats.end_ns = stats.end_ns.max(done);
+        self.release(done);
+    }
+
+    fn finished(&self) -> bool {
+        self.next_file == self.files && self.outstanding == 0
+    }
+}
+
 /// What [`run_variant`] runs.
 pub enum Plan<'a> {
     Synthetic(&'a Synthetic),
     Video(&'a Video),
+    FileWrites(&'a FileWrites),
 }
 
 /// What a scheduled run measured: the priority requests (foreground, seed 004 Fig. 3) and the
@@ -324,6 +452,8 @@ struct Waiting {
     arrival: Nanos,
     /// Reported as foreground (the host's priority, whether the device sees it or not).
     foreground: bool,
+    /// Part of a file of the prioritized writer (accounted for per file).
+    chained: bool,
 }
 
 /// Runs `requests` (each with its arrival time, in arrival order) through the controller. A
@@ -336,8 +466,33 @@ pub fn run(
     requests: &mut dyn Iterator<Item = Request>,
     start_ns: Nanos,
     seed: u64,
+    verify: Option<&mut Verifier>,
+    deadline_ns: Option<Nanos>,
+) -> Result<PrioOutcome, EngineError> {
+    run_with(
+        stack,
+        cfg,
+        requests,
+        start_ns,
+        seed,
+        verify,
+        deadline_ns,
+        None,
+    )
+}
+
+/// As [`run`], with the prioritized file writer of a [`FileWrites`] run, whose files are the
+/// foreground; the run ends when its last file is done (`requests` may be endless).
+#[allow(clippy::too_many_arguments)]
+fn run_with(
+    stack: &mut dyn Stack,
+    cfg: &PrioConfig,
+    requests: &mut dyn Iterator<Item = Request>,
+    start_ns: Nanos,
+    seed: u64,
     mut verify: Option<&mut Verifier>,
     deadline_ns: Option<Nanos>,
+    mut chain: Option<&mut Chain>,
 ) -> Result<PrioOutcome, EngineError> {
     cfg.validate().map_err(EngineError::Source)?;
     let mut out = PrioOutcome {
@@ -358,12 +513,34 @@ pub fn run(
     let mut gc_hold = start_ns;
     // GC found nothing to do at the last try; retried once a write has invalidated something.
     let mut gc_stalled = false;
+    // GC steps owed to prioritized writes: one per write unit they programmed while GC wanted
+    // to run (see the module doc).
+    let mut gc_debt = 0u64;
     let mut inflight_priority: BinaryHeap<Reverse<Nanos>> = BinaryHeap::new();
     let mut index = 0u64;
     let mut dies: Vec<DieId> = Vec::new();
     let mut fps = Vec::new();
     loop {
-        while let Some(mut r) = incoming.next_if(|r| r.arrival_ns.unwrap_or(0) <= t) {
+        if chain.as_ref().is_some_and(|c| c.finished()) {
+            break;
+        }
+        loop {
+            let chained = match chain.as_mut().and_then(|c| c.released.front()) {
+                Some(r) if r.arrival_ns.unwrap_or(0) <= t => true,
+                _ if incoming
+                    .peek()
+                    .is_some_and(|r| r.arrival_ns.unwrap_or(0) <= t) =>
+                {
+                    false
+                }
+                _ => break,
+            };
+            let mut r = if chained {
+                let c = chain.as_mut().expect("a chained request");
+                c.released.pop_front().expect("peeked")
+            } else {
+                incoming.next().expect("peeked")
+            };
             let arrival = r.arrival_ns.unwrap_or(0).max(start_ns);
             let foreground = r.priority > 0;
             if !cfg.honor_priorities {
@@ -373,6 +550,7 @@ pub fn run(
                 req: r,
                 arrival,
                 foreground,
+                chained,
             });
             queued += 1;
         }
@@ -380,7 +558,16 @@ pub fn run(
         while inflight_priority.peek().is_some_and(|Reverse(d)| *d <= t) {
             inflight_priority.pop();
         }
-        let next_arrival = incoming.peek().map(|r| r.arrival_ns.unwrap_or(0));
+        let next_arrival = [
+            incoming.peek().map(|r| r.arrival_ns.unwrap_or(0)),
+            chain
+                .as_ref()
+                .and_then(|c| c.released.front())
+                .map(|r| r.arrival_ns.unwrap_or(0)),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         if queued == 0 && next_arrival.is_none() {
             break;
         }
@@ -413,7 +600,11 @@ pub fn run(
         });
         // A prioritized request goes before the next step (seed 000 V-F: it is served between
         // two successive steps).
-        if gc_at.is_some_and(|g| g <= t) && !(preempt && priority_queued) {
+        if !want_gc {
+            gc_debt = 0;
+        }
+        let owed = preempt && want_gc && gc_debt > 0;
+        if gc_at.is_some_and(|g| g <= t) && (!(preempt && priority_queued) || owed) {
             let before = stack.counters();
             let done = stack
                 .background(t, t + 1)
@@ -421,6 +612,7 @@ pub fn run(
             let progressed = stack.gc_state() != st || stack.counters() != before;
             if progressed {
                 out.gc_steps += 1;
+                gc_debt = gc_debt.saturating_sub(1);
                 gc_last = gc_last.max(done);
             } else if done > t {
                 // The stack's own clock is ahead (the object store advances it to each of its
@@ -434,7 +626,7 @@ pub fn run(
         // The class to serve: the highest non-empty one, and while a collection wants to run,
         // only prioritized classes (step preemption; any class with interleaving until free
         // space is critical) or none (collection).
-        let class = if want_gc && !preempt {
+        let class = if (want_gc && !preempt) || (owed && !gc_stalled) {
             None
         } else {
             queues
@@ -540,10 +732,18 @@ pub fn run(
         if req.op == Op::Write {
             gc_stalled = false;
         }
+        if class > 0 && req.op == Op::Write && preempt && want_gc {
+            gc_debt += (req.offset_bytes + req.len_bytes).div_ceil(unit) - req.offset_bytes / unit;
+        }
         if class > 0 {
             inflight_priority.push(Reverse(done));
         }
         for w in group {
+            if w.chained {
+                let c = chain.as_mut().expect("a chained request has its chain");
+                c.completed(done, &mut out.foreground);
+                continue;
+            }
             let stats = if w.foreground {
                 &mut out.foreground
             } else {
@@ -728,6 +928,7 @@ pub fn run_variant(
     let w = match plan {
         Plan::Synthetic(w) => w,
         Plan::Video(video) => &video.background,
+        Plan::FileWrites(f) => &f.background,
     };
     w.validate()?;
     let (mut stack, cfg) = build(v, device)?;
@@ -767,22 +968,42 @@ pub fn run_variant(
         Some(&mut verifier),
     )
     .map_err(|e| format!("aging: {e}"))?;
-    let (requests, deadline) = match plan {
+    let mut chain = None;
+    // The background writer of a file-writes run arrives until its last file is done.
+    let endless = Synthetic {
+        requests: u64::MAX,
+        priority_percent: 0.0,
+        ..w.clone()
+    };
+    let (mut requests, deadline): (Box<dyn Iterator<Item = Request>>, _) = match plan {
         Plan::Synthetic(w) => {
             let span = footprint / w.request_bytes * w.request_bytes;
-            (w.requests(span, t, seed).collect::<Vec<_>>(), None)
+            (Box::new(w.requests(span, t, seed)), None)
         }
-        Plan::Video(video) => video_requests(video, footprint, t, seed)?,
+        Plan::Video(video) => {
+            let (r, d) = video_requests(video, footprint, t, seed)?;
+            (Box::new(r.into_iter()), d)
+        }
+        Plan::FileWrites(f) => {
+            let (files, rest) = file_writes_region(f, footprint)?;
+            chain = Some(Chain::new(f, t));
+            let r = endless.requests(rest, t, seed).map(move |r| Request {
+                offset_bytes: r.offset_bytes + files,
+                ..r
+            });
+            (Box::new(r), None)
+        }
     };
     let before = stack.counters();
-    let out = run(
+    let out = run_with(
         stack.as_mut(),
         &cfg,
-        &mut requests.into_iter(),
+        &mut requests,
         t,
         seed,
         Some(&mut verifier),
         deadline,
+        chain.as_mut(),
     )
     .map_err(|e| format!("measure: {e}"))?;
     let counters = stack.counters() - before;
@@ -815,6 +1036,42 @@ pub fn run_variant(
         erase_counts: stack.erase_counts(),
         fsck_problems,
     })
+}
+
+/// The bytes the files of a [`FileWrites`] run take at the start of the footprint, and the
+/// bytes left to the background writer after them.
+fn file_writes_region(f: &FileWrites, footprint: u64) -> Result<(u64, u64), String> {
+    if f.files == 0 || f.file_slots == 0 || f.priority == 0 {
+        return Err("file-writes: files, file_slots and priority must be at least 1".into());
+    }
+    for (name, v) in [
+        ("file_bytes", f.file_bytes),
+        ("request_bytes", f.request_bytes),
+    ] {
+        if v == 0 || !v.is_multiple_of(512) {
+            return Err(format!(
+                "file-writes: {name} = {v} must be a positive multiple of 512"
+            ));
+        }
+    }
+    if f.request_bytes > f.file_bytes {
+        return Err(format!(
+            "file-writes: request_bytes = {} exceeds file_bytes = {}",
+            f.request_bytes, f.file_bytes
+        ));
+    }
+    let files = f
+        .file_slots
+        .checked_mul(f.file_bytes)
+        .ok_or("file-writes: file_slots x file_bytes overflows")?;
+    let rest =
+        footprint.saturating_sub(files) / f.background.request_bytes * f.background.request_bytes;
+    if rest < footprint / 4 {
+        return Err(format!(
+            "file-writes: {files} bytes of file slots leave too little of the {footprint}-byte footprint to the background writer"
+        ));
+    }
+    Ok((files, rest))
 }
 
 /// The requests of a [`Video`] run from `start`: frame reads at the frame rate through the

@@ -286,6 +286,8 @@ pub struct OsdStack<F: Flash> {
     pub resident: fn(&F) -> u64,
     pub capacity: u64,
     created: rustc_hash::FxHashSet<u64>,
+    /// Objects whose priority attribute a prioritized write set.
+    prioritized: rustc_hash::FxHashSet<u64>,
 }
 
 const OSD_PARTITION: u64 = osd::id::FIRST_USER_ID;
@@ -310,6 +312,7 @@ impl<F: Flash> OsdStack<F> {
             resident,
             capacity,
             created: Default::default(),
+            prioritized: Default::default(),
         })
     }
 
@@ -325,6 +328,21 @@ impl<F: Flash> OsdStack<F> {
             let stop = end.min((k + 1) * self.object_bytes);
             (k, start - k * self.object_bytes, stop - start)
         })
+    }
+
+    /// A prioritized write makes its object real-time (seed 000 IV-C: the priority is an
+    /// object attribute the device places and cleans by).
+    fn make_realtime(&mut self, k: u64, priority: u8) -> Result<(), osd::OsdError> {
+        use osd::Osd;
+        let oid = Self::oid(k);
+        if self.created.insert(k) {
+            self.store.create(oid.partition, Some(oid.object))?;
+        }
+        if self.prioritized.insert(k) {
+            let p = osd::AttrValue::U64(priority as u64);
+            self.store.set_attr(oid, osd::Attr::Priority, p)?;
+        }
+        Ok(())
     }
 
     fn serve_piece(
@@ -358,6 +376,7 @@ impl<F: Flash> OsdStack<F> {
             }
             Op::Trim => {
                 if off == 0 && len == self.object_bytes && self.created.remove(&k) {
+                    self.prioritized.remove(&k);
                     self.store.remove(oid)?;
                 }
                 Ok(())
@@ -390,6 +409,10 @@ impl<F: Flash> Stack for OsdStack<F> {
             let pieces: Vec<(u64, u64, u64)> =
                 self.pieces(req.offset_bytes, req.len_bytes).collect();
             for (k, off, len) in pieces {
+                if req.op == Op::Write && req.priority > 0 {
+                    self.make_realtime(k, req.priority)
+                        .map_err(|e| e.to_string())?;
+                }
                 self.serve_piece(req.op, k, off, len, token, out)
                     .map_err(|e| e.to_string())?;
             }
@@ -432,6 +455,33 @@ impl<F: Flash> Stack for OsdStack<F> {
     }
     fn gc_state(&self) -> GcState {
         gc_state_of(self.store.fml())
+    }
+    /// A read's dies come from the store's mapping when it can tell from memory. Any other
+    /// request may program anywhere: the write-back data buffer evicts whichever units are
+    /// oldest, to the streams of their objects, and metadata follows. Such a request counts as
+    /// using every die, so the controller issues it only once the device is idle and never
+    /// stacks writes up in the dies' queues ahead of a later prioritized read.
+    fn dies_of(&self, req: &Request, out: &mut Vec<DieId>) {
+        if req.op == Op::Read {
+            let mut units = Vec::new();
+            let known = self
+                .pieces(req.offset_bytes, req.len_bytes)
+                .all(|(k, off, len)| {
+                    !self.created.contains(&k)
+                        || self
+                            .store
+                            .peek_read_units(Self::oid(k), off, len, &mut units)
+                });
+            if known {
+                let layout = self.store.fml().layout();
+                for v in units {
+                    out.extend((0..layout.pages_per_unit()).map(|i| layout.page(v, i).die));
+                }
+                return;
+            }
+        }
+        let dies = self.store.fml().flash().config().geometry.dies();
+        out.extend((0..dies).map(DieId));
     }
     fn die_free_ns(&self, die: DieId) -> Nanos {
         self.store.fml().flash().die_free_ns(die)

@@ -6,7 +6,10 @@
 //! - `ossd` (seed 000 V-F): descriptors, index nodes and data in separate update blocks; an object
 //!   larger than a virtual erase block gets an update block of its own; smaller objects go to a
 //!   hot or a cold update block by their write count against tau = 2 x object size / write unit,
-//!   the count being decremented when GC copies the object's pages.
+//!   the count being decremented when GC copies the object's pages. As an option
+//!   (`osd.realtime_update_blocks`), the data of real-time objects (priority attribute above
+//!   0) goes to update blocks dedicated to them (seed 000 IV-C), so a real-time write never
+//!   shares a block, or its fill rate, with background data.
 //! - `split` (seed 001 III-B): metadata (onodes, index nodes) in metadata segments, data in data
 //!   segments.
 //! - `split+atime` (seed 001 IV): as `split`, with access times journaled in segments of their own.
@@ -80,6 +83,8 @@ pub struct Hint {
     pub object_bytes: u64,
     /// The object's write count in write units.
     pub write_count: u32,
+    /// The object's priority attribute (0 normal, above 0 real-time).
+    pub priority: u8,
 }
 
 // Streams of the `ossd` policy.
@@ -99,10 +104,19 @@ pub struct Placer {
     /// Object holding each dedicated stream, with the time (a counter) of its last write.
     dedicated: Vec<Option<(Oid, u64)>>,
     clock: u64,
+    /// Update blocks dedicated to real-time objects (`ossd` policy only).
+    realtime: u8,
 }
 
 impl Placer {
-    pub fn new(policy: Placement, write_unit_bytes: u64, erase_block_bytes: u64) -> Placer {
+    /// A placer; `realtime` update blocks are dedicated to real-time objects under the `ossd`
+    /// policy (the others ignore it).
+    pub fn new(
+        policy: Placement,
+        write_unit_bytes: u64,
+        erase_block_bytes: u64,
+        realtime: u8,
+    ) -> Placer {
         let n = if policy == Placement::Ossd {
             DEDICATED_STREAMS as usize
         } else {
@@ -114,6 +128,11 @@ impl Placer {
             erase_block_bytes,
             dedicated: vec![None; n],
             clock: 0,
+            realtime: if policy == Placement::Ossd {
+                realtime
+            } else {
+                0
+            },
         }
     }
 
@@ -121,18 +140,18 @@ impl Placer {
         self.policy
     }
 
-    /// Streams the policy uses.
-    pub fn streams(policy: Placement) -> u8 {
+    /// Streams the policy uses, with `realtime` update blocks for real-time objects.
+    pub fn streams(policy: Placement, realtime: u8) -> u8 {
         match policy {
             Placement::One => 1,
-            Placement::Ossd => OSSD_FIRST_DEDICATED + DEDICATED_STREAMS,
+            Placement::Ossd => OSSD_FIRST_DEDICATED + DEDICATED_STREAMS + realtime,
             Placement::Split => 2,
             Placement::SplitAtime => 3,
         }
     }
 
     /// What each stream of a policy holds, for per-segment-type cleaning thresholds.
-    pub fn stream_classes(policy: Placement) -> Vec<(StreamId, SegmentClass)> {
+    pub fn stream_classes(policy: Placement, realtime: u8) -> Vec<(StreamId, SegmentClass)> {
         let data = |n: u8| (n, SegmentClass::Data);
         let meta = |n: u8| (n, SegmentClass::Metadata);
         let v: Vec<(u8, SegmentClass)> = match policy {
@@ -146,7 +165,7 @@ impl Placer {
                     data(OSSD_HOT),
                     data(OSSD_COLD),
                 ];
-                v.extend((0..DEDICATED_STREAMS).map(|i| data(OSSD_FIRST_DEDICATED + i)));
+                v.extend((0..DEDICATED_STREAMS + realtime).map(|i| data(OSSD_FIRST_DEDICATED + i)));
                 v
             }
         };
@@ -179,6 +198,11 @@ impl Placer {
 
     fn data_stream(&mut self, h: &Hint) -> u8 {
         self.clock += 1;
+        if h.priority > 0 && self.realtime > 0 {
+            // Seed 000 IV-C: real-time objects spread over the update blocks dedicated to them.
+            let slot = (h.oid.object.0 % self.realtime as u64) as u8;
+            return OSSD_FIRST_DEDICATED + DEDICATED_STREAMS + slot;
+        }
         if h.object_bytes > self.erase_block_bytes {
             let slot = match self
                 .dedicated
@@ -228,12 +252,13 @@ mod tests {
             oid: Oid::new(0x10000, object),
             object_bytes,
             write_count,
+            priority: 0,
         }
     }
 
     #[test]
     fn one_puts_everything_together() {
-        let mut p = Placer::new(Placement::One, 16384, 8 << 20);
+        let mut p = Placer::new(Placement::One, 16384, 8 << 20, 0);
         for k in [
             PageKind::Data,
             PageKind::Descriptor,
@@ -246,7 +271,7 @@ mod tests {
 
     #[test]
     fn split_separates_metadata_and_atime() {
-        let mut p = Placer::new(Placement::SplitAtime, 2048, 256 << 10);
+        let mut p = Placer::new(Placement::SplitAtime, 2048, 256 << 10, 0);
         assert_eq!(p.choose(&hint(PageKind::Data, 1, 100, 0)), StreamId(1));
         assert_eq!(
             p.choose(&hint(PageKind::Descriptor, 1, 100, 0)),
@@ -254,13 +279,13 @@ mod tests {
         );
         assert_eq!(p.choose(&hint(PageKind::Index, 1, 100, 0)), StreamId(0));
         assert_eq!(p.choose(&hint(PageKind::Atime, 1, 100, 0)), StreamId(2));
-        let mut s = Placer::new(Placement::Split, 2048, 256 << 10);
+        let mut s = Placer::new(Placement::Split, 2048, 256 << 10, 0);
         assert_eq!(s.choose(&hint(PageKind::Atime, 1, 100, 0)), StreamId(0));
     }
 
     #[test]
     fn ossd_hot_cold_by_tau() {
-        let mut p = Placer::new(Placement::Ossd, 16384, 8 << 20);
+        let mut p = Placer::new(Placement::Ossd, 16384, 8 << 20, 0);
         // A 128 KiB object: tau = 2 x 8 units = 16.
         assert_eq!(p.tau(128 << 10), 16);
         assert_eq!(
@@ -283,7 +308,7 @@ mod tests {
 
     #[test]
     fn ossd_dedicates_streams_to_large_objects_lru() {
-        let mut p = Placer::new(Placement::Ossd, 16384, 8 << 20);
+        let mut p = Placer::new(Placement::Ossd, 16384, 8 << 20, 0);
         let big = 9 << 20;
         let first: Vec<StreamId> = (0..8)
             .map(|o| p.choose(&hint(PageKind::Data, o, big, 0)))
@@ -295,5 +320,37 @@ mod tests {
         assert_eq!(p.choose(&hint(PageKind::Data, 8, big, 0)), first[1]);
         p.forget(Oid::new(0x10000, 8));
         assert_eq!(p.choose(&hint(PageKind::Data, 9, big, 0)), first[1]);
+    }
+
+    #[test]
+    fn ossd_dedicates_update_blocks_to_realtime_objects_when_asked() {
+        let rt = |object: u64, object_bytes: u64| Hint {
+            priority: 1,
+            ..hint(PageKind::Data, object, object_bytes, 0)
+        };
+        let first_rt = OSSD_FIRST_DEDICATED + DEDICATED_STREAMS;
+        let mut p = Placer::new(Placement::Ossd, 16384, 8 << 20, 2);
+        assert_eq!(Placer::streams(Placement::Ossd, 2), first_rt + 2);
+        // Small or large, a real-time object's data goes to a real-time block; metadata does not.
+        assert_eq!(p.choose(&rt(4, 128 << 10)), StreamId(first_rt));
+        assert_eq!(p.choose(&rt(5, 9 << 20)), StreamId(first_rt + 1));
+        assert_eq!(
+            p.choose(&Hint {
+                kind: PageKind::Index,
+                ..rt(4, 0)
+            }),
+            StreamId(OSSD_INDEX)
+        );
+        assert_eq!(
+            p.choose(&hint(PageKind::Data, 4, 128 << 10, 0)),
+            StreamId(OSSD_COLD)
+        );
+        let classes = Placer::stream_classes(Placement::Ossd, 2);
+        assert!(classes.contains(&(StreamId(first_rt + 1), SegmentClass::Data)));
+        // Without dedicated blocks (the default), priority does not change placement.
+        let mut q = Placer::new(Placement::Ossd, 16384, 8 << 20, 0);
+        assert_eq!(q.choose(&rt(4, 128 << 10)), StreamId(OSSD_COLD));
+        let mut s = Placer::new(Placement::Split, 16384, 8 << 20, 2);
+        assert_eq!(s.choose(&rt(4, 128 << 10)), StreamId(1));
     }
 }

@@ -84,6 +84,11 @@ pub struct OsdConfig {
     /// The small-object buffer (default true, seed 001 III-B and V-D): objects shorter than a
     /// write unit (less 36 bytes of headers), written with bytes, share small-object pages.
     pub small_objects: bool,
+    /// Update blocks dedicated to real-time objects (priority attribute above 0) under the
+    /// `ossd` placement (seed 000 IV-C), at most 8; default 0: their data is placed as any
+    /// other object's. Combine with `fml.realtime_reserve_blocks` so that a real-time write
+    /// also finds a free block without waiting for a collection.
+    pub realtime_update_blocks: u8,
     /// The FML's settings (a run sets them once for whichever stack it builds).
     #[serde(skip)]
     pub fml: FmlConfig,
@@ -101,6 +106,7 @@ impl Default for OsdConfig {
             atime: true,
             atime_merge_pages: 4,
             small_objects: true,
+            realtime_update_blocks: 0,
             fml: FmlConfig::default(),
         }
     }
@@ -247,6 +253,7 @@ impl<F: Flash> NodeIo for NodeFlash<'_, F> {
             oid: Oid::default(),
             object_bytes: 0,
             write_count: 0,
+            priority: 0,
         });
         let rec = Record::Index {
             level,
@@ -357,7 +364,13 @@ pub struct ObjectStore<F: Flash> {
 impl<F: Flash> ObjectStore<F> {
     fn new(flash: F, config: OsdConfig) -> Result<Self, OsdError> {
         // As many streams as any policy uses, so a store opens whatever it was formatted with.
-        let streams = Placer::streams(Placement::Ossd);
+        let realtime = config.realtime_update_blocks;
+        if realtime > 8 {
+            return Err(OsdError::InvalidArgument(format!(
+                "realtime_update_blocks = {realtime}: at most 8"
+            )));
+        }
+        let streams = Placer::streams(Placement::Ossd, realtime);
         let fml = Fml::open(flash, config.fml, streams, RECORD_MAX_BYTES).map_err(fml_err)?;
         let layout = *fml.layout();
         let unit = layout.write_unit_bytes as usize;
@@ -368,12 +381,12 @@ impl<F: Flash> ObjectStore<F> {
         }
         let erase_block = layout.write_unit_bytes as u64 * layout.units_per_superblock as u64;
         let mut fml = fml;
-        for (stream, class) in Placer::stream_classes(config.placement) {
+        for (stream, class) in Placer::stream_classes(config.placement, realtime) {
             fml.set_stream_class(stream, class);
         }
         Ok(ObjectStore {
             index: Index::new(unit, config.index_cache_bytes as usize),
-            placer: Placer::new(config.placement, unit as u64, erase_block),
+            placer: Placer::new(config.placement, unit as u64, erase_block, realtime),
             buf: WriteBuffer::new((config.buffer_bytes / unit as u64) as usize),
             fml,
             config,
@@ -668,6 +681,7 @@ impl<F: Flash> ObjectStore<F> {
             oid: Oid::default(),
             object_bytes: 0,
             write_count: 0,
+            priority: 0,
         });
         let rec = rec.with_seq(self.gc.take_seq());
         let mut oob = [0u8; RECORD_MAX_BYTES];
@@ -791,6 +805,7 @@ impl<F: Flash> ObjectStore<F> {
             oid,
             object_bytes: c.onode.logical_length.max(c.onode.expected_size),
             write_count: c.onode.write_count,
+            priority: c.onode.priority,
         })
     }
 
@@ -826,7 +841,16 @@ impl<F: Flash> ObjectStore<F> {
 
     /// Programs one buffered unit, merging in its old contents when the buffer has only part.
     fn program_entry(&mut self, mut e: Entry<(Oid, u64)>) -> Result<(), OsdError> {
-        self.make_room()?;
+        // A real-time object's unit may use the free blocks held back for it (seed 000 IV-C).
+        if self.onode_mut(e.key.0)?.onode.priority > 0 {
+            while self.fml.must_collect_realtime() {
+                if !self.step_gc()? {
+                    break;
+                }
+            }
+        } else {
+            self.make_room()?;
+        }
         let full = self.full_mask();
         let old = self.unmap(e.key.0, e.key.1)?;
         if e.mask != full {
@@ -1167,6 +1191,38 @@ impl<F: Flash> ObjectStore<F> {
         }
         self.stats.host_read_bytes += len;
         self.touch(oid)
+    }
+
+    /// The write units a fingerprint read of `len` bytes at `offset` of `oid` would read from
+    /// flash, answered from memory only (nothing read, no time spent): a device-side
+    /// scheduler's look-ahead (seed 004 3.2). False when the store cannot tell without a flash
+    /// read (the onode or an index node is not cached, or the object keeps its data in
+    /// small-object pages); units in the data buffer read no flash and are left out.
+    pub fn peek_read_units(&self, oid: Oid, offset: u64, len: u64, out: &mut Vec<Vpa>) -> bool {
+        if !self.onodes.contains_key(&oid) || self.smalls.contains_key(&oid) {
+            return false;
+        }
+        let unit = self.unit as u64;
+        if len == 0 {
+            return true;
+        }
+        for u in offset / unit..=(offset + len - 1) / unit {
+            if self.buf.get((oid, u)).is_some() {
+                continue;
+            }
+            let key = data_key(oid, u);
+            match self.index.floor_cached(&key) {
+                None => return false,
+                Some(Some((k, v))) if k.oid == key.oid && k.kind == KIND_DATA => {
+                    let (start, n) = extent(v);
+                    if u < k.offset + n as u64 && start != LOST {
+                        out.push(Vpa(start + (u - k.offset) as u32));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        true
     }
 
     // ---------------------------------------------------------------- GC
@@ -1722,6 +1778,7 @@ impl<F: Flash> ObjectStore<F> {
             self.config.placement,
             self.unit as u64,
             layout.write_unit_bytes as u64 * layout.units_per_superblock as u64,
+            self.config.realtime_update_blocks,
         );
         self.next_object = u64::from_le_bytes(page[16..24].try_into().unwrap());
         self.next_partition = u64::from_le_bytes(page[24..32].try_into().unwrap());

@@ -45,6 +45,7 @@ fn config(placement: Placement, index_mode: IndexMode) -> OsdConfig {
         // Merge often, so merges, journal pages and their release all happen in short runs.
         atime_merge_pages: 2,
         small_objects: true,
+        realtime_update_blocks: 0,
         fml: FmlConfig::for_blocks(64),
     }
 }

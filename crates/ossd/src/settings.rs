@@ -46,6 +46,7 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   osd.atime                          reads update access times: journaled under split+atime, in the onode otherwise (default true)
   osd.atime_merge_pages              atime journal pages on flash before they are merged into onodes (default 4)
   osd.small_objects                  small-object buffer: objects under a write unit share pages (default true, seed 001 V-D)
+  osd.realtime_update_blocks         update blocks dedicated to real-time objects (priority > 0), ossd placement (default 0, at most 8, seed 000 IV-C)
   fml.low_watermark_blocks           GC before writes below this many free blocks (default 10, seed 000 V-F)
   fml.high_watermark_busy_blocks     background GC target while busy (default 11)
   fml.high_watermark_idle_blocks     background GC target while idle (default 15)
@@ -55,6 +56,7 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   fml.data_victim_threshold_percent  largest live share of a data victim (default 100 = pure policy, seed 001 V-B)
   fml.metadata_victim_threshold_percent  the same for metadata (onode, index) blocks (default 100)
   fml.atime_victim_threshold_percent largest live share of an atime victim (default 100)
+  fml.realtime_reserve_blocks        free blocks only real-time writes may take: normal writes collect below low + this (default 0, seed 000 IV-C)
 ";
 
 /// Parses a value as TOML would (integer, float, boolean), else takes it as a string.

@@ -133,6 +133,8 @@ impl Variant {
                     atime: rng.gen_bool(0.5),
                     atime_merge_pages: 2,
                     small_objects: rng.gen_bool(0.5),
+                    // Drawn sequences stay as they were; real-time placement has its own tests.
+                    realtime_update_blocks: 0,
                     fml,
                 })
             }

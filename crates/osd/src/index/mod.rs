@@ -296,6 +296,13 @@ impl Index {
         r
     }
 
+    /// As [`Index::floor`], from the nodes in memory only: `None` when the path to the leaf
+    /// leaves the cache (the answer would need a flash read). For a scheduler's look-ahead,
+    /// which must not change the cache or spend time.
+    pub fn floor_cached(&self, key: &IndexKey) -> Option<Option<(IndexKey, u64)>> {
+        self.floor_cached_impl(key)
+    }
+
     /// Entries with from <= key < to, in order, at most `limit` of them.
     pub fn range(
         &mut self,

@@ -517,6 +517,39 @@ fn sequential_load_packs_leaves() {
     assert_eq!(height, 2);
 }
 
+/// The scheduler's look-ahead: from memory it answers as `floor` does, and says so when the
+/// path leaves the cache; it never reads a node.
+#[test]
+fn floor_cached_answers_from_memory_only() {
+    let keys: Vec<IndexKey> = (0..400).map(|i| k(2 + i % 3, 1, 10 * i as u64)).collect();
+    let (mut io, root, height, model) = build(256, keys);
+    // Nothing cached yet: no answer, and no read was made.
+    let mut ix = Index::open(root, height, 256, 1 << 20);
+    assert!(height > 0);
+    assert_eq!(ix.floor_cached(&k(3, 1, 55)), None);
+    assert_eq!(ix.stats(), IndexStats::default());
+    // A whole-tree cache once every node was read: every answer as the model's.
+    for key in model.keys() {
+        ix.get(&mut io, key).unwrap();
+    }
+    let probes = model.keys().flat_map(|key| {
+        [key.offset.saturating_sub(1), key.offset, key.offset + 1]
+            .map(|offset| IndexKey { offset, ..*key })
+    });
+    for probe in probes.chain([IndexKey::MIN, IndexKey::MAX]) {
+        assert_eq!(ix.floor_cached(&probe), Some(model_floor(&model, &probe)));
+    }
+    // Dirty (uncommitted) nodes are in memory too.
+    let mut fresh = Index::new(256, 0);
+    let mut io2 = MemIo::new(256);
+    fresh.insert(&mut io2, k(9, 1, 4), 40).unwrap();
+    assert_eq!(
+        fresh.floor_cached(&k(9, 1, 7)),
+        Some(Some((k(9, 1, 4), 40)))
+    );
+    assert_eq!(Index::new(256, 0).floor_cached(&k(9, 1, 7)), Some(None));
+}
+
 #[test]
 fn cache_bound_is_respected() {
     let (mut io, root, height, model) = build(256, (0..500u64).map(|i| k(i as u128 % 4, 0, i)));

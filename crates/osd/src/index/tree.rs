@@ -184,6 +184,31 @@ impl Index {
         Ok(p.checked_sub(1).map(|i| v[i]))
     }
 
+    pub(super) fn floor_cached_impl(&self, key: &IndexKey) -> Option<Option<(IndexKey, u64)>> {
+        let Some(mut cur) = self.root else {
+            return Some(None);
+        };
+        let mut level = self.height;
+        loop {
+            let h = match cur {
+                Child::Mem(h) => h,
+                Child::Addr(a) => self.arena.peek(a)?,
+            };
+            match &self.arena.node(h).body {
+                Body::Leaf(v) if level == 0 => {
+                    let p = v.partition_point(|e| e.0 <= *key);
+                    return Some(p.checked_sub(1).map(|i| v[i]));
+                }
+                Body::Inner(v) if level > 0 && !v.is_empty() => {
+                    cur = v[route(v, key)].1;
+                    level -= 1;
+                }
+                // A node of the wrong kind is corruption the real lookup reports.
+                _ => return None,
+            }
+        }
+    }
+
     pub(super) fn range_impl(
         &mut self,
         io: &mut dyn NodeIo,
