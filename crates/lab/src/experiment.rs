@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::files::{
     appendhot::AppendHot, hotcold::HotColdFiles, largefile::LargeFile, multistream::MultiStream,
-    postmark::PostMark, seqbase::SeqBase, sizes::SizeLatency, FileStack, FileSummary, Meter,
+    postmark::PostMark, seqbase::SeqBase, sizes::SizeLatency, tracereplay::TraceReplay, FileStack,
+    FileSummary, Meter,
 };
 use crate::stack::Counters;
 
@@ -35,6 +36,8 @@ pub enum FileWorkload {
     AppendHot(AppendHot),
     /// Seed 002 Fig. 2 and 3: latency by data size.
     SizeLatency(SizeLatency),
+    /// A user's block trace replayed onto files (fixed address regions as files).
+    Trace(TraceReplay),
 }
 
 impl FileWorkload {
@@ -66,6 +69,12 @@ impl FileWorkload {
                 n(&mut a.total_bytes);
             }
             FileWorkload::SizeLatency(z) => n(&mut z.files_per_size),
+            // A trace is what it is; only a request limit, when given, shrinks.
+            FileWorkload::Trace(t) => {
+                if let Some(m) = t.max_requests.as_mut() {
+                    n(m);
+                }
+            }
         }
     }
 
@@ -78,6 +87,7 @@ impl FileWorkload {
             FileWorkload::LargeFile(l) => crate::files::largefile::run(m, l),
             FileWorkload::AppendHot(a) => crate::files::appendhot::run(m, a),
             FileWorkload::SizeLatency(z) => crate::files::sizes::run(m, z),
+            FileWorkload::Trace(t) => crate::files::tracereplay::run(m, t),
             FileWorkload::Synthetic(_) | FileWorkload::Video(_) => {
                 return Err("a block workload does not run on a file system".into())
             }
@@ -167,7 +177,12 @@ impl Experiment {
     pub fn load(path: &Path) -> Result<Experiment, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        Self::from_toml(&text, &path.display().to_string())
+        let mut e = Self::from_toml(&text, &path.display().to_string())?;
+        // A trace's relative path is the experiment file's business, not the caller's cwd.
+        if let FileWorkload::Trace(t) = &mut e.workload {
+            t.resolve(path.parent().unwrap_or(Path::new(".")));
+        }
+        Ok(e)
     }
 }
 
