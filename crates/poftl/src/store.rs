@@ -540,7 +540,7 @@ impl<F: Flash> PoftlStore<F> {
         let mut log_pages = Vec::new();
         let mut seq_max = 0u64;
         let mut unreadable = 0u64;
-        s.fml.scan(0, |v, r| match r {
+        let scanned = s.fml.scan(0, |v, r| match r {
             Ok((Content::Erased, _)) => {}
             Ok((_, oob)) => {
                 if let Some((o, p, seq, size)) = record::decode(oob) {
@@ -556,11 +556,19 @@ impl<F: Flash> PoftlStore<F> {
             }
             Err(_) => unreadable += 1,
         })?;
+        // The scan and the record pages' reads take device time: the store starts after them.
+        s.now = scanned;
         let mut entries: Vec<record::Entry> = Vec::new();
         let mut page = vec![0u8; s.page_bytes as usize];
         for &(v, count, crc) in &log_pages {
             let used = count as usize * record::ENTRY_BYTES;
-            let readable = s.fml.read(0, v, &mut page, &mut []).is_ok();
+            let readable = match s.fml.read(s.now, v, &mut page, &mut []) {
+                Ok((t, _)) => {
+                    s.now = s.now.max(t);
+                    true
+                }
+                Err(_) => false,
+            };
             if !readable || used > page.len() || crc32c::crc32c(&page[..used]) != crc {
                 unreadable += 1;
                 continue;
