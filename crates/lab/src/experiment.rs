@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::files::{
     appendhot::AppendHot, hotcold::HotColdFiles, largefile::LargeFile, multistream::MultiStream,
-    postmark::PostMark, seqbase::SeqBase, sizes::SizeLatency, FileStack, FileSummary, Meter,
+    postmark::PostMark, seqbase::SeqBase, sizes::SizeLatency, tracereplay::TraceReplay, FileStack,
+    FileSummary, Meter,
 };
 use crate::stack::Counters;
 
@@ -40,6 +41,8 @@ pub enum FileWorkload {
     SizeLatency(SizeLatency),
     /// Seed 000 VI-F FILEB: Filebench videoserver, threads replacing large files.
     VideoServer(crate::files::videoserver::VideoServer),
+    /// A user's block trace replayed onto files (fixed address regions as files).
+    Trace(TraceReplay),
 }
 
 impl FileWorkload {
@@ -79,6 +82,12 @@ impl FileWorkload {
                 n(&mut v.total_bytes);
                 v.aging.scale(s);
             }
+            // A trace is what it is; only a request limit, when given, shrinks.
+            FileWorkload::Trace(t) => {
+                if let Some(m) = t.max_requests.as_mut() {
+                    n(m);
+                }
+            }
         }
     }
 
@@ -92,6 +101,7 @@ impl FileWorkload {
             FileWorkload::AppendHot(a) => crate::files::appendhot::run(m, a),
             FileWorkload::SizeLatency(z) => crate::files::sizes::run(m, z),
             FileWorkload::VideoServer(v) => crate::files::videoserver::run(m, v),
+            FileWorkload::Trace(t) => crate::files::tracereplay::run(m, t),
             FileWorkload::Synthetic(_) | FileWorkload::Video(_) | FileWorkload::FileWrites(_) => {
                 return Err("a block workload does not run on a file system".into())
             }
@@ -185,7 +195,12 @@ impl Experiment {
     pub fn load(path: &Path) -> Result<Experiment, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        Self::from_toml(&text, &path.display().to_string())
+        let mut e = Self::from_toml(&text, &path.display().to_string())?;
+        // A trace's relative path is the experiment file's business, not the caller's cwd.
+        if let FileWorkload::Trace(t) = &mut e.workload {
+            t.resolve(path.parent().unwrap_or(Path::new(".")));
+        }
+        Ok(e)
     }
 }
 

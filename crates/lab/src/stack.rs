@@ -95,14 +95,15 @@ pub fn osd_counters<F: Flash>(store: &osd::ObjectStore<F>) -> Counters {
     }
 }
 
-/// The counters of a p-OFTL store (seed 002): data pages only, it has no index or metadata
-/// pages on flash.
+/// The counters of a p-OFTL store (seed 002): data pages, and its record pages (the log of
+/// creations, truncations and removals) as metadata; it has no index on flash.
 pub fn poftl_counters<F: Flash>(store: &poftl::PoftlStore<F>) -> Counters {
     let s = store.stats();
     Counters {
         host_write_bytes: s.host_write_bytes,
         host_read_bytes: s.host_read_bytes,
         data_units_written: s.host_pages_written,
+        metadata_pages_written: s.log_pages_written,
         rmw_reads: s.rmw_reads,
         units_lost: s.units_lost,
         ..flash_counters(store.fml())

@@ -13,6 +13,11 @@
 //! * [`TraceFormat::Blkparse`]: the default text output of `blkparse`. Only `Q` (queued)
 //!   events produce requests; every other line (other actions, per-CPU summaries) is
 //!   skipped.
+//! * [`TraceFormat::Fiu`]: the FIU SRCMap / I/O-deduplication traces (`homes`, `mail`,
+//!   `web-vm`), `timestamp_ns pid process lba_sectors size_sectors R|W major minor md5`,
+//!   space separated; the process name may itself contain spaces. The FIU files are named
+//!   `*.blkparse` although they are not blkparse output, so a `.blkparse` or `.txt` file whose
+//!   first request line has this shape is read as FIU ([`TraceFormat::sniff`]).
 //!
 //! A sector is 512 bytes. Blank lines and lines starting with `#` are skipped in every
 //! format. Arrival times are made relative to the first request, which arrives at 0; a
@@ -40,14 +45,17 @@ pub enum TraceFormat {
     MsrCsv,
     /// `blkparse` default text output.
     Blkparse,
+    /// FIU: `timestamp_ns pid process lba_sectors size_sectors R|W major minor md5`.
+    Fiu,
 }
 
 impl TraceFormat {
     /// Every format, in the order they are documented.
-    pub const ALL: [TraceFormat; 3] = [
+    pub const ALL: [TraceFormat; 4] = [
         TraceFormat::Mqsim,
         TraceFormat::MsrCsv,
         TraceFormat::Blkparse,
+        TraceFormat::Fiu,
     ];
 
     /// The name accepted by [`FromStr`] and printed by [`fmt::Display`].
@@ -56,18 +64,51 @@ impl TraceFormat {
             TraceFormat::Mqsim => "mqsim",
             TraceFormat::MsrCsv => "msr",
             TraceFormat::Blkparse => "blkparse",
+            TraceFormat::Fiu => "fiu",
         }
     }
 
-    /// Guesses the format from the file extension: `.trace` is MQSim, `.csv` is MSR,
-    /// `.blkparse` and `.txt` are blkparse output. Case-insensitive.
+    /// Guesses the format from the file extension: `.trace` is MQSim, `.csv` is MSR, `.fiu`
+    /// is FIU, `.blkparse` and `.txt` are blkparse output unless the file's first request line
+    /// is FIU-shaped ([`TraceFormat::sniff`]; the FIU traces ship as `*.blkparse`).
+    /// Case-insensitive.
     pub fn detect(path: &Path) -> Option<TraceFormat> {
         let ext = path.extension()?.to_str()?;
         if ext.eq_ignore_ascii_case("trace") {
             Some(TraceFormat::Mqsim)
         } else if ext.eq_ignore_ascii_case("csv") {
             Some(TraceFormat::MsrCsv)
+        } else if ext.eq_ignore_ascii_case("fiu") {
+            Some(TraceFormat::Fiu)
         } else if ext.eq_ignore_ascii_case("blkparse") || ext.eq_ignore_ascii_case("txt") {
+            match TraceFormat::sniff(path) {
+                Some(TraceFormat::Fiu) => Some(TraceFormat::Fiu),
+                _ => Some(TraceFormat::Blkparse),
+            }
+        } else {
+            None
+        }
+    }
+
+    /// Looks at the first line that is neither blank nor a comment (within the first 64 KiB):
+    /// FIU if it parses as an FIU request, blkparse if its first field is a `major,minor`
+    /// device; `None` otherwise or if the file cannot be read.
+    pub fn sniff(path: &Path) -> Option<TraceFormat> {
+        use std::io::Read;
+        let mut head = Vec::with_capacity(64 << 10);
+        File::open(path)
+            .ok()?
+            .take(64 << 10)
+            .read_to_end(&mut head)
+            .ok()?;
+        let text = String::from_utf8_lossy(&head);
+        let line = text
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#'))?;
+        if parse_fiu(line).is_ok() {
+            Some(TraceFormat::Fiu)
+        } else if line.split_ascii_whitespace().next().is_some_and(is_device) {
             Some(TraceFormat::Blkparse)
         } else {
             None
@@ -95,7 +136,7 @@ impl FromStr for TraceFormat {
             .into_iter()
             .find(|f| f.name().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
-                format!("unknown trace format \"{s}\" (expected one of: mqsim, msr, blkparse)")
+                format!("unknown trace format \"{s}\" (expected one of: mqsim, msr, blkparse, fiu)")
             })
     }
 }
@@ -225,7 +266,7 @@ impl TraceReader {
     /// Nanoseconds per unit of the format's raw time stamps.
     fn ns_per_tick(&self) -> u64 {
         match self.format {
-            TraceFormat::Mqsim | TraceFormat::Blkparse => 1,
+            TraceFormat::Mqsim | TraceFormat::Blkparse | TraceFormat::Fiu => 1,
             TraceFormat::MsrCsv => 100,
         }
     }
@@ -267,6 +308,7 @@ impl Iterator for TraceReader {
                 TraceFormat::Mqsim => parse_mqsim(text),
                 TraceFormat::MsrCsv => parse_msr(text),
                 TraceFormat::Blkparse => parse_blkparse(text),
+                TraceFormat::Fiu => parse_fiu(text),
             };
             let (mut request, time) = match parsed {
                 Ok(Some(p)) => p,
@@ -375,6 +417,32 @@ fn parse_msr(line: &str) -> Result<Parsed, String> {
             "range {offset} + {len} does not fit in a 64-bit byte address"
         ));
     }
+    Ok(Some((Request::new(op, offset, len), time)))
+}
+
+fn parse_fiu(line: &str) -> Result<Parsed, String> {
+    const WHAT: &str = "timestamp_ns pid process lba_sectors size_sectors R|W major minor md5";
+    let f: Vec<&str> = line.split_ascii_whitespace().collect();
+    // The process name (third field on) may hold spaces: the last six fields are fixed.
+    if f.len() < 9 {
+        return Err(format!("expected 9 fields ({WHAT}), found {}", f.len()));
+    }
+    let [lba, size, kind, major, minor, _md5] = [0, 1, 2, 3, 4, 5].map(|i| f[f.len() - 6 + i]);
+    let time = parse_u64("timestamp_ns", f[0])?;
+    parse_u64("pid", f[1])?;
+    let lba = parse_u64("lba_sectors", lba)?;
+    let size = parse_u64("size_sectors", size)?;
+    parse_u64("major", major)?;
+    parse_u64("minor", minor)?;
+    if size == 0 {
+        return Err("size_sectors is 0".to_string());
+    }
+    let op = match kind {
+        "W" | "w" => Op::Write,
+        "R" | "r" => Op::Read,
+        other => return Err(format!("operation \"{other}\" is neither R nor W")),
+    };
+    let (offset, len) = sector_range(lba, size)?;
     Ok(Some((Request::new(op, offset, len), time)))
 }
 
@@ -619,7 +687,7 @@ mod tests {
         assert_eq!("MSR".parse::<TraceFormat>(), Ok(TraceFormat::MsrCsv));
         let err = "fio".parse::<TraceFormat>().unwrap_err();
         assert!(
-            err.contains("fio") && err.contains("mqsim, msr, blkparse"),
+            err.contains("fio") && err.contains("mqsim, msr, blkparse, fiu"),
             "{err}"
         );
         assert_eq!(detect(Path::new("a/b.trace")), Some(TraceFormat::Mqsim));
@@ -628,6 +696,56 @@ mod tests {
         assert_eq!(detect(Path::new("b.txt")), Some(TraceFormat::Blkparse));
         assert_eq!(detect(Path::new("b.bin")), None);
         assert_eq!(detect(Path::new("trace")), None);
+    }
+
+    /// FIU lines (as in the `homes` traces), a process name with a space, sniffed from a
+    /// `.blkparse` file as the FIU traces are named.
+    const FIU: &str = "\
+89966527949437 4364 syslogd 904265560 8 W 6 0 531a6f1bc1a3e9db5c82e1d4d6e1c0ab
+89966528112345 4364 syslogd 904265568 16 W 6 0 8a80554c91d9fca8acb82f023de02f11
+89966529000000 5021 gnome terminal 1024 8 R 6 0 d41d8cd98f00b204e9800998ecf8427e
+";
+
+    #[test]
+    fn fiu_lines_parse_and_are_sniffed_from_blkparse_names() {
+        let got = read_all(TraceFormat::Fiu, "fiu", FIU);
+        assert_eq!(
+            got,
+            vec![
+                req(Op::Write, 904265560 * 512, 4096, 0),
+                req(Op::Write, 904265568 * 512, 8192, 162_908),
+                req(Op::Read, 1024 * 512, 4096, 1_050_563),
+            ]
+        );
+        let f = TempFile::new("blkparse", FIU);
+        assert_eq!(detect(&f.0), Some(TraceFormat::Fiu));
+        let b = TempFile::new(
+            "blkparse",
+            "  8,0    0        1     0.000000000  4162  Q  WS 1 + 8 [x]\n",
+        );
+        assert_eq!(detect(&b.0), Some(TraceFormat::Blkparse));
+        assert_eq!("FIU".parse::<TraceFormat>(), Ok(TraceFormat::Fiu));
+    }
+
+    #[test]
+    fn fiu_errors_name_the_line() {
+        let fiu = TraceFormat::Fiu;
+        let ok = "1 2 p 0 8 W 6 0 x\n";
+        assert_error(
+            fiu,
+            &format!("{ok}1 2 p 0 8 W 6 0\n"),
+            2,
+            "expected 9 fields",
+        );
+        assert_error(
+            fiu,
+            &format!("{ok}{ok}1 2 p 0 8 X 6 0 x\n"),
+            3,
+            "neither R nor W",
+        );
+        assert_error(fiu, "1 2 p zero 8 W 6 0 x\n", 1, "lba_sectors \"zero\"");
+        assert_error(fiu, "1 2 p 0 0 W 6 0 x\n", 1, "size_sectors is 0");
+        assert_error(fiu, "t 2 p 0 8 W 6 0 x\n", 1, "timestamp_ns");
     }
 
     #[test]

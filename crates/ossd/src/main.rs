@@ -155,7 +155,7 @@ struct RunArgs {
     /// Built-in workload: seq-write, seq-read, rand-write, rand-read, zipf, hotcold.
     #[arg(long)]
     workload: Option<String>,
-    /// Replay a block trace (MQSim ASCII .trace, MSR Cambridge .csv, blkparse text).
+    /// Replay a block trace (MQSim ASCII .trace, MSR Cambridge .csv, blkparse text, FIU).
     #[arg(long)]
     trace: Option<PathBuf>,
     /// Set any run setting: --set key=value (repeatable; keys listed below).

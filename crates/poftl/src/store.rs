@@ -5,17 +5,21 @@
 //! ## Write path
 //! 1. `write` puts whole pages into the data buffer (a partial page is merged with its old
 //!    contents: read-modify-write). The call completes at once unless the buffer is full.
-//! 2. When the buffer holds `buffer_pages` pages, or at `flush`, its `L` pages are taken in
+//! 2. `create`, `truncate` and `remove` take effect in memory at once and queue a log entry.
+//! 3. When the buffer holds `buffer_pages` pages, or at `flush`, the queued entries are
+//!    programmed first, into record pages (docs/FORMAT.md section 4). Then the buffer's `L`
+//!    pages are taken in
 //!    logical order (object, page); each gets its hotness `h_p` (III-B-1); the grouping policy
 //!    splits them into groups and picks each group's write region (III-B-2).
-//! 3. Each page is programmed into its region's update super-block, all pages issued at the same
+//! 4. Each page is programmed into its region's update super-block, all pages issued at the same
 //!    virtual time so that consecutive pages of a super-block run on `2^k` banks at once (III-A).
 //!    Foreground GC runs first whenever free super-blocks are below the low watermark.
-//! 4. The page's extent is updated and its old location invalidated.
+//! 5. The page's extent is updated and its old location invalidated. When `flush` returns, all
+//!    of it is durable.
 //!
-//! Nothing is durable across a power cut: p-OFTL keeps its extents and page histories in host
-//! memory (the paper says little about p-OFTL's recovery and this store does not build one; the
-//! OOB record of every page is nevertheless enough to rebuild the extents by a scan).
+//! The paper says little about p-OFTL's recovery. This store's: [`PoftlStore::mount`] rebuilds
+//! the extents and sizes from the data pages' OOB records and the log entries; page histories
+//! restart from zero.
 
 use std::collections::BTreeMap;
 
@@ -165,6 +169,19 @@ pub struct PoftlStats {
     pub groups: u64,
     /// Pages GC could not read back.
     pub units_lost: u64,
+    /// Record pages programmed (the log of creations, truncations and removals).
+    pub log_pages_written: u64,
+}
+
+/// Where the writes of one write region (or of GC) went and what reclaiming them cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RegionStats {
+    /// Pages programmed into the region's update super-blocks.
+    pub pages_written: u64,
+    /// Super-blocks of the region GC chose as victims.
+    pub victims: u64,
+    /// Valid pages GC moved out of them.
+    pub pages_moved: u64,
 }
 
 /// A page's write history: `W_p` and `T_p^m` (seed 002 III-B-1).
@@ -258,52 +275,142 @@ struct Objects {
     lost: u64,
     /// Pages mapped on flash or buffered: what the capacity limits.
     live: u64,
+    /// Record pages on flash (all kept: see [`PoftlStore::mount`]).
+    log_pages: rustc_hash::FxHashSet<Vpa>,
 }
 
-/// OOB record of a data page (docs/FORMAT.md, "p-OFTL records").
+/// On-flash records (docs/FORMAT.md section 4, "p-OFTL records"): the OOB record of a data
+/// page, and the record pages that log creations, truncations and removals.
 pub mod record {
-    pub const BYTES: usize = 24;
+    /// Bytes of an OOB record (both kinds).
+    pub const BYTES: usize = 32;
     pub const KIND_DATA: u8 = 1;
-    pub const VERSION: u8 = 1;
+    pub const KIND_LOG: u8 = 2;
+    pub const VERSION: u8 = 2;
+    /// Bytes of one entry in a record page.
+    pub const ENTRY_BYTES: usize = 32;
 
-    pub fn encode(object: u64, page: u32, seq: u64) -> [u8; BYTES] {
+    /// What a logged entry did to its object.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Op {
+        /// The object was created (empty): everything older of it is gone.
+        Create = 1,
+        /// The object's size was set: pages at and past the new size are gone.
+        Truncate = 2,
+        /// The object was removed.
+        Remove = 3,
+    }
+
+    /// A logged entry: `(op, object, size_bytes, seq)`.
+    pub type Entry = (Op, u64, u64, u64);
+
+    fn seal(r: &mut [u8; BYTES]) {
+        let crc = crc32c::crc32c(&r[..28]);
+        r[28..32].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    fn seq48(r: &[u8]) -> u64 {
+        let mut seq = [0u8; 8];
+        seq[..6].copy_from_slice(&r[14..20]);
+        u64::from_le_bytes(seq)
+    }
+
+    fn sealed(r: &[u8], kind: u8) -> bool {
+        r.len() >= BYTES
+            && r[0] == kind
+            && r[1] == VERSION
+            && crc32c::crc32c(&r[..28]).to_le_bytes() == r[28..32]
+    }
+
+    /// A data page's record: its object, page, sequence number and the object's size in bytes
+    /// when the page was programmed.
+    pub fn encode(object: u64, page: u32, seq: u64, size: u64) -> [u8; BYTES] {
         let mut r = [0u8; BYTES];
         r[0] = KIND_DATA;
         r[1] = VERSION;
         r[2..10].copy_from_slice(&object.to_le_bytes());
         r[10..14].copy_from_slice(&page.to_le_bytes());
         r[14..20].copy_from_slice(&seq.to_le_bytes()[..6]);
-        let crc = crc32c::crc32c(&r[..20]);
-        r[20..24].copy_from_slice(&crc.to_le_bytes());
+        r[20..28].copy_from_slice(&size.to_le_bytes());
+        seal(&mut r);
         r
     }
 
-    /// (object, page, sequence number), or `None` for anything but a well-formed record.
-    pub fn decode(r: &[u8]) -> Option<(u64, u32, u64)> {
-        if r.len() < BYTES || r[0] != KIND_DATA || r[1] != VERSION {
-            return None;
-        }
-        let crc = u32::from_le_bytes(r[20..24].try_into().ok()?);
-        if crc32c::crc32c(&r[..20]) != crc {
+    /// (object, page, sequence number, size), or `None` for anything but a well-formed data
+    /// record.
+    pub fn decode(r: &[u8]) -> Option<(u64, u32, u64, u64)> {
+        if !sealed(r, KIND_DATA) {
             return None;
         }
         let object = u64::from_le_bytes(r[2..10].try_into().ok()?);
         let page = u32::from_le_bytes(r[10..14].try_into().ok()?);
-        let mut seq = [0u8; 8];
-        seq[..6].copy_from_slice(&r[14..20]);
-        Some((object, page, u64::from_le_bytes(seq)))
+        let size = u64::from_le_bytes(r[20..28].try_into().ok()?);
+        Some((object, page, seq48(r), size))
+    }
+
+    /// The OOB record of a record page holding `count` entries whose bytes have checksum
+    /// `payload_crc`.
+    pub fn encode_log(seq: u64, count: u16, payload_crc: u32) -> [u8; BYTES] {
+        let mut r = [0u8; BYTES];
+        r[0] = KIND_LOG;
+        r[1] = VERSION;
+        r[2..4].copy_from_slice(&count.to_le_bytes());
+        r[14..20].copy_from_slice(&seq.to_le_bytes()[..6]);
+        r[20..24].copy_from_slice(&payload_crc.to_le_bytes());
+        seal(&mut r);
+        r
+    }
+
+    /// (count, payload checksum) of a record page's OOB record.
+    pub fn decode_log(r: &[u8]) -> Option<(u16, u32)> {
+        if !sealed(r, KIND_LOG) {
+            return None;
+        }
+        let count = u16::from_le_bytes(r[2..4].try_into().ok()?);
+        let crc = u32::from_le_bytes(r[20..24].try_into().ok()?);
+        Some((count, crc))
+    }
+
+    pub fn encode_entry(e: Entry, out: &mut [u8]) {
+        let (op, object, size, seq) = e;
+        out[..ENTRY_BYTES].fill(0);
+        out[0] = op as u8;
+        out[8..16].copy_from_slice(&object.to_le_bytes());
+        out[16..24].copy_from_slice(&size.to_le_bytes());
+        out[24..32].copy_from_slice(&seq.to_le_bytes());
+    }
+
+    pub fn decode_entry(b: &[u8]) -> Option<Entry> {
+        let op = match *b.first()? {
+            1 => Op::Create,
+            2 => Op::Truncate,
+            3 => Op::Remove,
+            _ => return None,
+        };
+        let object = u64::from_le_bytes(b.get(8..16)?.try_into().ok()?);
+        let size = u64::from_le_bytes(b.get(16..24)?.try_into().ok()?);
+        let seq = u64::from_le_bytes(b.get(24..32)?.try_into().ok()?);
+        Some((op, object, size, seq))
     }
 }
 
 impl Owner for Objects {
     fn recognizes(&mut self, from: Vpa, oob: &[u8]) -> bool {
-        record::decode(oob).is_some_and(|(o, p, _)| {
+        if record::decode_log(oob).is_some() {
+            return self.log_pages.contains(&from);
+        }
+        record::decode(oob).is_some_and(|(o, p, _, _)| {
             self.map.get(&o).and_then(|obj| obj.extents.get(p as u64)) == Some(from)
         })
     }
     fn relocated(&mut self, from: Vpa, to: Vpa, oob: &[u8]) {
         // `recognizes` vouched for the record and the mapping just before the copy.
-        if let Some((o, p, _)) = record::decode(oob) {
+        if record::decode_log(oob).is_some() {
+            self.log_pages.remove(&from);
+            self.log_pages.insert(to);
+            return;
+        }
+        if let Some((o, p, _, _)) = record::decode(oob) {
             if let Some(obj) = self.map.get_mut(&o) {
                 let old = obj.extents.insert(p as u64, to);
                 debug_assert_eq!(old, Some(from));
@@ -312,6 +419,9 @@ impl Owner for Objects {
     }
     fn lost(&mut self, from: Vpa, _error: &FlashError) {
         self.lost += 1;
+        if self.log_pages.remove(&from) {
+            return;
+        }
         // The page reads as never written from now on.
         for obj in self.map.values_mut() {
             let hit = obj
@@ -353,6 +463,13 @@ pub struct PoftlStore<F: Flash> {
     page_bytes: u64,
     capacity_pages: u64,
     scratch: Vec<u8>,
+    /// The region whose pages each super-block holds (`write_regions` = GC's copies).
+    block_region: Vec<u8>,
+    /// Per region, then GC's stream last.
+    region_stats: Vec<RegionStats>,
+    /// Creations, truncations and removals not yet logged on flash (written at the next flush,
+    /// before its data pages).
+    log: Vec<record::Entry>,
     /// Set when a flush failed part-way: pages may have left the buffer without reaching
     /// flash, so further writes are refused (STYLE: never carry on from an unknown state).
     poisoned: Option<String>,
@@ -377,11 +494,16 @@ impl<F: Flash> PoftlStore<F> {
             g.pages_per_block,
             config.parallelism_degree,
         )?;
-        let fml = Fml::open(flash, config.fml, config.write_regions as u8, record::BYTES)?;
+        // One stream per write region, then the record pages' (GC's is the FML's own, last).
+        let fml = Fml::open(
+            flash,
+            config.fml,
+            config.write_regions as u8 + 1,
+            record::BYTES,
+        )?;
         let page_bytes = fml.layout().write_unit_bytes as u64;
         let capacity_pages = fml.capacity_units();
         Ok(PoftlStore {
-            fml,
             config,
             remap,
             objects: Objects::default(),
@@ -393,12 +515,158 @@ impl<F: Flash> PoftlStore<F> {
             page_bytes,
             capacity_pages,
             scratch: vec![0; page_bytes as usize],
+            block_region: vec![config.write_regions as u8; fml.layout().superblocks as usize],
+            region_stats: vec![RegionStats::default(); config.write_regions as usize + 1],
+            fml,
+            log: Vec::new(),
             poisoned: None,
         })
     }
 
+    /// Opens a store on a device holding one (after a remount or a power cut) and rebuilds it
+    /// from flash: the OOB records of every programmed page and the record pages' entries.
+    ///
+    /// A data record is live when it has the highest sequence number of its (object, page)
+    /// (a GC copy ties with its original: either will do) and no entry of its object newer
+    /// than it cuts the page (a creation or removal cuts everything, a truncation what lies
+    /// past the new size). An object exists when its newest entry is not a removal; its size
+    /// is that of its newest record or entry. Every entry is kept by GC forever (record pages
+    /// are never garbage), because a scan also sees invalid pages not yet erased, and dropping
+    /// an entry could bring them back; a checkpoint would bound the log, none is built. What a
+    /// flush had not completed may be partly there. Page histories (W_p, T_p^m) start afresh.
+    pub fn mount(flash: F, config: PoftlConfig) -> Result<Self, PoftlError> {
+        let mut s = Self::format(flash, config)?;
+        // (object, page) -> (sequence, size, where) of its newest data record.
+        type Newest = FxHashMap<(u64, u32), (u64, u64, Vpa)>;
+        let mut data: Newest = FxHashMap::default();
+        let mut log_pages = Vec::new();
+        let mut seq_max = 0u64;
+        let mut unreadable = 0u64;
+        let scanned = s.fml.scan(0, |v, r| match r {
+            Ok((Content::Erased, _)) => {}
+            Ok((_, oob)) => {
+                if let Some((o, p, seq, size)) = record::decode(oob) {
+                    seq_max = seq_max.max(seq);
+                    let e = data.entry((o, p)).or_insert((seq, size, v));
+                    if seq > e.0 {
+                        *e = (seq, size, v);
+                    }
+                } else if let Some((count, crc)) = record::decode_log(oob) {
+                    log_pages.push((v, count, crc));
+                }
+                // Anything else (a torn program, a foreign page) is not ours: garbage.
+            }
+            Err(_) => unreadable += 1,
+        })?;
+        // The scan and the record pages' reads take device time: the store starts after them.
+        s.now = scanned;
+        let mut entries: Vec<record::Entry> = Vec::new();
+        let mut page = vec![0u8; s.page_bytes as usize];
+        for &(v, count, crc) in &log_pages {
+            let used = count as usize * record::ENTRY_BYTES;
+            let readable = match s.fml.read(s.now, v, &mut page, &mut []) {
+                Ok((t, _)) => {
+                    s.now = s.now.max(t);
+                    true
+                }
+                Err(_) => false,
+            };
+            if !readable || used > page.len() || crc32c::crc32c(&page[..used]) != crc {
+                unreadable += 1;
+                continue;
+            }
+            for b in page[..used].chunks(record::ENTRY_BYTES) {
+                let e = record::decode_entry(b).ok_or(PoftlError::Corrupted {
+                    what: "log entry with a valid checksum but an unknown operation",
+                    unit: v.0,
+                })?;
+                entries.push(e);
+                seq_max = seq_max.max(e.3);
+            }
+            s.fml.mark_valid(v).map_err(PoftlError::Invalid)?;
+            s.objects.log_pages.insert(v);
+        }
+        // Per object, entries by sequence number, with the smallest cut (in pages) of all
+        // entries from each one on.
+        entries.sort_by_key(|e| (e.1, e.3));
+        let pb = s.page_bytes;
+        let mut by_object: FxHashMap<u64, Vec<(u64, u64)>> = FxHashMap::default();
+        for &(op, o, size, seq) in &entries {
+            let cut = match op {
+                record::Op::Truncate => size.div_ceil(pb),
+                record::Op::Create | record::Op::Remove => 0,
+            };
+            by_object.entry(o).or_default().push((seq, cut));
+        }
+        for list in by_object.values_mut() {
+            for i in (0..list.len().saturating_sub(1)).rev() {
+                list[i].1 = list[i].1.min(list[i + 1].1);
+            }
+        }
+        // The newest entry of each object: whether it exists, and its size then.
+        let mut newest: FxHashMap<u64, (u64, bool, u64)> = FxHashMap::default();
+        for &(op, o, size, seq) in &entries {
+            newest.insert(o, (seq, op != record::Op::Remove, size));
+        }
+        let mut objects: FxHashMap<u64, Object> = FxHashMap::default();
+        for (&o, &(_, exists, size)) in &newest {
+            if exists {
+                objects.insert(
+                    o,
+                    Object {
+                        size,
+                        ..Object::default()
+                    },
+                );
+            }
+        }
+        let mut sizes: FxHashMap<u64, u64> = FxHashMap::default();
+        let mut live: Vec<_> = data.into_iter().collect();
+        live.sort_unstable_by_key(|&(k, _)| k);
+        for ((o, p), (seq, size, v)) in live {
+            let cut = by_object.get(&o).and_then(|l| {
+                let i = l.partition_point(|&(s, _)| s <= seq);
+                l.get(i).map(|&(_, c)| c)
+            });
+            if cut.is_some_and(|c| p as u64 >= c) {
+                continue;
+            }
+            // An object with data but no entry was created before any entry survived: it
+            // exists (its creation's record page was lost only if unreadable).
+            let newest_entry = newest.get(&o).map(|n| n.0);
+            let obj = match objects.get_mut(&o) {
+                Some(obj) => obj,
+                None if newest_entry.is_none() => objects.entry(o).or_default(),
+                None => continue, // removed after this page was written
+            };
+            if newest_entry.is_none_or(|n| seq > n) {
+                let best = sizes.entry(o).or_insert(0);
+                if seq >= *best {
+                    *best = seq;
+                    obj.size = size;
+                }
+            }
+            s.fml.mark_valid(v).map_err(PoftlError::Invalid)?;
+            obj.extents.insert(p as u64, v);
+            s.objects.live += 1;
+        }
+        s.objects.map = objects;
+        s.objects.lost = unreadable;
+        s.seq = seq_max + 1;
+        Ok(s)
+    }
+
+    /// The stream record pages are written to.
+    fn log_stream(&self) -> StreamId {
+        StreamId(self.config.write_regions as u8)
+    }
+
     pub fn config(&self) -> &PoftlConfig {
         &self.config
+    }
+    /// The device, for a remount ([`PoftlStore::mount`]); anything buffered is dropped.
+    pub fn into_flash(self) -> F {
+        self.fml.into_flash()
     }
     pub fn fml(&self) -> &Fml<F> {
         &self.fml
@@ -411,6 +679,11 @@ impl<F: Flash> PoftlStore<F> {
             units_lost: self.objects.lost,
             ..self.stats
         }
+    }
+    /// What each write region (and GC's stream, last) wrote and what GC moved out of it:
+    /// where the pages moved per erased block come from.
+    pub fn region_stats(&self) -> &[RegionStats] {
+        &self.region_stats
     }
     pub fn page_bytes(&self) -> u64 {
         self.page_bytes
@@ -444,19 +717,42 @@ impl<F: Flash> PoftlStore<F> {
         if self.objects.map.contains_key(&id) {
             return Err(PoftlError::Exists(id));
         }
+        self.refuse_if_poisoned()?;
         self.objects.map.insert(id, Object::default());
+        self.log_entry(record::Op::Create, id, 0);
         Ok(())
+    }
+
+    fn refuse_if_poisoned(&self) -> Result<(), PoftlError> {
+        match &self.poisoned {
+            Some(why) => Err(PoftlError::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn log_entry(&mut self, op: record::Op, id: u64, size: u64) {
+        self.log.push((op, id, size, self.seq));
+        self.seq += 1;
     }
 
     /// Removes an object and frees its pages.
     pub fn remove(&mut self, id: u64) -> Result<(), PoftlError> {
-        self.truncate(id, 0)?;
+        self.refuse_if_poisoned()?;
+        self.cut(id, 0)?;
         self.objects.map.remove(&id);
+        self.log_entry(record::Op::Remove, id, 0);
         Ok(())
     }
 
     /// Sets an object's size; pages past it are freed, the rest of a partial last page zeroed.
     pub fn truncate(&mut self, id: u64, size: u64) -> Result<(), PoftlError> {
+        self.refuse_if_poisoned()?;
+        self.cut(id, size)?;
+        self.log_entry(record::Op::Truncate, id, size);
+        Ok(())
+    }
+
+    fn cut(&mut self, id: u64, size: u64) -> Result<(), PoftlError> {
         let old = self.object(id)?.size;
         let pb = self.page_bytes;
         if size < old && !size.is_multiple_of(pb) {
@@ -579,7 +875,7 @@ impl<F: Flash> PoftlStore<F> {
             let fresh =
                 !self.buffer.contains_key(&(id, p)) && self.object(id)?.extents.get(p).is_none();
             if fresh {
-                if self.objects.live >= self.capacity_pages {
+                if self.objects.live + self.objects.log_pages.len() as u64 >= self.capacity_pages {
                     return Err(PoftlError::NoSpace {
                         live: self.objects.live,
                         capacity: self.capacity_pages,
@@ -588,12 +884,14 @@ impl<F: Flash> PoftlStore<F> {
                 self.objects.live += 1;
             }
             self.buffer.insert((id, p), page);
+            // The size grows page by page, so that a flush in the middle of this write records
+            // (docs/FORMAT.md) a size covering every page it programs.
+            let obj = self.objects.map.get_mut(&id).expect("checked above");
+            obj.size = obj.size.max(end.min((p + 1) * pb));
             if self.buffer.len() >= self.config.buffer_pages as usize {
                 self.flush()?;
             }
         }
-        let obj = self.objects.map.get_mut(&id).expect("checked above");
-        obj.size = obj.size.max(end);
         self.stats.host_write_bytes += len;
         Ok(())
     }
@@ -666,17 +964,53 @@ impl<F: Flash> PoftlStore<F> {
         if let Some(why) = &self.poisoned {
             return Err(PoftlError::Poisoned(why.clone()));
         }
-        if self.buffer.is_empty() {
+        if self.buffer.is_empty() && self.log.is_empty() {
             return Ok(());
         }
-        let r = self.program_buffer();
+        let r = self.program_log().and_then(|()| self.program_buffer());
         if let Err(e) = &r {
             self.poisoned = Some(e.to_string());
         }
         r
     }
 
+    /// Programs the pending log entries into record pages (as many entries as fit a page each),
+    /// before the flush's data pages: a data page never reaches flash before the creation or
+    /// truncation that preceded it.
+    fn program_log(&mut self) -> Result<(), PoftlError> {
+        let per_page = self.page_bytes as usize / record::ENTRY_BYTES;
+        let log = std::mem::take(&mut self.log);
+        let mut done = self.now;
+        for chunk in log.chunks(per_page) {
+            while self.fml.must_collect() {
+                match self.collect_victim(self.now)? {
+                    Some(t) => self.now = self.now.max(t),
+                    None => break,
+                }
+            }
+            let mut page = vec![0u8; self.page_bytes as usize];
+            for (e, out) in chunk.iter().zip(page.chunks_mut(record::ENTRY_BYTES)) {
+                record::encode_entry(*e, out);
+            }
+            let used = chunk.len() * record::ENTRY_BYTES;
+            let oob =
+                record::encode_log(self.seq, chunk.len() as u16, crc32c::crc32c(&page[..used]));
+            self.seq += 1;
+            let (vpa, t) =
+                self.fml
+                    .write(self.now, self.log_stream(), Payload::Bytes(&page), &oob)?;
+            self.objects.log_pages.insert(vpa);
+            self.stats.log_pages_written += 1;
+            done = done.max(t);
+        }
+        self.now = done;
+        Ok(())
+    }
+
     fn program_buffer(&mut self) -> Result<(), PoftlError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
         let pages: Vec<((u64, u64), PageData)> =
             std::mem::take(&mut self.buffer).into_iter().collect();
         let regions = self.place(&pages);
@@ -693,7 +1027,8 @@ impl<F: Flash> PoftlStore<F> {
             let page_index = u32::try_from(p).map_err(|_| {
                 PoftlError::Invalid(format!("page {p} of object {id:#x} is beyond 2^32 pages"))
             })?;
-            let oob = record::encode(id, page_index, self.seq);
+            let size = self.objects.map.get(&id).map_or(0, |o| o.size);
+            let oob = record::encode(id, page_index, self.seq, size);
             self.seq += 1;
             let payload = match &data {
                 PageData::Bytes(b) => Payload::Bytes(b),
@@ -703,6 +1038,9 @@ impl<F: Flash> PoftlStore<F> {
                 .fml
                 .write(issue, StreamId(region as u8), payload, &oob)?;
             done = done.max(t);
+            let sb = self.fml.layout().superblock_of(vpa) as usize;
+            self.block_region[sb] = region as u8;
+            self.region_stats[region].pages_written += 1;
             let now = self.now;
             let obj = self
                 .objects
@@ -809,11 +1147,29 @@ impl<F: Flash> PoftlStore<F> {
     fn collect_victim(&mut self, start: Nanos) -> Result<Option<Nanos>, PoftlError> {
         let mut end = start;
         let mut chose = false;
+        let gc = self.config.write_regions as usize;
+        // The victim's region (a victim taken over from before is GC's).
+        let mut from = match self.fml.job() {
+            fml::GcJob::Copying { victim, .. } | fml::GcJob::Erasing { victim } => {
+                self.block_region[victim as usize] as usize
+            }
+            fml::GcJob::Idle => gc,
+        };
         loop {
             match self.fml.gc_step(start, &mut self.objects)? {
                 fml::GcStep::Idle => return Ok(chose.then_some(end)),
-                fml::GcStep::Chose { .. } => chose = true,
-                fml::GcStep::Copied { done_ns } => end = end.max(done_ns),
+                fml::GcStep::Chose { victim } => {
+                    chose = true;
+                    from = self.block_region[victim as usize] as usize;
+                    self.region_stats[from].victims += 1;
+                    // Its next life is GC's unless a host write opens it.
+                    self.block_region[victim as usize] = gc as u8;
+                }
+                fml::GcStep::Copied { done_ns } => {
+                    end = end.max(done_ns);
+                    self.region_stats[from].pages_moved += 1;
+                    self.region_stats[gc].pages_written += 1;
+                }
                 fml::GcStep::Erased { done_ns } => return Ok(Some(end.max(done_ns))),
                 fml::GcStep::Retired => return Ok(Some(end)),
             }
@@ -883,10 +1239,18 @@ impl<F: Flash> PoftlStore<F> {
                 self.objects.live
             ));
         }
+        for &v in &self.objects.log_pages {
+            if !self.fml.is_valid(v) || !seen.insert(v) {
+                return Err(format!(
+                    "record page at unit {} invalid or mapped twice",
+                    v.0
+                ));
+            }
+        }
         let valid: u64 = self.fml.blocks().iter().map(|b| b.valid as u64).sum();
         if valid != seen.len() as u64 {
             return Err(format!(
-                "the FML holds {valid} valid units, the objects map {}",
+                "the FML holds {valid} valid units, the objects and the log map {}",
                 seen.len()
             ));
         }
@@ -897,6 +1261,146 @@ impl<F: Flash> PoftlStore<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flash::{preset, Nand};
+
+    fn store(grouping: GroupingPolicy, buffer_pages: u32) -> PoftlStore<Nand> {
+        let mut c = PoftlConfig {
+            parallelism_degree: 1,
+            grouping,
+            buffer_pages,
+            ..PoftlConfig::default()
+        };
+        let device = c.device(preset("tiny").unwrap()).unwrap();
+        c.fml = FmlConfig::for_blocks(flash::gang::Layout::new(&device).superblocks);
+        PoftlStore::format(Nand::in_memory(device).unwrap(), c).unwrap()
+    }
+
+    fn page(s: &mut PoftlStore<Nand>, id: u64, p: u64, token: u64) {
+        let len = s.page_bytes();
+        s.write(id, p * len, Data::Token { len, token }).unwrap();
+    }
+
+    /// W_p counts every program of the page and T_p^m is the time of the last one (the flush
+    /// that programmed it), for every policy; h_p is computed from them at the next write.
+    #[test]
+    fn write_history_counts_programs_and_keeps_the_last_time() {
+        for g in [
+            GroupingPolicy::SemanticAware,
+            GroupingPolicy::Sfs,
+            GroupingPolicy::None,
+        ] {
+            let mut s = store(g, 4);
+            s.create(1).unwrap();
+            let mut times = Vec::new();
+            for round in 0..3 {
+                s.set_time(1_000_000_000 * (round + 1));
+                times.push(s.now());
+                page(&mut s, 1, 0, round + 1);
+                s.flush().unwrap();
+            }
+            let h = s.objects.map[&1].heat[0];
+            assert_eq!(h.writes, 3, "{g:?}");
+            assert_eq!(h.modified_ns, times[2], "{g:?}");
+            s.set_time(times[2] + 2_000_000_000);
+            // 3 writes, the last 2 s ago: 1.5 per second.
+            let got = s.hotness(&[(1, 0)], g == GroupingPolicy::SemanticAware);
+            assert!((got[0] - 1.5).abs() < 1e-9, "{g:?}: {got:?}");
+        }
+    }
+
+    /// An appended page (no history) takes the mean of the nearest 5 preceding pages of its
+    /// object under semantic-aware grouping, chaining through pages of the same write; SFS,
+    /// without object semantics, counts it as 0.
+    #[test]
+    fn appended_pages_take_the_mean_of_up_to_five_adjacent_pages() {
+        let mut s = store(GroupingPolicy::SemanticAware, 1024);
+        s.create(1).unwrap();
+        s.create(2).unwrap();
+        // Pages 0..6 of object 1 with 1..=6 writes, all last modified at 1 s; now is 2 s, so
+        // their hotness is their write count.
+        let heat = &mut s.objects.map.get_mut(&1).unwrap().heat;
+        *heat = (1..=6)
+            .map(|w| Heat {
+                writes: w,
+                modified_ns: 1_000_000_000,
+            })
+            .collect();
+        s.set_time(2_000_000_000);
+        let h = s.hotness(&[(1, 6), (1, 7), (2, 0)], true);
+        // Page 6: pages 1..=5 (2..=6 writes): 4. Page 7: page 6 (4, this write) and pages
+        // 2..=5 (3..=6): 4.4. Object 2 has no history anywhere: 0.
+        assert!((h[0] - 4.0).abs() < 1e-9, "{h:?}");
+        assert!((h[1] - 4.4).abs() < 1e-9, "{h:?}");
+        assert_eq!(h[2], 0.0);
+        // A page before any history takes the following pages': page 0 of a fresh run.
+        s.objects.map.get_mut(&2).unwrap().heat = vec![
+            Heat::default(),
+            Heat {
+                writes: 2,
+                modified_ns: 1_000_000_000,
+            },
+        ];
+        assert_eq!(s.hotness(&[(2, 0)], true), vec![2.0]);
+        assert_eq!(s.hotness(&[(1, 6), (2, 0)], false), vec![0.0, 0.0]);
+    }
+
+    /// Each write region has its own update super-block, GC's copies another: no super-block
+    /// ever holds pages of two regions, so a group's pages die beside their own kind only. A
+    /// skewed rewrite load spreads over every region under semantic-aware and SFS grouping and
+    /// stays in region 0 without grouping.
+    #[test]
+    fn regions_write_to_separate_super_blocks() {
+        for g in [
+            GroupingPolicy::SemanticAware,
+            GroupingPolicy::Sfs,
+            GroupingPolicy::None,
+        ] {
+            let mut s = store(g, 64);
+            let n = 40u64;
+            for id in 1..=n {
+                s.create(id).unwrap();
+            }
+            let mut x = 7u64;
+            let mut owner: FxHashMap<(u32, u32), usize> = FxHashMap::default();
+            for step in 0..20_000u64 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                // Objects 1..=4 take about 70% of the writes.
+                let id = if (x >> 33) % 10 < 7 {
+                    1 + (x >> 40) % 4
+                } else {
+                    1 + (x >> 40) % n
+                };
+                s.set_time(step * 100_000);
+                page(&mut s, id, (x >> 20) % 32, x | 1);
+                for r in 0..=s.config.write_regions as usize {
+                    if let Some(v) = s.fml.next_unit(StreamId(r as u8)) {
+                        let sb = s.fml.layout().superblock_of(v);
+                        // A super-block is one region's from one erase to the next.
+                        let life = (sb, s.fml.blocks()[sb as usize].erase_count);
+                        let prev = owner.insert(life, r);
+                        assert!(
+                            prev.is_none() || prev == Some(r),
+                            "{g:?}: super-block {sb} shared by regions {prev:?} and {r}"
+                        );
+                    }
+                }
+            }
+            s.check().unwrap();
+            let used: Vec<u64> = s.region_stats()[..4]
+                .iter()
+                .map(|r| r.pages_written)
+                .collect();
+            match g {
+                GroupingPolicy::None => assert!(used[1..].iter().all(|&n| n == 0), "{used:?}"),
+                _ => assert!(used.iter().all(|&n| n > 0), "{g:?}: {used:?}"),
+            }
+            let victims: u64 = s.region_stats().iter().map(|r| r.victims).sum();
+            assert!(victims > 0, "{g:?}: GC never ran");
+            assert_eq!(victims, s.fml.stats().gc_victims, "{g:?}");
+        }
+    }
 
     #[test]
     fn extents_split_and_merge() {
@@ -922,12 +1426,24 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_refuse_damage() {
-        let r = record::encode(0xABCD, 77, (1 << 40) + 5);
-        assert_eq!(record::decode(&r), Some((0xABCD, 77, (1 << 40) + 5)));
+        let r = record::encode(0xABCD, 77, (1 << 40) + 5, 12345);
+        assert_eq!(record::decode(&r), Some((0xABCD, 77, (1 << 40) + 5, 12345)));
+        assert_eq!(record::decode_log(&r), None);
+        let l = record::encode_log(9, 3, 0xDEAD);
+        assert_eq!(record::decode_log(&l), Some((3, 0xDEAD)));
+        assert_eq!(record::decode(&l), None);
+        let mut e = [0u8; record::ENTRY_BYTES];
+        record::encode_entry((record::Op::Truncate, 5, 4097, 77), &mut e);
+        assert_eq!(
+            record::decode_entry(&e),
+            Some((record::Op::Truncate, 5, 4097, 77))
+        );
+        e[0] = 9;
+        assert_eq!(record::decode_entry(&e), None);
         let mut bad = r;
         bad[11] ^= 1;
         assert_eq!(record::decode(&bad), None);
-        assert_eq!(record::decode(&[0xFF; 24]), None);
+        assert_eq!(record::decode(&[0xFF; 32]), None);
         assert_eq!(record::decode(&r[..10]), None);
     }
 }

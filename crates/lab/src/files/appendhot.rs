@@ -10,8 +10,12 @@
 //! so a file's size cycles between 0 and that cap and the live footprint stays near the sum of
 //! the initial sizes: hot files turn over often, cold ones rarely.
 //!
-//! Transactions: a file is drawn by Zipf popularity (`zipf_theta`; ranks scattered over the
-//! files), then one operation by the given shares. Sizes are drawn uniformly in the given
+//! Transactions come in runs on one file (`run_transactions_mean`, geometric, default 8): a
+//! file is drawn by Zipf popularity (`zipf_theta`; ranks scattered over the files), then each
+//! transaction of the run draws one operation by the given shares. Runs stand for a user or a
+//! program working on one file for a while (a burst of appends to a log or mailbox, a file
+//! edited and saved several times); with a mean of 1 every transaction draws its file afresh
+//! (this workload's first version, which had no temporal locality beyond popularity). Sizes are drawn uniformly in the given
 //! ranges, in bytes (not page-aligned, so partial pages occur as in a real trace).
 
 use rand::seq::SliceRandom;
@@ -48,6 +52,10 @@ pub struct AppendHot {
     pub overwrite_bytes_max: u64,
     /// Probability that a transaction ends with an fsync of its file.
     pub fsync_probability: f64,
+    /// Mean length, in transactions, of a run on one file (geometric; 1 = every transaction
+    /// draws its file afresh). A user works on a file for a while: a burst of appends to a
+    /// log, a mailbox, an edited file saved and overwritten a few times, then moves on.
+    pub run_transactions_mean: f64,
 }
 
 impl Default for AppendHot {
@@ -73,6 +81,7 @@ impl Default for AppendHot {
             overwrite_bytes_min: 4 << 10,
             overwrite_bytes_max: 64 << 10,
             fsync_probability: 0.05,
+            run_transactions_mean: 8.0,
         }
     }
 }
@@ -83,6 +92,12 @@ impl AppendHot {
             return Err(format!(
                 "append-hot: rotate_factor = {} must be at least 1",
                 self.rotate_factor
+            ));
+        }
+        if !(self.run_transactions_mean.is_finite() && self.run_transactions_mean >= 1.0) {
+            return Err(format!(
+                "append-hot: run_transactions_mean = {} must be at least 1",
+                self.run_transactions_mean
             ));
         }
         if self.files == 0 {
@@ -129,6 +144,16 @@ fn cap(w: &AppendHot, initial: u64) -> u64 {
     ((initial as f64 * w.rotate_factor) as u64).max(w.append_bytes_max)
 }
 
+/// A geometric draw with the given mean (at least 1); no draw at all for a mean of 1.
+fn run_length(m: &mut Meter, mean: f64) -> u64 {
+    if mean <= 1.0 {
+        return 1;
+    }
+    // P(length > n) = (1 - 1/mean)^n, by inversion of a uniform in (0, 1].
+    let u = (m.between(1, 1 << 30) as f64) / (1u64 << 30) as f64;
+    1 + (u.ln() / (1.0 - 1.0 / mean).ln()).floor() as u64
+}
+
 /// Runs the workload; phases "fill" and "run".
 pub fn run(m: &mut Meter, w: &AppendHot) -> Result<Phases, FsError> {
     w.validate().map_err(FsError::Invalid)?;
@@ -158,8 +183,14 @@ pub fn run(m: &mut Meter, w: &AppendHot) -> Result<Phases, FsError> {
     ];
     let total: f64 = shares.iter().sum();
     let mut written = fill.write_bytes;
+    // The file of the current run and the transactions left in it.
+    let (mut f, mut run_left) = (0usize, 0u64);
     while written < w.total_bytes {
-        let f = rank_to_file[(zipf.sample(&mut m.rng) - 1) as usize];
+        if run_left == 0 {
+            f = rank_to_file[(zipf.sample(&mut m.rng) - 1) as usize];
+            run_left = run_length(m, w.run_transactions_mean);
+        }
+        run_left -= 1;
         let mut pick = m.between(0, 1_000_000) as f64 / 1e6 * total;
         let op = shares
             .iter()
@@ -229,6 +260,26 @@ mod tests {
 
     use super::*;
     use crate::files::tests::meter;
+
+    #[test]
+    fn run_lengths_are_geometric_with_the_given_mean() {
+        let mut fs = MemFs::default();
+        let mut m = meter(&mut fs);
+        assert!((0..100).all(|_| run_length(&mut m, 1.0) == 1));
+        let n = 20_000;
+        let lengths: Vec<u64> = (0..n).map(|_| run_length(&mut m, 8.0)).collect();
+        let mean = lengths.iter().sum::<u64>() as f64 / n as f64;
+        assert!((mean - 8.0).abs() < 0.3, "mean {mean}");
+        // Geometric: one in eight runs is a single transaction.
+        let ones = lengths.iter().filter(|&&l| l == 1).count() as f64 / n as f64;
+        assert!((ones - 0.125).abs() < 0.01, "{ones}");
+        assert!(AppendHot {
+            run_transactions_mean: 0.5,
+            ..AppendHot::default()
+        }
+        .validate()
+        .is_err());
+    }
 
     #[test]
     fn writes_the_total_and_rotates_files() {

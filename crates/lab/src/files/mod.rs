@@ -1,5 +1,5 @@
 //! File-level workloads of the seed papers (PostMark, hot/cold files, multi-stream writers, the
-//! base sequential test, Seltzer's largefile), run against any [`vfs::FileSystem`] in virtual
+//! base sequential test, Seltzer's largefile, a user's block trace replayed onto files), run against any [`vfs::FileSystem`] in virtual
 //! time. Each workload is a plain function over a [`Meter`], which issues every call at the file
 //! system's current time (one outstanding call, as the papers' single-process benchmarks and
 //! as the in-process stacks serve them) and measures it.
@@ -13,6 +13,7 @@ pub mod postmark;
 pub mod seqbase;
 pub mod sizes;
 pub mod stacks;
+pub mod tracereplay;
 pub mod videoserver;
 
 use flash::Nanos;
