@@ -1581,34 +1581,45 @@ impl<F: Flash> ObjectStore<F> {
     /// commit must fit in half the low watermark's blocks. Found on `nandsim-128m` (2 KiB
     /// nodes), where a commit of a whole dirty tree used up the last free block.
     fn maybe_checkpoint(&mut self) -> Result<(), OsdError> {
-        let limit = self.dirty_index_limit();
+        let per_block = self.fml.layout().units_per_superblock as usize;
+        let reserve = self.config.fml.low_watermark_blocks.saturating_sub(2) as usize;
+        let limit = (reserve * per_block / 2).max(1);
         if self.units_since_ckpt >= self.config.checkpoint_units
             || self.index.dirty_nodes() > limit
-            || self.released.len() > limit
+            || self.released.len() > self.write_back_limit()
         {
             self.checkpoint()?;
         }
         Ok(())
     }
 
-    /// How many dirty index nodes may wait for a commit: half the free blocks GC keeps for
-    /// everyone but itself (the low watermark less GC's destination block). A commit programs
-    /// every dirty node, and their new ancestors, with no GC step in between.
-    fn dirty_index_limit(&self) -> usize {
+    /// Dirty index nodes a per-page index may hold before [`Self::bound_dirty_index`] writes
+    /// them back: half the free blocks GC keeps for others (the low watermark less GC's own
+    /// destination block). A commit programs every dirty node, and their new ancestors, with
+    /// no GC step in between.
+    fn write_back_limit(&self) -> usize {
         let per_block = self.fml.layout().units_per_superblock as usize;
         let reserve = self.config.fml.low_watermark_blocks.saturating_sub(1) as usize;
         (reserve * per_block / 2).max(1)
     }
 
-    /// Writes the dirty index nodes back, without a checkpoint, once they pass
-    /// [`Self::dirty_index_limit`]: a flush of many units into a per-page index dirties up to a
-    /// leaf per unit, more than any checkpoint could then commit. The nodes this replaces stay
-    /// on flash until the next checkpoint (the durable checkpoint's tree still uses them;
+    /// A per-page index dirties a leaf for nearly every unit a flush programs, more than any
+    /// checkpoint could then commit (seed 001 V-C's 64 MiB file on NANDsim ran out of space
+    /// in the commit with half its data units invalid). So under a per-page index the dirty
+    /// nodes are written back, without a checkpoint, once they pass
+    /// [`Self::write_back_limit`]. The nodes this replaces stay on flash until the next
+    /// checkpoint (the durable checkpoint's tree still uses them;
     /// [`Self::maybe_checkpoint`] takes one before they pile up), and recovery ignores the
     /// newer nodes, which nothing durable references. Not a checkpoint itself: that would
     /// flush the whole buffer while GC may be waiting for the checkpoint to erase a block.
+    ///
+    /// Not done under the extent index: there it made GC-triggered checkpoints at the low
+    /// watermark run out of space (seed 000 VI-E's aging on RawSSD, 2-block watermark of
+    /// 8 MiB blocks), and extents grow few dirty leaves per flush.
     fn bound_dirty_index(&mut self) -> Result<(), OsdError> {
-        if self.index.dirty_nodes() <= self.dirty_index_limit() {
+        if self.config.index_mode != IndexMode::Page
+            || self.index.dirty_nodes() <= self.write_back_limit()
+        {
             return Ok(());
         }
         self.make_room()?;
