@@ -157,6 +157,25 @@ pub enum EngineError {
     Source(String),
 }
 
+impl EngineError {
+    /// Request number `index` (`req`) failed with `msg`.
+    pub(crate) fn request(index: u64, req: &Request, msg: String) -> EngineError {
+        EngineError::Request {
+            index,
+            op: req.op,
+            offset: req.offset_bytes,
+            len: req.len_bytes,
+            msg,
+        }
+    }
+}
+
+/// The token standing for request `index`'s bytes (fingerprint mode): distinct per request,
+/// reproducible from the run's seed.
+pub(crate) fn request_token(seed: u64, index: u64) -> u64 {
+    seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
 struct Driver<'a> {
     stack: &'a mut dyn Stack,
     verify: Option<&'a mut Verifier>,
@@ -202,15 +221,9 @@ impl<'a> Driver<'a> {
                 .map_err(EngineError::Background)?;
             self.busy_until = self.busy_until.max(done);
         }
-        let token = self.seed ^ self.index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let token = request_token(self.seed, self.index);
         let index = self.index;
-        let fail = |msg: String| EngineError::Request {
-            index,
-            op: req.op,
-            offset: req.offset_bytes,
-            len: req.len_bytes,
-            msg,
-        };
+        let fail = |msg: String| EngineError::request(index, req, msg);
         let done = self
             .stack
             .submit(t, req, token, &mut self.out)

@@ -9,6 +9,8 @@
 use std::path::Path;
 use std::sync::Once;
 
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -202,40 +204,17 @@ fn draw_lines<DB: DrawingBackend>(
             m => m / 1.5,
         };
         let hi = xs().fold(lo * 10.0, f64::max) * 1.2;
-        let mut chart = builder()
+        let chart = builder()
             .build_cartesian_2d((lo..hi).log_scale(), 0.0..y_top)
             .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc(x_desc)
-            .y_desc(y_desc)
-            .draw()
-            .map_err(err)?;
-        for (i, (_, points)) in series.iter().enumerate() {
-            let pts = points.iter().map(|&(x, y)| (x.max(lo), y));
-            chart
-                .draw_series(LineSeries::new(pts, color(i).stroke_width(2)))
-                .map_err(err)?;
-        }
+        // Points below the axis start (a zero latency) sit on it.
+        draw_series(chart, x_desc, y_desc, series, lo)?;
     } else {
         let hi = top(xs()) / 1.15;
-        let mut chart = builder()
+        let chart = builder()
             .build_cartesian_2d(0.0..hi.max(1.0), 0.0..y_top)
             .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc(x_desc)
-            .y_desc(y_desc)
-            .draw()
-            .map_err(err)?;
-        for (i, (_, points)) in series.iter().enumerate() {
-            chart
-                .draw_series(LineSeries::new(
-                    points.iter().copied(),
-                    color(i).stroke_width(2),
-                ))
-                .map_err(err)?;
-        }
+        draw_series(chart, x_desc, y_desc, series, f64::MIN)?;
     }
     let entries: Vec<(String, RGBColor, bool)> = series
         .iter()
@@ -243,6 +222,33 @@ fn draw_lines<DB: DrawingBackend>(
         .map(|(i, (label, _))| (label.clone(), color(i), true))
         .collect();
     side_legend(&side, &entries)
+}
+
+/// The mesh and one line per series, x values below `x_min` raised to it.
+fn draw_series<DB, X>(
+    mut chart: ChartContext<'_, DB, Cartesian2d<X, RangedCoordf64>>,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    x_min: f64,
+) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .draw()
+        .map_err(err)?;
+    for (i, (_, points)) in series.iter().enumerate() {
+        let pts = points.iter().map(|&(x, y)| (x.max(x_min), y));
+        chart
+            .draw_series(LineSeries::new(pts, color(i).stroke_width(2)))
+            .map_err(err)?;
+    }
+    Ok(())
 }
 
 fn color(i: usize) -> RGBColor {

@@ -709,14 +709,8 @@ fn run_with(
             }
         }
         queued -= group.len();
-        let token = seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let fail = |msg: String| EngineError::Request {
-            index,
-            op: req.op,
-            offset: req.offset_bytes,
-            len: req.len_bytes,
-            msg,
-        };
+        let token = crate::engine::request_token(seed, index);
+        let fail = |msg: String| EngineError::request(index, &req, msg);
         let done = stack.submit(t, &req, token, &mut fps).map_err(fail)?;
         if let Some(v) = verify.as_deref_mut() {
             match req.op {

@@ -1581,11 +1581,9 @@ impl<F: Flash> ObjectStore<F> {
     /// commit must fit in half the low watermark's blocks. Found on `nandsim-128m` (2 KiB
     /// nodes), where a commit of a whole dirty tree used up the last free block.
     fn maybe_checkpoint(&mut self) -> Result<(), OsdError> {
-        let per_block = self.fml.layout().units_per_superblock as usize;
-        let reserve = self.config.fml.low_watermark_blocks.saturating_sub(2) as usize;
-        let limit = (reserve * per_block / 2).max(1);
+        // Half the GC reserve less GC's destination block and one block of slack.
         if self.units_since_ckpt >= self.config.checkpoint_units
-            || self.index.dirty_nodes() > limit
+            || self.index.dirty_nodes() > self.half_reserve_units(2)
             || self.released.len() > self.write_back_limit()
         {
             self.checkpoint()?;
@@ -1598,8 +1596,13 @@ impl<F: Flash> ObjectStore<F> {
     /// destination block). A commit programs every dirty node, and their new ancestors, with
     /// no GC step in between.
     fn write_back_limit(&self) -> usize {
+        self.half_reserve_units(1)
+    }
+
+    /// Half the units of the low watermark's free blocks less `kept` of them (at least 1).
+    fn half_reserve_units(&self, kept: u32) -> usize {
         let per_block = self.fml.layout().units_per_superblock as usize;
-        let reserve = self.config.fml.low_watermark_blocks.saturating_sub(1) as usize;
+        let reserve = self.config.fml.low_watermark_blocks.saturating_sub(kept) as usize;
         (reserve * per_block / 2).max(1)
     }
 
