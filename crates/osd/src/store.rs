@@ -1460,16 +1460,28 @@ impl<F: Flash> ObjectStore<F> {
         Ok(self.now())
     }
 
-    /// Programs the buffered data, then the journal page, then the dirty onodes. Onodes are
-    /// only ever written this way: an onode's length must not reach flash before the data it
-    /// covers, or a crash would leave the object reading zeros it never held.
+    /// Programs the buffered data, then the dirty onodes. Onodes are only ever written this
+    /// way: an onode's length must not reach flash before the data it covers, or a crash would
+    /// leave the object reading zeros it never held.
+    ///
+    /// Pending access times stay in RAM: no ordering depends on them, and a partly filled
+    /// atime page per removal (every PostMark delete flushes here) cost seed 001's read-heavy
+    /// PostMark as many atime pages as descriptor pages, more than the onode rewrites
+    /// `split+atime` exists to save. A device-wide FLUSH writes them
+    /// ([`Self::flush_access_times`]); a crash loses at most the entries since.
     fn flush_all(&mut self) -> Result<(), OsdError> {
         while let Some(e) = self.buf.pop_oldest() {
             self.program_entry(e)?;
         }
         self.write_small_pages(true)?;
-        self.write_atime_page()?;
         self.flush_onodes()
+    }
+
+    /// A device-wide FLUSH makes pending access times durable too: the journal page, then
+    /// everything [`Self::flush_all`] writes.
+    fn flush_access_times(&mut self) -> Result<(), OsdError> {
+        self.write_atime_page()?;
+        self.flush_all()
     }
 
     // ---------------------------------------------------------------- access times
@@ -2598,10 +2610,14 @@ impl<F: Flash> Osd for ObjectStore<F> {
         Ok((out, None))
     }
 
-    fn flush(&mut self, _scope: FlushScope) -> Result<(), OsdError> {
-        // Every scope flushes the whole device: the buffer is shared and small.
+    fn flush(&mut self, scope: FlushScope) -> Result<(), OsdError> {
+        // Every scope flushes the whole write buffer (it is shared and small); access times,
+        // which no object's data depends on, only at a device-wide FLUSH.
         self.check_writable()?;
-        self.flush_all()?;
+        match scope {
+            FlushScope::Device => self.flush_access_times()?,
+            _ => self.flush_all()?,
+        }
         self.fml
             .flash_mut()
             .sync()

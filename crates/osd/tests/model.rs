@@ -641,6 +641,35 @@ fn access_times_are_journaled_under_split_atime() {
     assert!(s.stats().descriptor_pages_written > pages_before);
 }
 
+/// Pending access times wait for a full page or a device-wide FLUSH: a removal's internal
+/// flush and an object's FLUSH write no partial atime page (one per PostMark delete outweighed
+/// the onode rewrites split+atime saves, seed 001 V-A).
+#[test]
+fn only_a_device_flush_writes_a_partial_atime_page() {
+    let cfg = config(Placement::SplitAtime, IndexMode::Extent);
+    let mut r = rig(cfg);
+    let s = r.store();
+    let mut oids = Vec::new();
+    for _ in 0..3 {
+        let o = s.create(PartitionId(P), None).unwrap();
+        let oid = Oid {
+            partition: PartitionId(P),
+            object: o,
+        };
+        s.write(oid, 0, b"hello").unwrap();
+        oids.push(oid);
+    }
+    s.flush(FlushScope::Device).unwrap();
+    let before = s.stats().atime_pages_written;
+    let mut buf = [0u8; 5];
+    s.read(oids[0], 0, &mut buf).unwrap();
+    s.remove(oids[2]).unwrap();
+    s.flush(FlushScope::Object(oids[1])).unwrap();
+    assert_eq!(s.stats().atime_pages_written, before);
+    s.flush(FlushScope::Device).unwrap();
+    assert_eq!(s.stats().atime_pages_written, before + 1);
+}
+
 /// Seed 001 V-D: an object hinted as an inode keeps its small data within its onode (no data
 /// unit written or read), survives a reopen, and spills to a data unit once it outgrows the
 /// onode.
