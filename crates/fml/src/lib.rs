@@ -191,6 +191,10 @@ pub struct FmlStats {
     pub units_read: u64,
     pub gc_units_copied: u64,
     pub gc_victims: u64,
+    /// Virtual time GC steps took, each from its issue to its completion (copies and erases;
+    /// seed 004 Table 5's "cleaning time"). Steps on distinct dies may overlap, so this can
+    /// exceed the elapsed time.
+    pub gc_busy_ns: u64,
     pub blocks_erased: u64,
     pub blocks_retired: u64,
     pub units_lost: u64,
@@ -659,6 +663,7 @@ impl<F: Flash> Fml<F> {
             GcJob::Copying { victim, next } => match self.table.next_valid(victim, next) {
                 Some(unit) => {
                     let done = self.copy(at, Vpa(unit), owner)?;
+                    self.stats.gc_busy_ns += done.saturating_sub(at);
                     self.job = GcJob::Copying {
                         victim,
                         next: self.layout.offset_of(Vpa(unit)) + 1,
@@ -667,11 +672,19 @@ impl<F: Flash> Fml<F> {
                 }
                 None => {
                     self.job = GcJob::Erasing { victim };
-                    self.erase_victim(at, victim)
+                    self.timed_erase(at, victim)
                 }
             },
-            GcJob::Erasing { victim } => self.erase_victim(at, victim),
+            GcJob::Erasing { victim } => self.timed_erase(at, victim),
         }
+    }
+
+    fn timed_erase(&mut self, at: Nanos, victim: u32) -> Result<GcStep, FmlError> {
+        let step = self.erase_victim(at, victim)?;
+        if let GcStep::Erased { done_ns } = step {
+            self.stats.gc_busy_ns += done_ns.saturating_sub(at);
+        }
+        Ok(step)
     }
 
     /// Runs GC steps until a whole victim is reclaimed (or nothing can be); returns when the

@@ -123,6 +123,14 @@ pub struct Variant {
     /// `fs.*`), as strings.
     #[serde(default)]
     pub set: std::collections::BTreeMap<String, String>,
+    /// A device preset for this variant instead of the experiment's (seed 004 Table 2 sets
+    /// devices side by side).
+    #[serde(default)]
+    pub device: Option<String>,
+    /// Workload parameters this variant changes (any field but `kind`), e.g. seed 004
+    /// Table 2's `{ write_percent = 0.0, sequential_probability = 1.0 }`.
+    #[serde(default)]
+    pub workload: Option<toml::Table>,
 }
 
 /// What the paper claims, as a comparison the runner can check.
@@ -168,6 +176,14 @@ pub struct Experiment {
     pub claims: Vec<Claim>,
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// Share of the preset's blocks the device has at scale 1 (default 1; seed 004 Table 5's
+    /// 8 GB SSD is `ssd-004` at 0.25). `--scale` shrinks it further.
+    #[serde(default = "default_device_scale")]
+    pub device_scale: f64,
+}
+
+fn default_device_scale() -> f64 {
+    1.0
 }
 
 fn default_seed() -> u64 {
@@ -182,6 +198,17 @@ impl Experiment {
                 "{origin}: an experiment needs at least one variant"
             ));
         }
+        if !(e.device_scale > 0.0 && e.device_scale <= 1.0) {
+            return Err(format!(
+                "{origin}: device_scale = {} must be in (0, 1]",
+                e.device_scale
+            ));
+        }
+        for v in &e.variants {
+            e.workload_of(v).map_err(|m| format!("{origin}: {m}"))?;
+            e.device_of(v)
+                .map_err(|m| format!("{origin}: variant {}: {m}", v.label))?;
+        }
         for c in &e.claims {
             for v in [&c.better, &c.worse] {
                 if !e.variants.iter().any(|x| &x.label == v) {
@@ -190,6 +217,28 @@ impl Experiment {
             }
         }
         Ok(e)
+    }
+
+    /// The workload a variant runs: the experiment's, with the variant's changes.
+    pub fn workload_of(&self, v: &Variant) -> Result<FileWorkload, String> {
+        let Some(changes) = &v.workload else {
+            return Ok(self.workload.clone());
+        };
+        let at = |m: String| format!("variant {}: workload: {m}", v.label);
+        if changes.contains_key("kind") {
+            return Err(at("a variant cannot change the workload's kind".into()));
+        }
+        let mut t = toml::Table::try_from(&self.workload).map_err(|e| at(e.to_string()))?;
+        for (k, val) in changes {
+            t.insert(k.clone(), val.clone());
+        }
+        t.try_into().map_err(|e: toml::de::Error| at(e.to_string()))
+    }
+
+    /// The preset a variant runs on, at scale 1.
+    pub fn device_of(&self, v: &Variant) -> Result<DeviceConfig, String> {
+        let name = v.device.as_deref().unwrap_or(&self.device);
+        Ok(scale_device(flash::preset(name)?, self.device_scale))
     }
 
     pub fn load(path: &Path) -> Result<Experiment, String> {
@@ -245,6 +294,8 @@ pub struct PhaseResult {
     pub gc_page_copies: u64,
     /// Bytes GC copied (valid units moved x unit size; seed 001 Fig. 6's "bytes copied").
     pub gc_bytes_copied: u64,
+    /// Virtual seconds GC steps took, issue to completion (seed 004 Table 5's cleaning time).
+    pub cleaning_seconds: f64,
     pub index_pages_written: u64,
     pub index_pages_read: u64,
     pub metadata_pages_written: u64,
@@ -274,6 +325,7 @@ impl VariantResult {
             "virtual_seconds" => f.virtual_seconds,
             "gc_page_copies" => p.gc_page_copies as f64,
             "gc_bytes_copied" => p.gc_bytes_copied as f64,
+            "cleaning_seconds" => p.cleaning_seconds,
             "flash_pages_programmed" => p.flash_pages_programmed as f64,
             "flash_pages_read" => p.flash_pages_read as f64,
             "flash_blocks_erased" => p.flash_blocks_erased as f64,
@@ -319,6 +371,7 @@ fn phase_result(name: &str, s: &crate::files::FileStats, page_bytes: u64) -> Pha
         flash_blocks_erased: c.flash_blocks_erased,
         gc_page_copies: c.gc_page_copies,
         gc_bytes_copied: c.gc_page_copies * c.pages_per_unit * page_bytes,
+        cleaning_seconds: c.gc_ns as f64 / 1e9,
         index_pages_written: c.index_pages_written,
         index_pages_read: c.index_pages_read,
         metadata_pages_written: c.metadata_pages_written,
@@ -358,8 +411,8 @@ pub fn run_variant(
         error: None,
     };
     let r = (|| -> Result<(), String> {
-        let device = scale_device(flash::preset(&e.device)?, s);
-        let mut scaled = e.workload.clone();
+        let device = scale_device(e.device_of(v)?, s);
+        let mut scaled = e.workload_of(v)?;
         scaled.scale(s);
         let plan = match &scaled {
             FileWorkload::Synthetic(w) => Some(crate::prio::Plan::Synthetic(w)),
@@ -385,8 +438,7 @@ pub fn run_variant(
             return Ok(());
         }
         let (mut fs, page_bytes) = build(v, device)?;
-        let mut w = e.workload.clone();
-        w.scale(s);
+        let w = scaled;
         let phases = {
             let mut m =
                 Meter::new(fs.as_mut(), ChaCha8Rng::seed_from_u64(e.seed)).with_progress(progress);
@@ -588,6 +640,67 @@ worse = "B"
         assert!(Experiment::from_toml(&bad, "t.toml")
             .unwrap_err()
             .starts_with("t.toml"));
+    }
+
+    #[test]
+    fn a_variant_may_change_the_device_and_workload_but_not_its_kind() {
+        let with = |extra: &str| {
+            HOTCOLD.replace(
+                "set = { \"placement\" = \"one\" }",
+                &format!("set = {{ \"placement\" = \"one\" }}\n{extra}"),
+            )
+        };
+        let e = Experiment::from_toml(
+            &with("device = \"nandsim-128m\"\nworkload = { files = 7 }"),
+            "t.toml",
+        )
+        .unwrap();
+        let FileWorkload::HotCold(h) = e.workload_of(&e.variants[1]).unwrap() else {
+            panic!()
+        };
+        assert_eq!((h.files, h.file_bytes), (7, 8192));
+        let FileWorkload::HotCold(h) = e.workload_of(&e.variants[0]).unwrap() else {
+            panic!()
+        };
+        assert_eq!(h.files, 100);
+        let nandsim = flash::preset("nandsim-128m").unwrap();
+        assert_eq!(e.device_of(&e.variants[1]).unwrap(), nandsim);
+        assert_eq!(
+            e.device_of(&e.variants[0]).unwrap(),
+            flash::preset("tiny").unwrap()
+        );
+        for (extra, says) in [
+            ("workload = { kind = \"post-mark\" }", "kind"),
+            ("workload = { filez = 7 }", "filez"),
+            ("workload = { files = \"many\" }", "variant B"),
+            ("device = \"floppy\"", "floppy"),
+        ] {
+            let r = Experiment::from_toml(&with(extra), "t.toml")
+                .and_then(|e| e.device_of(&e.variants[1]).map(|_| ()));
+            let err = r.unwrap_err();
+            assert!(err.contains(says), "{extra}: {err}");
+        }
+        let half = HOTCOLD.replace(
+            "device = \"tiny\"",
+            "device = \"nandsim-128m\"\ndevice_scale = 0.5",
+        );
+        let e = Experiment::from_toml(&half, "t.toml").unwrap();
+        assert_eq!(
+            e.device_of(&e.variants[0])
+                .unwrap()
+                .geometry
+                .blocks_per_plane,
+            nandsim.geometry.blocks_per_plane / 2
+        );
+        for bad in ["0.0", "1.5", "-1.0"] {
+            let t = HOTCOLD.replace(
+                "device = \"tiny\"",
+                &format!("device = \"tiny\"\ndevice_scale = {bad}"),
+            );
+            assert!(Experiment::from_toml(&t, "t.toml")
+                .unwrap_err()
+                .contains("device_scale"));
+        }
     }
 
     #[test]

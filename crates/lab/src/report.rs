@@ -173,7 +173,7 @@ fn csv(results: &[ExperimentResult]) -> String {
     let mut s = String::from(
         "experiment,variant,phase,virtual_seconds,throughput_mib_s,transactions_per_s,\
          host_write_bytes,flash_pages_programmed,flash_pages_read,flash_blocks_erased,\
-         gc_page_copies,gc_bytes_copied,index_pages_written,index_pages_read,metadata_pages_written,\
+         gc_page_copies,gc_bytes_copied,cleaning_seconds,index_pages_written,index_pages_read,metadata_pages_written,\
          write_amplification,write_p99_us,read_p99_us\n",
     );
     for r in results {
@@ -181,7 +181,7 @@ fn csv(results: &[ExperimentResult]) -> String {
             for p in &v.phases {
                 let _ = writeln!(
                     s,
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                     r.name,
                     v.label,
                     p.phase,
@@ -194,6 +194,7 @@ fn csv(results: &[ExperimentResult]) -> String {
                     p.flash_blocks_erased,
                     p.gc_page_copies,
                     p.gc_bytes_copied,
+                    p.cleaning_seconds,
                     p.index_pages_written,
                     p.index_pages_read,
                     p.metadata_pages_written,

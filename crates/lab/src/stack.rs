@@ -19,6 +19,8 @@ pub struct Counters {
     pub data_units_written: u64,
     pub flash_blocks_erased: u64,
     pub gc_page_copies: u64,
+    /// Virtual time of GC steps, issue to completion (FML `gc_busy_ns`).
+    pub gc_ns: u64,
     pub index_pages_written: u64,
     pub index_pages_read: u64,
     pub metadata_pages_written: u64,
@@ -38,6 +40,7 @@ impl std::ops::Sub for Counters {
             data_units_written: self.data_units_written - o.data_units_written,
             flash_blocks_erased: self.flash_blocks_erased - o.flash_blocks_erased,
             gc_page_copies: self.gc_page_copies - o.gc_page_copies,
+            gc_ns: self.gc_ns - o.gc_ns,
             index_pages_written: self.index_pages_written - o.index_pages_written,
             index_pages_read: self.index_pages_read - o.index_pages_read,
             metadata_pages_written: self.metadata_pages_written - o.metadata_pages_written,
@@ -57,6 +60,7 @@ pub(crate) fn flash_counters<F: Flash>(fml: &fml::Fml<F>) -> Counters {
         pages_per_unit: (fml.layout().write_unit_bytes
             / fml.flash().config().geometry.page_size_bytes) as u64,
         gc_page_copies: fml.stats().gc_units_copied,
+        gc_ns: fml.stats().gc_busy_ns,
         ..Counters::default()
     }
 }

@@ -176,6 +176,8 @@ fn stripe_aligned_merging_programs_less_for_sequential_writes() {
                 ("prio.gc_preemption".to_string(), "interleave".to_string()),
             ]
             .into(),
+            device: None,
+            workload: None,
         };
         let w = Synthetic {
             requests: 3000,
