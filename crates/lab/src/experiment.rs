@@ -41,6 +41,8 @@ pub enum FileWorkload {
     SizeLatency(SizeLatency),
     /// Seed 000 VI-F FILEB: Filebench videoserver, threads replacing large files.
     VideoServer(crate::files::videoserver::VideoServer),
+    /// Seed 000 VI-C torrent: concurrent downloads, preallocated, pieces in random order.
+    Torrent(crate::files::torrent::Torrent),
     /// A user's block trace replayed onto files (fixed address regions as files).
     Trace(TraceReplay),
 }
@@ -82,6 +84,11 @@ impl FileWorkload {
                 n(&mut v.total_bytes);
                 v.aging.scale(s);
             }
+            FileWorkload::Torrent(t) => {
+                n(&mut t.file_bytes_mean);
+                n(&mut t.usage_limit_bytes);
+                n(&mut t.total_bytes);
+            }
             // A trace is what it is; only a request limit, when given, shrinks.
             FileWorkload::Trace(t) => {
                 if let Some(m) = t.max_requests.as_mut() {
@@ -101,6 +108,7 @@ impl FileWorkload {
             FileWorkload::AppendHot(a) => crate::files::appendhot::run(m, a),
             FileWorkload::SizeLatency(z) => crate::files::sizes::run(m, z),
             FileWorkload::VideoServer(v) => crate::files::videoserver::run(m, v),
+            FileWorkload::Torrent(t) => crate::files::torrent::run(m, t),
             FileWorkload::Trace(t) => crate::files::tracereplay::run(m, t),
             FileWorkload::Synthetic(_) | FileWorkload::Video(_) | FileWorkload::FileWrites(_) => {
                 return Err("a block workload does not run on a file system".into())

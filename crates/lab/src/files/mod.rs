@@ -13,6 +13,7 @@ pub mod postmark;
 pub mod seqbase;
 pub mod sizes;
 pub mod stacks;
+pub mod torrent;
 pub mod tracereplay;
 pub mod videoserver;
 
