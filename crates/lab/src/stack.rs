@@ -159,7 +159,11 @@ pub struct GcState {
 
 /// The dies of the FML's next GC step: a copy's source unit (and its destination, when the
 /// caller knows it), or every block of the victim an erase clears.
-fn gc_dies_of<F: Flash>(fml: &fml::Fml<F>, dest: Option<flash::gang::Vpa>, out: &mut Vec<DieId>) {
+pub(crate) fn gc_dies_of<F: Flash>(
+    fml: &fml::Fml<F>,
+    dest: Option<flash::gang::Vpa>,
+    out: &mut Vec<DieId>,
+) {
     let layout = fml.layout();
     match fml.next_gc_step() {
         fml::NextGc::Choose => {}
@@ -172,7 +176,7 @@ fn gc_dies_of<F: Flash>(fml: &fml::Fml<F>, dest: Option<flash::gang::Vpa>, out: 
     }
 }
 
-fn gc_state_of<F: Flash>(fml: &fml::Fml<F>) -> GcState {
+pub(crate) fn gc_state_of<F: Flash>(fml: &fml::Fml<F>) -> GcState {
     GcState {
         free_blocks: fml.free_blocks(),
         blocks: fml.blocks().len() as u32,
