@@ -1,11 +1,13 @@
-//! Seed 000 VI-E's prioritized read on files: the video and the background writer's files on
-//! OFS, their reads and writes as object I/O instances through OAQ, the object requests OAQ
-//! dispatches run by the device-side controller ([`crate::prio`]) on the object store.
+//! Seed 000 VI-E on files: the video (prioritized read) or the camcorder's files (prioritized
+//! write) and the background writer's files on OFS, their reads and writes as object I/O
+//! instances through OAQ, the object requests OAQ dispatches run by the device-side controller
+//! ([`crate::prio`]) on the object store.
 //!
 //! The path of one request, top to bottom:
 //!
-//! 1. The workload (the video player, one frame read per period; the background writer, random
-//!    writes into its files) issues a read or write of a file at its arrival time.
+//! 1. The workload (the video player, one frame read per period; or the camcorder, a file as a
+//!    burst of writes, the next file once the previous one is written; the background writer,
+//!    random writes into its files) issues a read or write of a file at its arrival time.
 //! 2. OFS turns it into an OIO: the same range of the file's data object, in sectors
 //!    ([`ofs::ScheduledFile::oio`]), with no per-request priority.
 //! 3. OAQ ([`sched::Oaq`]) merges it into a queued OREQ of the same object, direction and
@@ -246,8 +248,18 @@ pub struct HostStats {
     pub merges: u64,
     /// Most OREQs OAQ held at once.
     pub max_queued: usize,
-    /// OREQs of the video's object dispatched at a priority above 0.
+    /// OREQs dispatched at a priority above 0.
     pub prioritized_oreqs: u64,
+}
+
+/// Whose an OIO is, for the accounting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A foreground request (a frame): counted when on time.
+    Foreground,
+    Background,
+    /// Part of a file of the prioritized writer: counted per file.
+    File,
 }
 
 /// One OIO waiting for completion.
@@ -255,17 +267,89 @@ struct Pending {
     op: Op,
     len: u64,
     arrival: Nanos,
-    foreground: bool,
+    kind: Kind,
+}
+
+/// Seed 000 VI-E's prioritized writer on files: file after file (each as a burst of writes,
+/// the next once the last write of the previous one completed), taking `slots` files in turn.
+struct Writer {
+    slots: Vec<ScheduledFile>,
+    files: u64,
+    next_file: u64,
+    file_bytes: u64,
+    request_bytes: u64,
+    /// OIOs of the current file not yet completed; when it started; its last completion.
+    outstanding: u64,
+    file_start: Nanos,
+    file_done: Nanos,
+    /// The current file's OIOs not yet in OAQ, with their arrival.
+    released: std::collections::VecDeque<(Nanos, Oio)>,
+}
+
+impl Writer {
+    fn release(&mut self, at: Nanos) -> Result<(), String> {
+        if self.next_file == self.files {
+            return Ok(());
+        }
+        let file = self.slots[(self.next_file % self.slots.len() as u64) as usize];
+        let n = self.file_bytes.div_ceil(self.request_bytes);
+        for i in 0..n {
+            let off = i * self.request_bytes;
+            let len = self.request_bytes.min(self.file_bytes - off);
+            let oio = file
+                .oio(Direction::Write, off, len, None)
+                .map_err(|e| e.to_string())?;
+            self.released.push_back((at, oio));
+        }
+        self.outstanding = n;
+        self.file_start = at;
+        self.file_done = at;
+        self.next_file += 1;
+        Ok(())
+    }
+
+    /// One of the current file's OIOs completed at `done`: the file is accounted for in
+    /// `stats` (one transaction, one write latency) and the next released when it was the last.
+    fn completed(&mut self, done: Nanos, stats: &mut FileStats) -> Result<(), String> {
+        self.file_done = self.file_done.max(done);
+        self.outstanding = self
+            .outstanding
+            .checked_sub(1)
+            .ok_or("a file write completed with none outstanding")?;
+        if self.outstanding > 0 {
+            return Ok(());
+        }
+        let done = self.file_done;
+        stats.transactions += 1;
+        stats.account_transaction(done);
+        stats.writes += 1;
+        stats.creates += 1;
+        stats.write_bytes += self.file_bytes;
+        stats
+            .write_latency
+            .saturating_record((done - self.file_start).max(1));
+        stats.account_second(done, self.file_bytes, 0);
+        stats.end_ns = stats.end_ns.max(done);
+        self.release(done)
+    }
+
+    fn finished(&self) -> bool {
+        self.next_file == self.files && self.outstanding == 0
+    }
 }
 
 /// The host: OFS's OIOs queued in OAQ and handed to the device in priority order.
-pub struct OfsHost {
+pub struct OfsHost<'a> {
     oaq: Oaq,
+    files: Files,
     /// Flat start of each file's object, by OAQ's object id.
     starts: HashMap<u64, u64>,
-    /// The workload's requests as OIOs, in arrival order; `next` is the first not yet queued.
-    arrivals: Vec<(Nanos, Oio, bool)>,
-    next: usize,
+    /// The workload's requests (flat, in arrival order; those with a priority above 0 are the
+    /// foreground), and the next one.
+    incoming: Box<dyn Iterator<Item = Request> + 'a>,
+    ahead: Option<Request>,
+    last_arrival: Nanos,
+    writer: Option<Writer>,
     pending: HashMap<OioId, Pending>,
     inflight: HashMap<u64, Vec<OioId>>,
     next_tag: u64,
@@ -274,39 +358,21 @@ pub struct OfsHost {
     stats: HostStats,
 }
 
-impl OfsHost {
-    /// The host for `requests` (flat, in arrival order; those with a priority above 0 are the
-    /// foreground, reported as such whatever priority OAQ gives them) on `files`.
+impl<'a> OfsHost<'a> {
+    /// The host for `requests` on `files`, the OREQs it hands the device limited to `depth`
+    /// queued per priority; frames count as shown within `deadline`.
     fn new(
         oaq: Oaq,
-        files: &Files,
-        requests: Vec<Request>,
+        files: Files,
+        requests: Box<dyn Iterator<Item = Request> + 'a>,
         deadline: Option<Nanos>,
         depth: u32,
-    ) -> Result<OfsHost, String> {
+    ) -> Result<OfsHost<'a>, String> {
         if depth == 0 {
             return Err("host.device_queue_depth must be at least 1".into());
         }
-        let mut arrivals = Vec::with_capacity(requests.len());
-        for r in requests {
-            let dir = match r.op {
-                Op::Read => Direction::Read,
-                Op::Write => Direction::Write,
-                op => return Err(format!("the scheduled OFS path has no {op:?}")),
-            };
-            let pieces = files.pieces(r.offset_bytes, r.len_bytes)?;
-            let [(s, off, len)] = pieces[..] else {
-                return Err(format!(
-                    "request {}+{} crosses a file boundary",
-                    r.offset_bytes, r.len_bytes
-                ));
-            };
-            let oio = s.file.oio(dir, off, len, None).map_err(|e| e.to_string())?;
-            arrivals.push((r.arrival_ns.unwrap_or(0), oio, r.priority > 0));
-        }
-        if !arrivals.windows(2).all(|w| w[0].0 <= w[1].0) {
-            return Err("requests are not in arrival order".into());
-        }
+        let mut incoming = requests;
+        let ahead = incoming.next();
         Ok(OfsHost {
             oaq,
             starts: files
@@ -314,8 +380,11 @@ impl OfsHost {
                 .iter()
                 .map(|s| (s.file.object().0, s.start))
                 .collect(),
-            arrivals,
-            next: 0,
+            files,
+            incoming,
+            ahead,
+            last_arrival: 0,
+            writer: None,
             pending: HashMap::new(),
             inflight: HashMap::new(),
             next_tag: 0,
@@ -325,45 +394,115 @@ impl OfsHost {
         })
     }
 
+    /// Adds the prioritized file writer, its first file released at `start`.
+    fn with_writer(
+        mut self,
+        f: &crate::prio::FileWrites,
+        slots: Vec<ScheduledFile>,
+        start: Nanos,
+    ) -> Result<Self, String> {
+        if slots.is_empty() {
+            return Err("file-writes: no file slots".into());
+        }
+        let mut w = Writer {
+            slots,
+            files: f.files,
+            next_file: 0,
+            file_bytes: f.file_bytes,
+            request_bytes: f.request_bytes,
+            outstanding: 0,
+            file_start: start,
+            file_done: start,
+            released: Default::default(),
+        };
+        w.release(start)?;
+        self.writer = Some(w);
+        Ok(self)
+    }
+
     pub fn stats(&self) -> HostStats {
         HostStats {
             merges: self.oaq.merges(),
             ..self.stats
         }
     }
+
+    /// The OIO of a workload request: one file's range.
+    fn oio_of(&self, r: &Request) -> Result<Oio, String> {
+        let dir = match r.op {
+            Op::Read => Direction::Read,
+            Op::Write => Direction::Write,
+            op => return Err(format!("the scheduled OFS path has no {op:?}")),
+        };
+        let pieces = self.files.pieces(r.offset_bytes, r.len_bytes)?;
+        let [(s, off, len)] = pieces[..] else {
+            return Err(format!(
+                "request {}+{} crosses a file boundary",
+                r.offset_bytes, r.len_bytes
+            ));
+        };
+        s.file.oio(dir, off, len, None).map_err(|e| e.to_string())
+    }
+
+    fn queue(&mut self, oio: Oio, arrival: Nanos, kind: Kind) -> Result<(), String> {
+        let id = self.oaq.submit(oio).map_err(|e| e.to_string())?;
+        self.stats.oios += 1;
+        let op = match oio.dir {
+            Direction::Read => Op::Read,
+            Direction::Write => Op::Write,
+        };
+        let len = oio.sectors as u64 * ofs::oio::SECTOR_BYTES;
+        self.pending.insert(
+            id,
+            Pending {
+                op,
+                len,
+                arrival,
+                kind,
+            },
+        );
+        Ok(())
+    }
 }
 
-impl Host for OfsHost {
-    fn take(&mut self, t: Nanos, queued: &dyn Fn(u8) -> usize) -> Option<(Request, u64)> {
+impl Host for OfsHost<'_> {
+    fn take(
+        &mut self,
+        t: Nanos,
+        queued: &dyn Fn(u8) -> usize,
+    ) -> Result<Option<(Request, u64)>, String> {
         // Everything that has arrived is in OAQ before anything leaves it, so merging sees
         // what a host queue would hold at `t`.
-        while let Some(&(arrival, oio, foreground)) = self.arrivals.get(self.next) {
-            if arrival > t {
-                break;
+        while let Some(r) = self.ahead.filter(|r| r.arrival_ns.unwrap_or(0) <= t) {
+            let arrival = r.arrival_ns.unwrap_or(0);
+            if arrival < self.last_arrival {
+                return Err("requests are not in arrival order".into());
             }
-            self.next += 1;
-            let id = self
-                .oaq
-                .submit(oio)
-                .expect("OIOs are checked when the host is made");
-            self.stats.oios += 1;
-            self.pending.insert(
-                id,
-                Pending {
-                    op: match oio.dir {
-                        Direction::Read => Op::Read,
-                        Direction::Write => Op::Write,
-                    },
-                    len: oio.sectors as u64 * ofs::oio::SECTOR_BYTES,
-                    arrival,
-                    foreground,
-                },
-            );
+            self.last_arrival = arrival;
+            self.ahead = self.incoming.next();
+            let oio = self.oio_of(&r)?;
+            let kind = if r.priority > 0 {
+                Kind::Foreground
+            } else {
+                Kind::Background
+            };
+            self.queue(oio, arrival, kind)?;
+        }
+        while let Some(&(arrival, oio)) = self
+            .writer
+            .as_ref()
+            .and_then(|w| w.released.front())
+            .filter(|(a, _)| *a <= t)
+        {
+            self.writer.as_mut().expect("a writer").released.pop_front();
+            self.queue(oio, arrival, Kind::File)?;
         }
         self.stats.max_queued = self.stats.max_queued.max(self.oaq.queued());
-        let head = self.oaq.highest_queued()?;
+        let Some(head) = self.oaq.highest_queued() else {
+            return Ok(None);
+        };
         if queued(head.0) >= self.depth {
-            return None;
+            return Ok(None);
         }
         let oreq = self.oaq.dispatch().expect("OAQ has a queued OREQ");
         self.stats.oreqs += 1;
@@ -389,11 +528,20 @@ impl Host for OfsHost {
             arrival_ns: Some(arrival),
         };
         self.inflight.insert(tag, oreq.oios);
-        Some((req, tag))
+        Ok(Some((req, tag)))
     }
 
     fn next_arrival(&self) -> Option<Nanos> {
-        self.arrivals.get(self.next).map(|a| a.0)
+        let a = self.ahead.map(|r| r.arrival_ns.unwrap_or(0));
+        let w = self
+            .writer
+            .as_ref()
+            .and_then(|w| w.released.front())
+            .map(|x| x.0);
+        match (a, w) {
+            (Some(a), Some(w)) => Some(a.min(w)),
+            (a, w) => a.or(w),
+        }
     }
 
     fn completed(
@@ -412,16 +560,27 @@ impl Host for OfsHost {
                 .pending
                 .remove(&id)
                 .ok_or_else(|| format!("OIO {id:?} completed twice"))?;
-            let stats = if p.foreground {
-                &mut *foreground
-            } else {
-                &mut *background
-            };
             let latency = (done - p.arrival).max(1);
-            let on_time = !p.foreground || self.deadline.is_none_or(|d| latency <= d);
-            crate::prio::account(stats, p.op, p.len, p.arrival, done, on_time);
+            match p.kind {
+                Kind::File => self
+                    .writer
+                    .as_mut()
+                    .ok_or("a file write without its writer")?
+                    .completed(done, foreground)?,
+                Kind::Foreground => {
+                    let on_time = self.deadline.is_none_or(|d| latency <= d);
+                    crate::prio::account(foreground, p.op, p.len, p.arrival, done, on_time)
+                }
+                Kind::Background => {
+                    crate::prio::account(background, p.op, p.len, p.arrival, done, true)
+                }
+            }
         }
         Ok(())
+    }
+
+    fn finished(&self) -> bool {
+        self.writer.as_ref().is_some_and(Writer::finished)
     }
 }
 
@@ -433,10 +592,10 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-/// Runs a variant with `stack = "ofs"`: seed 000 VI-E's video on OFS through OAQ (see the
-/// module doc). Settings: `prio.*`, `osd.*`, `fml.*` (on top of the watermarks
-/// [`PrioConfig::fml_for`] derives), `oaq.*` ([`OaqConfig`]) and `host.*` ([`HostConfig`]).
-/// Returns the run and what OAQ did.
+/// Runs a variant with `stack = "ofs"`: seed 000 VI-E's video, or its prioritized file writer,
+/// on OFS through OAQ (see the module doc). Settings: `prio.*`, `osd.*`, `fml.*` (on top of
+/// the watermarks [`PrioConfig::fml_for`] derives), `oaq.*` ([`OaqConfig`]) and `host.*`
+/// ([`HostConfig`]). Returns the run and what OAQ did.
 pub fn run_variant(
     plan: Plan<'_>,
     v: &crate::experiment::Variant,
@@ -445,12 +604,15 @@ pub fn run_variant(
 ) -> Result<(VariantRun, HostStats), String> {
     use crate::files::stacks::apply;
     let at = |e: String| format!("variant {}: {e}", v.label);
-    let Plan::Video(video) = plan else {
-        return Err(at(
-            "stack 'ofs' runs the video workload only (kind = \"video\")".into(),
-        ));
+    let bg = match plan {
+        Plan::Video(video) => &video.background,
+        Plan::FileWrites(f) => &f.background,
+        Plan::Synthetic(_) => {
+            return Err(at(
+                "stack 'ofs' runs the video and file-writes workloads only".into(),
+            ))
+        }
     };
-    let bg = &video.background;
     bg.validate().map_err(at)?;
     let mut prio = PrioConfig::default();
     let mut osd = osd::OsdConfig::default();
@@ -478,7 +640,7 @@ pub fn run_variant(
             apply(&mut fml, f, val).map_err(at)?;
         }
     }
-    let oaq = Oaq::new(oaq).map_err(|e| at(e.to_string()))?;
+    let mut oaq = Oaq::new(oaq).map_err(|e| at(e.to_string()))?;
     let nand = flash::Nand::in_memory(device).map_err(|e| e.to_string())?;
     let store =
         osd::ObjectStore::format(nand, osd::OsdConfig { fml, ..osd }).map_err(|e| e.to_string())?;
@@ -487,25 +649,39 @@ pub fn run_variant(
     let mut ofs =
         Ofs::format(store, ofs::OfsConfig::default()).map_err(|e| format!("format: {e}"))?;
 
-    // The files: the video, then the background writer's files over the rest of the footprint.
-    let grain = unit / gcd(unit, bg.request_bytes) * bg.request_bytes;
-    let video_bytes = video.seconds * video.frames_per_second as u64 * video.frame_bytes;
-    if video_bytes == 0 || !video_bytes.is_multiple_of(unit) {
+    // The files: the foreground's (the video, or the writer's file slots), then the
+    // background writer's files over the rest of the footprint.
+    let footprint = (capacity as f64 * bg.utilisation) as u64;
+    let (front, front_name, front_bytes, priority) = match plan {
+        Plan::Video(video) => {
+            let bytes = video.seconds * video.frames_per_second as u64 * video.frame_bytes;
+            (1, "video", bytes, video.priority)
+        }
+        Plan::FileWrites(f) => {
+            crate::prio::file_writes_region(f, footprint).map_err(at)?;
+            (f.file_slots, "file", f.file_bytes, f.priority)
+        }
+        Plan::Synthetic(_) => unreachable!("refused above"),
+    };
+    if front_bytes == 0 || !front_bytes.is_multiple_of(unit) {
         return Err(at(format!(
-            "video of {video_bytes} bytes is not a positive multiple of the {unit}-byte write unit"
+            "a {front_name} of {front_bytes} bytes is not a positive multiple of the {unit}-byte write unit"
         )));
     }
+    let front_total = front
+        .checked_mul(front_bytes)
+        .ok_or_else(|| at("the foreground's files overflow".into()))?;
+    let grain = unit / gcd(unit, bg.request_bytes) * bg.request_bytes;
     let file_bytes = host.background_file_bytes;
     if file_bytes == 0 || !file_bytes.is_multiple_of(grain) {
         return Err(at(format!(
             "host.background_file_bytes = {file_bytes} must be a positive multiple of {grain} (the write unit and the background request)"
         )));
     }
-    let footprint = (capacity as f64 * bg.utilisation) as u64;
-    let rest = footprint.saturating_sub(video_bytes) / grain * grain;
+    let rest = footprint.saturating_sub(front_total) / grain * grain;
     if rest < footprint / 4 {
         return Err(at(format!(
-            "video: {video_bytes} bytes of video leave too little of the {footprint}-byte footprint to the background writer"
+            "{front_total} bytes of {front_name}s leave too little of the {footprint}-byte footprint to the background writer"
         )));
     }
     let mut files = Files::default();
@@ -518,7 +694,9 @@ pub fn run_variant(
         files.spans.push(Span { start, bytes, file });
         Ok(())
     };
-    add(&mut ofs, "video".into(), video_bytes)?;
+    for k in 0..front {
+        add(&mut ofs, format!("{front_name}-{k:04}"), front_bytes)?;
+    }
     let mut left = rest;
     let mut k = 0;
     while left > 0 {
@@ -527,8 +705,10 @@ pub fn run_variant(
         left -= n;
         k += 1;
     }
-    let video_ino = files.spans[0].file.ino;
-    let video_object = files.spans[0].file.object();
+    let foreground: Vec<ScheduledFile> = files.spans[..front as usize]
+        .iter()
+        .map(|s| s.file)
+        .collect();
     let mut stack = OfsStack {
         ofs,
         files,
@@ -565,30 +745,53 @@ pub fn run_variant(
     )
     .map_err(|e| format!("aging: {e}"))?;
 
-    // The player sets the video file's priority (the prototype's ioctl): the object's
-    // attribute, and OAQ's context for the object.
-    let mut oaq = oaq;
+    // The application sets its files' priority (the prototype's ioctl): the objects'
+    // attribute, and OAQ's context for each object.
     if host.set_priority {
         stack.ofs.set_time(t);
-        stack
-            .ofs
-            .set_priority(video_ino, video.priority)
-            .map_err(|e| format!("set the video's priority: {e}"))?;
-        oaq.set_object_priority(video_object, Some(Priority(video.priority)))
-            .map_err(|e| at(e.to_string()))?;
+        for f in &foreground {
+            stack
+                .ofs
+                .set_priority(f.ino, priority)
+                .map_err(|e| format!("set the priority of inode {}: {e}", f.ino))?;
+            oaq.set_object_priority(f.object(), Some(Priority(priority)))
+                .map_err(|e| at(e.to_string()))?;
+        }
     }
-    let (mut requests, deadline) = crate::prio::video_requests(video, flat, t, seed)?;
-    if !host.background {
-        requests.retain(|r| r.priority > 0);
-    }
-    let mut h = OfsHost::new(
-        oaq,
-        &stack.files,
-        requests,
-        deadline,
-        host.device_queue_depth,
-    )
-    .map_err(at)?;
+    let files = stack.files.clone();
+    // The background writer of a file-writes run arrives until the last file is done.
+    let endless = crate::prio::Synthetic {
+        requests: if host.background { u64::MAX } else { 0 },
+        priority_percent: 0.0,
+        ..bg.clone()
+    };
+    let mut h = match plan {
+        Plan::Video(video) => {
+            let (mut requests, deadline) = crate::prio::video_requests(video, flat, t, seed)?;
+            if !host.background {
+                requests.retain(|r| r.priority > 0);
+            }
+            let requests = Box::new(requests.into_iter());
+            OfsHost::new(oaq, files, requests, deadline, host.device_queue_depth).map_err(at)?
+        }
+        Plan::FileWrites(f) => {
+            let requests = endless.requests(rest, t, seed).map(move |r| Request {
+                offset_bytes: r.offset_bytes + front_total,
+                ..r
+            });
+            OfsHost::new(
+                oaq,
+                files,
+                Box::new(requests),
+                None,
+                host.device_queue_depth,
+            )
+            .map_err(at)?
+            .with_writer(f, foreground, t)
+            .map_err(at)?
+        }
+        Plan::Synthetic(_) => unreachable!("refused above"),
+    };
     let before = stack.counters();
     let out = crate::prio::run_with(
         &mut stack,
@@ -602,17 +805,16 @@ pub fn run_variant(
         Some(&mut h),
     )
     .map_err(|e| format!("measure: {e}"))?;
-    if !h.pending.is_empty() || h.next < h.arrivals.len() {
-        return Err(format!(
-            "measure: {} OIOs never completed",
-            h.pending.len() + h.arrivals.len() - h.next
-        ));
+    let done = h.writer.as_ref().is_none_or(Writer::finished);
+    if !done || (h.writer.is_none() && (!h.pending.is_empty() || h.ahead.is_some())) {
+        return Err(format!("measure: {} OIOs never completed", h.pending.len()));
     }
     if verifier.mismatches > 0 {
         return Err(format!("measure: {} reads mismatched", verifier.mismatches));
     }
+    let stats = h.stats();
     let run = crate::prio::finish(&mut stack, out, before, t)?;
-    Ok((run, h.stats()))
+    Ok((run, stats))
 }
 
 #[cfg(test)]
@@ -685,10 +887,11 @@ mod tests {
         let mut oaq = Oaq::new(OaqConfig::default()).unwrap();
         oaq.set_object_priority(f.spans[0].file.object(), Some(Priority(1)))
             .unwrap();
-        let mut h = OfsHost::new(oaq, &f, reqs, Some(1000), 2).unwrap();
+        let mut h =
+            OfsHost::new(oaq, f.clone(), Box::new(reqs.into_iter()), Some(1000), 2).unwrap();
         let empty = |_: u8| 0;
         // At 10 the first three have arrived; the two reads merged, and go first.
-        let (r, tag) = h.take(10, &empty).unwrap();
+        let (r, tag) = h.take(10, &empty).unwrap().unwrap();
         assert_eq!(
             (r.op, r.offset_bytes, r.len_bytes, r.priority, r.arrival_ns),
             (Op::Read, 0, 8192, 1, Some(1))
@@ -696,8 +899,8 @@ mod tests {
         assert_eq!(h.next_arrival(), Some(50));
         // The device's queue for priority 0 is full: the write stays in OAQ.
         let full = |p: u8| if p == 0 { 2 } else { 0 };
-        assert!(h.take(10, &full).is_none());
-        let (w, wtag) = h.take(10, &empty).unwrap();
+        assert!(h.take(10, &full).unwrap().is_none());
+        let (w, wtag) = h.take(10, &empty).unwrap().unwrap();
         assert_eq!((w.op, w.offset_bytes, w.priority), (Op::Write, b, 0));
         let (mut fg, mut bg) = (FileStats::new(0), FileStats::new(0));
         h.completed(tag, 1002, &mut fg, &mut bg).unwrap();
@@ -712,10 +915,53 @@ mod tests {
             (s.oios, s.oreqs, s.merges, s.prioritized_oreqs),
             (3, 2, 1, 1)
         );
-        // Requests that cross a file or are not whole sectors are refused up front.
+        // Requests that cross a file or are not whole sectors are refused with an error.
+        for bad in [
+            at(Op::Read, b - 512, 1024, 0, 0),
+            at(Op::Read, 0, 100, 0, 0),
+        ] {
+            let oaq = Oaq::new(OaqConfig::default()).unwrap();
+            let reqs = Box::new(std::iter::once(bad));
+            let mut h = OfsHost::new(oaq, f.clone(), reqs, None, 1).unwrap();
+            assert!(h.take(0, &empty).is_err());
+        }
+    }
+
+    /// The prioritized writer releases a file's writes when the previous file is done, and
+    /// accounts for each file once, from its release to its last write's completion.
+    #[test]
+    fn the_writer_chains_files_and_accounts_per_file() {
+        let f = files();
+        let w = crate::prio::FileWrites {
+            files: 3,
+            file_bytes: 8192,
+            request_bytes: 4096,
+            file_slots: 2,
+            ..crate::prio::FileWrites::default()
+        };
         let oaq = Oaq::new(OaqConfig::default()).unwrap();
-        assert!(OfsHost::new(oaq, &f, vec![at(Op::Read, b - 512, 1024, 0, 0)], None, 1).is_err());
-        let oaq = Oaq::new(OaqConfig::default()).unwrap();
-        assert!(OfsHost::new(oaq, &f, vec![at(Op::Read, 0, 100, 0, 0)], None, 1).is_err());
+        let slots = vec![f.spans[0].file, f.spans[1].file];
+        let mut h = OfsHost::new(oaq, f.clone(), Box::new(std::iter::empty()), None, 8)
+            .unwrap()
+            .with_writer(&w, slots, 100)
+            .unwrap();
+        let empty = |_: u8| 0;
+        let (mut fg, mut bg) = (FileStats::new(0), FileStats::new(0));
+        let mut t = 100;
+        let mut offsets = Vec::new();
+        while !h.finished() {
+            // Both writes of a file merge into one OREQ (contiguous, same object).
+            let (r, tag) = h.take(t, &empty).unwrap().unwrap();
+            assert!(h.take(t, &empty).unwrap().is_none());
+            offsets.push((r.offset_bytes, r.len_bytes));
+            t += 1000;
+            h.completed(tag, t, &mut fg, &mut bg).unwrap();
+        }
+        // Files take the two slots in turn: the third overwrites the first.
+        assert_eq!(offsets, vec![(0, 8192), (1 << 20, 8192), (0, 8192)]);
+        assert_eq!((fg.transactions, fg.write_bytes), (3, 3 * 8192));
+        assert_eq!(fg.write_latency.len(), 3);
+        assert_eq!(fg.write_latency.max(), 1000);
+        assert_eq!(bg.writes, 0);
     }
 }

@@ -467,7 +467,11 @@ pub trait Host {
     /// The next request the host hands the device at `t`: one that has arrived by then, if
     /// the device's queue of its class has room. `queued(priority)` is how many requests the
     /// device's queue for that priority holds. The tag names it in [`Host::completed`].
-    fn take(&mut self, t: Nanos, queued: &dyn Fn(u8) -> usize) -> Option<(Request, u64)>;
+    fn take(
+        &mut self,
+        t: Nanos,
+        queued: &dyn Fn(u8) -> usize,
+    ) -> Result<Option<(Request, u64)>, String>;
     /// When the next request arrives at the host, if one will (arrivals are not before the
     /// last `take`'s time).
     fn next_arrival(&self) -> Option<Nanos>;
@@ -479,6 +483,11 @@ pub trait Host {
         foreground: &mut FileStats,
         background: &mut FileStats,
     ) -> Result<(), String>;
+    /// Whether the measured run is over (the host's remaining arrivals, an endless background
+    /// writer's, are not measured).
+    fn finished(&self) -> bool {
+        false
+    }
 }
 
 /// Accounts for one completed host request in `stats`: its latency from `arrival`, its bytes
@@ -582,7 +591,9 @@ pub(crate) fn run_with(
     let mut dies: Vec<DieId> = Vec::new();
     let mut fps = Vec::new();
     loop {
-        if chain.as_ref().is_some_and(|c| c.finished()) {
+        if chain.as_ref().is_some_and(|c| c.finished())
+            || host.as_deref().is_some_and(|h| h.finished())
+        {
             break;
         }
         loop {
@@ -623,7 +634,7 @@ pub(crate) fn run_with(
                     let class = if honor { p } else { 0 };
                     queues.get(&class).map_or(0, VecDeque::len)
                 };
-                let Some((mut r, tag)) = h.take(t, &room) else {
+                let Some((mut r, tag)) = h.take(t, &room).map_err(EngineError::Source)? else {
                     break;
                 };
                 let arrival = r.arrival_ns.unwrap_or(0).max(start_ns);
@@ -1125,7 +1136,7 @@ pub(crate) fn finish(
 
 /// The bytes the files of a [`FileWrites`] run take at the start of the footprint, and the
 /// bytes left to the background writer after them.
-fn file_writes_region(f: &FileWrites, footprint: u64) -> Result<(u64, u64), String> {
+pub(crate) fn file_writes_region(f: &FileWrites, footprint: u64) -> Result<(u64, u64), String> {
     if f.files == 0 || f.file_slots == 0 || f.priority == 0 {
         return Err("file-writes: files, file_slots and priority must be at least 1".into());
     }

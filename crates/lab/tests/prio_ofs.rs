@@ -18,10 +18,12 @@ fn run(e: &Experiment, v: &Variant, scale: f64) -> (VariantRun, HostStats) {
     let device = scale_device(flash::preset(&e.device).unwrap(), scale);
     let mut w = e.workload.clone();
     w.scale(scale);
-    let FileWorkload::Video(video) = &w else {
-        panic!("000-vi-e-prioritized-read is a video workload")
+    let plan = match &w {
+        FileWorkload::Video(video) => Plan::Video(video),
+        FileWorkload::FileWrites(f) => Plan::FileWrites(f),
+        _ => panic!("{} is not a 000 VI-E workload", e.name),
     };
-    let (r, h) = run_variant(Plan::Video(video), v, device, e.seed).unwrap();
+    let (r, h) = run_variant(plan, v, device, e.seed).unwrap();
     assert!(
         r.fsck_problems.is_empty(),
         "{}: {:?}",
@@ -87,4 +89,35 @@ fn prioritized_video_file_through_oaq_holds_30_fps_every_second_and_unprioritize
     assert!(fps.iter().any(|&f| f < 30), "{fps:?}");
     // The experiment's own unprioritized OFS variant is that run.
     assert_eq!(variant(&e, "OFS (normal)").set, normal.set);
+}
+
+/// Seed 000 VI-E's prioritized write on files, at a fiftieth of its files: every file is
+/// written through OAQ and accounted for once, at the files' priority when the camcorder set
+/// it and at 0 when it did not.
+#[test]
+fn prioritized_file_writes_on_ofs_go_through_oaq_and_account_for_every_file() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../experiments/000-vi-e-prioritized-write.toml");
+    let e = Experiment::load(&path).unwrap();
+    for label in ["OFS (prioritized)", "OFS (normal)"] {
+        let v = variant(&e, label);
+        let (r, h) = run(&e, &v, 0.02);
+        let fg = phase(&r, "foreground");
+        assert_eq!(fg.transactions, 20, "{label}");
+        assert_eq!(fg.write_latency.len(), 20, "{label}");
+        assert_eq!(fg.write_bytes, 20 << 21, "{label}");
+        assert_eq!(
+            fg.per_second_transactions.iter().sum::<u64>(),
+            20,
+            "{label}"
+        );
+        // 16 writes of 128 KiB per file, each its own OREQ (256 sectors, OAQ's largest).
+        let bg = phase(&r, "background");
+        assert!(h.oios >= 20 * 16 + bg.writes, "{label}: {h:?}");
+        if label == "OFS (prioritized)" {
+            assert_eq!(h.prioritized_oreqs, 20 * 16, "{h:?}");
+        } else {
+            assert_eq!(h.prioritized_oreqs, 0, "{h:?}");
+        }
+    }
 }
