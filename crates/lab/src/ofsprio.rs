@@ -218,10 +218,7 @@ impl<F: Flash> Stack for OfsStack<F> {
                     store.peek_read_units(s.file.oid(), *off, *len, &mut units)
                 });
                 if known {
-                    let layout = store.fml().layout();
-                    for v in units {
-                        out.extend((0..layout.pages_per_unit()).map(|i| layout.page(v, i).die));
-                    }
+                    crate::stack::dies_of_units(store.fml().layout(), &units, out);
                     return;
                 }
             }
@@ -319,18 +316,8 @@ impl Writer {
         if self.outstanding > 0 {
             return Ok(());
         }
-        let done = self.file_done;
-        stats.transactions += 1;
-        stats.account_transaction(done);
-        stats.writes += 1;
-        stats.creates += 1;
-        stats.write_bytes += self.file_bytes;
-        stats
-            .write_latency
-            .saturating_record((done - self.file_start).max(1));
-        stats.account_second(done, self.file_bytes, 0);
-        stats.end_ns = stats.end_ns.max(done);
-        self.release(done)
+        crate::prio::account_file(stats, self.file_bytes, self.file_start, self.file_done);
+        self.release(self.file_done)
     }
 
     fn finished(&self) -> bool {

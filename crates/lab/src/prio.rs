@@ -408,18 +408,8 @@ impl Chain {
         if self.outstanding > 0 {
             return;
         }
-        let done = self.file_done;
-        stats.transactions += 1;
-        stats.account_transaction(done);
-        stats.writes += 1;
-        stats.creates += 1;
-        stats.write_bytes += self.file_bytes;
-        stats
-            .write_latency
-            .saturating_record((done - self.file_start).max(1));
-        stats.account_second(done, self.file_bytes, 0);
-        stats.end_ns = stats.end_ns.max(done);
-        self.release(done);
+        account_file(stats, self.file_bytes, self.file_start, self.file_done);
+        self.release(self.file_done);
     }
 
     fn finished(&self) -> bool {
@@ -488,6 +478,19 @@ pub trait Host {
     fn finished(&self) -> bool {
         false
     }
+}
+
+/// Accounts for one file of a prioritized writer in `stats`, started at `start` and written by
+/// `done`: one transaction, one write, one latency.
+pub(crate) fn account_file(stats: &mut FileStats, bytes: u64, start: Nanos, done: Nanos) {
+    stats.transactions += 1;
+    stats.account_transaction(done);
+    stats.writes += 1;
+    stats.creates += 1;
+    stats.write_bytes += bytes;
+    stats.write_latency.saturating_record((done - start).max(1));
+    stats.account_second(done, bytes, 0);
+    stats.end_ns = stats.end_ns.max(done);
 }
 
 /// Accounts for one completed host request in `stats`: its latency from `arrival`, its bytes

@@ -157,6 +157,17 @@ pub struct GcState {
     pub collecting: bool,
 }
 
+/// The dies of the pages of write units `units`.
+pub(crate) fn dies_of_units(
+    layout: &flash::gang::Layout,
+    units: &[flash::gang::Vpa],
+    out: &mut Vec<DieId>,
+) {
+    for &v in units {
+        out.extend((0..layout.pages_per_unit()).map(|i| layout.page(v, i).die));
+    }
+}
+
 /// The dies of the FML's next GC step: a copy's source unit (and its destination, when the
 /// caller knows it), or every block of the victim an erase clears.
 pub(crate) fn gc_dies_of<F: Flash>(
@@ -267,10 +278,7 @@ impl<F: Flash> Stack for FtlStack<F> {
             ),
             Op::Trim | Op::Flush => {}
         }
-        let layout = self.ftl.fml().layout();
-        for v in units {
-            out.extend((0..layout.pages_per_unit()).map(|i| layout.page(v, i).die));
-        }
+        dies_of_units(self.ftl.fml().layout(), &units, out);
     }
     fn die_free_ns(&self, die: DieId) -> Nanos {
         self.ftl.fml().flash().die_free_ns(die)
@@ -478,10 +486,7 @@ impl<F: Flash> Stack for OsdStack<F> {
                             .peek_read_units(Self::oid(k), off, len, &mut units)
                 });
             if known {
-                let layout = self.store.fml().layout();
-                for v in units {
-                    out.extend((0..layout.pages_per_unit()).map(|i| layout.page(v, i).die));
-                }
+                dies_of_units(self.store.fml().layout(), &units, out);
                 return;
             }
         }
