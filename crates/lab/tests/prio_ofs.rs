@@ -2,7 +2,8 @@
 //! background writer's writes go as OIOs through OAQ to the device-side controller and the
 //! object store. At a tenth of the experiment's length on a device scaled alike, under
 //! background GC throughout, the video whose priority the player set through OFS plays at 30
-//! FPS in every second; the same run without that priority dips.
+//! FPS in every second, each frame read waiting for at most one GC step; the same run without
+//! that priority dips.
 
 use lab::experiment::{scale_device, Experiment, FileWorkload, Variant};
 use lab::ofsprio::{run_variant, HostStats};
@@ -31,6 +32,27 @@ fn run(e: &Experiment, v: &Variant, scale: f64) -> (VariantRun, HostStats) {
         r.fsck_problems
     );
     (r, h)
+}
+
+/// One page copy + one erase + the frame's own reads and transfers (its write units read one
+/// after another, each unit's pages moved one after another: the worst placement), on the
+/// preset's timing; as `tests/prio.rs` bounds a one-unit read.
+fn frame_bound_ns(e: &Experiment, frame_bytes: u64) -> u64 {
+    let c = flash::preset(&e.device).unwrap();
+    let t = c.timing;
+    let page = c.geometry.page_size_bytes;
+    let oob = c.geometry.oob_size_bytes;
+    let pages = c.gang.pages_per_unit() as u64;
+    let units = frame_bytes.div_ceil(pages * page as u64);
+    let copy = t.command_ns
+        + t.read_ns
+        + pages * t.transfer_ns(page + oob)
+        + t.command_ns
+        + pages * t.transfer_ns(page + oob)
+        + t.program_ns;
+    let erase = t.command_ns + t.erase_ns;
+    let own = units * (t.command_ns + t.read_ns + pages * t.transfer_ns(page));
+    copy + erase + own
 }
 
 fn variant(e: &Experiment, label: &str) -> Variant {
@@ -72,6 +94,16 @@ fn prioritized_video_file_through_oaq_holds_30_fps_every_second_and_unprioritize
         "{:?}",
         all.counters
     );
+    // A frame read waits for at most the GC step under way on its dies.
+    let FileWorkload::Video(video) = &e.workload else {
+        panic!("a video workload")
+    };
+    let bound = frame_bound_ns(&e, video.frame_bytes);
+    let p99 = fg.read_latency.value_at_quantile(0.99);
+    assert!(
+        p99 <= bound + bound / 1000,
+        "frame read p99 {p99} ns > {bound} ns"
+    );
     let fps = &fg.per_second_transactions;
     assert!(fps.len() as u64 >= seconds - 1, "{fps:?}");
     // The last second is partial (the video ends within it).
@@ -85,6 +117,8 @@ fn prioritized_video_file_through_oaq_holds_30_fps_every_second_and_unprioritize
         .insert("host.set_priority".into(), "false".into());
     let (r, h) = run(&e, &normal, 0.1);
     assert_eq!(h.prioritized_oreqs, 0);
+    let p99 = phase(&r, "foreground").read_latency.value_at_quantile(0.99);
+    assert!(p99 > bound, "unprioritized frame read p99 {p99} ns");
     let fps = &phase(&r, "foreground").per_second_transactions;
     assert!(fps.iter().any(|&f| f < 30), "{fps:?}");
     // The experiment's own unprioritized OFS variant is that run.
