@@ -13,7 +13,8 @@
 //! 3. OAQ ([`sched::Oaq`]) merges it into a queued OREQ of the same object, direction and
 //!    priority, or queues a new one at the object's priority: the level the player set on the
 //!    video file through OFS ([`ofs::Ofs::set_priority`], the prototype's `ioctl()`), which the
-//!    host registers with OAQ; 0 for every other file.
+//!    host registers with OAQ; 0 for every other file. With [`PriorityBy::Request`] the OIO
+//!    carries the priority itself instead.
 //! 4. The host hands OAQ's head (highest priority first) to the device while the device's queue
 //!    for that priority holds fewer than `host.device_queue_depth` requests; beyond that,
 //!    requests wait (and merge) in OAQ. The OREQ travels with its priority, as an OSD command
@@ -44,13 +45,27 @@ use crate::prio::{Host, Plan, PrioConfig, VariantRun};
 use crate::request::{Op, Request};
 use crate::stack::{Counters, GcState, Stack};
 
+/// How the application gives its files' I/O priority (seed 000 V-C: "Priority set per object
+/// (attribute) and per request").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PriorityBy {
+    /// Through OFS before the run (the prototype's `ioctl()`): the files' objects' `Priority`
+    /// attribute, registered with OAQ; the device also places the objects' writes as real-time.
+    File,
+    /// On each of its requests (as Linux `ioprio_set()` tags a process's I/O): every OIO of
+    /// the files carries the priority, the objects keep priority 0.
+    Request,
+    /// Not at all: the paper's "OFS (normal)", every OREQ at priority 0.
+    None,
+}
+
 /// Settings of the host side of an `ofs` variant (`host.*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HostConfig {
-    /// Whether the player sets the video file's priority through OFS before playing (default
-    /// true). False is the paper's "OFS (normal)": every OREQ queues at priority 0.
-    pub set_priority: bool,
+    /// How the video player or the camcorder gives its I/O priority (default `file`).
+    pub priority: PriorityBy,
     /// Requests the device queues per priority class; the rest wait in OAQ (default 32, a SATA
     /// NCQ's depth).
     pub device_queue_depth: u32,
@@ -65,7 +80,7 @@ pub struct HostConfig {
 impl Default for HostConfig {
     fn default() -> Self {
         HostConfig {
-            set_priority: true,
+            priority: PriorityBy::File,
             device_queue_depth: 32,
             background_file_bytes: 8 << 20,
             background: true,
@@ -337,6 +352,8 @@ pub struct OfsHost<'a> {
     ahead: Option<Request>,
     last_arrival: Nanos,
     writer: Option<Writer>,
+    /// The priority each foreground OIO carries itself (`PriorityBy::Request`).
+    request_priority: Option<Priority>,
     pending: HashMap<OioId, Pending>,
     inflight: HashMap<u64, Vec<OioId>>,
     next_tag: u64,
@@ -372,6 +389,7 @@ impl<'a> OfsHost<'a> {
             ahead,
             last_arrival: 0,
             writer: None,
+            request_priority: None,
             pending: HashMap::new(),
             inflight: HashMap::new(),
             next_tag: 0,
@@ -431,7 +449,10 @@ impl<'a> OfsHost<'a> {
         s.file.oio(dir, off, len, None).map_err(|e| e.to_string())
     }
 
-    fn queue(&mut self, oio: Oio, arrival: Nanos, kind: Kind) -> Result<(), String> {
+    fn queue(&mut self, mut oio: Oio, arrival: Nanos, kind: Kind) -> Result<(), String> {
+        if kind != Kind::Background {
+            oio.priority = oio.priority.or(self.request_priority);
+        }
         let id = self.oaq.submit(oio).map_err(|e| e.to_string())?;
         self.stats.oios += 1;
         let op = match oio.dir {
@@ -734,7 +755,7 @@ pub fn run_variant(
 
     // The application sets its files' priority (the prototype's ioctl): the objects'
     // attribute, and OAQ's context for each object.
-    if host.set_priority {
+    if host.priority == PriorityBy::File {
         stack.ofs.set_time(t);
         for f in &foreground {
             stack
@@ -779,6 +800,9 @@ pub fn run_variant(
         }
         Plan::Synthetic(_) => unreachable!("refused above"),
     };
+    if host.priority == PriorityBy::Request {
+        h.request_priority = Some(Priority(priority));
+    }
     let before = stack.counters();
     let out = crate::prio::run_with(
         &mut stack,
@@ -912,6 +936,31 @@ mod tests {
             let mut h = OfsHost::new(oaq, f.clone(), reqs, None, 1).unwrap();
             assert!(h.take(0, &empty).is_err());
         }
+    }
+
+    /// A per-request priority puts the foreground's OIOs ahead without any object attribute;
+    /// background OIOs keep 0.
+    #[test]
+    fn a_request_priority_tags_the_foreground_oios() {
+        let f = files();
+        let reqs = vec![
+            at(Op::Write, 1 << 20, 4096, 0, 0),
+            at(Op::Read, 0, 4096, 1, 1),
+        ];
+        let oaq = Oaq::new(OaqConfig::default()).unwrap();
+        let mut h = OfsHost::new(oaq, f.clone(), Box::new(reqs.into_iter()), None, 8).unwrap();
+        h.request_priority = Some(Priority(2));
+        let empty = |_: u8| 0;
+        let (r, _) = h.take(5, &empty).unwrap().unwrap();
+        assert_eq!((r.op, r.priority), (Op::Read, 2));
+        let (w, _) = h.take(5, &empty).unwrap().unwrap();
+        assert_eq!((w.op, w.priority), (Op::Write, 0));
+        // A priority OAQ has no level for is an error, not a panic.
+        let oaq = Oaq::new(OaqConfig::default()).unwrap();
+        let reqs = Box::new(std::iter::once(at(Op::Read, 0, 4096, 1, 0)));
+        let mut h = OfsHost::new(oaq, f.clone(), reqs, None, 8).unwrap();
+        h.request_priority = Some(Priority(200));
+        assert!(h.take(0, &empty).is_err());
     }
 
     /// The prioritized writer releases a file's writes when the previous file is done, and

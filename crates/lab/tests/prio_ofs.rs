@@ -112,15 +112,22 @@ fn prioritized_video_file_through_oaq_holds_30_fps_every_second_and_unprioritize
     // The same run, the player not setting the file's priority: OAQ queues its OREQs with the
     // writer's, the device sees no priority, frames wait for whole collections.
     let mut normal = prioritized.clone();
-    normal
-        .set
-        .insert("host.set_priority".into(), "false".into());
+    normal.set.insert("host.priority".into(), "none".into());
     let (r, h) = run(&e, &normal, 0.1);
     assert_eq!(h.prioritized_oreqs, 0);
     let p99 = phase(&r, "foreground").read_latency.value_at_quantile(0.99);
     assert!(p99 > bound, "unprioritized frame read p99 {p99} ns");
     let fps = &phase(&r, "foreground").per_second_transactions;
     assert!(fps.iter().any(|&f| f < 30), "{fps:?}");
+    // The priority on each frame's OIO instead of the file's attribute does as well.
+    let (r, h) = run(&e, &variant(&e, "OFS (prioritized per request)"), 0.1);
+    assert!(
+        h.prioritized_oreqs > 0 && h.prioritized_oreqs <= frames,
+        "{h:?}"
+    );
+    let fps = &phase(&r, "foreground").per_second_transactions;
+    assert!(fps[..fps.len() - 1].iter().all(|&f| f == 30), "{fps:?}");
+
     // The experiment's own unprioritized OFS variant is that run.
     assert_eq!(variant(&e, "OFS (normal)").set, normal.set);
 }
