@@ -4,6 +4,7 @@
 pub mod engine;
 pub mod experiment;
 pub mod files;
+pub mod ofsprio;
 pub mod plot;
 pub mod prio;
 pub mod report;

@@ -344,7 +344,7 @@ impl Default for FileWrites {
 
 /// The prioritized writer of a [`FileWrites`] run, inside the controller: it releases a file's
 /// requests when the previous file completes and accounts for each file as a whole.
-struct Chain {
+pub(crate) struct Chain {
     files: u64,
     next_file: u64,
     file_bytes: u64,
@@ -408,18 +408,8 @@ impl Chain {
         if self.outstanding > 0 {
             return;
         }
-        let done = self.file_done;
-        stats.transactions += 1;
-        stats.account_transaction(done);
-        stats.writes += 1;
-        stats.creates += 1;
-        stats.write_bytes += self.file_bytes;
-        stats
-            .write_latency
-            .saturating_record((done - self.file_start).max(1));
-        stats.account_second(done, self.file_bytes, 0);
-        stats.end_ns = stats.end_ns.max(done);
-        self.release(done);
+        account_file(stats, self.file_bytes, self.file_start, self.file_done);
+        self.release(self.file_done);
     }
 
     fn finished(&self) -> bool {
@@ -454,6 +444,86 @@ struct Waiting {
     foreground: bool,
     /// Part of a file of the prioritized writer (accounted for per file).
     chained: bool,
+    /// Handed over by a [`Host`], which accounts for it under this tag.
+    tag: Option<u64>,
+}
+
+/// A host-side source of requests with a queue of its own in front of the device (OFS through
+/// OAQ, [`crate::ofsprio`]). It hands the controller a request only while the device's queue
+/// for that request's class has room, so what waits beyond that waits, and is ordered and
+/// merged, on the host; and it accounts for the requests it handed over itself (a merged
+/// request completes several host requests, each with its own arrival).
+pub trait Host {
+    /// The next request the host hands the device at `t`: one that has arrived by then, if
+    /// the device's queue of its class has room. `queued(priority)` is how many requests the
+    /// device's queue for that priority holds. The tag names it in [`Host::completed`].
+    fn take(
+        &mut self,
+        t: Nanos,
+        queued: &dyn Fn(u8) -> usize,
+    ) -> Result<Option<(Request, u64)>, String>;
+    /// When the next request arrives at the host, if one will (arrivals are not before the
+    /// last `take`'s time).
+    fn next_arrival(&self) -> Option<Nanos>;
+    /// The request tagged `tag` completed at `done`.
+    fn completed(
+        &mut self,
+        tag: u64,
+        done: Nanos,
+        foreground: &mut FileStats,
+        background: &mut FileStats,
+    ) -> Result<(), String>;
+    /// Whether the measured run is over (the host's remaining arrivals, an endless background
+    /// writer's, are not measured).
+    fn finished(&self) -> bool {
+        false
+    }
+}
+
+/// Accounts for one file of a prioritized writer in `stats`, started at `start` and written by
+/// `done`: one transaction, one write, one latency.
+pub(crate) fn account_file(stats: &mut FileStats, bytes: u64, start: Nanos, done: Nanos) {
+    stats.transactions += 1;
+    stats.account_transaction(done);
+    stats.writes += 1;
+    stats.creates += 1;
+    stats.write_bytes += bytes;
+    stats.write_latency.saturating_record((done - start).max(1));
+    stats.account_second(done, bytes, 0);
+    stats.end_ns = stats.end_ns.max(done);
+}
+
+/// Accounts for one completed host request in `stats`: its latency from `arrival`, its bytes
+/// in the second it completed, and a transaction when `on_time`.
+pub(crate) fn account(
+    stats: &mut FileStats,
+    op: Op,
+    len_bytes: u64,
+    arrival: Nanos,
+    done: Nanos,
+    on_time: bool,
+) {
+    let latency = (done - arrival).max(1);
+    if on_time {
+        stats.transactions += 1;
+        stats.account_transaction(done);
+    }
+    match op {
+        Op::Read => {
+            stats.reads += 1;
+            stats.read_bytes += len_bytes;
+            stats.read_latency.saturating_record(latency);
+            stats.account_second(done, 0, len_bytes);
+        }
+        Op::Write => {
+            stats.writes += 1;
+            stats.write_bytes += len_bytes;
+            stats.write_latency.saturating_record(latency);
+            stats.account_second(done, len_bytes, 0);
+        }
+        Op::Trim | Op::Flush => {}
+    }
+    stats.end_ns = stats.end_ns.max(done);
 }
 
 /// Runs `requests` (each with its arrival time, in arrival order) through the controller. A
@@ -478,13 +548,15 @@ pub fn run(
         verify,
         deadline_ns,
         None,
+        None,
     )
 }
 
 /// As [`run`], with the prioritized file writer of a [`FileWrites`] run, whose files are the
-/// foreground; the run ends when its last file is done (`requests` may be endless).
+/// foreground; the run ends when its last file is done (`requests` may be endless); and with
+/// a [`Host`] whose requests join those of `requests`.
 #[allow(clippy::too_many_arguments)]
-fn run_with(
+pub(crate) fn run_with(
     stack: &mut dyn Stack,
     cfg: &PrioConfig,
     requests: &mut dyn Iterator<Item = Request>,
@@ -493,6 +565,7 @@ fn run_with(
     mut verify: Option<&mut Verifier>,
     deadline_ns: Option<Nanos>,
     mut chain: Option<&mut Chain>,
+    mut host: Option<&mut dyn Host>,
 ) -> Result<PrioOutcome, EngineError> {
     cfg.validate().map_err(EngineError::Source)?;
     let mut out = PrioOutcome {
@@ -521,7 +594,9 @@ fn run_with(
     let mut dies: Vec<DieId> = Vec::new();
     let mut fps = Vec::new();
     loop {
-        if chain.as_ref().is_some_and(|c| c.finished()) {
+        if chain.as_ref().is_some_and(|c| c.finished())
+            || host.as_deref().is_some_and(|h| h.finished())
+        {
             break;
         }
         loop {
@@ -551,8 +626,34 @@ fn run_with(
                 arrival,
                 foreground,
                 chained,
+                tag: None,
             });
             queued += 1;
+        }
+        if let Some(h) = host.as_deref_mut() {
+            loop {
+                let honor = cfg.honor_priorities;
+                let room = |p: u8| {
+                    let class = if honor { p } else { 0 };
+                    queues.get(&class).map_or(0, VecDeque::len)
+                };
+                let Some((mut r, tag)) = h.take(t, &room).map_err(EngineError::Source)? else {
+                    break;
+                };
+                let arrival = r.arrival_ns.unwrap_or(0).max(start_ns);
+                let foreground = r.priority > 0;
+                if !cfg.honor_priorities {
+                    r.priority = 0;
+                }
+                queues.entry(r.priority).or_default().push_back(Waiting {
+                    req: r,
+                    arrival,
+                    foreground,
+                    chained: false,
+                    tag: Some(tag),
+                });
+                queued += 1;
+            }
         }
         out.max_queued = out.max_queued.max(queued);
         while inflight_priority.peek().is_some_and(|Reverse(d)| *d <= t) {
@@ -564,6 +665,7 @@ fn run_with(
                 .as_ref()
                 .and_then(|c| c.released.front())
                 .map(|r| r.arrival_ns.unwrap_or(0)),
+            host.as_deref().and_then(|h| h.next_arrival()),
         ]
         .into_iter()
         .flatten()
@@ -738,32 +840,20 @@ fn run_with(
                 c.completed(done, &mut out.foreground);
                 continue;
             }
+            if let Some(tag) = w.tag {
+                let h = host.as_deref_mut().expect("a tagged request has its host");
+                h.completed(tag, done, &mut out.foreground, &mut out.background)
+                    .map_err(EngineError::Source)?;
+                continue;
+            }
             let stats = if w.foreground {
                 &mut out.foreground
             } else {
                 &mut out.background
             };
             let latency = (done - w.arrival).max(1);
-            if !w.foreground || deadline_ns.is_none_or(|d| latency <= d) {
-                stats.transactions += 1;
-                stats.account_transaction(done);
-            }
-            match w.req.op {
-                Op::Read => {
-                    stats.reads += 1;
-                    stats.read_bytes += w.req.len_bytes;
-                    stats.read_latency.saturating_record(latency);
-                    stats.account_second(done, 0, w.req.len_bytes);
-                }
-                Op::Write => {
-                    stats.writes += 1;
-                    stats.write_bytes += w.req.len_bytes;
-                    stats.write_latency.saturating_record(latency);
-                    stats.account_second(done, w.req.len_bytes, 0);
-                }
-                Op::Trim | Op::Flush => {}
-            }
-            stats.end_ns = stats.end_ns.max(done);
+            let on_time = !w.foreground || deadline_ns.is_none_or(|d| latency <= d);
+            account(stats, w.req.op, w.req.len_bytes, w.arrival, done, on_time);
         }
         out.end_ns = out.end_ns.max(done);
     }
@@ -835,7 +925,7 @@ pub fn build(
                 crate::stack::OsdStack::new(store, object_bytes, v.stack.clone(), resident)?;
             return Ok((Box::new(stack), prio));
         }
-        s => return Err(at(format!("unknown stack '{s}' (ftl, dftl or ossd)"))),
+        s => return Err(at(format!("unknown stack '{s}' (ftl, dftl, ossd or ofs)"))),
     };
     let ftl = ftl::Ftl::open(
         nand,
@@ -858,7 +948,7 @@ pub fn build(
 /// least one footprint's worth and until free blocks are down to the cleaning threshold, so
 /// the measured run cleans from its start with victims as a long-running device has them
 /// (seed 004's simulated SSD is measured full). At most three footprints are written.
-fn age(
+pub(crate) fn age(
     stack: &mut dyn Stack,
     footprint: u64,
     threshold_blocks: u32,
@@ -919,6 +1009,9 @@ pub fn run_variant(
     device: flash::DeviceConfig,
     seed: u64,
 ) -> Result<VariantRun, String> {
+    if v.stack == "ofs" {
+        return crate::ofsprio::run_variant(plan, v, device, seed).map(|(run, _)| run);
+    }
     let w = match plan {
         Plan::Synthetic(w) => w,
         Plan::Video(video) => &video.background,
@@ -998,8 +1091,20 @@ pub fn run_variant(
         Some(&mut verifier),
         deadline,
         chain.as_mut(),
+        None,
     )
     .map_err(|e| format!("measure: {e}"))?;
+    finish(stack.as_mut(), out, before, t)
+}
+
+/// The phases of a measured run that started at `t`: its foreground, its background and both
+/// with the stack's counters since `before`, and the stack's check.
+pub(crate) fn finish(
+    stack: &mut dyn Stack,
+    out: PrioOutcome,
+    before: crate::stack::Counters,
+    t: Nanos,
+) -> Result<VariantRun, String> {
     let counters = stack.counters() - before;
     let mut all = FileStats::new(t);
     for s in [&out.foreground, &out.background] {
@@ -1034,7 +1139,7 @@ pub fn run_variant(
 
 /// The bytes the files of a [`FileWrites`] run take at the start of the footprint, and the
 /// bytes left to the background writer after them.
-fn file_writes_region(f: &FileWrites, footprint: u64) -> Result<(u64, u64), String> {
+pub(crate) fn file_writes_region(f: &FileWrites, footprint: u64) -> Result<(u64, u64), String> {
     if f.files == 0 || f.file_slots == 0 || f.priority == 0 {
         return Err("file-writes: files, file_slots and priority must be at least 1".into());
     }
@@ -1071,7 +1176,7 @@ fn file_writes_region(f: &FileWrites, footprint: u64) -> Result<(u64, u64), Stri
 /// The requests of a [`Video`] run from `start`: frame reads at the frame rate through the
 /// video (the start of the footprint), and background requests over the rest of the footprint
 /// for as long as the video plays; with the frame period as the on-time deadline.
-fn video_requests(
+pub(crate) fn video_requests(
     video: &Video,
     footprint: u64,
     start: Nanos,

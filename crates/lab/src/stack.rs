@@ -161,9 +161,24 @@ pub struct GcState {
     pub collecting: bool,
 }
 
+/// The dies of the pages of write units `units`.
+pub(crate) fn dies_of_units(
+    layout: &flash::gang::Layout,
+    units: &[flash::gang::Vpa],
+    out: &mut Vec<DieId>,
+) {
+    for &v in units {
+        out.extend((0..layout.pages_per_unit()).map(|i| layout.page(v, i).die));
+    }
+}
+
 /// The dies of the FML's next GC step: a copy's source unit (and its destination, when the
 /// caller knows it), or every block of the victim an erase clears.
-fn gc_dies_of<F: Flash>(fml: &fml::Fml<F>, dest: Option<flash::gang::Vpa>, out: &mut Vec<DieId>) {
+pub(crate) fn gc_dies_of<F: Flash>(
+    fml: &fml::Fml<F>,
+    dest: Option<flash::gang::Vpa>,
+    out: &mut Vec<DieId>,
+) {
     let layout = fml.layout();
     match fml.next_gc_step() {
         fml::NextGc::Choose => {}
@@ -176,7 +191,7 @@ fn gc_dies_of<F: Flash>(fml: &fml::Fml<F>, dest: Option<flash::gang::Vpa>, out: 
     }
 }
 
-fn gc_state_of<F: Flash>(fml: &fml::Fml<F>) -> GcState {
+pub(crate) fn gc_state_of<F: Flash>(fml: &fml::Fml<F>) -> GcState {
     GcState {
         free_blocks: fml.free_blocks(),
         blocks: fml.blocks().len() as u32,
@@ -267,10 +282,7 @@ impl<F: Flash> Stack for FtlStack<F> {
             ),
             Op::Trim | Op::Flush => {}
         }
-        let layout = self.ftl.fml().layout();
-        for v in units {
-            out.extend((0..layout.pages_per_unit()).map(|i| layout.page(v, i).die));
-        }
+        dies_of_units(self.ftl.fml().layout(), &units, out);
     }
     fn die_free_ns(&self, die: DieId) -> Nanos {
         self.ftl.fml().flash().die_free_ns(die)
@@ -478,10 +490,7 @@ impl<F: Flash> Stack for OsdStack<F> {
                             .peek_read_units(Self::oid(k), off, len, &mut units)
                 });
             if known {
-                let layout = self.store.fml().layout();
-                for v in units {
-                    out.extend((0..layout.pages_per_unit()).map(|i| layout.page(v, i).die));
-                }
+                dies_of_units(self.store.fml().layout(), &units, out);
                 return;
             }
         }

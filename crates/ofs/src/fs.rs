@@ -331,7 +331,7 @@ impl<F: Flash> Ofs<F> {
     }
 
     /// The data object of file `ino`.
-    fn file(&mut self, ino: Ino) -> Result<Oid, FsError> {
+    pub(crate) fn file(&mut self, ino: Ino) -> Result<Oid, FsError> {
         match self.kind_of(ino)? {
             FileKind::File => Ok(data_oid(ino)),
             FileKind::Dir => Err(FsError::IsDir(format!("inode {ino}"))),

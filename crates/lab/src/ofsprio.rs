@@ -1,0 +1,1003 @@
+//! Seed 000 VI-E on files: the video (prioritized read) or the camcorder's files (prioritized
+//! write) and the background writer's files on OFS, their reads and writes as object I/O
+//! instances through OAQ, the object requests OAQ dispatches run by the device-side controller
+//! ([`crate::prio`]) on the object store.
+//!
+//! The path of one request, top to bottom:
+//!
+//! 1. The workload (the video player, one frame read per period; or the camcorder, a file as a
+//!    burst of writes, the next file once the previous one is written; the background writer,
+//!    random writes into its files) issues a read or write of a file at its arrival time.
+//! 2. OFS turns it into an OIO: the same range of the file's data object, in sectors
+//!    ([`ofs::ScheduledFile::oio`]), with no per-request priority.
+//! 3. OAQ ([`sched::Oaq`]) merges it into a queued OREQ of the same object, direction and
+//!    priority, or queues a new one at the object's priority: the level the player set on the
+//!    video file through OFS ([`ofs::Ofs::set_priority`], the prototype's `ioctl()`), which the
+//!    host registers with OAQ; 0 for every other file. With [`PriorityBy::Request`] the OIO
+//!    carries the priority itself instead.
+//! 4. The host hands OAQ's head (highest priority first) to the device while the device's queue
+//!    for that priority holds fewer than `host.device_queue_depth` requests; beyond that,
+//!    requests wait (and merge) in OAQ. The OREQ travels with its priority, as an OSD command
+//!    carries it.
+//! 5. The device-side controller orders it against GC steps and other requests by that
+//!    priority, and issues it as an object READ or WRITE of the object store ([`OfsStack`]).
+//! 6. On completion the host accounts for every OIO the OREQ carried, each from its own
+//!    arrival (a frame counts as shown when its read completed within one period).
+//!
+//! The controller speaks the lab's [`Request`], a byte range of one flat space. Here that
+//! space is the files laid end to end (the video first, then the background files), so a
+//! request names one object and an offset in it, and the controller's verification and
+//! per-die look-ahead work unchanged. Filling and aging the device before the measured run
+//! write the files' objects directly (unmeasured set-up, no OAQ).
+
+use std::collections::HashMap;
+
+use flash::{DieId, Flash, Nanos};
+use ofs::{Ofs, ScheduledFile};
+use osd::Osd;
+use sched::{Direction, Oaq, OaqConfig, Oio, OioId, Priority};
+use serde::{Deserialize, Serialize};
+use vfs::FileSystem;
+
+use crate::engine::Verifier;
+use crate::files::FileStats;
+use crate::prio::{Host, Plan, PrioConfig, VariantRun};
+use crate::request::{Op, Request};
+use crate::stack::{Counters, GcState, Stack};
+
+/// How the application gives its files' I/O priority (seed 000 V-C: "Priority set per object
+/// (attribute) and per request").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PriorityBy {
+    /// Through OFS before the run (the prototype's `ioctl()`): the files' objects' `Priority`
+    /// attribute, registered with OAQ; the device also places the objects' writes as real-time.
+    File,
+    /// On each of its requests (as Linux `ioprio_set()` tags a process's I/O): every OIO of
+    /// the files carries the priority, the objects keep priority 0.
+    Request,
+    /// Not at all: the paper's "OFS (normal)", every OREQ at priority 0.
+    None,
+}
+
+/// Settings of the host side of an `ofs` variant (`host.*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostConfig {
+    /// How the video player or the camcorder gives its I/O priority (default `file`).
+    pub priority: PriorityBy,
+    /// Requests the device queues per priority class; the rest wait in OAQ (default 32, a SATA
+    /// NCQ's depth).
+    pub device_queue_depth: u32,
+    /// Bytes of each background file (default 8 MiB, RawSSD's virtual erase block; the last
+    /// file takes what is left). A multiple of the background request size.
+    pub background_file_bytes: u64,
+    /// Whether the background writer runs while the video plays (default true). False is a
+    /// reference: the same aged device, the video alone, nothing to clean.
+    pub background: bool,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            priority: PriorityBy::File,
+            device_queue_depth: 32,
+            background_file_bytes: 8 << 20,
+            background: true,
+        }
+    }
+}
+
+/// A file's place in the flat space the controller addresses.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: u64,
+    bytes: u64,
+    file: ScheduledFile,
+}
+
+/// The files laid end to end.
+#[derive(Clone, Debug, Default)]
+struct Files {
+    spans: Vec<Span>,
+}
+
+impl Files {
+    fn total(&self) -> u64 {
+        self.spans.last().map_or(0, |s| s.start + s.bytes)
+    }
+
+    /// The file holding flat byte `offset`, and the offset within it.
+    fn locate(&self, offset: u64) -> Option<(&Span, u64)> {
+        let i = self.spans.partition_point(|s| s.start + s.bytes <= offset);
+        self.spans.get(i).map(|s| (s, offset - s.start))
+    }
+
+    /// The (file, offset in it, length) pieces of a flat byte range.
+    fn pieces(&self, offset: u64, len: u64) -> Result<Vec<(Span, u64, u64)>, String> {
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= self.total())
+            .ok_or_else(|| format!("bytes {offset}+{len} lie beyond the files"))?;
+        let mut out = Vec::new();
+        let mut at = offset;
+        while at < end {
+            let (s, off) = self.locate(at).expect("within the files");
+            let n = (s.bytes - off).min(end - at);
+            out.push((*s, off, n));
+            at += n;
+        }
+        Ok(out)
+    }
+}
+
+/// The object store under OFS as the controller's stack: a request is an object READ or WRITE
+/// of the file it falls in.
+pub struct OfsStack<F: Flash> {
+    ofs: Ofs<F>,
+    files: Files,
+    resident: fn(&F) -> u64,
+}
+
+impl<F: Flash> OfsStack<F> {
+    pub fn ofs(&self) -> &Ofs<F> {
+        &self.ofs
+    }
+}
+
+impl<F: Flash> Stack for OfsStack<F> {
+    fn name(&self) -> &str {
+        "OFS+OAQ"
+    }
+    fn capacity_bytes(&self) -> u64 {
+        self.files.total()
+    }
+    fn submit(
+        &mut self,
+        at: Nanos,
+        req: &Request,
+        token: u64,
+        out: &mut Vec<u64>,
+    ) -> Result<Nanos, String> {
+        self.ofs.set_time(at);
+        out.clear();
+        let store = self.ofs.store_mut();
+        if req.op == Op::Flush {
+            store
+                .flush(osd::FlushScope::Device)
+                .map_err(|e| e.to_string())?;
+            return Ok(store.now().max(at));
+        }
+        let mut fps = Vec::new();
+        for (s, off, len) in self.files.pieces(req.offset_bytes, req.len_bytes)? {
+            let oid = s.file.oid();
+            match req.op {
+                Op::Write => store.write_token(oid, off, len, token),
+                Op::Read => {
+                    let r = store.read_fingerprints(oid, off, len, &mut fps);
+                    out.extend_from_slice(&fps);
+                    r
+                }
+                Op::Trim | Op::Flush => Err(osd::OsdError::InvalidArgument(
+                    "the scheduled OFS path has no TRIM".into(),
+                )),
+            }
+            .map_err(|e| e.to_string())?;
+        }
+        Ok(store.now().max(at))
+    }
+    fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, String> {
+        self.ofs
+            .store_mut()
+            .background(from, until)
+            .map_err(|e| e.to_string())
+    }
+    fn counters(&self) -> Counters {
+        crate::stack::osd_counters(self.ofs.store())
+    }
+    fn erase_counts(&self) -> (u32, u32, f64) {
+        self.ofs.store().fml().erase_counts()
+    }
+    fn unit_bytes(&self) -> u64 {
+        self.ofs.store().unit_bytes() as u64
+    }
+    fn device_resident_bytes(&self) -> u64 {
+        (self.resident)(self.ofs.store().fml().flash())
+    }
+    fn expected_fingerprint(&self, flat_unit: u64, token: u64) -> u64 {
+        let unit = self.unit_bytes();
+        match self.files.locate(flat_unit * unit) {
+            Some((s, off)) => osd::store::unit_fingerprint(s.file.oid(), off / unit, token),
+            None => 0,
+        }
+    }
+    fn check(&mut self) -> Result<(), String> {
+        let problems = self.ofs.check().map_err(|e| e.to_string())?;
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+    fn gc_state(&self) -> GcState {
+        crate::stack::gc_state_of(self.ofs.store().fml())
+    }
+    /// As the object store's stack: a read's dies from the store's mapping when it can tell
+    /// from memory, anything else every die.
+    fn dies_of(&self, req: &Request, out: &mut Vec<DieId>) {
+        let store = self.ofs.store();
+        if req.op == Op::Read {
+            if let Ok(pieces) = self.files.pieces(req.offset_bytes, req.len_bytes) {
+                let mut units = Vec::new();
+                let known = pieces.iter().all(|(s, off, len)| {
+                    store.peek_read_units(s.file.oid(), *off, *len, &mut units)
+                });
+                if known {
+                    crate::stack::dies_of_units(store.fml().layout(), &units, out);
+                    return;
+                }
+            }
+        }
+        let dies = store.fml().flash().config().geometry.dies();
+        out.extend((0..dies).map(DieId));
+    }
+    fn die_free_ns(&self, die: DieId) -> Nanos {
+        self.ofs.store().fml().flash().die_free_ns(die)
+    }
+    fn gc_dies(&self, out: &mut Vec<DieId>) {
+        crate::stack::gc_dies_of(self.ofs.store().fml(), None, out)
+    }
+}
+
+/// What OAQ did in a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostStats {
+    /// OIOs submitted to OAQ.
+    pub oios: u64,
+    /// OREQs dispatched to the device.
+    pub oreqs: u64,
+    /// OIOs merged into a queued OREQ.
+    pub merges: u64,
+    /// Most OREQs OAQ held at once.
+    pub max_queued: usize,
+    /// OREQs dispatched at a priority above 0.
+    pub prioritized_oreqs: u64,
+}
+
+/// Whose an OIO is, for the accounting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A foreground request (a frame): counted when on time.
+    Foreground,
+    Background,
+    /// Part of a file of the prioritized writer: counted per file.
+    File,
+}
+
+/// One OIO waiting for completion.
+struct Pending {
+    op: Op,
+    len: u64,
+    arrival: Nanos,
+    kind: Kind,
+}
+
+/// Seed 000 VI-E's prioritized writer on files: file after file (each as a burst of writes,
+/// the next once the last write of the previous one completed), taking `slots` files in turn.
+struct Writer {
+    slots: Vec<ScheduledFile>,
+    files: u64,
+    next_file: u64,
+    file_bytes: u64,
+    request_bytes: u64,
+    /// OIOs of the current file not yet completed; when it started; its last completion.
+    outstanding: u64,
+    file_start: Nanos,
+    file_done: Nanos,
+    /// The current file's OIOs not yet in OAQ, with their arrival.
+    released: std::collections::VecDeque<(Nanos, Oio)>,
+}
+
+impl Writer {
+    fn release(&mut self, at: Nanos) -> Result<(), String> {
+        if self.next_file == self.files {
+            return Ok(());
+        }
+        let file = self.slots[(self.next_file % self.slots.len() as u64) as usize];
+        let n = self.file_bytes.div_ceil(self.request_bytes);
+        for i in 0..n {
+            let off = i * self.request_bytes;
+            let len = self.request_bytes.min(self.file_bytes - off);
+            let oio = file
+                .oio(Direction::Write, off, len, None)
+                .map_err(|e| e.to_string())?;
+            self.released.push_back((at, oio));
+        }
+        self.outstanding = n;
+        self.file_start = at;
+        self.file_done = at;
+        self.next_file += 1;
+        Ok(())
+    }
+
+    /// One of the current file's OIOs completed at `done`: the file is accounted for in
+    /// `stats` (one transaction, one write latency) and the next released when it was the last.
+    fn completed(&mut self, done: Nanos, stats: &mut FileStats) -> Result<(), String> {
+        self.file_done = self.file_done.max(done);
+        self.outstanding = self
+            .outstanding
+            .checked_sub(1)
+            .ok_or("a file write completed with none outstanding")?;
+        if self.outstanding > 0 {
+            return Ok(());
+        }
+        crate::prio::account_file(stats, self.file_bytes, self.file_start, self.file_done);
+        self.release(self.file_done)
+    }
+
+    fn finished(&self) -> bool {
+        self.next_file == self.files && self.outstanding == 0
+    }
+}
+
+/// The host: OFS's OIOs queued in OAQ and handed to the device in priority order.
+pub struct OfsHost<'a> {
+    oaq: Oaq,
+    files: Files,
+    /// Flat start of each file's object, by OAQ's object id.
+    starts: HashMap<u64, u64>,
+    /// The workload's requests (flat, in arrival order; those with a priority above 0 are the
+    /// foreground), and the next one.
+    incoming: Box<dyn Iterator<Item = Request> + 'a>,
+    ahead: Option<Request>,
+    last_arrival: Nanos,
+    writer: Option<Writer>,
+    /// The priority each foreground OIO carries itself (`PriorityBy::Request`).
+    request_priority: Option<Priority>,
+    pending: HashMap<OioId, Pending>,
+    inflight: HashMap<u64, Vec<OioId>>,
+    next_tag: u64,
+    depth: usize,
+    deadline: Option<Nanos>,
+    stats: HostStats,
+}
+
+impl<'a> OfsHost<'a> {
+    /// The host for `requests` on `files`, the OREQs it hands the device limited to `depth`
+    /// queued per priority; frames count as shown within `deadline`.
+    fn new(
+        oaq: Oaq,
+        files: Files,
+        requests: Box<dyn Iterator<Item = Request> + 'a>,
+        deadline: Option<Nanos>,
+        depth: u32,
+    ) -> Result<OfsHost<'a>, String> {
+        if depth == 0 {
+            return Err("host.device_queue_depth must be at least 1".into());
+        }
+        let mut incoming = requests;
+        let ahead = incoming.next();
+        Ok(OfsHost {
+            oaq,
+            starts: files
+                .spans
+                .iter()
+                .map(|s| (s.file.object().0, s.start))
+                .collect(),
+            files,
+            incoming,
+            ahead,
+            last_arrival: 0,
+            writer: None,
+            request_priority: None,
+            pending: HashMap::new(),
+            inflight: HashMap::new(),
+            next_tag: 0,
+            depth: depth as usize,
+            deadline,
+            stats: HostStats::default(),
+        })
+    }
+
+    /// Adds the prioritized file writer, its first file released at `start`.
+    fn with_writer(
+        mut self,
+        f: &crate::prio::FileWrites,
+        slots: Vec<ScheduledFile>,
+        start: Nanos,
+    ) -> Result<Self, String> {
+        if slots.is_empty() {
+            return Err("file-writes: no file slots".into());
+        }
+        let mut w = Writer {
+            slots,
+            files: f.files,
+            next_file: 0,
+            file_bytes: f.file_bytes,
+            request_bytes: f.request_bytes,
+            outstanding: 0,
+            file_start: start,
+            file_done: start,
+            released: Default::default(),
+        };
+        w.release(start)?;
+        self.writer = Some(w);
+        Ok(self)
+    }
+
+    pub fn stats(&self) -> HostStats {
+        HostStats {
+            merges: self.oaq.merges(),
+            ..self.stats
+        }
+    }
+
+    /// The OIO of a workload request: one file's range.
+    fn oio_of(&self, r: &Request) -> Result<Oio, String> {
+        let dir = match r.op {
+            Op::Read => Direction::Read,
+            Op::Write => Direction::Write,
+            op => return Err(format!("the scheduled OFS path has no {op:?}")),
+        };
+        let pieces = self.files.pieces(r.offset_bytes, r.len_bytes)?;
+        let [(s, off, len)] = pieces[..] else {
+            return Err(format!(
+                "request {}+{} crosses a file boundary",
+                r.offset_bytes, r.len_bytes
+            ));
+        };
+        s.file.oio(dir, off, len, None).map_err(|e| e.to_string())
+    }
+
+    fn queue(&mut self, mut oio: Oio, arrival: Nanos, kind: Kind) -> Result<(), String> {
+        if kind != Kind::Background {
+            oio.priority = oio.priority.or(self.request_priority);
+        }
+        let id = self.oaq.submit(oio).map_err(|e| e.to_string())?;
+        self.stats.oios += 1;
+        let op = match oio.dir {
+            Direction::Read => Op::Read,
+            Direction::Write => Op::Write,
+        };
+        let len = oio.sectors as u64 * ofs::oio::SECTOR_BYTES;
+        self.pending.insert(
+            id,
+            Pending {
+                op,
+                len,
+                arrival,
+                kind,
+            },
+        );
+        Ok(())
+    }
+}
+
+impl Host for OfsHost<'_> {
+    fn take(
+        &mut self,
+        t: Nanos,
+        queued: &dyn Fn(u8) -> usize,
+    ) -> Result<Option<(Request, u64)>, String> {
+        // Everything that has arrived is in OAQ before anything leaves it, so merging sees
+        // what a host queue would hold at `t`.
+        while let Some(r) = self.ahead.filter(|r| r.arrival_ns.unwrap_or(0) <= t) {
+            let arrival = r.arrival_ns.unwrap_or(0);
+            if arrival < self.last_arrival {
+                return Err("requests are not in arrival order".into());
+            }
+            self.last_arrival = arrival;
+            self.ahead = self.incoming.next();
+            let oio = self.oio_of(&r)?;
+            let kind = if r.priority > 0 {
+                Kind::Foreground
+            } else {
+                Kind::Background
+            };
+            self.queue(oio, arrival, kind)?;
+        }
+        while let Some(&(arrival, oio)) = self
+            .writer
+            .as_ref()
+            .and_then(|w| w.released.front())
+            .filter(|(a, _)| *a <= t)
+        {
+            self.writer.as_mut().expect("a writer").released.pop_front();
+            self.queue(oio, arrival, Kind::File)?;
+        }
+        self.stats.max_queued = self.stats.max_queued.max(self.oaq.queued());
+        let Some(head) = self.oaq.highest_queued() else {
+            return Ok(None);
+        };
+        if queued(head.0) >= self.depth {
+            return Ok(None);
+        }
+        let oreq = self.oaq.dispatch().expect("OAQ has a queued OREQ");
+        self.stats.oreqs += 1;
+        if oreq.priority > Priority(0) {
+            self.stats.prioritized_oreqs += 1;
+        }
+        let arrival = oreq
+            .oios
+            .iter()
+            .map(|id| self.pending[id].arrival)
+            .min()
+            .expect("an OREQ carries an OIO");
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        let req = Request {
+            op: match oreq.dir {
+                Direction::Read => Op::Read,
+                Direction::Write => Op::Write,
+            },
+            offset_bytes: self.starts[&oreq.oid.0] + oreq.offset_sectors * ofs::oio::SECTOR_BYTES,
+            len_bytes: oreq.sectors as u64 * ofs::oio::SECTOR_BYTES,
+            priority: oreq.priority.0,
+            arrival_ns: Some(arrival),
+        };
+        self.inflight.insert(tag, oreq.oios);
+        Ok(Some((req, tag)))
+    }
+
+    fn next_arrival(&self) -> Option<Nanos> {
+        let a = self.ahead.map(|r| r.arrival_ns.unwrap_or(0));
+        let w = self
+            .writer
+            .as_ref()
+            .and_then(|w| w.released.front())
+            .map(|x| x.0);
+        match (a, w) {
+            (Some(a), Some(w)) => Some(a.min(w)),
+            (a, w) => a.or(w),
+        }
+    }
+
+    fn completed(
+        &mut self,
+        tag: u64,
+        done: Nanos,
+        foreground: &mut FileStats,
+        background: &mut FileStats,
+    ) -> Result<(), String> {
+        let oios = self
+            .inflight
+            .remove(&tag)
+            .ok_or_else(|| format!("no OREQ in flight is tagged {tag}"))?;
+        for id in oios {
+            let p = self
+                .pending
+                .remove(&id)
+                .ok_or_else(|| format!("OIO {id:?} completed twice"))?;
+            let latency = (done - p.arrival).max(1);
+            match p.kind {
+                Kind::File => self
+                    .writer
+                    .as_mut()
+                    .ok_or("a file write without its writer")?
+                    .completed(done, foreground)?,
+                Kind::Foreground => {
+                    let on_time = self.deadline.is_none_or(|d| latency <= d);
+                    crate::prio::account(foreground, p.op, p.len, p.arrival, done, on_time)
+                }
+                Kind::Background => {
+                    crate::prio::account(background, p.op, p.len, p.arrival, done, true)
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finished(&self) -> bool {
+        self.writer.as_ref().is_some_and(Writer::finished)
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Runs a variant with `stack = "ofs"`: seed 000 VI-E's video, or its prioritized file writer,
+/// on OFS through OAQ (see the module doc). Settings: `prio.*`, `osd.*`, `fml.*` (on top of
+/// the watermarks [`PrioConfig::fml_for`] derives), `oaq.*` ([`OaqConfig`]) and `host.*`
+/// ([`HostConfig`]). Returns the run and what OAQ did.
+pub fn run_variant(
+    plan: Plan<'_>,
+    v: &crate::experiment::Variant,
+    device: flash::DeviceConfig,
+    seed: u64,
+) -> Result<(VariantRun, HostStats), String> {
+    use crate::files::stacks::apply;
+    let at = |e: String| format!("variant {}: {e}", v.label);
+    let bg = match plan {
+        Plan::Video(video) => &video.background,
+        Plan::FileWrites(f) => &f.background,
+        Plan::Synthetic(_) => {
+            return Err(at(
+                "stack 'ofs' runs the video and file-writes workloads only".into(),
+            ))
+        }
+    };
+    bg.validate().map_err(at)?;
+    let mut prio = PrioConfig::default();
+    let mut osd = osd::OsdConfig::default();
+    let mut oaq = OaqConfig::default();
+    let mut host = HostConfig::default();
+    for (k, val) in &v.set {
+        match k.split_once('.') {
+            Some(("prio", f)) => apply(&mut prio, f, val).map_err(at)?,
+            Some(("osd", f)) => apply(&mut osd, f, val).map_err(at)?,
+            Some(("oaq", f)) => apply(&mut oaq, f, val).map_err(at)?,
+            Some(("host", f)) => apply(&mut host, f, val).map_err(at)?,
+            Some(("fml", _)) => {}
+            _ => {
+                return Err(at(format!(
+                    "unknown setting '{k}' (prio.*, osd.*, fml.*, oaq.*, host.*)"
+                )))
+            }
+        }
+    }
+    prio.validate().map_err(at)?;
+    let blocks = flash::gang::Layout::new(&device).superblocks;
+    let mut fml = prio.fml_for(fml::FmlConfig::for_blocks(blocks), blocks);
+    for (k, val) in &v.set {
+        if let Some(("fml", f)) = k.split_once('.') {
+            apply(&mut fml, f, val).map_err(at)?;
+        }
+    }
+    let mut oaq = Oaq::new(oaq).map_err(|e| at(e.to_string()))?;
+    let nand = flash::Nand::in_memory(device).map_err(|e| e.to_string())?;
+    let store =
+        osd::ObjectStore::format(nand, osd::OsdConfig { fml, ..osd }).map_err(|e| e.to_string())?;
+    let unit = store.unit_bytes() as u64;
+    let capacity = store.fml().capacity_units() * unit;
+    let mut ofs =
+        Ofs::format(store, ofs::OfsConfig::default()).map_err(|e| format!("format: {e}"))?;
+
+    // The files: the foreground's (the video, or the writer's file slots), then the
+    // background writer's files over the rest of the footprint.
+    let footprint = (capacity as f64 * bg.utilisation) as u64;
+    let (front, front_name, front_bytes, priority) = match plan {
+        Plan::Video(video) => {
+            let bytes = video.seconds * video.frames_per_second as u64 * video.frame_bytes;
+            (1, "video", bytes, video.priority)
+        }
+        Plan::FileWrites(f) => {
+            crate::prio::file_writes_region(f, footprint).map_err(at)?;
+            (f.file_slots, "file", f.file_bytes, f.priority)
+        }
+        Plan::Synthetic(_) => unreachable!("refused above"),
+    };
+    if front_bytes == 0 || !front_bytes.is_multiple_of(unit) {
+        return Err(at(format!(
+            "a {front_name} of {front_bytes} bytes is not a positive multiple of the {unit}-byte write unit"
+        )));
+    }
+    let front_total = front
+        .checked_mul(front_bytes)
+        .ok_or_else(|| at("the foreground's files overflow".into()))?;
+    let grain = unit / gcd(unit, bg.request_bytes) * bg.request_bytes;
+    let file_bytes = host.background_file_bytes;
+    if file_bytes == 0 || !file_bytes.is_multiple_of(grain) {
+        return Err(at(format!(
+            "host.background_file_bytes = {file_bytes} must be a positive multiple of {grain} (the write unit and the background request)"
+        )));
+    }
+    let rest = footprint.saturating_sub(front_total) / grain * grain;
+    if rest < footprint / 4 {
+        return Err(at(format!(
+            "{front_total} bytes of {front_name}s leave too little of the {footprint}-byte footprint to the background writer"
+        )));
+    }
+    let mut files = Files::default();
+    let mut add = |ofs: &mut Ofs<_>, name: String, bytes: u64| -> Result<(), String> {
+        let ino = ofs
+            .create(vfs::ROOT, &name)
+            .map_err(|e| format!("create {name}: {e}"))?;
+        let file = ofs.open_scheduled(ino).map_err(|e| e.to_string())?;
+        let start = files.total();
+        files.spans.push(Span { start, bytes, file });
+        Ok(())
+    };
+    for k in 0..front {
+        add(&mut ofs, format!("{front_name}-{k:04}"), front_bytes)?;
+    }
+    let mut left = rest;
+    let mut k = 0;
+    while left > 0 {
+        let n = left.min(file_bytes);
+        add(&mut ofs, format!("background-{k:04}"), n)?;
+        left -= n;
+        k += 1;
+    }
+    let foreground: Vec<ScheduledFile> = files.spans[..front as usize]
+        .iter()
+        .map(|s| s.file)
+        .collect();
+    let mut stack = OfsStack {
+        ofs,
+        files,
+        resident: |n: &flash::Nand| n.resident_bytes(),
+    };
+    let flat = stack.capacity_bytes();
+
+    // Unmeasured set-up: write every file whole, then age the device to the cleaning
+    // threshold, as the block-level variants do.
+    let mut verifier = Verifier::new(flat, unit);
+    let load = crate::engine::Load {
+        threads: 1,
+        queue_depth: 8,
+        think_time_ns: 0,
+    };
+    let fill = crate::engine::run_closed(
+        &mut stack,
+        &mut crate::workload::prefill(flat, unit),
+        load,
+        0,
+        seed ^ 0xF111,
+        Some(&mut verifier),
+        &mut |_| {},
+    )
+    .map_err(|e| format!("prefill: {e}"))?;
+    let low = PrioConfig::blocks_below(prio.low_free_percent, stack.gc_state().blocks);
+    let t = crate::prio::age(
+        &mut stack,
+        flat,
+        low,
+        fill.end_ns,
+        seed ^ 0xA6E,
+        Some(&mut verifier),
+    )
+    .map_err(|e| format!("aging: {e}"))?;
+
+    // The application sets its files' priority (the prototype's ioctl): the objects'
+    // attribute, and OAQ's context for each object.
+    if host.priority == PriorityBy::File {
+        stack.ofs.set_time(t);
+        for f in &foreground {
+            stack
+                .ofs
+                .set_priority(f.ino, priority)
+                .map_err(|e| format!("set the priority of inode {}: {e}", f.ino))?;
+            oaq.set_object_priority(f.object(), Some(Priority(priority)))
+                .map_err(|e| at(e.to_string()))?;
+        }
+    }
+    let files = stack.files.clone();
+    // The background writer of a file-writes run arrives until the last file is done.
+    let endless = crate::prio::Synthetic {
+        requests: if host.background { u64::MAX } else { 0 },
+        priority_percent: 0.0,
+        ..bg.clone()
+    };
+    let mut h = match plan {
+        Plan::Video(video) => {
+            let (mut requests, deadline) = crate::prio::video_requests(video, flat, t, seed)?;
+            if !host.background {
+                requests.retain(|r| r.priority > 0);
+            }
+            let requests = Box::new(requests.into_iter());
+            OfsHost::new(oaq, files, requests, deadline, host.device_queue_depth).map_err(at)?
+        }
+        Plan::FileWrites(f) => {
+            let requests = endless.requests(rest, t, seed).map(move |r| Request {
+                offset_bytes: r.offset_bytes + front_total,
+                ..r
+            });
+            OfsHost::new(
+                oaq,
+                files,
+                Box::new(requests),
+                None,
+                host.device_queue_depth,
+            )
+            .map_err(at)?
+            .with_writer(f, foreground, t)
+            .map_err(at)?
+        }
+        Plan::Synthetic(_) => unreachable!("refused above"),
+    };
+    if host.priority == PriorityBy::Request {
+        h.request_priority = Some(Priority(priority));
+    }
+    let before = stack.counters();
+    let out = crate::prio::run_with(
+        &mut stack,
+        &prio,
+        &mut std::iter::empty(),
+        t,
+        seed,
+        Some(&mut verifier),
+        None,
+        None,
+        Some(&mut h),
+    )
+    .map_err(|e| format!("measure: {e}"))?;
+    let done = h.writer.as_ref().is_none_or(Writer::finished);
+    if !done || (h.writer.is_none() && (!h.pending.is_empty() || h.ahead.is_some())) {
+        return Err(format!("measure: {} OIOs never completed", h.pending.len()));
+    }
+    if verifier.mismatches > 0 {
+        return Err(format!("measure: {} reads mismatched", verifier.mismatches));
+    }
+    let stats = h.stats();
+    let run = crate::prio::finish(&mut stack, out, before, t)?;
+    Ok((run, stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two files of 1 MiB on a small OFS, laid end to end.
+    fn files() -> Files {
+        let device = flash::preset("tiny").unwrap();
+        let blocks = flash::gang::Layout::new(&device).superblocks;
+        let store = osd::ObjectStore::format(
+            flash::Nand::in_memory(device).unwrap(),
+            osd::OsdConfig {
+                fml: fml::FmlConfig::for_blocks(blocks),
+                ..osd::OsdConfig::default()
+            },
+        )
+        .unwrap();
+        let mut ofs = Ofs::format(store, ofs::OfsConfig::default()).unwrap();
+        let mut files = Files::default();
+        for name in ["a", "b"] {
+            let ino = ofs.create(vfs::ROOT, name).unwrap();
+            let file = ofs.open_scheduled(ino).unwrap();
+            let start = files.total();
+            files.spans.push(Span {
+                start,
+                bytes: 1 << 20,
+                file,
+            });
+        }
+        files
+    }
+
+    fn at(op: Op, offset: u64, len: u64, priority: u8, t: Nanos) -> Request {
+        Request {
+            priority,
+            arrival_ns: Some(t),
+            ..Request::new(op, offset, len)
+        }
+    }
+
+    #[test]
+    fn files_locate_and_split_ranges() {
+        let f = files();
+        assert_eq!(f.total(), 2 << 20);
+        let (s, off) = f.locate((1 << 20) + 5).unwrap();
+        assert_eq!((s.file.ino, off), (f.spans[1].file.ino, 5));
+        let p = f.pieces((1 << 20) - 512, 1024).unwrap();
+        assert_eq!(
+            p.iter().map(|(_, o, n)| (*o, *n)).collect::<Vec<_>>(),
+            vec![((1 << 20) - 512, 512), (0, 512)]
+        );
+        assert!(f.pieces(2 << 20, 1).is_err());
+        assert!(f.locate(2 << 20).is_none());
+    }
+
+    /// Contiguous reads of one file queued together leave OAQ as one OREQ; its completion
+    /// accounts for each read from its own arrival; a prioritized file's OREQ overtakes; the
+    /// device's full queue keeps OREQs in OAQ.
+    #[test]
+    fn the_host_merges_orders_and_accounts_per_oio() {
+        let f = files();
+        let b = 1 << 20;
+        let reqs = vec![
+            at(Op::Write, b, 4096, 0, 0),
+            at(Op::Read, 0, 4096, 1, 1),
+            at(Op::Read, 4096, 4096, 1, 2),
+            at(Op::Write, b + 65536, 4096, 0, 50),
+        ];
+        let mut oaq = Oaq::new(OaqConfig::default()).unwrap();
+        oaq.set_object_priority(f.spans[0].file.object(), Some(Priority(1)))
+            .unwrap();
+        let mut h =
+            OfsHost::new(oaq, f.clone(), Box::new(reqs.into_iter()), Some(1000), 2).unwrap();
+        let empty = |_: u8| 0;
+        // At 10 the first three have arrived; the two reads merged, and go first.
+        let (r, tag) = h.take(10, &empty).unwrap().unwrap();
+        assert_eq!(
+            (r.op, r.offset_bytes, r.len_bytes, r.priority, r.arrival_ns),
+            (Op::Read, 0, 8192, 1, Some(1))
+        );
+        assert_eq!(h.next_arrival(), Some(50));
+        // The device's queue for priority 0 is full: the write stays in OAQ.
+        let full = |p: u8| if p == 0 { 2 } else { 0 };
+        assert!(h.take(10, &full).unwrap().is_none());
+        let (w, wtag) = h.take(10, &empty).unwrap().unwrap();
+        assert_eq!((w.op, w.offset_bytes, w.priority), (Op::Write, b, 0));
+        let (mut fg, mut bg) = (FileStats::new(0), FileStats::new(0));
+        h.completed(tag, 1002, &mut fg, &mut bg).unwrap();
+        h.completed(wtag, 30, &mut fg, &mut bg).unwrap();
+        assert!(h.completed(tag, 1002, &mut fg, &mut bg).is_err());
+        // Two reads: one within its 1000 ns deadline (arrived at 2, done at 1002), one not (arrived at 1).
+        assert_eq!((fg.reads, fg.read_bytes, fg.transactions), (2, 8192, 1));
+        assert_eq!(fg.read_latency.max(), 1001);
+        assert_eq!((bg.writes, bg.transactions), (1, 1));
+        let s = h.stats();
+        assert_eq!(
+            (s.oios, s.oreqs, s.merges, s.prioritized_oreqs),
+            (3, 2, 1, 1)
+        );
+        // Requests that cross a file or are not whole sectors are refused with an error.
+        for bad in [
+            at(Op::Read, b - 512, 1024, 0, 0),
+            at(Op::Read, 0, 100, 0, 0),
+        ] {
+            let oaq = Oaq::new(OaqConfig::default()).unwrap();
+            let reqs = Box::new(std::iter::once(bad));
+            let mut h = OfsHost::new(oaq, f.clone(), reqs, None, 1).unwrap();
+            assert!(h.take(0, &empty).is_err());
+        }
+    }
+
+    /// A per-request priority puts the foreground's OIOs ahead without any object attribute;
+    /// background OIOs keep 0.
+    #[test]
+    fn a_request_priority_tags_the_foreground_oios() {
+        let f = files();
+        let reqs = vec![
+            at(Op::Write, 1 << 20, 4096, 0, 0),
+            at(Op::Read, 0, 4096, 1, 1),
+        ];
+        let oaq = Oaq::new(OaqConfig::default()).unwrap();
+        let mut h = OfsHost::new(oaq, f.clone(), Box::new(reqs.into_iter()), None, 8).unwrap();
+        h.request_priority = Some(Priority(2));
+        let empty = |_: u8| 0;
+        let (r, _) = h.take(5, &empty).unwrap().unwrap();
+        assert_eq!((r.op, r.priority), (Op::Read, 2));
+        let (w, _) = h.take(5, &empty).unwrap().unwrap();
+        assert_eq!((w.op, w.priority), (Op::Write, 0));
+        // A priority OAQ has no level for is an error, not a panic.
+        let oaq = Oaq::new(OaqConfig::default()).unwrap();
+        let reqs = Box::new(std::iter::once(at(Op::Read, 0, 4096, 1, 0)));
+        let mut h = OfsHost::new(oaq, f.clone(), reqs, None, 8).unwrap();
+        h.request_priority = Some(Priority(200));
+        assert!(h.take(0, &empty).is_err());
+    }
+
+    /// The prioritized writer releases a file's writes when the previous file is done, and
+    /// accounts for each file once, from its release to its last write's completion.
+    #[test]
+    fn the_writer_chains_files_and_accounts_per_file() {
+        let f = files();
+        let w = crate::prio::FileWrites {
+            files: 3,
+            file_bytes: 8192,
+            request_bytes: 4096,
+            file_slots: 2,
+            ..crate::prio::FileWrites::default()
+        };
+        let oaq = Oaq::new(OaqConfig::default()).unwrap();
+        let slots = vec![f.spans[0].file, f.spans[1].file];
+        let mut h = OfsHost::new(oaq, f.clone(), Box::new(std::iter::empty()), None, 8)
+            .unwrap()
+            .with_writer(&w, slots, 100)
+            .unwrap();
+        let empty = |_: u8| 0;
+        let (mut fg, mut bg) = (FileStats::new(0), FileStats::new(0));
+        let mut t = 100;
+        let mut offsets = Vec::new();
+        while !h.finished() {
+            // Both writes of a file merge into one OREQ (contiguous, same object).
+            let (r, tag) = h.take(t, &empty).unwrap().unwrap();
+            assert!(h.take(t, &empty).unwrap().is_none());
+            offsets.push((r.offset_bytes, r.len_bytes));
+            t += 1000;
+            h.completed(tag, t, &mut fg, &mut bg).unwrap();
+        }
+        // Files take the two slots in turn: the third overwrites the first.
+        assert_eq!(offsets, vec![(0, 8192), (1 << 20, 8192), (0, 8192)]);
+        assert_eq!((fg.transactions, fg.write_bytes), (3, 3 * 8192));
+        assert_eq!(fg.write_latency.len(), 3);
+        assert_eq!(fg.write_latency.max(), 1000);
+        assert_eq!(bg.writes, 0);
+    }
+}
