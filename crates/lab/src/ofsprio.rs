@@ -727,31 +727,8 @@ pub fn run_variant(
     // Unmeasured set-up: write every file whole, then age the device to the cleaning
     // threshold, as the block-level variants do.
     let mut verifier = Verifier::new(flat, unit);
-    let load = crate::engine::Load {
-        threads: 1,
-        queue_depth: 8,
-        think_time_ns: 0,
-    };
-    let fill = crate::engine::run_closed(
-        &mut stack,
-        &mut crate::workload::prefill(flat, unit),
-        load,
-        0,
-        seed ^ 0xF111,
-        Some(&mut verifier),
-        &mut |_| {},
-    )
-    .map_err(|e| format!("prefill: {e}"))?;
-    let low = PrioConfig::blocks_below(prio.low_free_percent, stack.gc_state().blocks);
-    let t = crate::prio::age(
-        &mut stack,
-        flat,
-        low,
-        fill.end_ns,
-        seed ^ 0xA6E,
-        Some(&mut verifier),
-    )
-    .map_err(|e| format!("aging: {e}"))?;
+    let t =
+        crate::prio::fill_and_age(&mut stack, flat, prio.low_free_percent, seed, &mut verifier)?;
 
     // The application sets its files' priority (the prototype's ioctl): the objects'
     // attribute, and OAQ's context for each object.

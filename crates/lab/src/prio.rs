@@ -448,6 +448,68 @@ struct Waiting {
     tag: Option<u64>,
 }
 
+/// Unmeasured set-up of every prioritized run: writes the first `footprint` bytes once (queue
+/// depth 8), then ages the device until free blocks fall to the cleaning threshold
+/// (`low_free_percent`). Returns when the aging ends.
+pub(crate) fn fill_and_age(
+    stack: &mut dyn Stack,
+    footprint: u64,
+    low_free_percent: f64,
+    seed: u64,
+    verifier: &mut Verifier,
+) -> Result<Nanos, String> {
+    let unit = stack.unit_bytes();
+    let load = crate::engine::Load {
+        threads: 1,
+        queue_depth: 8,
+        think_time_ns: 0,
+    };
+    let fill = crate::engine::run_closed(
+        stack,
+        &mut crate::workload::prefill(footprint, unit),
+        load,
+        0,
+        seed ^ 0xF111,
+        Some(&mut *verifier),
+        &mut |_| {},
+    )
+    .map_err(|e| format!("prefill: {e}"))?;
+    let low = PrioConfig::blocks_below(low_free_percent, stack.gc_state().blocks);
+    age(
+        stack,
+        footprint,
+        low,
+        fill.end_ns,
+        seed ^ 0xA6E,
+        Some(verifier),
+    )
+    .map_err(|e| format!("aging: {e}"))
+}
+
+/// Queues an arrived request in its priority class (class 0 when priorities are not honored;
+/// it is still reported as foreground by the priority it came with).
+fn enqueue(
+    queues: &mut BTreeMap<u8, VecDeque<Waiting>>,
+    cfg: &PrioConfig,
+    mut r: Request,
+    start_ns: Nanos,
+    chained: bool,
+    tag: Option<u64>,
+) {
+    let arrival = r.arrival_ns.unwrap_or(0).max(start_ns);
+    let foreground = r.priority > 0;
+    if !cfg.honor_priorities {
+        r.priority = 0;
+    }
+    queues.entry(r.priority).or_default().push_back(Waiting {
+        req: r,
+        arrival,
+        foreground,
+        chained,
+        tag,
+    });
+}
+
 /// A host-side source of requests with a queue of its own in front of the device (OFS through
 /// OAQ, [`crate::ofsprio`]). It hands the controller a request only while the device's queue
 /// for that request's class has room, so what waits beyond that waits, and is ordered and
@@ -610,24 +672,13 @@ pub(crate) fn run_with(
                 }
                 _ => break,
             };
-            let mut r = if chained {
+            let r = if chained {
                 let c = chain.as_mut().expect("a chained request");
                 c.released.pop_front().expect("peeked")
             } else {
                 incoming.next().expect("peeked")
             };
-            let arrival = r.arrival_ns.unwrap_or(0).max(start_ns);
-            let foreground = r.priority > 0;
-            if !cfg.honor_priorities {
-                r.priority = 0;
-            }
-            queues.entry(r.priority).or_default().push_back(Waiting {
-                req: r,
-                arrival,
-                foreground,
-                chained,
-                tag: None,
-            });
+            enqueue(&mut queues, cfg, r, start_ns, chained, None);
             queued += 1;
         }
         if let Some(h) = host.as_deref_mut() {
@@ -637,21 +688,10 @@ pub(crate) fn run_with(
                     let class = if honor { p } else { 0 };
                     queues.get(&class).map_or(0, VecDeque::len)
                 };
-                let Some((mut r, tag)) = h.take(t, &room).map_err(EngineError::Source)? else {
+                let Some((r, tag)) = h.take(t, &room).map_err(EngineError::Source)? else {
                     break;
                 };
-                let arrival = r.arrival_ns.unwrap_or(0).max(start_ns);
-                let foreground = r.priority > 0;
-                if !cfg.honor_priorities {
-                    r.priority = 0;
-                }
-                queues.entry(r.priority).or_default().push_back(Waiting {
-                    req: r,
-                    arrival,
-                    foreground,
-                    chained: false,
-                    tag: Some(tag),
-                });
+                enqueue(&mut queues, cfg, r, start_ns, false, Some(tag));
                 queued += 1;
             }
         }
@@ -1029,32 +1069,13 @@ pub fn run_variant(
     let capacity = stack.capacity_bytes();
     let footprint = (capacity as f64 * w.utilisation) as u64 / unit * unit;
     let mut verifier = Verifier::new(capacity, unit);
-    let load = crate::engine::Load {
-        threads: 1,
-        queue_depth: 8,
-        think_time_ns: 0,
-    };
-    let fill = crate::engine::run_closed(
-        stack.as_mut(),
-        &mut crate::workload::prefill(footprint, unit),
-        load,
-        0,
-        seed ^ 0xF111,
-        Some(&mut verifier),
-        &mut |_| {},
-    )
-    .map_err(|e| format!("prefill: {e}"))?;
-    let blocks = stack.gc_state().blocks;
-    let low = PrioConfig::blocks_below(cfg.low_free_percent, blocks);
-    let t = age(
+    let t = fill_and_age(
         stack.as_mut(),
         footprint,
-        low,
-        fill.end_ns,
-        seed ^ 0xA6E,
-        Some(&mut verifier),
-    )
-    .map_err(|e| format!("aging: {e}"))?;
+        cfg.low_free_percent,
+        seed,
+        &mut verifier,
+    )?;
     let mut chain = None;
     // The background writer of a file-writes run arrives until its last file is done.
     let endless = Synthetic {
