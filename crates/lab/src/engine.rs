@@ -27,6 +27,16 @@ pub struct Load {
     pub think_time_ns: Nanos,
 }
 
+impl Load {
+    /// Unmeasured set-up writes (prefill, aging): one thread, 8 requests outstanding, no think
+    /// time.
+    pub const SET_UP: Load = Load {
+        threads: 1,
+        queue_depth: 8,
+        think_time_ns: 0,
+    };
+}
+
 /// Latency histograms per priority class and per operation.
 pub struct Latencies {
     pub by_priority: BTreeMap<u8, Histogram<u64>>,

@@ -459,15 +459,10 @@ pub(crate) fn fill_and_age(
     verifier: &mut Verifier,
 ) -> Result<Nanos, String> {
     let unit = stack.unit_bytes();
-    let load = crate::engine::Load {
-        threads: 1,
-        queue_depth: 8,
-        think_time_ns: 0,
-    };
     let fill = crate::engine::run_closed(
         stack,
         &mut crate::workload::prefill(footprint, unit),
-        load,
+        crate::engine::Load::SET_UP,
         0,
         seed ^ 0xF111,
         Some(&mut *verifier),
@@ -1007,15 +1002,10 @@ pub(crate) fn age(
     {
         let mut chunk =
             (0..1024).map(|_| Request::new(Op::Write, rng.gen_range(0..slots) * unit, unit));
-        let load = crate::engine::Load {
-            threads: 1,
-            queue_depth: 8,
-            think_time_ns: 0,
-        };
         let phase = crate::engine::run_closed(
             stack,
             &mut chunk,
-            load,
+            crate::engine::Load::SET_UP,
             t,
             seed ^ written,
             verify.as_deref_mut(),

@@ -350,15 +350,10 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
         let req_bytes = req_bytes.max(unit);
         let total = footprint.div_ceil(req_bytes);
         let mut fill = prefill(footprint, req_bytes);
-        let load = Load {
-            threads: 1,
-            queue_depth: 8,
-            think_time_ns: 0,
-        };
         let phase = engine::run_closed(
             stack.as_mut(),
             &mut fill,
-            load,
+            Load::SET_UP,
             0,
             cfg.seed ^ 0xF111,
             verifier.as_mut(),

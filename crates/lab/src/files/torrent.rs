@@ -154,6 +154,15 @@ mod tests {
     use super::*;
     use crate::files::tests::meter;
 
+    /// The size of every file left in the root.
+    fn sizes(fs: &mut MemFs) -> Vec<u64> {
+        fs.readdir(ROOT)
+            .unwrap()
+            .into_iter()
+            .map(|(_, ino)| fs.stat(ino).unwrap().size)
+            .collect()
+    }
+
     fn small() -> Torrent {
         Torrent {
             downloads: 3,
@@ -180,12 +189,7 @@ mod tests {
             s.creates - s.deletes
         );
         assert!(s.deletes > 0);
-        let sizes: Vec<u64> = fs
-            .readdir(ROOT)
-            .unwrap()
-            .into_iter()
-            .map(|(_, ino)| fs.stat(ino).unwrap().size)
-            .collect();
+        let sizes = sizes(&mut fs);
         let usage: u64 = sizes.iter().sum();
         // Within the limit, but for the downloads started since the last completion (one each
         // at most, 1.25x the mean).
@@ -208,12 +212,7 @@ mod tests {
         let p = run(&mut meter(&mut fs), &w).unwrap();
         let s = &p[0].1;
         assert_eq!(s.deletes, 0);
-        let sizes: Vec<u64> = fs
-            .readdir(ROOT)
-            .unwrap()
-            .into_iter()
-            .map(|(_, ino)| fs.stat(ino).unwrap().size)
-            .collect();
+        let sizes = sizes(&mut fs);
         assert_eq!(sizes.len() as u64, s.creates);
         let preallocated: u64 = sizes.iter().sum();
         let pieces = s.write_bytes - preallocated;
