@@ -41,7 +41,9 @@ use vfs::FileSystem;
 
 use crate::engine::Verifier;
 use crate::files::FileStats;
-use crate::prio::{Host, Plan, PrioConfig, VariantRun};
+use controller::ControllerConfig;
+
+use crate::prio::{Host, Plan, VariantRun};
 use crate::request::{Op, Request};
 use crate::stack::{Counters, GcState, Stack};
 
@@ -602,7 +604,7 @@ fn gcd(a: u64, b: u64) -> u64 {
 
 /// Runs a variant with `stack = "ofs"`: seed 000 VI-E's video, or its prioritized file writer,
 /// on OFS through OAQ (see the module doc). Settings: `prio.*`, `osd.*`, `fml.*` (on top of
-/// the watermarks [`PrioConfig::fml_for`] derives), `oaq.*` ([`OaqConfig`]) and `host.*`
+/// the watermarks [`crate::prio::fml_for`] derives), `oaq.*` ([`OaqConfig`]) and `host.*`
 /// ([`HostConfig`]). Returns the run and what OAQ did.
 pub fn run_variant(
     plan: Plan<'_>,
@@ -622,7 +624,7 @@ pub fn run_variant(
         }
     };
     bg.validate().map_err(at)?;
-    let mut prio = PrioConfig::default();
+    let mut prio = ControllerConfig::default();
     let mut osd = osd::OsdConfig::default();
     let mut oaq = OaqConfig::default();
     let mut host = HostConfig::default();
@@ -640,9 +642,9 @@ pub fn run_variant(
             }
         }
     }
-    prio.validate().map_err(at)?;
+    prio.validate().map_err(|e| at(e.to_string()))?;
     let blocks = flash::gang::Layout::new(&device).superblocks;
-    let mut fml = prio.fml_for(fml::FmlConfig::for_blocks(blocks), blocks);
+    let mut fml = crate::prio::fml_for(&prio, fml::FmlConfig::for_blocks(blocks), blocks);
     for (k, val) in &v.set {
         if let Some(("fml", f)) = k.split_once('.') {
             apply(&mut fml, f, val).map_err(at)?;
@@ -781,18 +783,10 @@ pub fn run_variant(
         h.request_priority = Some(Priority(priority));
     }
     let before = stack.counters();
-    let out = crate::prio::run_with(
-        &mut stack,
-        &prio,
-        &mut std::iter::empty(),
-        t,
-        seed,
-        Some(&mut verifier),
-        None,
-        None,
-        Some(&mut h),
-    )
-    .map_err(|e| format!("measure: {e}"))?;
+    let mut nothing = std::iter::empty();
+    let arrivals = crate::prio::Arrivals::new(&mut nothing, t, None).with_host(&mut h);
+    let out = crate::prio::run_with(&mut stack, &prio, arrivals, t, seed, Some(&mut verifier))
+        .map_err(|e| format!("measure: {e}"))?;
     let done = h.writer.as_ref().is_none_or(Writer::finished);
     if !done || (h.writer.is_none() && (!h.pending.is_empty() || h.ahead.is_some())) {
         return Err(format!("measure: {} OIOs never completed", h.pending.len()));

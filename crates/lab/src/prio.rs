@@ -1,168 +1,29 @@
-//! The device-side scheduler: one controller that orders host requests and GC steps onto the
-//! dies, with priorities end to end (seed 000 IV-C, V-F, VI-E; seed 004 3.2, 3.4, 3.6).
-//!
-//! # Model
-//! Requests arrive open-loop (each has an arrival time) into per-priority FIFOs. A controller
-//! with its own clock makes one decision at a time:
-//!
-//! - **GC as a preemptible sequence of steps** (seed 000 V-F). A step copies one valid unit or
-//!   erases one victim ([`Stack::background`] with a one-nanosecond window). The controller
-//!   issues the next step once the dies it uses ([`Stack::gc_dies`]) are free, so steps on
-//!   distinct dies overlap and each die has at most one step under way. With
-//!   [`GcPreemption::Step`] a prioritized request is issued before the next step and waits at
-//!   most for the step under way on its die; normal requests wait for the collection to
-//!   finish. With [`GcPreemption::Collection`] (a device that cannot
-//!   preempt its cleaner) every request waits for the whole collection. A prioritized writer
-//!   that always has a request queued would otherwise starve GC until the FML, at its floor,
-//!   collects a whole victim inside one of its writes; so each write unit a prioritized write
-//!   programs while GC wants to run owes GC one step, and owed steps go first. A prioritized
-//!   write then waits for at most as many steps as it programs units (seed 000 VI-E's
-//!   prioritized write); reads owe nothing, so a prioritized read still waits for at most the
-//!   step under way.
-//! - **When cleaning runs** (seed 004 3.6). Cleaning starts when free blocks fall below
-//!   `low_free_percent` of all blocks. With [`Cleaning::Aware`], while priority requests are
-//!   outstanding (queued or in flight) it is postponed until free blocks fall below
-//!   `critical_free_percent`; [`Cleaning::Agnostic`] ignores priorities. A collection once
-//!   begun runs to its erase (or is preempted step by step, as above).
-//! - **Die scheduling** (seed 004 3.2). The controller issues a request only once every die it
-//!   needs has finished the work issued to it (one operation per die in flight), so a request
-//!   behind a busy die holds up the controller. [`DieScheduler::Fcfs`] takes the oldest request
-//!   of the highest priority class; [`DieScheduler::Swtf`] (shortest wait time first) takes the
-//!   one, among the first `queue_depth` of that class, whose dies are free soonest. Priority
-//!   classes always come first.
-//! - **Stripe-aligned write merging** (seed 004 3.4). With [`StripeMerge::Aligned`], a write is
-//!   issued together with the queued writes of its class that extend it contiguously within
-//!   the stripes (write units, the FTL's logical pages) it touches: one program, or one
-//!   read-modify-write, for all of them. [`StripeMerge::Unaligned`] issues writes as they come.
-//!
-//! Requests never change order within the device's reservation model: the controller issues
-//! in time order, and the NAND model serves each die and bus in issue order.
+//! The scheduled experiments: seed 004's open-loop synthetic workload, seed 000 VI-E's video
+//! and prioritized file writes, run through the device-side controller ([`controller`]) on a
+//! stack of the lab, with each request's latency accounted for by the host side that issued it.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use flash::{DieId, Nanos};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use controller::{Completion, Controller, ControllerConfig, RunError, Source, Target};
+
 use crate::engine::{EngineError, Verifier};
 use crate::files::FileStats;
 use crate::request::{Op, Request};
 use crate::stack::{GcState, Stack};
 
-/// Which queued request the controller issues next (seed 004 3.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DieScheduler {
-    /// First come, first served.
-    Fcfs,
-    /// Shortest wait time first: the request whose dies are free soonest.
-    Swtf,
-}
-
-/// Whether cleaning looks at outstanding priority requests (seed 004 3.6).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Cleaning {
-    /// Postponed to the critical threshold while priority requests are outstanding.
-    Aware,
-    /// Starts at the low threshold whatever is outstanding.
-    Agnostic,
-}
-
-/// Whether a prioritized request may run between two GC steps (seed 000 V-F).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum GcPreemption {
-    /// Prioritized requests run between steps; they wait for at most one step.
-    Step,
-    /// Nothing runs until the collection under way has erased its victim.
-    Collection,
-    /// Any request may run between two steps (prioritized ones first; a step goes before a
-    /// normal request whenever its dies are free), until free blocks fall below the critical
-    /// threshold; then as [`GcPreemption::Step`]. Cleaning as background work of a device that
-    /// shares its dies between the cleaner and the host.
-    Interleave,
-}
-
-/// Whether writes are merged and aligned to the stripe (seed 004 3.4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StripeMerge {
-    Aligned,
-    Unaligned,
-}
-
-/// Settings of the device-side scheduler, with the papers' defaults.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PrioConfig {
-    /// Default FCFS.
-    pub scheduler: DieScheduler,
-    /// Default priority-aware.
-    pub cleaning: Cleaning,
-    /// Cleaning starts below this share of free blocks, in percent (default 5, seed 004 3.6).
-    pub low_free_percent: f64,
-    /// With priority requests outstanding, priority-aware cleaning waits until free blocks fall
-    /// below this share, in percent (default 2, seed 004 3.6).
-    pub critical_free_percent: f64,
-    /// Default step (seed 000 V-F).
-    pub gc_preemption: GcPreemption,
-    /// Default unaligned (writes issued as they come).
-    pub stripe_merge: StripeMerge,
-    /// Requests of one class SWTF looks at, oldest first (default 32, a SATA NCQ's depth).
-    pub queue_depth: u32,
-    /// Whether the device sees the host's priorities (default true). False is a device behind
-    /// an interface that does not carry them: every request is served as priority 0 (its
-    /// latency is still reported under its own class).
-    pub honor_priorities: bool,
-}
-
-impl Default for PrioConfig {
-    fn default() -> Self {
-        PrioConfig {
-            scheduler: DieScheduler::Fcfs,
-            cleaning: Cleaning::Aware,
-            low_free_percent: 5.0,
-            critical_free_percent: 2.0,
-            gc_preemption: GcPreemption::Step,
-            stripe_merge: StripeMerge::Unaligned,
-            queue_depth: 32,
-            honor_priorities: true,
-        }
-    }
-}
-
-impl PrioConfig {
-    pub fn validate(&self) -> Result<(), String> {
-        let (c, l) = (self.critical_free_percent, self.low_free_percent);
-        if !(c > 0.0 && c <= l && l < 100.0) {
-            return Err(format!(
-                "prio thresholds must satisfy 0 < critical_free_percent ({c}) <= low_free_percent ({l}) < 100"
-            ));
-        }
-        if self.queue_depth == 0 {
-            return Err("prio.queue_depth must be at least 1".into());
-        }
-        Ok(())
-    }
-
-    /// A threshold in blocks: the share of `blocks`, rounded up, at least 1.
-    pub fn blocks_below(percent: f64, blocks: u32) -> u32 {
-        ((percent / 100.0 * blocks as f64).ceil() as u32).max(1)
-    }
-
-    /// FML watermarks that leave the decision of when to clean to this scheduler: the FML
-    /// collects inside a write only at 2 free blocks (its floor), and lets background steps run
-    /// up to one block above the low threshold.
-    pub fn fml_for(&self, mut fml: fml::FmlConfig, blocks: u32) -> fml::FmlConfig {
-        let high = Self::blocks_below(self.low_free_percent, blocks) + 1;
-        fml.low_watermark_blocks = 2;
-        fml.high_watermark_busy_blocks = high.max(2);
-        fml.high_watermark_idle_blocks = high.max(2);
-        fml
-    }
+/// FML watermarks that leave the decision of when to clean to the controller
+/// ([`ControllerConfig::fml_watermarks`]), on top of `fml`.
+pub fn fml_for(cfg: &ControllerConfig, mut fml: fml::FmlConfig, blocks: u32) -> fml::FmlConfig {
+    let w = cfg.fml_watermarks(blocks);
+    fml.low_watermark_blocks = w.low_blocks;
+    fml.high_watermark_busy_blocks = w.high_busy_blocks;
+    fml.high_watermark_idle_blocks = w.high_idle_blocks;
+    fml
 }
 
 /// The open-loop synthetic workload of seed 004 (3.2, 3.4, 3.6): fixed-size requests with
@@ -437,17 +298,6 @@ pub struct PrioOutcome {
     pub end_ns: Nanos,
 }
 
-struct Waiting {
-    req: Request,
-    arrival: Nanos,
-    /// Reported as foreground (the host's priority, whether the device sees it or not).
-    foreground: bool,
-    /// Part of a file of the prioritized writer (accounted for per file).
-    chained: bool,
-    /// Handed over by a [`Host`], which accounts for it under this tag.
-    tag: Option<u64>,
-}
-
 /// Unmeasured set-up of every prioritized run: writes the first `footprint` bytes once (queue
 /// depth 8), then ages the device until free blocks fall to the cleaning threshold
 /// (`low_free_percent`). Returns when the aging ends.
@@ -469,7 +319,7 @@ pub(crate) fn fill_and_age(
         &mut |_| {},
     )
     .map_err(|e| format!("prefill: {e}"))?;
-    let low = PrioConfig::blocks_below(low_free_percent, stack.gc_state().blocks);
+    let low = ControllerConfig::blocks_below(low_free_percent, stack.gc_state().blocks);
     age(
         stack,
         footprint,
@@ -479,30 +329,6 @@ pub(crate) fn fill_and_age(
         Some(verifier),
     )
     .map_err(|e| format!("aging: {e}"))
-}
-
-/// Queues an arrived request in its priority class (class 0 when priorities are not honored;
-/// it is still reported as foreground by the priority it came with).
-fn enqueue(
-    queues: &mut BTreeMap<u8, VecDeque<Waiting>>,
-    cfg: &PrioConfig,
-    mut r: Request,
-    start_ns: Nanos,
-    chained: bool,
-    tag: Option<u64>,
-) {
-    let arrival = r.arrival_ns.unwrap_or(0).max(start_ns);
-    let foreground = r.priority > 0;
-    if !cfg.honor_priorities {
-        r.priority = 0;
-    }
-    queues.entry(r.priority).or_default().push_back(Waiting {
-        req: r,
-        arrival,
-        foreground,
-        chained,
-        tag,
-    });
 }
 
 /// A host-side source of requests with a queue of its own in front of the device (OFS through
@@ -583,332 +409,282 @@ pub(crate) fn account(
     stats.end_ns = stats.end_ns.max(done);
 }
 
+/// The lab's stack as the controller's target: each request's bytes are a token from the run's
+/// seed (fingerprint mode), and reads and writes are checked against the verifier.
+struct Device<'a> {
+    stack: &'a mut dyn Stack,
+    verify: Option<&'a mut Verifier>,
+    seed: u64,
+    index: u64,
+    fps: Vec<u64>,
+}
+
+impl Target for Device<'_> {
+    type Error = String;
+
+    fn submit(&mut self, at: Nanos, req: &Request) -> Result<Nanos, String> {
+        let token = crate::engine::request_token(self.seed, self.index);
+        let done = self.stack.submit(at, req, token, &mut self.fps)?;
+        if let Some(v) = self.verify.as_deref_mut() {
+            match req.op {
+                Op::Read => v.read(req, &self.fps)?,
+                Op::Write | Op::Trim => {
+                    let s = &*self.stack;
+                    v.wrote(req, token, &|u, tk| s.expected_fingerprint(u, tk))
+                }
+                Op::Flush => {}
+            }
+        }
+        self.index += 1;
+        Ok(done)
+    }
+
+    fn gc_step(&mut self, at: Nanos) -> Result<Nanos, String> {
+        self.stack.background(at, at + 1)
+    }
+
+    fn unit_bytes(&self) -> u64 {
+        self.stack.unit_bytes()
+    }
+
+    fn gc_state(&self) -> GcState {
+        self.stack.gc_state()
+    }
+
+    fn work_done(&self) -> u64 {
+        // Every counter only grows, so their sum moves whenever any of them does.
+        let c = self.stack.counters();
+        [
+            c.host_write_bytes,
+            c.host_read_bytes,
+            c.flash_pages_programmed,
+            c.flash_pages_read,
+            c.data_units_written,
+            c.flash_blocks_erased,
+            c.gc_page_copies,
+            c.gc_ns,
+            c.index_pages_written,
+            c.index_pages_read,
+            c.metadata_pages_written,
+            c.rmw_reads,
+            c.units_lost,
+        ]
+        .into_iter()
+        .fold(0u64, u64::wrapping_add)
+    }
+
+    fn dies_of(&self, req: &Request, out: &mut Vec<DieId>) {
+        self.stack.dies_of(req, out)
+    }
+
+    fn gc_dies(&self, out: &mut Vec<DieId>) {
+        self.stack.gc_dies(out)
+    }
+
+    fn die_free_ns(&self, die: DieId) -> Nanos {
+        self.stack.die_free_ns(die)
+    }
+}
+
+/// Which of a run's sources a request came from, in the low bits of its tag.
+const FROM_CHAIN: u64 = 0;
+const FROM_REQUESTS: u64 = 1;
+const FROM_HOST: u64 = 2;
+
+/// The host side of a scheduled run: the workload's requests (in arrival order), the
+/// prioritized file writer of a [`FileWrites`] run, and a [`Host`] (OFS through OAQ), offered
+/// to the controller in that order; each completion accounted for by where it came from.
+pub(crate) struct Arrivals<'a> {
+    requests: &'a mut dyn Iterator<Item = Request>,
+    /// The next of `requests`.
+    ahead: Option<Request>,
+    chain: Option<&'a mut Chain>,
+    host: Option<&'a mut dyn Host>,
+    /// A foreground request counts as a transaction when it completes within this time of its
+    /// arrival (a frame shown on time); always without one.
+    deadline_ns: Option<Nanos>,
+    foreground: FileStats,
+    background: FileStats,
+}
+
+impl<'a> Arrivals<'a> {
+    pub(crate) fn new(
+        requests: &'a mut dyn Iterator<Item = Request>,
+        start_ns: Nanos,
+        deadline_ns: Option<Nanos>,
+    ) -> Self {
+        Arrivals {
+            ahead: requests.next(),
+            requests,
+            chain: None,
+            host: None,
+            deadline_ns,
+            foreground: FileStats::new(start_ns),
+            background: FileStats::new(start_ns),
+        }
+    }
+
+    pub(crate) fn with_chain(mut self, chain: Option<&'a mut Chain>) -> Self {
+        self.chain = chain;
+        self
+    }
+
+    pub(crate) fn with_host(mut self, host: &'a mut dyn Host) -> Self {
+        self.host = Some(host);
+        self
+    }
+}
+
+impl Source for Arrivals<'_> {
+    type Error = String;
+
+    fn take(
+        &mut self,
+        t: Nanos,
+        queued: &dyn Fn(u8) -> usize,
+    ) -> Result<Option<(Request, u64)>, String> {
+        let arrived = |r: &Request| r.arrival_ns.unwrap_or(0) <= t;
+        if let Some(c) = self.chain.as_deref_mut() {
+            if c.released.front().is_some_and(arrived) {
+                return Ok(c.released.pop_front().map(|r| (r, FROM_CHAIN)));
+            }
+        }
+        if self.ahead.as_ref().is_some_and(arrived) {
+            let next = self.requests.next();
+            return Ok(std::mem::replace(&mut self.ahead, next).map(|r| (r, FROM_REQUESTS)));
+        }
+        match self.host.as_deref_mut() {
+            Some(h) => Ok(h.take(t, queued)?.map(|(r, tag)| (r, tag << 2 | FROM_HOST))),
+            None => Ok(None),
+        }
+    }
+
+    fn next_arrival(&self) -> Option<Nanos> {
+        [
+            self.ahead.map(|r| r.arrival_ns.unwrap_or(0)),
+            self.chain
+                .as_deref()
+                .and_then(|c| c.released.front())
+                .map(|r| r.arrival_ns.unwrap_or(0)),
+            self.host.as_deref().and_then(|h| h.next_arrival()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn completed(&mut self, c: Completion) -> Result<(), String> {
+        let done = c.done_ns;
+        match c.tag & 3 {
+            FROM_CHAIN => {
+                let chain = self
+                    .chain
+                    .as_deref_mut()
+                    .ok_or("a chained request without its chain")?;
+                chain.completed(done, &mut self.foreground);
+            }
+            FROM_HOST => {
+                let h = self
+                    .host
+                    .as_deref_mut()
+                    .ok_or("a host request without its host")?;
+                h.completed(c.tag >> 2, done, &mut self.foreground, &mut self.background)?;
+            }
+            _ => {
+                let foreground = c.request.priority > 0;
+                let stats = if foreground {
+                    &mut self.foreground
+                } else {
+                    &mut self.background
+                };
+                let latency = (done - c.arrival_ns).max(1);
+                let on_time = !foreground || self.deadline_ns.is_none_or(|d| latency <= d);
+                let r = c.request;
+                account(stats, r.op, r.len_bytes, c.arrival_ns, done, on_time);
+            }
+        }
+        Ok(())
+    }
+
+    fn finished(&self) -> bool {
+        self.chain.as_deref().is_some_and(Chain::finished)
+            || self.host.as_deref().is_some_and(|h| h.finished())
+    }
+}
+
+/// The engine's error for a controller's.
+fn engine_error(e: RunError<String>) -> EngineError {
+    match e {
+        RunError::Submit {
+            index,
+            request,
+            source,
+        } => EngineError::request(index, &request, source),
+        RunError::GcStep(e) => EngineError::Background(e),
+        RunError::Source(e) => EngineError::Source(e),
+        e @ (RunError::Config(_) | RunError::Stalled { .. }) => EngineError::Source(e.to_string()),
+    }
+}
+
 /// Runs `requests` (each with its arrival time, in arrival order) through the controller. A
 /// foreground request counts as a transaction when it completes within `deadline_ns` of its
 /// arrival (a frame shown on time, seed 000 VI-E), or always without a deadline; background
 /// requests always count.
 pub fn run(
     stack: &mut dyn Stack,
-    cfg: &PrioConfig,
+    cfg: &ControllerConfig,
     requests: &mut dyn Iterator<Item = Request>,
     start_ns: Nanos,
     seed: u64,
     verify: Option<&mut Verifier>,
     deadline_ns: Option<Nanos>,
 ) -> Result<PrioOutcome, EngineError> {
-    run_with(
-        stack,
-        cfg,
-        requests,
-        start_ns,
-        seed,
-        verify,
-        deadline_ns,
-        None,
-        None,
-    )
+    let arrivals = Arrivals::new(requests, start_ns, deadline_ns);
+    run_with(stack, cfg, arrivals, start_ns, seed, verify)
 }
 
-/// As [`run`], with the prioritized file writer of a [`FileWrites`] run, whose files are the
-/// foreground; the run ends when its last file is done (`requests` may be endless); and with
-/// a [`Host`] whose requests join those of `requests`.
-#[allow(clippy::too_many_arguments)]
+/// As [`run`], with every source of `arrivals` (the prioritized file writer of a
+/// [`FileWrites`] run, whose files are the foreground and whose last file ends the run; a
+/// [`Host`]).
 pub(crate) fn run_with(
     stack: &mut dyn Stack,
-    cfg: &PrioConfig,
-    requests: &mut dyn Iterator<Item = Request>,
+    cfg: &ControllerConfig,
+    mut arrivals: Arrivals<'_>,
     start_ns: Nanos,
     seed: u64,
-    mut verify: Option<&mut Verifier>,
-    deadline_ns: Option<Nanos>,
-    mut chain: Option<&mut Chain>,
-    mut host: Option<&mut dyn Host>,
+    verify: Option<&mut Verifier>,
 ) -> Result<PrioOutcome, EngineError> {
-    cfg.validate().map_err(EngineError::Source)?;
-    let mut out = PrioOutcome {
-        foreground: FileStats::new(start_ns),
-        background: FileStats::new(start_ns),
-        gc_steps: 0,
-        merged_writes: 0,
-        max_queued: 0,
-        end_ns: start_ns,
+    let mut device = Device {
+        stack,
+        verify,
+        seed,
+        index: 0,
+        fps: Vec::new(),
     };
-    let unit = stack.unit_bytes();
-    let mut queues: BTreeMap<u8, VecDeque<Waiting>> = BTreeMap::new();
-    let mut queued = 0usize;
-    let mut incoming = requests.peekable();
-    let mut t = start_ns;
-    let mut gc_last = start_ns;
-    // No GC step is tried before this time (see below).
-    let mut gc_hold = start_ns;
-    // GC found nothing to do at the last try; retried once a write has invalidated something.
-    let mut gc_stalled = false;
-    // GC steps owed to prioritized writes: one per write unit they programmed while GC wanted
-    // to run (see the module doc).
-    let mut gc_debt = 0u64;
-    let mut inflight_priority: BinaryHeap<Reverse<Nanos>> = BinaryHeap::new();
-    let mut index = 0u64;
-    let mut dies: Vec<DieId> = Vec::new();
-    let mut fps = Vec::new();
-    loop {
-        if chain.as_ref().is_some_and(|c| c.finished())
-            || host.as_deref().is_some_and(|h| h.finished())
-        {
-            break;
-        }
-        loop {
-            let chained = match chain.as_mut().and_then(|c| c.released.front()) {
-                Some(r) if r.arrival_ns.unwrap_or(0) <= t => true,
-                _ if incoming
-                    .peek()
-                    .is_some_and(|r| r.arrival_ns.unwrap_or(0) <= t) =>
-                {
-                    false
-                }
-                _ => break,
-            };
-            let r = if chained {
-                let c = chain.as_mut().expect("a chained request");
-                c.released.pop_front().expect("peeked")
-            } else {
-                incoming.next().expect("peeked")
-            };
-            enqueue(&mut queues, cfg, r, start_ns, chained, None);
-            queued += 1;
-        }
-        if let Some(h) = host.as_deref_mut() {
-            loop {
-                let honor = cfg.honor_priorities;
-                let room = |p: u8| {
-                    let class = if honor { p } else { 0 };
-                    queues.get(&class).map_or(0, VecDeque::len)
-                };
-                let Some((r, tag)) = h.take(t, &room).map_err(EngineError::Source)? else {
-                    break;
-                };
-                enqueue(&mut queues, cfg, r, start_ns, false, Some(tag));
-                queued += 1;
-            }
-        }
-        out.max_queued = out.max_queued.max(queued);
-        while inflight_priority.peek().is_some_and(|Reverse(d)| *d <= t) {
-            inflight_priority.pop();
-        }
-        let next_arrival = [
-            incoming.peek().map(|r| r.arrival_ns.unwrap_or(0)),
-            chain
-                .as_ref()
-                .and_then(|c| c.released.front())
-                .map(|r| r.arrival_ns.unwrap_or(0)),
-            host.as_deref().and_then(|h| h.next_arrival()),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        if queued == 0 && next_arrival.is_none() {
-            break;
-        }
-        let st: GcState = stack.gc_state();
-        let priority_queued = queues.iter().any(|(p, q)| *p > 0 && !q.is_empty());
-        let priority_outstanding = priority_queued || !inflight_priority.is_empty();
-        let percent = match cfg.cleaning {
-            Cleaning::Aware if priority_outstanding => cfg.critical_free_percent,
-            _ => cfg.low_free_percent,
-        };
-        let want_gc = !gc_stalled
-            && (st.collecting || st.free_blocks < PrioConfig::blocks_below(percent, st.blocks));
-        let preempt = cfg.gc_preemption != GcPreemption::Collection;
-        // Interleaved cleaning lets normal requests between steps too, until free space is
-        // critical.
-        let urgent =
-            st.free_blocks < PrioConfig::blocks_below(cfg.critical_free_percent, st.blocks);
-        let normal_may_go = cfg.gc_preemption == GcPreemption::Interleave && !urgent;
-        // The next GC step is issued once the dies it uses are free, like any operation, so
-        // steps on distinct dies overlap and each die has at most one step under way.
-        let gc_at = want_gc.then(|| {
-            dies.clear();
-            stack.gc_dies(&mut dies);
-            dies.iter()
-                .map(|&d| stack.die_free_ns(d))
-                .max()
-                .unwrap_or(0)
-                .max(t)
-                .max(gc_hold)
-        });
-        // A prioritized request goes before the next step (seed 000 V-F: it is served between
-        // two successive steps).
-        if !want_gc {
-            gc_debt = 0;
-        }
-        let owed = preempt && want_gc && gc_debt > 0;
-        if gc_at.is_some_and(|g| g <= t) && (!(preempt && priority_queued) || owed) {
-            let before = stack.counters();
-            let done = stack
-                .background(t, t + 1)
-                .map_err(EngineError::Background)?;
-            let progressed = stack.gc_state() != st || stack.counters() != before;
-            if progressed {
-                out.gc_steps += 1;
-                gc_debt = gc_debt.saturating_sub(1);
-                gc_last = gc_last.max(done);
-            } else if done > t {
-                // The stack's own clock is ahead (the object store advances it to each of its
-                // operations' completion): no step can start before it.
-                gc_hold = done;
-            } else {
-                gc_stalled = true;
-            }
-            continue;
-        }
-        // The class to serve: the highest non-empty one, and while a collection wants to run,
-        // only prioritized classes (step preemption; any class with interleaving until free
-        // space is critical) or none (collection).
-        let class = if (want_gc && !preempt) || (owed && !gc_stalled) {
-            None
-        } else {
-            queues
-                .iter()
-                .rev()
-                .find(|(p, q)| !q.is_empty() && (!want_gc || **p > 0 || normal_may_go))
-                .map(|(p, _)| *p)
-        };
-        let gc_event = gc_at.filter(|&g| g > t);
-        let next_event = match (next_arrival, gc_event) {
-            (Some(a), Some(g)) => Some(a.min(g)),
-            (a, g) => a.or(g),
-        };
-        let Some(class) = class else {
-            match next_event {
-                Some(e) => {
-                    t = e.max(t + 1);
-                    continue;
-                }
-                None => {
-                    return Err(EngineError::Source(format!(
-                        "scheduler stalled at {t} ns with {queued} requests queued"
-                    )))
-                }
-            }
-        };
-        // Pick within the class, and when its dies are free.
-        let q = queues.get(&class).expect("class is non-empty");
-        let mut ready_of = |req: &Request| {
-            dies.clear();
-            stack.dies_of(req, &mut dies);
-            dies.iter()
-                .map(|&d| stack.die_free_ns(d))
-                .max()
-                .unwrap_or(0)
-                .max(t)
-        };
-        let (pick, ready) = match cfg.scheduler {
-            DieScheduler::Fcfs => (0, ready_of(&q[0].req)),
-            DieScheduler::Swtf => q
-                .iter()
-                .take(cfg.queue_depth as usize)
-                .enumerate()
-                .map(|(i, w)| (i, ready_of(&w.req)))
-                .min_by_key(|&(i, r)| (r, i))
-                .expect("class is non-empty"),
-        };
-        if let Some(e) = next_event {
-            if ready > e {
-                // Something arrives (or a GC step ends) before the chosen request could start:
-                // decide again then.
-                t = e;
-                continue;
-            }
-        }
-        t = ready;
-        let q = queues.get_mut(&class).expect("class is non-empty");
-        let first = q.remove(pick).expect("picked from the queue");
-        let mut group = vec![first];
-        let mut req = group[0].req;
-        if req.op == Op::Write && cfg.stripe_merge == StripeMerge::Aligned {
-            // Seed 004 3.4: merge the queued writes that extend this one contiguously within
-            // its stripes, and issue them as one.
-            let lo = req.offset_bytes / unit * unit;
-            let hi = (req.offset_bytes + req.len_bytes).div_ceil(unit) * unit;
-            loop {
-                let end = req.offset_bytes + req.len_bytes;
-                let found = q.iter().position(|w| {
-                    w.req.op == Op::Write
-                        && ((w.req.offset_bytes == end && end + w.req.len_bytes <= hi)
-                            || (w.req.offset_bytes + w.req.len_bytes == req.offset_bytes
-                                && w.req.offset_bytes >= lo))
-                });
-                let Some(i) = found else { break };
-                let w = q.remove(i).expect("found in the queue");
-                req.offset_bytes = req.offset_bytes.min(w.req.offset_bytes);
-                req.len_bytes += w.req.len_bytes;
-                out.merged_writes += 1;
-                group.push(w);
-            }
-        }
-        queued -= group.len();
-        let token = crate::engine::request_token(seed, index);
-        let fail = |msg: String| EngineError::request(index, &req, msg);
-        let done = stack.submit(t, &req, token, &mut fps).map_err(fail)?;
-        if let Some(v) = verify.as_deref_mut() {
-            match req.op {
-                Op::Read => v.read(&req, &fps).map_err(fail)?,
-                Op::Write | Op::Trim => {
-                    let s = &*stack;
-                    v.wrote(&req, token, &|u, tk| s.expected_fingerprint(u, tk))
-                }
-                Op::Flush => {}
-            }
-        }
-        index += 1;
-        if req.op == Op::Write {
-            gc_stalled = false;
-        }
-        if class > 0 && req.op == Op::Write && preempt && want_gc {
-            gc_debt += (req.offset_bytes + req.len_bytes).div_ceil(unit) - req.offset_bytes / unit;
-        }
-        if class > 0 {
-            inflight_priority.push(Reverse(done));
-        }
-        for w in group {
-            if w.chained {
-                let c = chain.as_mut().expect("a chained request has its chain");
-                c.completed(done, &mut out.foreground);
-                continue;
-            }
-            if let Some(tag) = w.tag {
-                let h = host.as_deref_mut().expect("a tagged request has its host");
-                h.completed(tag, done, &mut out.foreground, &mut out.background)
-                    .map_err(EngineError::Source)?;
-                continue;
-            }
-            let stats = if w.foreground {
-                &mut out.foreground
-            } else {
-                &mut out.background
-            };
-            let latency = (done - w.arrival).max(1);
-            let on_time = !w.foreground || deadline_ns.is_none_or(|d| latency <= d);
-            account(stats, w.req.op, w.req.len_bytes, w.arrival, done, on_time);
-        }
-        out.end_ns = out.end_ns.max(done);
-    }
-    out.end_ns = out.end_ns.max(gc_last);
-    Ok(out)
+    let o = Controller::run(cfg, &mut device, &mut arrivals, start_ns).map_err(engine_error)?;
+    Ok(PrioOutcome {
+        foreground: arrivals.foreground,
+        background: arrivals.background,
+        gc_steps: o.gc_steps,
+        merged_writes: o.merged_writes,
+        max_queued: o.max_queued,
+        end_ns: o.end_ns,
+    })
 }
 
 /// Builds a variant of a scheduled experiment on a fresh device: stack `ftl` or `dftl` (the
 /// page-mapping FTL, write-through so every request reaches the dies the controller orders) or
 /// `ossd` (the object store, the byte space cut into objects of `object_bytes`), with
 /// `prio.*`, `ftl.*`, `osd.*` and `fml.*` settings. Explicit `fml.*` settings go on top of the
-/// watermarks [`PrioConfig::fml_for`] derives.
+/// watermarks [`fml_for`] derives.
 pub fn build(
     v: &crate::experiment::Variant,
     device: flash::DeviceConfig,
-) -> Result<(Box<dyn Stack>, PrioConfig), String> {
+) -> Result<(Box<dyn Stack>, ControllerConfig), String> {
     use crate::files::stacks::apply;
     let at = |e: String| format!("variant {}: {e}", v.label);
     let blocks = flash::gang::Layout::new(&device).superblocks;
-    let mut prio = PrioConfig::default();
+    let mut prio = ControllerConfig::default();
     let mut ftl = ftl::FtlConfig {
         buffer_bytes: 0,
         ..ftl::FtlConfig::default()
@@ -935,8 +711,8 @@ pub fn build(
             }
         }
     }
-    prio.validate().map_err(at)?;
-    let mut fml = prio.fml_for(fml::FmlConfig::for_blocks(blocks), blocks);
+    prio.validate().map_err(|e| at(e.to_string()))?;
+    let mut fml = fml_for(&prio, fml::FmlConfig::for_blocks(blocks), blocks);
     for (k, val) in &v.set {
         if let Some(("fml", f)) = k.split_once('.') {
             apply(&mut fml, f, val).map_err(at)?;
@@ -1093,18 +869,9 @@ pub fn run_variant(
         }
     };
     let before = stack.counters();
-    let out = run_with(
-        stack.as_mut(),
-        &cfg,
-        &mut requests,
-        t,
-        seed,
-        Some(&mut verifier),
-        deadline,
-        chain.as_mut(),
-        None,
-    )
-    .map_err(|e| format!("measure: {e}"))?;
+    let arrivals = Arrivals::new(&mut *requests, t, deadline).with_chain(chain.as_mut());
+    let out = run_with(stack.as_mut(), &cfg, arrivals, t, seed, Some(&mut verifier))
+        .map_err(|e| format!("measure: {e}"))?;
     finish(stack.as_mut(), out, before, t)
 }
 
@@ -1297,18 +1064,5 @@ mod tests {
         assert!(reqs.windows(2).all(|w| w[0].arrival_ns <= w[1].arrival_ns));
         // A video that leaves the writer too little room is refused, not truncated.
         assert!(video_requests(&v, 6 << 20, 0, 3).is_err());
-    }
-
-    #[test]
-    fn thresholds_validate_and_round_up() {
-        assert_eq!(PrioConfig::blocks_below(5.0, 164), 9);
-        assert_eq!(PrioConfig::blocks_below(2.0, 164), 4);
-        assert_eq!(PrioConfig::blocks_below(2.0, 10), 1);
-        let bad = PrioConfig {
-            critical_free_percent: 6.0,
-            ..PrioConfig::default()
-        };
-        assert!(bad.validate().is_err());
-        assert!(PrioConfig::default().validate().is_ok());
     }
 }

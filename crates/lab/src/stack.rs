@@ -152,14 +152,7 @@ pub trait Stack {
     fn gc_dies(&self, _out: &mut Vec<DieId>) {}
 }
 
-/// Free space and GC progress of a stack's FML.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GcState {
-    pub free_blocks: u32,
-    pub blocks: u32,
-    /// A victim is being collected (chosen, not yet erased).
-    pub collecting: bool,
-}
+pub use controller::GcState;
 
 /// The dies of the pages of write units `units`.
 pub(crate) fn dies_of_units(

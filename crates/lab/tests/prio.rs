@@ -3,11 +3,12 @@
 //! copy + one erase + its own read and transfer, computed from the preset's timing; a device
 //! that cannot preempt its collection does not keep that bound.
 
+use controller::{Cleaning, ControllerConfig, GcPreemption};
 use flash::{preset, Nand, Nanos};
 use fml::FmlConfig;
 use ftl::{Ftl, FtlConfig};
 use lab::engine::{run_closed, Load, Verifier};
-use lab::prio::{self, Cleaning, GcPreemption, PrioConfig};
+use lab::prio;
 use lab::stack::{FtlStack, Stack};
 use lab::workload::prefill;
 use lab::{Op, Request};
@@ -53,16 +54,16 @@ fn run(preemption: GcPreemption) -> Measured {
     let device = preset("tiny").unwrap();
     let blocks = flash::gang::Layout::new(&device).superblocks;
     // Cleaning starts early and ignores priorities: GC runs all the time.
-    let cfg = PrioConfig {
+    let cfg = ControllerConfig {
         cleaning: Cleaning::Agnostic,
         low_free_percent: 20.0,
         critical_free_percent: 10.0,
         gc_preemption: preemption,
-        ..PrioConfig::default()
+        ..ControllerConfig::default()
     };
     let ftl_cfg = FtlConfig {
         buffer_bytes: 0,
-        fml: cfg.fml_for(FmlConfig::for_blocks(blocks), blocks),
+        fml: prio::fml_for(&cfg, FmlConfig::for_blocks(blocks), blocks),
         ..FtlConfig::default()
     };
     let ftl = Ftl::open(Nand::in_memory(device).unwrap(), ftl_cfg).unwrap();

@@ -1,12 +1,14 @@
-//! Host requests as the engine sees them, whatever produced them (a built-in workload or a
-//! trace file).
+//! Host requests as the controller (and the lab's engine) sees them, whatever produced them: a
+//! built-in workload, a trace file, or OAQ's object requests laid out in one byte space.
 
 use flash::Nanos;
 
 /// What a host request asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
+    /// Read the range.
     Read,
+    /// Write the range.
     Write,
     /// Discard (TRIM): the range no longer holds data the host cares about.
     Trim,
@@ -17,8 +19,11 @@ pub enum Op {
 /// One host request on a byte-addressed logical space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Request {
+    /// What it asks for.
     pub op: Op,
+    /// Where the range starts.
     pub offset_bytes: u64,
+    /// How long the range is.
     pub len_bytes: u64,
     /// Priority class; 0 is normal, higher is more urgent.
     pub priority: u8,
@@ -27,6 +32,7 @@ pub struct Request {
 }
 
 impl Request {
+    /// A request at priority 0 with no arrival time.
     pub fn new(op: Op, offset_bytes: u64, len_bytes: u64) -> Self {
         Request {
             op,
