@@ -124,9 +124,9 @@ impl FileWorkload {
 pub struct Variant {
     /// Its name in tables and plots ("OFS", "OFS-ONE", "ext4").
     pub label: String,
-    /// `ofs` (the object file system on the object store) or `blockfs` (the ext4-like file
-    /// system on the page-mapping FTL).
-    pub stack: String,
+    /// The stack: file-level workloads run on `ofs`, `blockfs` or `poftl`; scheduled ones
+    /// (synthetic, video, file-writes) on `ftl`, `dftl`, `osd` or `ofs`.
+    pub stack: crate::stack::StackKind,
     /// Settings as `ossd run --set` takes them (`placement`, `osd.*`, `ftl.*`, `fml.*`,
     /// `fs.*`), as strings.
     #[serde(default)]

@@ -14,7 +14,7 @@ use controller::{Completion, Controller, ControllerConfig, RunError, Source, Tar
 use crate::engine::{EngineError, Verifier};
 use crate::files::FileStats;
 use crate::request::{Op, Request};
-use crate::stack::{GcState, Stack};
+use crate::stack::{GcState, Stack, StackKind};
 
 /// FML watermarks that leave the decision of when to clean to the controller
 /// ([`ControllerConfig::fml_watermarks`]), on top of `fml`.
@@ -720,10 +720,10 @@ pub fn build(
     }
     let nand = flash::Nand::in_memory(device).map_err(|e| e.to_string())?;
     let resident = |n: &flash::Nand| n.resident_bytes();
-    let mapping = match v.stack.as_str() {
-        "ftl" => ftl::Mapping::Page,
-        "dftl" => ftl::Mapping::Dftl,
-        "ossd" => {
+    let mapping = match v.stack {
+        StackKind::Ftl => ftl::Mapping::Page,
+        StackKind::Dftl => ftl::Mapping::Dftl,
+        StackKind::Osd => {
             let unit = device.write_unit_bytes() as u64;
             if object_bytes == 0 || !object_bytes.is_multiple_of(unit) {
                 return Err(at(format!(
@@ -733,10 +733,14 @@ pub fn build(
             let store = osd::ObjectStore::format(nand, osd::OsdConfig { fml, ..osd })
                 .map_err(|e| e.to_string())?;
             let stack =
-                crate::stack::OsdStack::new(store, object_bytes, v.stack.clone(), resident)?;
+                crate::stack::OsdStack::new(store, object_bytes, v.stack.to_string(), resident)?;
             return Ok((Box::new(stack), prio));
         }
-        s => return Err(at(format!("unknown stack '{s}' (ftl, dftl, ossd or ofs)"))),
+        s => {
+            return Err(at(format!(
+                "stack '{s}' does not run scheduled workloads (ftl, dftl, osd or ofs do)"
+            )))
+        }
     };
     let ftl = ftl::Ftl::open(
         nand,
@@ -749,7 +753,7 @@ pub fn build(
     .map_err(|e| e.to_string())?;
     let stack = crate::stack::FtlStack {
         ftl,
-        name: v.stack.clone(),
+        name: v.stack.to_string(),
         resident,
     };
     Ok((Box::new(stack), prio))
@@ -815,7 +819,7 @@ pub fn run_variant(
     device: flash::DeviceConfig,
     seed: u64,
 ) -> Result<VariantRun, String> {
-    if v.stack == "ofs" {
+    if v.stack == StackKind::Ofs {
         return crate::ofsprio::run_variant(plan, v, device, seed).map(|(run, _)| run);
     }
     let w = match plan {

@@ -15,29 +15,7 @@ use crate::workload::{prefill, Workload, WorkloadConfig, WorkloadKind};
 use fml::FmlConfig;
 use osd::{ObjectStore, OsdConfig, Placement};
 
-/// Which stack to run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StackKind {
-    /// Page-mapping FTL (the papers' sFTL / PFTL).
-    Ftl,
-    /// DFTL: page mapping with a bounded cache of translation pages.
-    Dftl,
-    /// The object store; the workload's byte space is cut into objects (`object_bytes`).
-    Ossd,
-}
-
-impl std::str::FromStr for StackKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "ftl" => Ok(StackKind::Ftl),
-            "dftl" => Ok(StackKind::Dftl),
-            "ossd" => Ok(StackKind::Ossd),
-            _ => Err(format!("unknown stack '{s}'; use ftl, dftl or ossd")),
-        }
-    }
-}
+pub use crate::stack::StackKind;
 
 /// A run, as a TOML file or `--set key=value` pairs describe it. Defaults in [`Default`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -283,7 +261,13 @@ fn build_stack(cfg: &RunConfig, device: DeviceConfig) -> Result<Box<dyn Stack>, 
     let mapping = match cfg.stack {
         StackKind::Ftl => Mapping::Page,
         StackKind::Dftl => Mapping::Dftl,
-        StackKind::Ossd => {
+        k @ (StackKind::Ofs | StackKind::Blockfs | StackKind::Poftl) => {
+            return Err(RunError::Config(format!(
+                "stack '{k}' is a file-level stack: it runs in experiments (ossd reproduce, ossd run --experiment); ossd run takes {}",
+                StackKind::BLOCK_LEVEL.map(StackKind::name).join(", ")
+            )))
+        }
+        StackKind::Osd => {
             if !cfg
                 .object_bytes
                 .is_multiple_of(device.write_unit_bytes() as u64)
@@ -301,7 +285,7 @@ fn build_stack(cfg: &RunConfig, device: DeviceConfig) -> Result<Box<dyn Stack>, 
             };
             let store =
                 ObjectStore::format(nand, osd_cfg).map_err(|e| RunError::Setup(e.to_string()))?;
-            let name = format!("ossd ({})", cfg.placement);
+            let name = format!("osd ({})", cfg.placement);
             return Ok(Box::new(
                 OsdStack::new(store, cfg.object_bytes, name, resident).map_err(RunError::Setup)?,
             ));

@@ -171,7 +171,7 @@ fn stripe_aligned_merging_programs_less_for_sequential_writes() {
     let run = |merge: &str, seq: f64| {
         let v = Variant {
             label: merge.into(),
-            stack: "ftl".into(),
+            stack: lab::stack::StackKind::Ftl,
             set: [
                 ("prio.stripe_merge".to_string(), merge.to_string()),
                 ("prio.gc_preemption".to_string(), "interleave".to_string()),

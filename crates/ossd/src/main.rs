@@ -143,7 +143,7 @@ struct ObjectRef {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// Stack under test: ftl (page mapping), dftl (cached page mapping), ossd (object store).
+    /// Stack under test: ftl (page mapping), dftl (cached page mapping), osd (the object store; `ossd` is accepted too).
     #[arg(long)]
     stack: Option<String>,
     /// Device preset (see `ossd presets`).

@@ -10,7 +10,7 @@ use toml::Value;
 /// step with [`RunConfig`] by a test.
 pub const SET_KEYS_HELP: &str = "\
 SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
-  stack                              ftl | dftl | ossd (default ftl)
+  stack                              ftl | dftl | osd (the object store; also `ossd`) (default ftl)
   device                             device preset name (default rawssd)
   device_config.*                    override any device field, e.g. device_config.endurance_cycles=3000,
                                      device_config.timing.program_ns=900000, device_config.geometry.blocks_per_plane=128,

@@ -13,8 +13,8 @@ use torture::{Campaign, FaultSet, SimConfig, Stack, Summary};
 
 #[derive(clap::Args)]
 pub struct TortureArgs {
-    /// Stack under torture: ossd (object store) or ftl (block FTL).
-    #[arg(long, default_value = "ossd")]
+    /// Stack under torture: osd (the object store; `ossd` is accepted too) or ftl (block FTL).
+    #[arg(long, default_value = "osd")]
     stack: String,
     /// Device: small (2 MiB, the default) or any preset of `ossd presets`.
     #[arg(long, default_value = "small")]

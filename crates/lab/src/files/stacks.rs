@@ -16,7 +16,7 @@ use serde::{de::DeserializeOwned, Serialize};
 
 use super::FileStack;
 use crate::experiment::Variant;
-use crate::stack::{ftl_counters, osd_counters, poftl_counters, Counters};
+use crate::stack::{ftl_counters, osd_counters, poftl_counters, Counters, StackKind};
 
 impl<F: Flash> FileStack for Ofs<F> {
     fn stack_counters(&self) -> Counters {
@@ -71,7 +71,7 @@ pub(crate) fn apply<T: Serialize + DeserializeOwned>(
 
 /// Builds a variant's stack on a fresh device; returns it with the flash page size.
 pub fn build(v: &Variant, device: DeviceConfig) -> Result<(Box<dyn FileStack>, u64), String> {
-    if v.stack == "poftl" {
+    if v.stack == StackKind::Poftl {
         return build_poftl(v, device);
     }
     // Write amplification counts physical pages programmed against host bytes.
@@ -99,27 +99,27 @@ pub fn build(v: &Variant, device: DeviceConfig) -> Result<(Box<dyn FileStack>, u
             Some(("osd", f)) => apply(&mut osd, f, val).map_err(at)?,
             Some(("ftl", f)) => apply(&mut ftl, f, val).map_err(at)?,
             Some(("fml", f)) => apply(&mut fml, f, val).map_err(at)?,
-            Some(("fs", f)) if v.stack == "ofs" => apply(&mut ofs, f, val).map_err(at)?,
+            Some(("fs", f)) if v.stack == StackKind::Ofs => apply(&mut ofs, f, val).map_err(at)?,
             Some(("fs", f)) => apply(&mut bfs, f, val).map_err(at)?,
             _ => return Err(at(format!("unknown setting '{k}'"))),
         }
     }
-    match v.stack.as_str() {
-        "ofs" => {
+    match v.stack {
+        StackKind::Ofs => {
             osd.placement = placement;
             osd.fml = fml;
             let store = ObjectStore::format(nand, osd).map_err(|e| e.to_string())?;
             let fs = Ofs::format(store, ofs).map_err(|e| e.to_string())?;
             Ok((Box::new(fs), page_bytes))
         }
-        "blockfs" => {
+        StackKind::Blockfs => {
             ftl.fml = fml;
             let ftl = Ftl::open(nand, ftl).map_err(|e| e.to_string())?;
             let fs = BlockFs::format(ftl, bfs, 0).map_err(|e| e.to_string())?;
             Ok((Box::new(fs), page_bytes))
         }
         s => Err(format!(
-            "variant {}: unknown stack '{s}' (ofs, blockfs or poftl)",
+            "variant {}: stack '{s}' does not run file-level workloads (ofs, blockfs or poftl do)",
             v.label
         )),
     }
