@@ -612,11 +612,11 @@ total_bytes = 4000000
 
 [[variants]]
 label = "A"
-stack = "oracle"
+stack = "ofs"
 
 [[variants]]
 label = "B"
-stack = "oracle"
+stack = "ofs"
 set = { "placement" = "one" }
 
 [[claims]]
