@@ -32,7 +32,7 @@ pub enum GroupingPolicy {
     /// Seed 002 III-B: contiguous groups by hotness and continuity, each to its closest region.
     #[default]
     SemanticAware,
-    /// SFS-style (seed 002 [8]): every page to the region closest to its own update frequency,
+    /// SFS-style (seed 002 \[8\]): every page to the region closest to its own update frequency,
     /// from its own write history only (a page with none counts as cold: without object
     /// semantics there is nothing to infer it from).
     Sfs,
