@@ -2229,6 +2229,13 @@ impl<F: Flash> ObjectStore<F> {
     /// device time and flash reads, which is why the lab checks structure only.
     pub fn fsck(&mut self) -> Result<FsckReport, OsdError> {
         let mut report = self.fsck_structure()?;
+        if self.recovery.units_damaged > 0 {
+            report.damaged.push(format!(
+                "recovery passed over {} damaged units (checkpoints, or descriptor, \
+                 small-object or atime pages written since; their contents are lost)",
+                self.recovery.units_damaged
+            ));
+        }
         self.scan_media(&mut report)?;
         Ok(report)
     }
