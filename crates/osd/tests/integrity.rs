@@ -329,7 +329,10 @@ fn a_flipped_payload_bit_is_found_in_every_kind_of_unit() {
             }
         };
         let report = s.fsck().unwrap();
-        println!("{kind}: {:?}", report.damaged.first().or(report.problems.first()));
+        println!(
+            "{kind}: {:?}",
+            report.damaged.first().or(report.problems.first())
+        );
         assert!(
             !report.problems.is_empty() || !report.damaged.is_empty(),
             "a flipped bit in the {kind} {rec:?} went unnoticed: {report:?}"
