@@ -7,7 +7,9 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::store::PageStore;
-use crate::{BlockInfo, Content, DeviceConfig, FlashError, Gang, Geometry, Payload, Timing};
+use crate::{
+    BlockInfo, Content, DeviceConfig, FlashError, Gang, Geometry, PageAddr, Payload, Timing,
+};
 
 pub const IMAGE_MAGIC: &[u8; 8] = b"OSSDNAND";
 pub const IMAGE_VERSION: u32 = 1;
@@ -380,10 +382,16 @@ impl PageStore for ImageStore {
                 }
                 Ok(Content::Bytes)
             }
-            k => Err(err(
-                &self.path,
-                format!("page {page} of block {block} has unknown kind {k}: corrupted"),
-            )),
+            // A damaged slot header is a damaged page, not a failed device: the read is
+            // uncorrectable, as a page beyond its ECC's strength is, and the rest of the image
+            // stays usable.
+            _ => Err(FlashError::Uncorrectable {
+                addr: PageAddr {
+                    page,
+                    ..self.geometry.block_at(block).page(0)
+                },
+                bit_errors: 0,
+            }),
         }
     }
 

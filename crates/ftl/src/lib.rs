@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use dftl::Cmt;
 use fml::buffer::{Entry, Fill, WriteBuffer};
-use oob::{Kind, Record, RECORD_BYTES};
+use oob::{content_crc, payload_crc, Kind, Record, RECORD_BYTES};
 
 pub const SECTOR_BYTES: u64 = 512;
 const DATA_STREAM: StreamId = StreamId(0);
@@ -140,6 +140,10 @@ pub enum FtlError {
     Corrupted(String),
     #[error("logical page {lpn} was lost: its unit was unreadable when GC moved it")]
     Lost { lpn: u32 },
+    /// The unit read back does not match the checksum written with it: its contents are lost
+    /// and are never returned.
+    #[error("logical page {lpn}: uncorrectable read of unit {unit}: its contents do not match their checksum")]
+    Checksum { lpn: u32, unit: u32 },
 }
 
 impl From<FlashError> for FtlError {
@@ -614,16 +618,17 @@ impl<F: Flash> Ftl<F> {
             }
         }
         let seq = self.map.take_seq();
-        let rec = Record {
-            kind: Kind::Data,
-            key: e.key,
-            seq,
-        }
-        .encode();
         let payload = match &e.fill {
             Fill::Bytes(b) => Payload::Bytes(b),
             Fill::Token(fp) => Payload::Fingerprint(*fp),
         };
+        let rec = Record {
+            kind: Kind::Data,
+            key: e.key,
+            seq,
+            payload_crc: payload_crc(payload),
+        }
+        .encode();
         let (vpa, done) = self.fml.write(t, DATA_STREAM, payload, &rec)?;
         self.stats.data_units_written += 1;
         if old < LOST {
@@ -658,14 +663,23 @@ impl<F: Flash> Ftl<F> {
             Ok(Some(Record {
                 kind: Kind::Data,
                 key,
+                payload_crc,
                 ..
-            })) if key == lpn && content != Content::Erased => Ok((done, content)),
+            })) if key == lpn && content != Content::Erased => {
+                if content_crc(content, &self.scratch) != Some(payload_crc) {
+                    return Err(FtlError::Checksum { lpn, unit: loc });
+                }
+                Ok((done, content))
+            }
             _ => Err(unreadable(&self.fml)),
         }
     }
 
     /// Reads a whole unit (its bytes cross the bus even when it holds a fingerprint, so the
-    /// timing is the same in both payload modes); the bytes land in the scratch buffer.
+    /// timing is the same in both payload modes); the bytes land in the scratch buffer. Used
+    /// for translation pages only, whose contents stand for entries the FTL keeps in host
+    /// memory and are never used: their checksum is written but there is nothing to check it
+    /// for (docs/FORMAT.md, section 2).
     fn read_unit(&mut self, at: Nanos, v: Vpa) -> Result<(Nanos, Content), FmlError> {
         let mut scratch = std::mem::take(&mut self.scratch);
         let r = self.fml.read(at, v, &mut scratch, &mut []);
@@ -770,19 +784,16 @@ impl<F: Flash> Ftl<F> {
             t = done;
         }
         let seq = self.map.take_seq();
+        // The page's entries live in the host-side table; the flash copy stands for them.
+        let payload = Payload::Fingerprint(fingerprint(tp, seq));
         let rec = Record {
             kind: Kind::Map,
             key: tp,
             seq,
+            payload_crc: payload_crc(payload),
         }
         .encode();
-        // The page's entries live in the host-side table; the flash copy stands for them.
-        let (vpa, done) = self.fml.write(
-            t,
-            META_STREAM,
-            Payload::Fingerprint(fingerprint(tp, seq)),
-            &rec,
-        )?;
+        let (vpa, done) = self.fml.write(t, META_STREAM, payload, &rec)?;
         if old != UNMAPPED {
             self.fml.invalidate(Vpa(old));
         }
@@ -944,6 +955,7 @@ impl<F: Flash> Ftl<F> {
                 kind: Kind::Checkpoint,
                 key: part as u32,
                 seq,
+                payload_crc: payload_crc(Payload::Bytes(&page)),
             }
             .encode();
             let (vpa, done) = self
@@ -1097,8 +1109,14 @@ impl<F: Flash> Ftl<F> {
             if seen.contains(&part) {
                 continue;
             }
-            match self.fml.read(0, Vpa(loc), &mut page, &mut []) {
+            // A part whose payload fails its checksum is passed over like an unreadable one.
+            let mut oob = [0u8; RECORD_BYTES];
+            match self.fml.read(0, Vpa(loc), &mut page, &mut oob) {
                 Ok((_, Content::Bytes)) => {}
+                _ => continue,
+            }
+            match Record::decode(&oob) {
+                Ok(Some(r)) if content_crc(Content::Bytes, &page) == Some(r.payload_crc) => {}
                 _ => continue,
             }
             let Some(h) = decode_ckpt(&page, seq, part, self.logical_units) else {

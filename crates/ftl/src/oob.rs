@@ -1,5 +1,8 @@
 //! The FTL's OOB record, written with every unit (byte layout in docs/FORMAT.md).
 //! Bytes read back from flash are untrusted: decoding checks the CRC and returns an error.
+//! Every record carries the CRC-32C of its unit's payload, which reads check.
+
+use flash::{Content, Payload};
 
 /// What a unit holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,12 +21,34 @@ pub struct Record {
     pub key: u32,
     /// Global write sequence number (48 bits); a checkpoint's parts all carry the checkpoint's.
     pub seq: u64,
+    /// CRC-32C of the unit's payload ([`payload_crc`]); a GC copy keeps it.
+    pub payload_crc: u32,
 }
 
-pub const RECORD_BYTES: usize = 16;
+/// CRC-32C of what a unit holds: its bytes, or in fingerprint mode the 64-bit token standing
+/// for them (little-endian), so the checksum is defined in both payload modes.
+pub fn payload_crc(payload: Payload<'_>) -> u32 {
+    match payload {
+        Payload::Bytes(b) => crc32c::crc32c(b),
+        Payload::Fingerprint(fp) => crc32c::crc32c(&fp.to_le_bytes()),
+    }
+}
+
+/// The checksum of what a read found (`data` the unit's bytes for [`Content::Bytes`]); `None`
+/// for an erased unit.
+pub fn content_crc(content: Content, data: &[u8]) -> Option<u32> {
+    match content {
+        Content::Bytes => Some(payload_crc(Payload::Bytes(data))),
+        Content::Fingerprint(fp) => Some(payload_crc(Payload::Fingerprint(fp))),
+        Content::Erased => None,
+    }
+}
+
+/// Version 2 added the payload checksum (bytes 12..16).
+pub const RECORD_BYTES: usize = 20;
 /// Sequence numbers are 48 bits: 2.8 * 10^14 writes.
 pub const SEQ_MAX: u64 = (1 << 48) - 1;
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 
 impl Record {
     pub fn encode(&self) -> [u8; RECORD_BYTES] {
@@ -37,8 +62,9 @@ impl Record {
         b[2..6].copy_from_slice(&self.key.to_le_bytes());
         assert!(self.seq <= SEQ_MAX, "sequence number space exhausted");
         b[6..12].copy_from_slice(&self.seq.to_le_bytes()[..6]);
-        let crc = crc32c::crc32c(&b[..12]);
-        b[12..16].copy_from_slice(&crc.to_le_bytes());
+        b[12..16].copy_from_slice(&self.payload_crc.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..16]);
+        b[16..20].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
@@ -53,8 +79,14 @@ impl Record {
         if b[..RECORD_BYTES].iter().all(|&x| x == 0xFF) {
             return Ok(None);
         }
-        let crc = u32::from_le_bytes(b[12..16].try_into().unwrap());
-        if crc32c::crc32c(&b[..12]) != crc {
+        let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        if b[1] == 1 && crc32c::crc32c(&b[..12]) == u32_at(12) {
+            return Err(format!(
+                "OOB record version 1 is not supported (this build reads version {VERSION}, \
+                 which adds payload checksums): the image must be formatted again"
+            ));
+        }
+        if crc32c::crc32c(&b[..16]) != u32_at(16) {
             return Err("OOB record checksum mismatch".into());
         }
         if b[1] != VERSION {
@@ -73,8 +105,9 @@ impl Record {
         seq[..6].copy_from_slice(&b[6..12]);
         Ok(Some(Record {
             kind,
-            key: u32::from_le_bytes(b[2..6].try_into().unwrap()),
+            key: u32_at(2),
             seq: u64::from_le_bytes(seq),
+            payload_crc: u32_at(12),
         }))
     }
 }
@@ -89,12 +122,44 @@ mod tests {
             kind: Kind::Map,
             key: 77,
             seq: 1 << 40,
+            payload_crc: 0xC0FF_EE00,
         };
-        let mut b = r.encode();
+        let b = r.encode();
         assert_eq!(Record::decode(&b), Ok(Some(r)));
-        assert_eq!(Record::decode(&[0xFF; 16]), Ok(None));
-        b[5] ^= 1;
-        assert!(Record::decode(&b).is_err());
+        assert_eq!(Record::decode(&[0xFF; RECORD_BYTES]), Ok(None));
+        // Every single-bit flip, the payload checksum included, is refused.
+        for i in 0..RECORD_BYTES {
+            for bit in 0..8 {
+                let mut d = b;
+                d[i] ^= 1 << bit;
+                assert!(Record::decode(&d).is_err(), "bit {bit} of byte {i}");
+            }
+        }
         assert!(Record::decode(&b[..3]).is_err());
+    }
+
+    #[test]
+    fn a_flipped_payload_bit_changes_the_checksum() {
+        let page: Vec<u8> = (0..4096u32).map(|i| (i * 13 + 1) as u8).collect();
+        let stored = payload_crc(Payload::Bytes(&page));
+        for bit in [0usize, 9, 4096 * 8 - 1] {
+            let mut d = page.clone();
+            d[bit / 8] ^= 1 << (bit % 8);
+            assert_ne!(content_crc(Content::Bytes, &d), Some(stored));
+        }
+        let stored = payload_crc(Payload::Fingerprint(42));
+        assert_eq!(content_crc(Content::Fingerprint(42), &[]), Some(stored));
+        assert_ne!(content_crc(Content::Fingerprint(43), &[]), Some(stored));
+    }
+
+    #[test]
+    fn version_1_records_are_refused_by_name() {
+        let mut b = [0u8; RECORD_BYTES];
+        b[0] = 1;
+        b[1] = 1;
+        let crc = crc32c::crc32c(&b[..12]);
+        b[12..16].copy_from_slice(&crc.to_le_bytes());
+        let e = Record::decode(&b).unwrap_err();
+        assert!(e.contains("version 1"), "{e}");
     }
 }

@@ -89,3 +89,53 @@ fn ftl_on_an_image_survives_reopen_and_crash() {
     ftl.check().unwrap();
     std::fs::remove_file(&path).unwrap();
 }
+
+/// Issue 16: a bit flipped in a data page of the image is an uncorrectable read naming the
+/// logical page, never wrong bytes; the other pages read back whole.
+#[test]
+fn a_flipped_data_bit_is_a_checksum_error() {
+    use std::os::unix::fs::FileExt;
+    let path = std::env::temp_dir().join(format!("ossd-ftl-flip-{}.img", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let cfg = preset("tiny").unwrap();
+    let nand = Nand::open(cfg, ImageStore::create(&path, &cfg).unwrap()).unwrap();
+    let mut ftl = Ftl::open(nand, ftl_config()).unwrap();
+    let unit = ftl.unit_bytes() as u64;
+    let t = ftl
+        .write(0, 0, 8 * unit, Data::Bytes(&pattern(5, 8 * unit as usize)))
+        .unwrap();
+    ftl.close(t).unwrap();
+    // Find the slot holding logical page 3 (docs/FORMAT.md: record kind 1, key at bytes 2..6).
+    let g = cfg.geometry;
+    let page_area = (4096 + 16 * g.blocks() as u64).next_multiple_of(4096);
+    let slot = 16 + g.oob_size_bytes as u64 + g.page_size_bytes as u64;
+    let image = std::fs::read(&path).unwrap();
+    let at = (0..g.pages())
+        .map(|i| page_area + i * slot)
+        .find(|&at| {
+            let oob = &image[(at + 16) as usize..(at + 16) as usize + ftl::oob::RECORD_BYTES];
+            matches!(ftl::oob::Record::decode(oob),
+                Ok(Some(r)) if r.kind == ftl::oob::Kind::Data && r.key == 3)
+        })
+        .expect("logical page 3 is on flash");
+    let byte = at + 16 + g.oob_size_bytes as u64 + 100;
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&[image[byte as usize] ^ 1], byte).unwrap();
+    drop(f);
+    let mut ftl = open(&path);
+    let mut buf = vec![0u8; unit as usize];
+    match ftl.read(0, 3 * unit, unit, ReadOut::Bytes(&mut buf)) {
+        Err(ftl::FtlError::Checksum { lpn: 3, .. }) => {}
+        other => panic!("read of the damaged page: {other:?}"),
+    }
+    let want = pattern(5, 8 * unit as usize);
+    for lpn in [0u64, 2, 4, 7] {
+        ftl.read(0, lpn * unit, unit, ReadOut::Bytes(&mut buf))
+            .unwrap();
+        assert!(
+            buf[..] == want[(lpn * unit) as usize..((lpn + 1) * unit) as usize],
+            "page {lpn}"
+        );
+    }
+    std::fs::remove_file(&path).unwrap();
+}

@@ -61,8 +61,19 @@ pub enum OsdError {
     ReadOnly(Oid),
     #[error("corrupted {what} at {location}")]
     Corrupted { what: String, location: String },
+    /// A unit read back does not match the checksum written with it (bit rot, a damaged image):
+    /// its contents are lost and are never returned. `what` names the object and byte range,
+    /// or the kind of metadata; `location` the write unit.
+    #[error(
+        "uncorrectable read of {what} at {location}: its contents do not match their checksum"
+    )]
+    Uncorrectable { what: String, location: String },
+    /// The flash management layer (or the device under it) refused a command.
     #[error("device: {0}")]
-    Device(String),
+    Device(#[from] fml::FmlError),
+    /// A bug: an internal invariant did not hold.
+    #[error("internal error: {0}")]
+    Internal(String),
     #[error("the store stopped accepting writes after an earlier failure ({0}); reopen it")]
     Poisoned(String),
 }

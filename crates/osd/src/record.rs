@@ -1,11 +1,52 @@
 //! The object store's OOB record, written with every unit (docs/FORMAT.md, "Object store").
 //! Bytes read back are untrusted: decoding checks the CRC and the lengths.
 
+use flash::{Content, Payload};
+
 use crate::id::Oid;
 use crate::index::IndexKey;
 
 pub const RECORD_MAX_BYTES: usize = 44;
-const VERSION: u8 = 1;
+/// Record version 2 added the payload checksum (bytes 8..12) and narrowed a data record's unit
+/// index and length to 48 bits, so the largest record still takes 44 bytes (the OOB bytes every
+/// data read and GC copy transfers, hence their device time, are unchanged).
+const VERSION: u8 = 2;
+/// Record lengths by kind: data, index node, and every other kind.
+pub const DATA_RECORD_BYTES: usize = 44;
+pub const INDEX_RECORD_BYTES: usize = 13 + IndexKey::ENCODED_BYTES + 4;
+pub const META_RECORD_BYTES: usize = 16;
+/// Object lengths and unit indexes are stored in 48 bits in data records.
+pub const LENGTH_LIMIT_BYTES: u64 = 1 << 48;
+
+/// Why an OOB record was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// Damaged or foreign bytes (bad length, kind or checksum).
+    #[error("{0}")]
+    Damaged(String),
+    /// A whole record of another version (version 1 images have no payload checksums).
+    #[error("OOB record version {0} is not supported (this build writes and reads version {VERSION}; images of version 1 must be reformatted)")]
+    Version(u8),
+}
+
+/// CRC-32C of what a unit holds: its bytes, or in fingerprint mode the 64-bit token that
+/// stands for them (little-endian), so the checksum is defined in both payload modes.
+pub fn payload_crc(payload: Payload<'_>) -> u32 {
+    match payload {
+        Payload::Bytes(b) => crc32c::crc32c(b),
+        Payload::Fingerprint(fp) => crc32c::crc32c(&fp.to_le_bytes()),
+    }
+}
+
+/// The checksum of what a read found (`data` the unit's bytes for [`Content::Bytes`]); `None`
+/// for an erased unit, which holds nothing to check.
+pub fn content_crc(content: Content, data: &[u8]) -> Option<u32> {
+    match content {
+        Content::Bytes => Some(payload_crc(Payload::Bytes(data))),
+        Content::Fingerprint(fp) => Some(payload_crc(Payload::Fingerprint(fp))),
+        Content::Erased => None,
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Record {
@@ -34,6 +75,25 @@ pub enum Record {
     Small { seq: u64 },
 }
 
+/// A decoded record and the payload checksum it carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sealed {
+    pub record: Record,
+    pub payload_crc: u32,
+}
+
+fn u48(b: &[u8]) -> u64 {
+    let mut s = [0u8; 8];
+    s[..6].copy_from_slice(&b[..6]);
+    u64::from_le_bytes(s)
+}
+
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    let mut s = [0u8; 4];
+    s.copy_from_slice(&b[o..o + 4]);
+    u32::from_le_bytes(s)
+}
+
 impl Record {
     pub fn seq(&self) -> u64 {
         match *self {
@@ -58,11 +118,26 @@ impl Record {
         self
     }
 
-    /// Encodes into `out`, returning the length used.
-    pub fn encode(&self, out: &mut [u8; RECORD_MAX_BYTES]) -> usize {
+    /// What the record says the unit is, for error messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Record::Data { .. } => "data unit",
+            Record::Descriptor { .. } => "descriptor page",
+            Record::Index { .. } => "index node",
+            Record::Checkpoint { .. } => "checkpoint",
+            Record::Atime { .. } => "atime page",
+            Record::Small { .. } => "small-object page",
+        }
+    }
+
+    /// Encodes into `out` with the checksum of the unit's payload, returning the length used.
+    /// A data record's unit index and length must be below [`LENGTH_LIMIT_BYTES`] (the store
+    /// refuses longer objects).
+    pub fn encode(&self, payload_crc: u32, out: &mut [u8; RECORD_MAX_BYTES]) -> usize {
         out.fill(0);
         out[1] = VERSION;
         out[2..8].copy_from_slice(&self.seq().to_le_bytes()[..6]);
+        out[8..12].copy_from_slice(&payload_crc.to_le_bytes());
         let body = match *self {
             Record::Data {
                 oid,
@@ -71,35 +146,36 @@ impl Record {
                 moved,
                 ..
             } => {
+                debug_assert!(offset < LENGTH_LIMIT_BYTES && length < LENGTH_LIMIT_BYTES);
                 out[0] = if moved { 5 } else { 1 };
-                out[8..24].copy_from_slice(&oid.as_u128().to_le_bytes());
-                out[24..32].copy_from_slice(&offset.to_le_bytes());
-                out[32..40].copy_from_slice(&length.to_le_bytes());
+                out[12..28].copy_from_slice(&oid.as_u128().to_le_bytes());
+                out[28..34].copy_from_slice(&offset.to_le_bytes()[..6]);
+                out[34..40].copy_from_slice(&length.to_le_bytes()[..6]);
                 40
             }
             Record::Descriptor { .. } => {
                 out[0] = 2;
-                8
+                12
             }
             Record::Index {
                 level, first_key, ..
             } => {
                 out[0] = 3;
-                out[8] = level;
-                first_key.encode(&mut out[9..9 + IndexKey::ENCODED_BYTES]);
-                9 + IndexKey::ENCODED_BYTES
+                out[12] = level;
+                first_key.encode(&mut out[13..13 + IndexKey::ENCODED_BYTES]);
+                13 + IndexKey::ENCODED_BYTES
             }
             Record::Checkpoint { .. } => {
                 out[0] = 4;
-                8
+                12
             }
             Record::Atime { .. } => {
                 out[0] = 6;
-                8
+                12
             }
             Record::Small { .. } => {
                 out[0] = 7;
-                8
+                12
             }
         };
         let crc = crc32c::crc32c(&out[..body]);
@@ -108,50 +184,74 @@ impl Record {
     }
 
     /// `Ok(None)` for an erased (all 0xFF) area.
-    pub fn decode(b: &[u8]) -> Result<Option<Record>, String> {
+    pub fn decode(b: &[u8]) -> Result<Option<Record>, RecordError> {
+        Ok(Self::decode_sealed(b)?.map(|s| s.record))
+    }
+
+    /// The record and its payload checksum; `Ok(None)` for an erased (all 0xFF) area.
+    pub fn decode_sealed(b: &[u8]) -> Result<Option<Sealed>, RecordError> {
+        let damaged = |m: String| Err(RecordError::Damaged(m));
         if b.len() >= 8 && b[..8].iter().all(|&x| x == 0xFF) {
             return Ok(None);
         }
         if b.len() < 12 {
-            return Err(format!("OOB record of {} bytes is too short", b.len()));
+            return damaged(format!("OOB record of {} bytes is too short", b.len()));
+        }
+        if b[1] != VERSION {
+            // A whole record of version 1 (checksum right after its body) is an old image,
+            // anything else damage.
+            let v1_body = match b[0] {
+                1 | 5 => 40,
+                2 | 4 | 6 | 7 => 8,
+                3 => 9 + IndexKey::ENCODED_BYTES,
+                _ => usize::MAX,
+            };
+            if b[1] == 1
+                && b.len() >= v1_body.saturating_add(4)
+                && crc32c::crc32c(&b[..v1_body]) == u32_at(b, v1_body)
+            {
+                return Err(RecordError::Version(1));
+            }
+            return damaged(format!("OOB record version {} is unknown or damaged", b[1]));
         }
         let body = match b[0] {
             1 | 5 => 40,
-            2 | 4 | 6 | 7 => 8,
-            3 => 9 + IndexKey::ENCODED_BYTES,
-            k => return Err(format!("OOB record kind {k} is unknown")),
+            2 | 4 | 6 | 7 => 12,
+            3 => 13 + IndexKey::ENCODED_BYTES,
+            k => return damaged(format!("OOB record kind {k} is unknown")),
         };
         if b.len() < body + 4 {
-            return Err("OOB record is truncated".into());
+            return damaged("OOB record is truncated".into());
         }
-        let crc = u32::from_le_bytes(b[body..body + 4].try_into().unwrap());
-        if crc32c::crc32c(&b[..body]) != crc {
-            return Err("OOB record checksum mismatch".into());
+        if crc32c::crc32c(&b[..body]) != u32_at(b, body) {
+            return damaged("OOB record checksum mismatch".into());
         }
-        if b[1] != VERSION {
-            return Err(format!("OOB record version {} is not supported", b[1]));
-        }
-        let mut s = [0u8; 8];
-        s[..6].copy_from_slice(&b[2..8]);
-        let seq = u64::from_le_bytes(s);
-        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-        Ok(Some(match b[0] {
-            1 | 5 => Record::Data {
-                oid: Oid::from_u128(u128::from_le_bytes(b[8..24].try_into().unwrap())),
-                offset: u64_at(24),
-                length: u64_at(32),
-                seq,
-                moved: b[0] == 5,
-            },
+        let seq = u48(&b[2..8]);
+        let mut oid = [0u8; 16];
+        let record = match b[0] {
+            1 | 5 => {
+                oid.copy_from_slice(&b[12..28]);
+                Record::Data {
+                    oid: Oid::from_u128(u128::from_le_bytes(oid)),
+                    offset: u48(&b[28..34]),
+                    length: u48(&b[34..40]),
+                    seq,
+                    moved: b[0] == 5,
+                }
+            }
             2 => Record::Descriptor { seq },
             3 => Record::Index {
-                level: b[8],
-                first_key: IndexKey::decode(&b[9..9 + IndexKey::ENCODED_BYTES]),
+                level: b[12],
+                first_key: IndexKey::decode(&b[13..13 + IndexKey::ENCODED_BYTES]),
                 seq,
             },
             6 => Record::Atime { seq },
             7 => Record::Small { seq },
             _ => Record::Checkpoint { seq },
+        };
+        Ok(Some(Sealed {
+            record,
+            payload_crc: u32_at(b, 8),
         }))
     }
 }
@@ -160,18 +260,17 @@ impl Record {
 mod tests {
     use super::*;
 
-    #[test]
-    fn round_trips_and_rejects_damage() {
+    fn samples() -> Vec<Record> {
         let key = IndexKey {
             oid: 77,
             kind: 1,
             offset: 9,
         };
-        for r in [
+        vec![
             Record::Data {
                 oid: Oid::new(0x10000, 0x10005),
                 offset: 3,
-                length: 70_000,
+                length: LENGTH_LIMIT_BYTES - 1,
                 seq: 99,
                 moved: true,
             },
@@ -184,19 +283,80 @@ mod tests {
             Record::Checkpoint { seq: 5 },
             Record::Atime { seq: 6 },
             Record::Small { seq: 7 },
-        ] {
+        ]
+    }
+
+    #[test]
+    fn round_trips_and_rejects_damage() {
+        for r in samples() {
             let mut b = [0u8; RECORD_MAX_BYTES];
-            let n = r.encode(&mut b);
-            assert_eq!(Record::decode(&b[..n]), Ok(Some(r)));
+            let n = r.encode(0xDEAD_BEEF, &mut b);
+            let expected = match r {
+                Record::Data { .. } => DATA_RECORD_BYTES,
+                Record::Index { .. } => INDEX_RECORD_BYTES,
+                _ => META_RECORD_BYTES,
+            };
+            assert_eq!(n, expected);
+            assert_eq!(
+                Record::decode_sealed(&b[..n]),
+                Ok(Some(Sealed {
+                    record: r,
+                    payload_crc: 0xDEAD_BEEF
+                }))
+            );
+            // Every single-bit flip of the record, the stored payload checksum included, is
+            // refused.
             for i in 0..n {
-                let mut d = b;
-                d[i] ^= 4;
-                assert!(
-                    Record::decode(&d[..n]).is_err() || Record::decode(&d[..n]) == Ok(None),
-                    "flip at {i}"
-                );
+                for bit in 0..8 {
+                    let mut d = b;
+                    d[i] ^= 1 << bit;
+                    assert!(
+                        matches!(Record::decode(&d[..n]), Err(RecordError::Damaged(_))),
+                        "flip of bit {bit} of byte {i} in {r:?}"
+                    );
+                }
             }
         }
         assert_eq!(Record::decode(&[0xFF; 64]), Ok(None));
+    }
+
+    #[test]
+    fn a_flipped_payload_bit_changes_the_checksum() {
+        let mut page = vec![0u8; 2048];
+        for (i, b) in page.iter_mut().enumerate() {
+            *b = (i * 7 + 3) as u8;
+        }
+        let stored = payload_crc(Payload::Bytes(&page));
+        assert_eq!(content_crc(Content::Bytes, &page), Some(stored));
+        for bit in [0, 1, 7, 8 * 1000 + 3, 8 * 2048 - 1] {
+            let mut d = page.clone();
+            d[bit / 8] ^= 1 << (bit % 8);
+            assert_ne!(content_crc(Content::Bytes, &d), Some(stored), "bit {bit}");
+        }
+        // Fingerprint mode: the checksum covers the token.
+        let fp = 0x0123_4567_89AB_CDEF_u64;
+        let stored = payload_crc(Payload::Fingerprint(fp));
+        assert_eq!(content_crc(Content::Fingerprint(fp), &[]), Some(stored));
+        for bit in 0..64 {
+            assert_ne!(
+                content_crc(Content::Fingerprint(fp ^ (1 << bit)), &[]),
+                Some(stored)
+            );
+        }
+        assert_eq!(content_crc(Content::Erased, &[]), None);
+    }
+
+    #[test]
+    fn version_1_records_are_named_not_mistaken_for_damage() {
+        // A version 1 descriptor record: kind 2, version 1, sequence 9, CRC at 8.
+        let mut b = [0u8; 12];
+        b[0] = 2;
+        b[1] = 1;
+        b[2] = 9;
+        let crc = crc32c::crc32c(&b[..8]);
+        b[8..12].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(Record::decode(&b), Err(RecordError::Version(1)));
+        b[3] ^= 1;
+        assert!(matches!(Record::decode(&b), Err(RecordError::Damaged(_))));
     }
 }

@@ -31,7 +31,10 @@ use crate::id::{ObjectId, Oid, PartitionId, FIRST_USER_ID};
 use crate::index::{Index, IndexError, IndexKey, NodeAddr, NodeIo};
 use crate::onode::{Onode, FIRST_USER_ATTR, INLINE_MAX_BYTES, ONODE_MAX_BYTES};
 use crate::placement::{Hint, PageKind, Placement, Placer};
-use crate::record::{Record, RECORD_MAX_BYTES};
+use crate::record::{
+    content_crc, payload_crc, Record, RecordError, DATA_RECORD_BYTES, INDEX_RECORD_BYTES,
+    LENGTH_LIMIT_BYTES, META_RECORD_BYTES, RECORD_MAX_BYTES,
+};
 use fml::buffer::{Entry, Fill, WriteBuffer};
 
 mod small;
@@ -137,6 +140,9 @@ pub struct Recovery {
     pub units_scanned: u64,
     pub checkpoint_seq: u64,
     pub records_rolled_forward: u64,
+    /// Units recovery read whose payload failed its checksum (or the flash could not read):
+    /// passed over as not written, like torn programs.
+    pub units_damaged: u64,
     pub done_ns: Nanos,
 }
 
@@ -179,8 +185,9 @@ impl Owner for GcLog {
         // Every copy gets a fresh sequence number: recovery's roll-forward finds moved data, and
         // sequence numbers keep rising within each block, which lets recovery read only the
         // blocks written since the checkpoint. (A checkpoint keeps its own number in its page.)
-        if let Ok(Some(r)) = Record::decode(oob) {
-            let r = match r {
+        // The payload is copied unchanged, and so is its checksum.
+        if let Ok(Some(sealed)) = Record::decode_sealed(oob) {
+            let r = match sealed.record {
                 Record::Data {
                     oid,
                     offset,
@@ -196,7 +203,9 @@ impl Owner for GcLog {
                 other => other,
             };
             let mut b = [0u8; RECORD_MAX_BYTES];
-            let n = r.with_seq(self.take_seq()).encode(&mut b);
+            let n = r
+                .with_seq(self.take_seq())
+                .encode(sealed.payload_crc, &mut b);
             oob[..n].copy_from_slice(&b[..n]);
         }
         None
@@ -229,16 +238,18 @@ struct NodeFlash<'a, F: Flash> {
 impl<F: Flash> NodeIo for NodeFlash<'_, F> {
     fn read_node(&mut self, addr: NodeAddr, buf: &mut [u8]) -> Result<(), IndexError> {
         self.stats.index_nodes_read += 1;
-        match self.fml.read(self.at, Vpa(addr), buf, &mut []) {
-            Ok((t, Content::Bytes)) => {
+        match read_checked(self.fml, self.at, addr, buf, INDEX_RECORD_BYTES) {
+            Ok((t, Content::Bytes, Record::Index { .. })) => {
                 self.done = self.done.max(t);
                 Ok(())
             }
-            Ok((_, c)) => Err(IndexError::Corrupted {
+            Ok((_, c, r)) => Err(IndexError::Corrupted {
                 addr,
-                what: format!("unit holds {c:?}, not an index node"),
+                what: format!("unit holds a {} ({c:?}), not an index node", r.kind_name()),
             }),
-            Err(e) => Err(IndexError::Io(e.to_string())),
+            Err(BadUnit::Uncorrectable(_)) => Err(IndexError::Uncorrectable { addr }),
+            Err(BadUnit::Corrupted(what)) => Err(IndexError::Corrupted { addr, what }),
+            Err(BadUnit::Device(e)) => Err(IndexError::Device(e)),
         }
     }
 
@@ -261,11 +272,10 @@ impl<F: Flash> NodeIo for NodeFlash<'_, F> {
             seq: self.gc.take_seq(),
         };
         let mut oob = [0u8; RECORD_MAX_BYTES];
-        let n = rec.encode(&mut oob);
+        let n = rec.encode(payload_crc(Payload::Bytes(buf)), &mut oob);
         let (v, t) = self
             .fml
-            .write(self.at, stream, Payload::Bytes(buf), &oob[..n])
-            .map_err(|e| IndexError::Io(e.to_string()))?;
+            .write(self.at, stream, Payload::Bytes(buf), &oob[..n])?;
         self.done = self.done.max(t);
         self.stats.index_nodes_written += 1;
         Ok(v.0)
@@ -278,7 +288,7 @@ impl<F: Flash> NodeIo for NodeFlash<'_, F> {
 }
 
 fn fml_err(e: FmlError) -> OsdError {
-    OsdError::Device(e.to_string())
+    OsdError::Device(e)
 }
 
 fn index_err(e: IndexError) -> OsdError {
@@ -287,8 +297,88 @@ fn index_err(e: IndexError) -> OsdError {
             what: format!("index node ({what})"),
             location: format!("unit {addr}"),
         },
-        IndexError::Io(m) => OsdError::Device(m),
+        IndexError::Uncorrectable { addr } => OsdError::Uncorrectable {
+            what: "index node".into(),
+            location: format!("unit {addr}"),
+        },
+        IndexError::Device(e) => OsdError::Device(e),
+        IndexError::Io(m) => OsdError::Internal(m),
     }
+}
+
+/// Why a checked read of a unit failed.
+#[derive(Debug)]
+enum BadUnit {
+    /// The device failed (a power cut, ...): nothing is known about the unit.
+    Device(FmlError),
+    /// The flash could not read the unit (ECC failure, torn program), or its payload does not
+    /// match the checksum in its OOB record: its contents are lost.
+    Uncorrectable(String),
+    /// The unit reads erased, or its OOB record is missing, damaged or foreign.
+    Corrupted(String),
+}
+
+impl BadUnit {
+    /// The store's error for a unit described by `what` at write unit `v`.
+    fn into_osd(self, what: impl std::fmt::Display, v: u32) -> OsdError {
+        match self {
+            BadUnit::Device(e) => OsdError::Device(e),
+            BadUnit::Uncorrectable(why) => OsdError::Uncorrectable {
+                what: format!("{what} ({why})"),
+                location: format!("unit {v}"),
+            },
+            BadUnit::Corrupted(why) => OsdError::Corrupted {
+                what: format!("{what} ({why})"),
+                location: format!("unit {v}"),
+            },
+        }
+    }
+}
+
+/// Reads unit `v` whole (`data` one write unit) with the first `oob_len` bytes of its OOB area
+/// (the record length of the kind the caller expects: the device time of the read depends on
+/// it), and checks the payload against the checksum in the record (docs/FORMAT.md, section 3).
+/// Every read of a whole unit goes through here, so no byte reaches a caller unchecked.
+fn read_checked<F: Flash>(
+    fml: &mut Fml<F>,
+    at: Nanos,
+    v: u32,
+    data: &mut [u8],
+    oob_len: usize,
+) -> Result<(Nanos, Content, Record), BadUnit> {
+    let mut oob = [0u8; RECORD_MAX_BYTES];
+    let oob = &mut oob[..oob_len];
+    let (t, content) = match fml.read(at, Vpa(v), data, oob) {
+        Ok(x) => x,
+        Err(FmlError::Flash(e @ FlashError::Uncorrectable { .. })) => {
+            return Err(BadUnit::Uncorrectable(e.to_string()))
+        }
+        Err(e) => return Err(BadUnit::Device(e)),
+    };
+    if content == Content::Erased {
+        return Err(BadUnit::Corrupted(
+            "reads erased: its program never reached flash".into(),
+        ));
+    }
+    let sealed = match Record::decode_sealed(oob) {
+        Ok(Some(s)) => s,
+        Ok(None) => return Err(BadUnit::Corrupted("no OOB record".into())),
+        Err(e) => return Err(BadUnit::Corrupted(format!("OOB record: {e}"))),
+    };
+    if content_crc(content, data) != Some(sealed.payload_crc) {
+        return Err(BadUnit::Uncorrectable(format!(
+            "{} payload checksum mismatch",
+            sealed.record.kind_name()
+        )));
+    }
+    Ok((t, content, sealed.record))
+}
+
+/// Objects end below 2^48 bytes (256 TiB): data records store lengths in 48 bits.
+fn too_long(end: u64) -> OsdError {
+    OsdError::InvalidArgument(format!(
+        "an object would end at byte {end}; objects end below 2^48 bytes (256 TiB)"
+    ))
 }
 
 fn extent(v: u64) -> (u32, u32) {
@@ -359,6 +449,8 @@ pub struct ObjectStore<F: Flash> {
     scratch: Vec<u8>,
     recovery: Recovery,
     poisoned: Option<String>,
+    /// A whole OOB record of another version seen by recovery's scan.
+    foreign_version: Option<u8>,
 }
 
 impl<F: Flash> ObjectStore<F> {
@@ -413,6 +505,7 @@ impl<F: Flash> ObjectStore<F> {
             scratch: vec![0; unit],
             recovery: Recovery::default(),
             poisoned: None,
+            foreign_version: None,
         })
     }
 
@@ -543,23 +636,25 @@ impl<F: Flash> ObjectStore<F> {
 
     fn read_desc_page(&mut self, vpa: u32, page: &mut [u8]) -> Result<Vec<Onode>, OsdError> {
         self.stats.descriptor_pages_read += 1;
-        let (t, content) = self
-            .fml
-            .read(self.now, Vpa(vpa), page, &mut [])
-            .map_err(fml_err)?;
+        let (t, content, rec) = read_checked(&mut self.fml, self.now, vpa, page, META_RECORD_BYTES)
+            .map_err(|e| e.into_osd("descriptor page", vpa))?;
         self.now = self.now.max(t);
         let bad = |what: String| OsdError::Corrupted {
             what,
             location: format!("descriptor page at unit {vpa}"),
         };
-        if content != Content::Bytes || &page[..4] != DESC_MAGIC {
+        if content != Content::Bytes
+            || !matches!(rec, Record::Descriptor { .. })
+            || &page[..4] != DESC_MAGIC
+        {
             return Err(bad("not a descriptor page".into()));
         }
         let count = u16::from_le_bytes([page[4], page[5]]) as usize;
         let mut at = 6;
         let mut out = Vec::with_capacity(count);
         for _ in 0..count {
-            let (o, used) = Onode::decode(&page[at..]).map_err(|e| bad(format!("{e:?}")))?;
+            let rest = page.get(at..).unwrap_or(&[]);
+            let (o, used) = Onode::decode(rest).map_err(|e| bad(format!("{e:?}")))?;
             out.push(o);
             at += used;
         }
@@ -685,7 +780,7 @@ impl<F: Flash> ObjectStore<F> {
         });
         let rec = rec.with_seq(self.gc.take_seq());
         let mut oob = [0u8; RECORD_MAX_BYTES];
-        let n = rec.encode(&mut oob);
+        let n = rec.encode(payload_crc(Payload::Bytes(page)), &mut oob);
         // Metadata describes data already on flash: it waits for the data programs.
         self.now = self.now();
         let (v, t) = match self
@@ -815,27 +910,24 @@ impl<F: Flash> ObjectStore<F> {
     /// misdirected write) is corruption, never data.
     fn read_data_unit(&mut self, oid: Oid, u: u64, v: u32) -> Result<Content, OsdError> {
         let mut scratch = std::mem::take(&mut self.scratch);
-        let mut oob = [0u8; RECORD_MAX_BYTES];
-        let r = self.fml.read(self.now, Vpa(v), &mut scratch, &mut oob);
+        let r = read_checked(&mut self.fml, self.now, v, &mut scratch, DATA_RECORD_BYTES);
         self.scratch = scratch;
-        let corrupted = |why: &str| OsdError::Corrupted {
-            what: format!("unit {u} of object {oid} {why}"),
-            location: format!("unit {v}"),
-        };
-        let content = match r {
-            Ok((t, content)) => {
+        let unit = self.unit as u64;
+        let what = format_args!(
+            "object {oid} bytes {}..{} (unit {u})",
+            u * unit,
+            (u + 1) * unit
+        );
+        match r {
+            Ok((t, content, Record::Data { oid: o, offset, .. })) if o == oid && offset == u => {
                 self.io_done = self.io_done.max(t);
-                content
+                Ok(content)
             }
-            Err(FmlError::Flash(_)) => return Err(corrupted("is unreadable")),
-            Err(e) => return Err(fml_err(e)),
-        };
-        if content == Content::Erased {
-            return Err(corrupted("reads erased (its program never reached flash)"));
-        }
-        match Record::decode(&oob) {
-            Ok(Some(Record::Data { oid: o, offset, .. })) if o == oid && offset == u => Ok(content),
-            _ => Err(corrupted("holds another unit (its OOB record disagrees)")),
+            Ok(_) => Err(OsdError::Corrupted {
+                what: format!("{what}: the unit holds another (its OOB record disagrees)"),
+                location: format!("unit {v}"),
+            }),
+            Err(e) => Err(e.into_osd(what, v)),
         }
     }
 
@@ -866,12 +958,12 @@ impl<F: Flash> ObjectStore<F> {
             seq: self.gc.take_seq(),
             moved: false,
         };
-        let mut oob = [0u8; RECORD_MAX_BYTES];
-        let n = rec.encode(&mut oob);
         let payload = match &e.fill {
             Fill::Bytes(b) => Payload::Bytes(b),
             Fill::Token(fp) => Payload::Fingerprint(*fp),
         };
+        let mut oob = [0u8; RECORD_MAX_BYTES];
+        let n = rec.encode(payload_crc(payload), &mut oob);
         let (v, t) = match self.fml.write(self.now, stream, payload, &oob[..n]) {
             Ok(x) => x,
             Err(FmlError::NoSpace { .. }) => return Err(self.no_space(self.unit as u64)),
@@ -980,7 +1072,8 @@ impl<F: Flash> ObjectStore<F> {
         }
         let end = offset
             .checked_add(len)
-            .ok_or_else(|| OsdError::InvalidArgument("offset + length overflows".into()))?;
+            .filter(|&e| e < LENGTH_LIMIT_BYTES)
+            .ok_or_else(|| too_long(offset.saturating_add(len)))?;
         if len == 0 {
             return Ok(());
         }
@@ -1432,7 +1525,7 @@ impl<F: Flash> ObjectStore<F> {
         self.fml
             .flash_mut()
             .sync()
-            .map_err(|e| OsdError::Device(e.to_string()))?;
+            .map_err(|e| OsdError::Device(e.into()))?;
         // The new checkpoint is durable: release what only the previous one needed.
         if let Some(old) = self.ckpt_unit.replace(v) {
             self.released.push(old);
@@ -1561,15 +1654,15 @@ impl<F: Flash> ObjectStore<F> {
     /// The entries of an atime page.
     fn read_atime_page(&mut self, vpa: u32) -> Result<Vec<(Oid, u64)>, OsdError> {
         let mut page = vec![0u8; self.unit];
-        let (t, content) = self
-            .fml
-            .read(self.now, Vpa(vpa), &mut page, &mut [])
-            .map_err(fml_err)?;
+        let (t, content, rec) =
+            read_checked(&mut self.fml, self.now, vpa, &mut page, META_RECORD_BYTES)
+                .map_err(|e| e.into_osd("atime page", vpa))?;
         self.now = self.now.max(t);
-        let n = u32::from_le_bytes(page[4..8].try_into().unwrap()) as usize;
+        let n = u32::from_le_bytes([page[4], page[5], page[6], page[7]]) as usize;
         if content != Content::Bytes
+            || !matches!(rec, Record::Atime { .. })
             || &page[..4] != ATIME_MAGIC
-            || (n + 1) * ATIME_ENTRY_BYTES > self.unit
+            || n.saturating_add(1).saturating_mul(ATIME_ENTRY_BYTES) > self.unit
         {
             return Err(OsdError::Corrupted {
                 what: "atime page".into(),
@@ -1579,9 +1672,13 @@ impl<F: Flash> ObjectStore<F> {
         Ok((1..=n)
             .map(|i| {
                 let at = ATIME_ENTRY_BYTES * i;
+                let mut oid = [0u8; 16];
+                oid.copy_from_slice(&page[at..at + 16]);
+                let mut t = [0u8; 8];
+                t.copy_from_slice(&page[at + 16..at + 24]);
                 (
-                    Oid::from_u128(u128::from_le_bytes(page[at..at + 16].try_into().unwrap())),
-                    u64::from_le_bytes(page[at + 16..at + 24].try_into().unwrap()),
+                    Oid::from_u128(u128::from_le_bytes(oid)),
+                    u64::from_le_bytes(t),
                 )
             })
             .collect())
@@ -1662,16 +1759,33 @@ impl<F: Flash> ObjectStore<F> {
         let mut oob = [0u8; RECORD_MAX_BYTES];
         let (t, _) = self.fml.read(self.now, Vpa(v), &mut [], &mut oob).ok()?;
         self.now = self.now.max(t);
-        Record::decode(&oob).ok().flatten()
+        match Record::decode(&oob) {
+            Ok(r) => r,
+            Err(RecordError::Version(old)) => {
+                self.foreign_version = Some(old);
+                None
+            }
+            Err(RecordError::Damaged(_)) => None,
+        }
     }
 
     /// A checkpoint unit's page, if it reads back whole and checks out.
+    /// A unit whose payload fails its checksum is passed over like a torn one.
     fn checkpoint_page(&mut self, v: u32) -> Option<Vec<u8>> {
         let mut page = vec![0u8; self.unit];
-        let (t, content) = self.fml.read(self.now, Vpa(v), &mut page, &mut []).ok()?;
+        let r = read_checked(&mut self.fml, self.now, v, &mut page, META_RECORD_BYTES);
+        let (t, content, rec) = match r {
+            Ok(x) => x,
+            Err(BadUnit::Device(_)) => return None,
+            Err(_) => {
+                self.recovery.units_damaged += 1;
+                return None;
+            }
+        };
         self.now = self.now.max(t);
-        let crc = u32::from_le_bytes(page[48..52].try_into().unwrap());
+        let crc = u32::from_le_bytes([page[48], page[49], page[50], page[51]]);
         (content == Content::Bytes
+            && matches!(rec, Record::Checkpoint { .. })
             && &page[..4] == CKPT_MAGIC
             && crc32c::crc32c(&page[..48]) == crc)
             .then_some(page)
@@ -1729,6 +1843,16 @@ impl<F: Flash> ObjectStore<F> {
             }
         }
         let Some((ckpt_seq, ckpt_vpa, page)) = best else {
+            if let Some(old) = self.foreign_version {
+                return Err(OsdError::Corrupted {
+                    what: format!(
+                        "records of version {old} and no checkpoint this build reads: the image \
+                         was formatted before payload checksums (record version 2); format it \
+                         again"
+                    ),
+                    location: "device".into(),
+                });
+            }
             return Err(OsdError::Corrupted {
                 what: "no readable checkpoint: the device is not an ossd object store (format it first)".into(),
                 location: "device".into(),
@@ -1835,6 +1959,7 @@ impl<F: Flash> ObjectStore<F> {
             units_scanned: scanned,
             checkpoint_seq: ckpt_seq,
             records_rolled_forward: later.len() as u64,
+            units_damaged: self.recovery.units_damaged,
             done_ns: 0,
         };
         // Descriptor pages already referenced by the committed index.
@@ -1884,7 +2009,8 @@ impl<F: Flash> ObjectStore<F> {
                 }
                 Record::Atime { .. } => {
                     // Applied now; the page stays valid until the checkpoint that ends recovery.
-                    if let Ok(entries) = self.read_atime_page(v) {
+                    // A damaged page is passed over like a torn one.
+                    if let Some(entries) = self.damaged_as_absent(|s| s.read_atime_page(v))? {
                         for (oid, t) in entries {
                             self.merge_atime_into(oid, t)?;
                         }
@@ -1934,6 +2060,23 @@ impl<F: Flash> ObjectStore<F> {
         Ok(())
     }
 
+    /// Recovery's reading of a unit written after the checkpoint: a unit that is unreadable,
+    /// fails its checksum or does not decode is passed over as not written (`None`), as torn
+    /// programs always were; a device failure (a power cut during recovery) is an error.
+    fn damaged_as_absent<T>(
+        &mut self,
+        read: impl FnOnce(&mut Self) -> Result<T, OsdError>,
+    ) -> Result<Option<T>, OsdError> {
+        match read(self) {
+            Ok(x) => Ok(Some(x)),
+            Err(e @ (OsdError::Device(_) | OsdError::Internal(_))) => Err(e),
+            Err(_) => {
+                self.recovery.units_damaged += 1;
+                Ok(None)
+            }
+        }
+    }
+
     /// Recovery marks a unit it found referenced as valid; a reference the flash cannot back
     /// (never programmed, in a bad block, or twice) means the image is corrupted.
     fn mark_valid(&mut self, v: u32) -> Result<(), OsdError> {
@@ -1978,7 +2121,8 @@ impl<F: Flash> ObjectStore<F> {
         touched: &mut FxHashSet<Oid>,
     ) -> Result<(), OsdError> {
         let mut page = vec![0u8; self.unit];
-        let Ok(onodes) = self.read_desc_page(vpa, &mut page) else {
+        // Torn (never part of a completed FLUSH) or damaged: passed over.
+        let Some(onodes) = self.damaged_as_absent(|s| s.read_desc_page(vpa, &mut page))? else {
             return Ok(());
         };
         let mut live = vec![None; onodes.len()];
@@ -2079,10 +2223,99 @@ impl<F: Flash> ObjectStore<F> {
         Ok(())
     }
 
-    /// Whole-store check: the index is well formed, every valid unit in the FML is referenced
-    /// exactly once (data extents, descriptor pages, index nodes, the checkpoint) and every
-    /// referenced unit is valid, and each object's used bytes agree with its extents.
+    /// Whole-store check: [`Self::fsck_structure`], then every live unit is read back and
+    /// checked against its checksum ([`FsckReport::damaged`] names each damaged one: the object
+    /// and byte range of a data unit, the kind and unit of metadata). Reading every unit costs
+    /// device time and flash reads, which is why the lab checks structure only.
     pub fn fsck(&mut self) -> Result<FsckReport, OsdError> {
+        let mut report = self.fsck_structure()?;
+        if self.recovery.units_damaged > 0 {
+            report.damaged.push(format!(
+                "recovery passed over {} damaged units (checkpoints, or descriptor, \
+                 small-object or atime pages written since; their contents are lost)",
+                self.recovery.units_damaged
+            ));
+        }
+        self.scan_media(&mut report)?;
+        Ok(report)
+    }
+
+    /// Reads every unit the store references (data extents, descriptor, small-object and atime
+    /// pages, the checkpoint; index nodes were read by the structure check) and records each
+    /// one that fails its checksum or does not decode. A device failure is an error.
+    fn scan_media(&mut self, report: &mut FsckReport) -> Result<(), OsdError> {
+        let keep = |e: OsdError, report: &mut FsckReport| match e {
+            OsdError::Device(_) => Err(e),
+            e => {
+                report.damaged.push(e.to_string());
+                Ok(())
+            }
+        };
+        let all = match self
+            .with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))
+        {
+            Ok(all) => all,
+            Err(e) => return keep(e, report),
+        };
+        let unit = self.unit as u64;
+        for (k, v) in &all {
+            if k.kind != KIND_DATA {
+                continue;
+            }
+            let oid = Oid::from_u128(k.oid);
+            let (s, l) = extent(*v);
+            for i in 0..l {
+                let u = k.offset + i as u64;
+                if s == LOST {
+                    report.damaged.push(format!(
+                        "object {oid} bytes {}..{} (unit {u}): lost (unreadable when GC moved it)",
+                        u * unit,
+                        (u + 1) * unit
+                    ));
+                } else if let Err(e) = self.read_data_unit(oid, u, s + i) {
+                    keep(e, report)?;
+                }
+            }
+        }
+        let mut page = vec![0u8; self.unit];
+        let mut descs: Vec<u32> = self.desc.keys().copied().collect();
+        descs.sort_unstable();
+        for v in descs {
+            if let Err(e) = self.read_desc_page(v, &mut page) {
+                keep(e, report)?;
+            }
+        }
+        let mut packs: Vec<u32> = self.packs.keys().copied().collect();
+        packs.sort_unstable();
+        for v in packs {
+            if let Err(e) = self.read_small_page(v) {
+                keep(e, report)?;
+            }
+        }
+        for v in self.atime_pages.clone() {
+            if let Err(e) = self.read_atime_page(v) {
+                keep(e, report)?;
+            }
+        }
+        if let Some(v) = self.ckpt_unit {
+            match read_checked(&mut self.fml, self.now, v, &mut page, META_RECORD_BYTES) {
+                Ok((t, _, Record::Checkpoint { .. })) => self.now = self.now.max(t),
+                Ok((_, _, r)) => report.damaged.push(format!(
+                    "the checkpoint at unit {v} holds a {}",
+                    r.kind_name()
+                )),
+                Err(e) => keep(e.into_osd("checkpoint", v), report)?,
+            }
+        }
+        self.now = self.now();
+        Ok(())
+    }
+
+    /// The structure check: the index is well formed, every valid unit in the FML is referenced
+    /// exactly once (data extents, descriptor pages, index nodes, the checkpoint) and every
+    /// referenced unit is valid, and each object's used bytes agree with its extents. Reads
+    /// only what the structure needs (index nodes, onodes).
+    pub fn fsck_structure(&mut self) -> Result<FsckReport, OsdError> {
         // Check a checkpointed state: every reference then is on flash.
         if self.index.is_dirty()
             || !self.buf.is_empty()
@@ -2120,8 +2353,22 @@ impl<F: Flash> ObjectStore<F> {
         if let Some(c) = self.ckpt_unit {
             add(c, "checkpoint", &mut problems);
         }
-        let all =
-            self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
+        let all = match self
+            .with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))
+        {
+            Ok(all) => all,
+            Err(e @ OsdError::Device(_)) => return Err(e),
+            Err(e) => {
+                // A damaged index node: nothing past it can be checked.
+                problems.push(format!("index: {e}"));
+                return Ok(FsckReport {
+                    objects: 0,
+                    index_entries: entries,
+                    problems,
+                    damaged: Vec::new(),
+                });
+            }
+        };
         let mut objects = 0u64;
         let mut used: FxHashMap<u128, u64> = FxHashMap::default();
         let mut small_pages: FxHashMap<u32, Vec<(u16, Oid)>> = FxHashMap::default();
@@ -2213,9 +2460,15 @@ impl<F: Flash> ObjectStore<F> {
             .map(|(k, _)| (Oid::from_u128(k.oid), 0))
             .collect();
         for (oid, _) in onodes {
-            let inline = self
-                .load_onode(oid)?
-                .is_some_and(|c| c.onode.inline.is_some());
+            // An onode that cannot be read is the media scan's to report.
+            let inline = match self.load_onode(oid) {
+                Ok(c) => c.is_some_and(|c| c.onode.inline.is_some()),
+                Err(e @ OsdError::Device(_)) => return Err(e),
+                Err(e) => {
+                    problems.push(format!("object {oid}: onode unreadable: {e}"));
+                    continue;
+                }
+            };
             if inline && used.get(&oid.as_u128()).is_some_and(|&u| u > 0) {
                 problems.push(format!(
                     "object {oid} embeds its data in the onode but also owns data units"
@@ -2225,7 +2478,14 @@ impl<F: Flash> ObjectStore<F> {
                 .load_onode(oid)?
                 .map(|c| (c.onode.used_bytes, c.onode.logical_length));
             let units = used.get(&oid.as_u128()).copied().unwrap_or(0);
-            let small = self.load_small(oid)?.map(|s| s.bytes.len() as u64);
+            let small = match self.load_small(oid) {
+                Ok(s) => s.map(|s| s.bytes.len() as u64),
+                Err(e @ OsdError::Device(_)) => return Err(e),
+                Err(e) => {
+                    problems.push(format!("small object {oid}: unreadable: {e}"));
+                    continue;
+                }
+            };
             if let (Some(bytes), Some((u, length))) = (small, flushed_or_cached) {
                 if inline || units > 0 || u != bytes || length != bytes {
                     problems.push(format!(
@@ -2248,6 +2508,7 @@ impl<F: Flash> ObjectStore<F> {
             objects,
             index_entries: entries,
             problems,
+            damaged: Vec::new(),
         })
     }
 }
@@ -2258,6 +2519,8 @@ pub struct FsckReport {
     pub objects: u64,
     pub index_entries: u64,
     pub problems: Vec<String>,
+    /// Units that failed their checksum or could not be read ([`ObjectStore::fsck`] only).
+    pub damaged: Vec<String>,
 }
 
 /// The fingerprint of a whole unit written by a request with `token`.
@@ -2435,6 +2698,9 @@ impl<F: Flash> Osd for ObjectStore<F> {
 
     fn truncate(&mut self, oid: Oid, length: u64) -> Result<(), OsdError> {
         self.check_writable()?;
+        if length >= LENGTH_LIMIT_BYTES {
+            return Err(too_long(length));
+        }
         let c = self.onode_mut(oid)?;
         if c.onode.read_only {
             return Err(OsdError::ReadOnly(oid));
@@ -2621,7 +2887,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
         self.fml
             .flash_mut()
             .sync()
-            .map_err(|e| OsdError::Device(e.to_string()))?;
+            .map_err(|e| OsdError::Device(e.into()))?;
         self.maybe_checkpoint()
     }
 }

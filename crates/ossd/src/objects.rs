@@ -100,7 +100,10 @@ pub fn get(image: &Path, partition: u64, id: &str, out: Option<&Path>) -> Result
         unreachable!()
     };
     let mut data = vec![0u8; len as usize];
-    let n = s.read(oid, 0, &mut data).map_err(|e| anyhow!(e))?;
+    // The whole object is read (and every unit checked) before a byte is written out.
+    let n = s
+        .read(oid, 0, &mut data)
+        .map_err(|e| anyhow!("object {oid} is damaged, nothing written: {e}"))?;
     data.truncate(n);
     match out {
         Some(p) => std::fs::write(p, &data).with_context(|| format!("writing {}", p.display()))?,
@@ -237,12 +240,19 @@ pub fn fsck(image: &Path) -> Result<()> {
         r.units_scanned,
         r.records_rolled_forward
     );
-    if report.problems.is_empty() {
+    if report.problems.is_empty() && report.damaged.is_empty() {
         println!("clean");
         return Ok(());
     }
     for p in &report.problems {
         println!("  problem: {p}");
     }
-    bail!("{} problems found", report.problems.len())
+    for d in &report.damaged {
+        println!("  damaged: {d}");
+    }
+    bail!(
+        "{} problems and {} damaged units found",
+        report.problems.len(),
+        report.damaged.len()
+    )
 }

@@ -238,17 +238,15 @@ fn oid(slot: u32) -> Oid {
     Oid::new(PARTITION, PARTITION + 1 + slot as u64)
 }
 
+/// Classifies by the error's type, never its text.
 fn osd_fail(e: OsdError) -> Fail {
-    let msg = e.to_string();
-    if msg.contains("power is off") {
-        return Fail::PowerLoss;
-    }
+    use fml::FmlError;
     match e {
-        OsdError::NoSpace { .. } => Fail::NoSpace,
-        OsdError::Device(m) if m.starts_with("no space") => Fail::NoSpace,
-        OsdError::Corrupted { .. } => Fail::Corrupt(msg),
-        OsdError::Device(_) | OsdError::Poisoned(_) => Fail::Device(msg),
-        _ => Fail::Other(msg),
+        OsdError::Device(FmlError::Flash(flash::FlashError::PowerLoss)) => Fail::PowerLoss,
+        OsdError::NoSpace { .. } | OsdError::Device(FmlError::NoSpace { .. }) => Fail::NoSpace,
+        OsdError::Corrupted { .. } | OsdError::Uncorrectable { .. } => Fail::Corrupt(e.to_string()),
+        OsdError::Device(_) | OsdError::Poisoned(_) => Fail::Device(e.to_string()),
+        _ => Fail::Other(e.to_string()),
     }
 }
 
@@ -257,9 +255,10 @@ fn ftl_fail(e: FtlError) -> Fail {
     match e {
         FtlError::Fml(FmlError::Flash(flash::FlashError::PowerLoss)) => Fail::PowerLoss,
         FtlError::Fml(FmlError::NoSpace { .. }) => Fail::NoSpace,
-        FtlError::Unreadable { .. } | FtlError::Corrupted(_) | FtlError::Lost { .. } => {
-            Fail::Corrupt(e.to_string())
-        }
+        FtlError::Unreadable { .. }
+        | FtlError::Corrupted(_)
+        | FtlError::Lost { .. }
+        | FtlError::Checksum { .. } => Fail::Corrupt(e.to_string()),
         FtlError::Fml(FmlError::Flash(_)) => Fail::Device(e.to_string()),
         _ => Fail::Other(e.to_string()),
     }
@@ -321,7 +320,10 @@ impl Subject for OsdSubject {
         }
     }
     fn fsck(&mut self) -> Result<Vec<String>, Fail> {
-        self.store.fsck().map(|r| r.problems).map_err(osd_fail)
+        self.store
+            .fsck_structure()
+            .map(|r| r.problems)
+            .map_err(osd_fail)
     }
     fn device(&mut self) -> &mut Device {
         self.store.device_mut()

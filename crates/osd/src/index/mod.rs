@@ -187,6 +187,13 @@ pub trait NodeIo {
 pub enum IndexError {
     #[error("index node at {addr}: {what}")]
     Corrupted { addr: NodeAddr, what: String },
+    /// The node read back does not match the checksum written with it.
+    #[error("index node at {addr}: uncorrectable (its contents do not match their checksum)")]
+    Uncorrectable { addr: NodeAddr },
+    /// The node store's device failed.
+    #[error("index storage: {0}")]
+    Device(#[from] fml::FmlError),
+    /// Internal errors and failures of test node stores.
     #[error("index storage: {0}")]
     Io(String),
 }

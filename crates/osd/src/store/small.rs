@@ -127,17 +127,23 @@ impl<F: Flash> ObjectStore<F> {
         Ok(length <= self.small_max() && self.load_small(oid)?.is_some())
     }
 
-    fn read_small_page(&mut self, vpa: u32) -> Result<Vec<(Oid, u64, Vec<u8>)>, OsdError> {
+    pub(super) fn read_small_page(
+        &mut self,
+        vpa: u32,
+    ) -> Result<Vec<(Oid, u64, Vec<u8>)>, OsdError> {
         let mut page = std::mem::take(&mut self.scratch);
         self.stats.small_pages_read += 1;
-        let r = self.fml.read(self.now, Vpa(vpa), &mut page, &mut []);
+        let r = read_checked(&mut self.fml, self.now, vpa, &mut page, META_RECORD_BYTES);
         let r = match r {
-            Ok((t, Content::Bytes)) => {
+            Ok((t, Content::Bytes, Record::Small { .. })) => {
                 self.now = self.now.max(t);
                 decode_page(&page)
             }
-            Ok((_, c)) => Err(format!("unit holds {c:?}")),
-            Err(e) => Err(e.to_string()),
+            Ok((_, c, rec)) => Err(format!("unit holds a {} ({c:?})", rec.kind_name())),
+            Err(e) => {
+                self.scratch = page;
+                return Err(e.into_osd("small-object page", vpa));
+            }
         };
         self.scratch = page;
         r.map_err(|what| OsdError::Corrupted {
@@ -386,8 +392,8 @@ impl<F: Flash> ObjectStore<F> {
         seen: &mut FxHashMap<Oid, u64>,
         touched: &mut FxHashSet<Oid>,
     ) -> Result<(), OsdError> {
-        let Ok(entries) = self.read_small_page(vpa) else {
-            // Torn: never part of a completed FLUSH.
+        // Torn (never part of a completed FLUSH) or damaged: passed over.
+        let Some(entries) = self.damaged_as_absent(|s| s.read_small_page(vpa))? else {
             return Ok(());
         };
         let mut live = vec![None; entries.len()];
