@@ -13,10 +13,12 @@
 //! HMAC-SHA256 under the capability key) at its end; replies to authenticated requests carry an
 //! integrity value under the same key.
 
+pub mod auth;
 pub mod cap;
 pub mod codec;
 pub mod msg;
 
+pub use auth::Requirement;
 pub use cap::{CapKey, CapObject, Capability, MasterKey, Ops, WorkingKey, CAPABILITY_LEN, MAC_LEN};
 pub use codec::{Header, ProtoError, DEFAULT_MAX_FRAME_BYTES, HEADER_LEN, MAGIC};
 pub use msg::{
