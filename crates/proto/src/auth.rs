@@ -85,19 +85,21 @@ impl Requirement {
         match (cap.object, self.object) {
             (CapObject::All, _) => {}
             (CapObject::One(have), Some(want)) if have == want => {}
-            (CapObject::One(have), want) => return Err((
-                Status::WrongObject,
-                match want {
-                    Some(w) => format!(
-                        "capability for object {:#x}, request for {:#x}",
-                        have.0, w.0
-                    ),
-                    None => format!(
+            (CapObject::One(have), want) => {
+                return Err((
+                    Status::WrongObject,
+                    match want {
+                        Some(w) => format!(
+                            "capability for object {:#x}, request for {:#x}",
+                            have.0, w.0
+                        ),
+                        None => format!(
                         "capability for object {:#x}, request needs all objects of the partition",
                         have.0
                     ),
-                },
-            )),
+                    },
+                ))
+            }
         }
         if !cap.ops.contains(self.ops) {
             return Err((
