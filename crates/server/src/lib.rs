@@ -199,7 +199,16 @@ fn store_thread<S: Osd>(
                 ),
             )),
             Ok(_) => {
+                // A partition removed or created afresh starts again from its own attribute.
+                let forget = match &command {
+                    Command::RemovePartition { id } => Some(*id),
+                    Command::CreatePartition { id } => *id,
+                    _ => None,
+                };
                 let r = execute(&mut store, command);
+                if let Some(p) = forget {
+                    versions.remove(&p);
+                }
                 if let Ok((ReplyBody::Done, Some((p, v)))) = &r {
                     versions.insert(*p, *v);
                 }

@@ -277,3 +277,39 @@ fn replies_are_signed_and_the_client_checks_them() {
     assert!(!proto::Security::verify(&k, &h, &body));
     srv.stop();
 }
+
+/// Regression: the target caches key versions; a partition removed and created again starts
+/// from its own (absent, so 0) key version, not the cached one of its predecessor.
+#[test]
+fn a_recreated_partition_starts_at_key_version_zero() {
+    let srv = start(server::ServerConfig::default());
+    let mut c = Raw::hello(srv.addr);
+    let q = 0x10007;
+    let device = cap(0, None, Ops::ALL);
+    let mk = Command::CreatePartition {
+        id: Some(PartitionId(q)),
+    };
+    assert_eq!(status(&c.signed(mk.clone(), &device)), Status::Ok);
+    let v0 = cap(q, None, Ops::ALL);
+    let bump = Command::SetKeyVersion {
+        partition: PartitionId(q),
+        version: 2,
+    };
+    assert_eq!(status(&c.signed(bump, &v0)), Status::Ok);
+    let v2 = proto::Capability {
+        key_version: 2,
+        ..v0
+    };
+    let rm = Command::RemovePartition { id: PartitionId(q) };
+    assert_eq!(status(&c.signed(rm.clone(), &v0)), Status::Revoked);
+    assert_eq!(status(&c.signed(rm, &v2)), Status::Ok);
+    assert_eq!(status(&c.signed(mk, &device)), Status::Ok);
+    let list = Command::List {
+        partition: PartitionId(q),
+        token: 0,
+        max: 10,
+    };
+    assert_eq!(status(&c.signed(list.clone(), &v0)), Status::Ok);
+    assert_eq!(status(&c.signed(list, &v2)), Status::UnknownKeyVersion);
+    srv.stop();
+}
