@@ -123,8 +123,12 @@ enum Command {
     /// Serve an image's object store over TCP (the OSD command set with capabilities; see
     /// docs/PROTOCOL.md) until SIGTERM or Ctrl-C, then drain, flush and close the image.
     Serve {
-        #[arg(long)]
-        image: PathBuf,
+        #[arg(long, required_unless_present = "memory")]
+        image: Option<PathBuf>,
+        /// Serve a fresh in-memory device of this preset instead of an image (nothing persists;
+        /// for measuring the network path apart from the image file).
+        #[arg(long, conflicts_with = "image")]
+        memory: Option<String>,
         /// Address to listen on (port 0 picks one; the chosen address is printed).
         #[arg(long, default_value = "127.0.0.1:7000")]
         listen: String,
@@ -307,6 +311,7 @@ fn main() -> ExitCode {
         Command::Torture(args) => torture::run(args),
         Command::Serve {
             image,
+            memory,
             listen,
             key_file,
             max_frame_bytes,
@@ -314,6 +319,7 @@ fn main() -> ExitCode {
             frame_timeout_s,
         } => net::serve(net::ServeArgs {
             image,
+            memory,
             listen,
             key_file,
             max_frame_bytes,

@@ -133,7 +133,9 @@ pub fn revoke(image: &Path, partition: u64, version: Option<u32>) -> Result<()> 
 }
 
 pub struct ServeArgs {
-    pub image: PathBuf,
+    pub image: Option<PathBuf>,
+    /// Serve a fresh in-memory device of this preset instead of an image (nothing persists).
+    pub memory: Option<String>,
     pub listen: String,
     pub key_file: PathBuf,
     pub max_frame_bytes: u32,
@@ -141,29 +143,63 @@ pub struct ServeArgs {
     pub frame_timeout_s: u64,
 }
 
-/// Serves an image until SIGTERM or Ctrl-C; then drains, flushes and closes the image.
+/// Serves an image (or a fresh in-memory device) until SIGTERM or Ctrl-C; then drains, flushes
+/// and closes it.
 pub fn serve(a: ServeArgs) -> Result<()> {
     let key = read_key(&a.key_file)?;
     if a.max_frame_bytes < 4096 {
         bail!("--max-frame-bytes {}: at least 4096", a.max_frame_bytes);
     }
-    let store = objects::open(&a.image)?;
     let config = server::ServerConfig {
         max_frame_bytes: a.max_frame_bytes,
         idle_timeout: Duration::from_secs(a.idle_timeout_s),
         frame_timeout: Duration::from_secs(a.frame_timeout_s),
         ..server::ServerConfig::default()
     };
+    match (&a.image, &a.memory) {
+        (Some(image), None) => {
+            let store = objects::open(image)?;
+            let what = image.display().to_string();
+            let store = run(store, key, config, &a.listen, &what)?;
+            objects::close(store)?;
+            println!("closed {what}");
+        }
+        (None, Some(preset)) => {
+            let device = flash::preset(preset).map_err(|e| anyhow!(e))?;
+            let cfg = osd::OsdConfig {
+                fml: fml::FmlConfig::for_blocks(device.gang.superblocks(&device.geometry)),
+                ..osd::OsdConfig::default()
+            };
+            let nand = flash::Nand::in_memory(device).map_err(|e| anyhow!(e))?;
+            let mut store = osd::ObjectStore::format(nand, cfg).map_err(|e| anyhow!(e))?;
+            store
+                .create_partition(Some(PartitionId(objects::DEFAULT_PARTITION)))
+                .map_err(|e| anyhow!(e))?;
+            let what = format!("in-memory {preset} device");
+            run(store, key, config, &a.listen, &what)?;
+        }
+        _ => bail!("give one of --image FILE and --memory PRESET"),
+    }
+    Ok(())
+}
+
+fn run<S: Osd + Send + 'static>(
+    store: S,
+    key: MasterKey,
+    config: server::ServerConfig,
+    listen: &str,
+    what: &str,
+) -> Result<S> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let store = rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind(&a.listen)
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen)
             .await
-            .with_context(|| format!("listening on {}", a.listen))?;
+            .with_context(|| format!("listening on {listen}"))?;
         let addr = listener.local_addr()?;
-        println!("listening on {addr} (image {})", a.image.display());
+        println!("listening on {addr} ({what})");
         std::io::stdout().flush()?;
         let shutdown = async {
             #[cfg(unix)]
@@ -185,15 +221,12 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             {
                 let _ = tokio::signal::ctrl_c().await;
             }
-            eprintln!("ossd serve: shutting down: draining, flushing, closing the image");
+            eprintln!("ossd serve: shutting down: draining, flushing, closing");
         };
         server::serve(listener, store, key, config, shutdown)
             .await
             .map_err(|e| anyhow!(e))
-    })?;
-    objects::close(store)?;
-    println!("closed {}", a.image.display());
-    Ok(())
+    })
 }
 
 pub struct BenchArgs {
