@@ -646,19 +646,31 @@ fn read_params(op: Opcode, r: &mut Reader<'_>) -> Result<Command, ProtoError> {
     })
 }
 
-fn frame(mut header: Header, body: Vec<u8>, key: Option<&CapKey>) -> Vec<u8> {
-    let mut body = body;
+/// A writer with room for the header in front, sized for `payload_bytes` of data, so a large
+/// WRITE or READ reply is copied into its frame once.
+fn frame_writer(payload_bytes: usize) -> Writer {
+    let mut w = Writer {
+        buf: Vec::with_capacity(HEADER_LEN + CAPABILITY_LEN + 64 + payload_bytes + MAC_LEN),
+    };
+    w.buf.resize(HEADER_LEN, 0);
+    w
+}
+
+/// Fills in the header in front of the body and appends the integrity value when keyed.
+fn frame(mut header: Header, w: Writer, key: Option<&CapKey>) -> Vec<u8> {
+    let mut out = w.buf;
+    let body_len = out.len() - HEADER_LEN;
     if let Some(k) = key {
         header.flags |= FLAG_SECURED;
-        header.body_len = (body.len() + MAC_LEN) as u32;
-        let mac = k.integrity(&[&header.encode(), &body]);
-        body.extend_from_slice(&mac);
+        header.body_len = (body_len + MAC_LEN) as u32;
+        let head = header.encode();
+        let mac = k.integrity(&[&head, &out[HEADER_LEN..]]);
+        out[..HEADER_LEN].copy_from_slice(&head);
+        out.extend_from_slice(&mac);
     } else {
-        header.body_len = body.len() as u32;
+        header.body_len = body_len as u32;
+        out[..HEADER_LEN].copy_from_slice(&header.encode());
     }
-    let mut out = Vec::with_capacity(HEADER_LEN + body.len());
-    out.extend_from_slice(&header.encode());
-    out.extend_from_slice(&body);
     out
 }
 
@@ -669,7 +681,11 @@ pub fn encode_request(
     request: &Request,
     credential: Option<(&Capability, &CapKey)>,
 ) -> Vec<u8> {
-    let mut w = Writer::default();
+    let payload = match &request.command {
+        Command::Write { data, .. } | Command::Append { data, .. } => data.len(),
+        _ => 0,
+    };
+    let mut w = frame_writer(payload);
     if let Some((cap, _)) = credential {
         w.buf.extend_from_slice(&cap.encode());
     }
@@ -681,7 +697,7 @@ pub fn encode_request(
         request_id: request.request_id,
         body_len: 0,
     };
-    frame(header, w.buf, credential.map(|(_, k)| k))
+    frame(header, w, credential.map(|(_, k)| k))
 }
 
 /// Decodes a request body (the header decoded already). The integrity value is returned, not
@@ -851,7 +867,12 @@ fn read_reply_body(op: Opcode, r: &mut Reader<'_>) -> Result<ReplyBody, ProtoErr
 /// Encodes a reply frame; with `key` (the request's capability key) it ends with an integrity
 /// value over the header and body.
 pub fn encode_reply(version: u8, reply: &Reply, key: Option<&CapKey>) -> Vec<u8> {
-    let mut w = Writer::default();
+    let payload = match &reply.result {
+        Ok(ReplyBody::Data(d)) => d.len(),
+        Ok(ReplyBody::Ids { ids, .. }) => ids.len() * 8,
+        _ => 0,
+    };
+    let mut w = frame_writer(payload);
     match &reply.result {
         Ok(b) => {
             w.u16(Status::Ok as u16);
@@ -866,7 +887,7 @@ pub fn encode_reply(version: u8, reply: &Reply, key: Option<&CapKey>) -> Vec<u8>
         request_id: reply.request_id,
         body_len: 0,
     };
-    frame(header, w.buf, key)
+    frame(header, w, key)
 }
 
 /// Decodes a reply body. A secured reply's integrity value is not checked here (see
