@@ -85,6 +85,8 @@ pub struct Client {
     minted: HashMap<PartitionId, (Capability, CapKey)>,
     /// Capability keys of requests sent and not yet answered.
     pending: HashMap<u64, Option<CapKey>>,
+    /// The last reply's body, kept so its allocation is reused.
+    body: Vec<u8>,
 }
 
 fn unix_now() -> u64 {
@@ -112,6 +114,7 @@ impl Client {
             key_versions: HashMap::new(),
             minted: HashMap::new(),
             pending: HashMap::new(),
+            body: Vec::new(),
         };
         match c.call(Command::Hello {
             versions: SUPPORTED_VERSIONS.to_vec(),
@@ -210,13 +213,17 @@ impl Client {
         self.rd.read_exact(&mut head)?;
         // Replies may be larger than the requests' limit by their own framing; allow slack.
         let header = Header::decode(&head, self.max_frame_bytes.saturating_add(4096))?;
-        let mut body = vec![0u8; header.body_len as usize];
-        self.rd.read_exact(&mut body)?;
-        let reply = proto::decode_reply(&header, &body)?;
+        let mut body = std::mem::take(&mut self.body);
+        body.clear();
+        body.resize(header.body_len as usize, 0);
+        let read = self.rd.read_exact(&mut body);
+        let body = put_back(&mut self.body, body);
+        read?;
+        let reply = proto::decode_reply(&header, body)?;
         let key = self.pending.remove(&reply.request_id).flatten();
         let result = match (reply.result, key, header.is_secured()) {
             (r, Some(k), true) => {
-                if !Security::verify(&k, &header, &body) {
+                if !Security::verify(&k, &header, body) {
                     return Err(ClientError::BadReplyIntegrity(reply.request_id));
                 }
                 r.map_err(failure)
@@ -278,6 +285,12 @@ impl Client {
             other => Err(ClientError::Unexpected(format!("{other:?}"))),
         }
     }
+}
+
+/// Puts the body buffer back in its slot and lends it out again.
+fn put_back(slot: &mut Vec<u8>, body: Vec<u8>) -> &[u8] {
+    *slot = body;
+    slot
 }
 
 fn failure(f: Failure) -> ClientError {
