@@ -11,6 +11,7 @@ use flash::{Flash, Nand};
 use indicatif::{ProgressBar, ProgressStyle};
 use lab::RunReport;
 
+mod net;
 mod objects;
 mod reproduce;
 mod torture;
@@ -119,6 +120,88 @@ enum Command {
     /// Torture a stack: seeded workloads under power cuts and media faults, checked against an
     /// oracle; failures print a seed that `--replay` reruns exactly.
     Torture(torture::TortureArgs),
+    /// Serve an image's object store over TCP (the OSD command set with capabilities; see
+    /// docs/PROTOCOL.md) until SIGTERM or Ctrl-C, then drain, flush and close the image.
+    Serve {
+        #[arg(long, required_unless_present = "memory")]
+        image: Option<PathBuf>,
+        /// Serve a fresh in-memory device of this preset instead of an image (nothing persists;
+        /// for measuring the network path apart from the image file).
+        #[arg(long, conflicts_with = "image")]
+        memory: Option<String>,
+        /// Address to listen on (port 0 picks one; the chosen address is printed).
+        #[arg(long, default_value = "127.0.0.1:7000")]
+        listen: String,
+        /// Master key file (from `ossd keygen`).
+        #[arg(long)]
+        key_file: PathBuf,
+        /// Largest frame body accepted.
+        #[arg(long, default_value_t = proto::DEFAULT_MAX_FRAME_BYTES)]
+        max_frame_bytes: u32,
+        /// Seconds a connection may sit idle between frames.
+        #[arg(long, default_value_t = 300)]
+        idle_timeout_s: u64,
+        /// Seconds a started frame may take to arrive whole.
+        #[arg(long, default_value_t = 10)]
+        frame_timeout_s: u64,
+    },
+    /// Write a fresh random master key (mode 0600).
+    Keygen {
+        #[arg(long)]
+        out: PathBuf,
+        /// Replace an existing file.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print a capability and its capability key (hex) for a client.
+    Cap {
+        #[arg(long)]
+        key_file: PathBuf,
+        /// Partition (0 = the device: create and list partitions, device flush).
+        #[arg(long, value_parser = objects::parse_id)]
+        partition: u64,
+        /// One object; all objects of the partition when absent.
+        #[arg(long, value_parser = objects::parse_id)]
+        object: Option<u64>,
+        /// Operations: all, or a list of read, write, create, remove, get-attr, set-attr, list,
+        /// flush, partition-admin.
+        #[arg(long)]
+        ops: String,
+        /// Seconds from now until the capability expires.
+        #[arg(long, default_value_t = 3600)]
+        expires: u64,
+        /// The partition's current key version.
+        #[arg(long, default_value_t = 0)]
+        key_version: u32,
+    },
+    /// Revoke a partition's capabilities on a stopped image: bump its key version.
+    Revoke {
+        #[arg(long)]
+        image: PathBuf,
+        #[arg(long, value_parser = objects::parse_id)]
+        partition: u64,
+        /// The new key version (default: current + 1).
+        #[arg(long)]
+        version: Option<u32>,
+    },
+    /// Measure a running server: MiB/s of large objects and ops/s of small ones.
+    BenchNet {
+        #[arg(long, default_value = "127.0.0.1:7000")]
+        addr: String,
+        #[arg(long)]
+        key_file: PathBuf,
+        #[arg(long, default_value = "0x10000", value_parser = objects::parse_id)]
+        partition: u64,
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        #[arg(long, default_value_t = 1 << 20)]
+        large_bytes: usize,
+        #[arg(long, default_value_t = 4096)]
+        small_bytes: usize,
+        /// Seconds per phase (large write, large read, small write+read).
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+    },
     /// Show a device image's geometry, wear and bad blocks.
     Info {
         #[arg(long)]
@@ -226,6 +309,54 @@ fn main() -> ExitCode {
         } => objects::setattr(&o.image, o.partition, &o.id, &attr, &value),
         Command::Fsck { image } => objects::fsck(&image),
         Command::Torture(args) => torture::run(args),
+        Command::Serve {
+            image,
+            memory,
+            listen,
+            key_file,
+            max_frame_bytes,
+            idle_timeout_s,
+            frame_timeout_s,
+        } => net::serve(net::ServeArgs {
+            image,
+            memory,
+            listen,
+            key_file,
+            max_frame_bytes,
+            idle_timeout_s,
+            frame_timeout_s,
+        }),
+        Command::Keygen { out, force } => net::keygen(&out, force),
+        Command::Cap {
+            key_file,
+            partition,
+            object,
+            ops,
+            expires,
+            key_version,
+        } => net::cap(&key_file, partition, object, &ops, expires, key_version),
+        Command::Revoke {
+            image,
+            partition,
+            version,
+        } => net::revoke(&image, partition, version),
+        Command::BenchNet {
+            addr,
+            key_file,
+            partition,
+            clients,
+            large_bytes,
+            small_bytes,
+            seconds,
+        } => net::bench(net::BenchArgs {
+            addr,
+            key_file,
+            partition,
+            clients,
+            large_bytes,
+            small_bytes,
+            seconds,
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -51,7 +51,7 @@ pub fn open(image: &Path) -> Result<Store> {
         .map_err(|e| anyhow!("{}: {e}", image.display()))
 }
 
-fn close(s: Store) -> Result<()> {
+pub fn close(s: Store) -> Result<()> {
     s.close().map_err(|e| anyhow!(e))?;
     Ok(())
 }

@@ -1,0 +1,943 @@
+//! Requests and replies: the OSD commands, their parameters and results, status codes.
+
+use osd::onode::AccessPattern;
+use osd::{Attr, AttrValue, FlushScope, ObjectId, Oid, OsdError, PartitionId};
+
+use crate::cap::{CapKey, Capability, CAPABILITY_LEN, MAC_LEN};
+use crate::codec::{Header, ProtoError, Reader, Writer, FLAG_REPLY, FLAG_SECURED, HEADER_LEN};
+
+/// Protocol version 1 (the only one so far).
+pub const VERSION_1: u8 = 1;
+/// Versions this build speaks, newest first.
+pub const SUPPORTED_VERSIONS: &[u8] = &[VERSION_1];
+
+/// Command codes (the header's opcode; a reply carries its request's opcode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum Opcode {
+    Hello = 0x0001,
+    CreatePartition = 0x0010,
+    RemovePartition = 0x0011,
+    ListPartitions = 0x0012,
+    SetKeyVersion = 0x0013,
+    Create = 0x0020,
+    Remove = 0x0021,
+    Read = 0x0022,
+    Write = 0x0023,
+    Append = 0x0024,
+    Truncate = 0x0025,
+    GetAttr = 0x0026,
+    SetAttr = 0x0027,
+    List = 0x0028,
+    Flush = 0x0029,
+}
+
+impl Opcode {
+    pub const ALL: [Opcode; 15] = [
+        Opcode::Hello,
+        Opcode::CreatePartition,
+        Opcode::RemovePartition,
+        Opcode::ListPartitions,
+        Opcode::SetKeyVersion,
+        Opcode::Create,
+        Opcode::Remove,
+        Opcode::Read,
+        Opcode::Write,
+        Opcode::Append,
+        Opcode::Truncate,
+        Opcode::GetAttr,
+        Opcode::SetAttr,
+        Opcode::List,
+        Opcode::Flush,
+    ];
+
+    pub fn from_code(code: u16) -> Result<Opcode, ProtoError> {
+        Opcode::ALL
+            .into_iter()
+            .find(|o| *o as u16 == code)
+            .ok_or(ProtoError::UnknownOpcode { opcode: code })
+    }
+}
+
+/// An OSD command with its parameters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Version negotiation: the versions the client speaks. Carries no capability.
+    Hello {
+        versions: Vec<u8>,
+    },
+    CreatePartition {
+        id: Option<PartitionId>,
+    },
+    RemovePartition {
+        id: PartitionId,
+    },
+    ListPartitions {
+        token: u64,
+        max: u32,
+    },
+    /// Revocation: sets a partition's current key version (it may only grow).
+    SetKeyVersion {
+        partition: PartitionId,
+        version: u32,
+    },
+    Create {
+        partition: PartitionId,
+        id: Option<ObjectId>,
+    },
+    Remove {
+        oid: Oid,
+    },
+    Read {
+        oid: Oid,
+        offset: u64,
+        length: u32,
+    },
+    Write {
+        oid: Oid,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    Append {
+        oid: Oid,
+        data: Vec<u8>,
+    },
+    Truncate {
+        oid: Oid,
+        length: u64,
+    },
+    GetAttr {
+        oid: Oid,
+        attr: Attr,
+    },
+    SetAttr {
+        oid: Oid,
+        attr: Attr,
+        value: AttrValue,
+    },
+    List {
+        partition: PartitionId,
+        token: u64,
+        max: u32,
+    },
+    Flush {
+        scope: FlushScope,
+    },
+}
+
+impl Command {
+    pub fn opcode(&self) -> Opcode {
+        match self {
+            Command::Hello { .. } => Opcode::Hello,
+            Command::CreatePartition { .. } => Opcode::CreatePartition,
+            Command::RemovePartition { .. } => Opcode::RemovePartition,
+            Command::ListPartitions { .. } => Opcode::ListPartitions,
+            Command::SetKeyVersion { .. } => Opcode::SetKeyVersion,
+            Command::Create { .. } => Opcode::Create,
+            Command::Remove { .. } => Opcode::Remove,
+            Command::Read { .. } => Opcode::Read,
+            Command::Write { .. } => Opcode::Write,
+            Command::Append { .. } => Opcode::Append,
+            Command::Truncate { .. } => Opcode::Truncate,
+            Command::GetAttr { .. } => Opcode::GetAttr,
+            Command::SetAttr { .. } => Opcode::SetAttr,
+            Command::List { .. } => Opcode::List,
+            Command::Flush { .. } => Opcode::Flush,
+        }
+    }
+}
+
+/// A request: its id (echoed in the reply, so replies may be pipelined) and its command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub request_id: u64,
+    pub command: Command,
+}
+
+/// The security part of a decoded request: the capability and the integrity value, and how many
+/// body bytes the integrity value covers (after the header).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Security {
+    pub capability: Capability,
+    pub mac: [u8; MAC_LEN],
+}
+
+impl Security {
+    /// Checks a request's or reply's integrity value: HMAC(key, header bytes + body without the
+    /// trailing integrity value), in constant time.
+    pub fn verify(key: &CapKey, header: &Header, body: &[u8]) -> bool {
+        if body.len() < MAC_LEN {
+            return false;
+        }
+        let (signed, mac) = body.split_at(body.len() - MAC_LEN);
+        key.verify(&[&header.encode(), signed], mac)
+    }
+}
+
+/// A decoded request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decoded {
+    pub request_id: u64,
+    pub command: Command,
+    pub security: Option<Security>,
+}
+
+/// Status codes: 0 success; 1-0xff one per `osd::OsdError` variant; 0x1xx protocol errors;
+/// 0x2xx security refusals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum Status {
+    Ok = 0,
+    NotFound = 0x01,
+    AlreadyExists = 0x02,
+    NoSpace = 0x03,
+    InvalidArgument = 0x04,
+    ReadOnly = 0x05,
+    Corrupted = 0x06,
+    Device = 0x07,
+    Poisoned = 0x08,
+    /// The frame's body could not be decoded.
+    BadFrame = 0x100,
+    UnsupportedVersion = 0x101,
+    UnknownOpcode = 0x102,
+    /// A frame or a requested length exceeds the limit.
+    TooLong = 0x103,
+    /// A command came before the HELLO exchange.
+    HelloRequired = 0x104,
+    /// The server is shutting down and takes no new commands.
+    ShuttingDown = 0x105,
+    /// The request carried no capability.
+    NoCapability = 0x200,
+    /// The integrity value does not match: the capability was forged or altered, or the request
+    /// was altered.
+    BadIntegrity = 0x201,
+    Expired = 0x202,
+    WrongPartition = 0x203,
+    WrongObject = 0x204,
+    /// The capability does not allow this operation.
+    OperationDenied = 0x205,
+    /// The capability's key version is older than the partition's current one.
+    Revoked = 0x206,
+    /// The capability's key version is newer than the partition's current one.
+    UnknownKeyVersion = 0x207,
+    /// The request names an attribute or object the target reserves for itself.
+    Reserved = 0x208,
+}
+
+impl Status {
+    pub const ALL: [Status; 24] = [
+        Status::Ok,
+        Status::NotFound,
+        Status::AlreadyExists,
+        Status::NoSpace,
+        Status::InvalidArgument,
+        Status::ReadOnly,
+        Status::Corrupted,
+        Status::Device,
+        Status::Poisoned,
+        Status::BadFrame,
+        Status::UnsupportedVersion,
+        Status::UnknownOpcode,
+        Status::TooLong,
+        Status::HelloRequired,
+        Status::ShuttingDown,
+        Status::NoCapability,
+        Status::BadIntegrity,
+        Status::Expired,
+        Status::WrongPartition,
+        Status::WrongObject,
+        Status::OperationDenied,
+        Status::Revoked,
+        Status::UnknownKeyVersion,
+        Status::Reserved,
+    ];
+
+    pub fn from_code(code: u16) -> Option<Status> {
+        Status::ALL.into_iter().find(|s| *s as u16 == code)
+    }
+
+    pub fn is_security(self) -> bool {
+        (self as u16) & 0xff00 == 0x200
+    }
+
+    /// The status of an object store error: one code per variant.
+    pub fn of(e: &OsdError) -> Status {
+        match e {
+            OsdError::NotFound(_) => Status::NotFound,
+            OsdError::AlreadyExists(_) => Status::AlreadyExists,
+            OsdError::NoSpace { .. } => Status::NoSpace,
+            OsdError::InvalidArgument(_) => Status::InvalidArgument,
+            OsdError::ReadOnly(_) => Status::ReadOnly,
+            OsdError::Corrupted { .. } => Status::Corrupted,
+            OsdError::Device(_) => Status::Device,
+            OsdError::Poisoned(_) => Status::Poisoned,
+        }
+    }
+}
+
+/// Why a command failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// The object store refused or failed it.
+    Osd(OsdError),
+    /// A protocol error or security refusal (status 0x1xx or 0x2xx) with a message.
+    Refused { status: Status, message: String },
+}
+
+impl Failure {
+    pub fn status(&self) -> Status {
+        match self {
+            Failure::Osd(e) => Status::of(e),
+            Failure::Refused { status, .. } => *status,
+        }
+    }
+
+    pub fn refused(status: Status, message: impl Into<String>) -> Failure {
+        Failure::Refused {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Osd(e) => write!(f, "{e}"),
+            Failure::Refused { status, message } => write!(f, "{status:?}: {message}"),
+        }
+    }
+}
+
+impl PartialEq for Failure {
+    fn eq(&self, other: &Failure) -> bool {
+        // OsdError has no PartialEq; its Debug form shows every field.
+        format!("{self:?}") == format!("{other:?}")
+    }
+}
+
+/// What a successful command returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReplyBody {
+    Hello {
+        version: u8,
+        max_frame_bytes: u32,
+    },
+    /// No result (REMOVE, WRITE, TRUNCATE, SET ATTRIBUTES, FLUSH, ...).
+    Done,
+    Partition(PartitionId),
+    Object(ObjectId),
+    Data(Vec<u8>),
+    Offset(u64),
+    Attr(AttrValue),
+    /// LIST and LIST PARTITIONS: ids and the continuation token.
+    Ids {
+        ids: Vec<u64>,
+        next: Option<u64>,
+    },
+}
+
+/// A reply to request `request_id`, which had opcode `opcode`.
+#[derive(Debug, PartialEq)]
+pub struct Reply {
+    pub request_id: u64,
+    pub opcode: u16,
+    pub result: Result<ReplyBody, Failure>,
+}
+
+fn write_oid(w: &mut Writer, oid: Oid) {
+    w.u64(oid.partition.0);
+    w.u64(oid.object.0);
+}
+
+fn read_oid(r: &mut Reader<'_>) -> Result<Oid, ProtoError> {
+    let p = r.u64("partition id")?;
+    let o = r.u64("object id")?;
+    Ok(Oid::new(p, o))
+}
+
+fn write_opt(w: &mut Writer, v: Option<u64>) {
+    w.bool(v.is_some());
+    w.u64(v.unwrap_or(0));
+}
+
+fn read_opt(r: &mut Reader<'_>, what: &'static str) -> Result<Option<u64>, ProtoError> {
+    let present = r.bool(what)?;
+    let v = r.u64(what)?;
+    Ok(present.then_some(v))
+}
+
+/// Attribute: kind u8 (1..=11 predefined, 12 user) and id u16 (user attribute id, else 0).
+fn write_attr(w: &mut Writer, a: Attr) {
+    let (kind, id) = match a {
+        Attr::LogicalLength => (1, 0),
+        Attr::UsedCapacity => (2, 0),
+        Attr::CreatedTime => (3, 0),
+        Attr::ModifiedTime => (4, 0),
+        Attr::AccessedTime => (5, 0),
+        Attr::AttrChangedTime => (6, 0),
+        Attr::Priority => (7, 0),
+        Attr::ExpectedSize => (8, 0),
+        Attr::AccessPattern => (9, 0),
+        Attr::ReadOnly => (10, 0),
+        Attr::InodeEmbedded => (11, 0),
+        Attr::User(id) => (12, id),
+    };
+    w.u8(kind);
+    w.u16(id);
+}
+
+fn read_attr(r: &mut Reader<'_>) -> Result<Attr, ProtoError> {
+    let at = r.offset();
+    let kind = r.u8("attribute kind")?;
+    let id = r.u16("attribute id")?;
+    let a = match kind {
+        1 => Attr::LogicalLength,
+        2 => Attr::UsedCapacity,
+        3 => Attr::CreatedTime,
+        4 => Attr::ModifiedTime,
+        5 => Attr::AccessedTime,
+        6 => Attr::AttrChangedTime,
+        7 => Attr::Priority,
+        8 => Attr::ExpectedSize,
+        9 => Attr::AccessPattern,
+        10 => Attr::ReadOnly,
+        11 => Attr::InodeEmbedded,
+        12 => return Ok(Attr::User(id)),
+        k => {
+            return Err(ProtoError::BadValue {
+                what: "attribute kind",
+                value: k as u64,
+                offset: at,
+            })
+        }
+    };
+    if id != 0 {
+        return Err(ProtoError::BadValue {
+            what: "attribute id of a predefined attribute",
+            value: id as u64,
+            offset: at + 1,
+        });
+    }
+    Ok(a)
+}
+
+/// Attribute value: tag u8 (0 u64, 1 bool, 2 access pattern, 3 bytes, 4 absent) and its payload.
+fn write_value(w: &mut Writer, v: &AttrValue) {
+    match v {
+        AttrValue::U64(x) => {
+            w.u8(0);
+            w.u64(*x);
+        }
+        AttrValue::Bool(b) => {
+            w.u8(1);
+            w.bool(*b);
+        }
+        AttrValue::Pattern(p) => {
+            w.u8(2);
+            w.u8(match p {
+                AccessPattern::Unknown => 0,
+                AccessPattern::Sequential => 1,
+                AccessPattern::Random => 2,
+                AccessPattern::WriteOnce => 3,
+            });
+        }
+        AttrValue::Bytes(b) => {
+            w.u8(3);
+            w.blob(b);
+        }
+        AttrValue::Absent => w.u8(4),
+    }
+}
+
+fn read_value(r: &mut Reader<'_>) -> Result<AttrValue, ProtoError> {
+    let at = r.offset();
+    Ok(match r.u8("attribute value tag")? {
+        0 => AttrValue::U64(r.u64("attribute value")?),
+        1 => AttrValue::Bool(r.bool("attribute value")?),
+        2 => {
+            let at = r.offset();
+            AttrValue::Pattern(match r.u8("access pattern")? {
+                0 => AccessPattern::Unknown,
+                1 => AccessPattern::Sequential,
+                2 => AccessPattern::Random,
+                3 => AccessPattern::WriteOnce,
+                v => {
+                    return Err(ProtoError::BadValue {
+                        what: "access pattern",
+                        value: v as u64,
+                        offset: at,
+                    })
+                }
+            })
+        }
+        3 => AttrValue::Bytes(r.blob("attribute bytes")?.to_vec()),
+        4 => AttrValue::Absent,
+        t => {
+            return Err(ProtoError::BadValue {
+                what: "attribute value tag",
+                value: t as u64,
+                offset: at,
+            })
+        }
+    })
+}
+
+/// Flush scope: tag u8 (0 object + oid, 1 partition + id, 2 device).
+fn write_scope(w: &mut Writer, s: FlushScope) {
+    match s {
+        FlushScope::Object(oid) => {
+            w.u8(0);
+            write_oid(w, oid);
+        }
+        FlushScope::Partition(p) => {
+            w.u8(1);
+            w.u64(p.0);
+        }
+        FlushScope::Device => w.u8(2),
+    }
+}
+
+fn read_scope(r: &mut Reader<'_>) -> Result<FlushScope, ProtoError> {
+    let at = r.offset();
+    Ok(match r.u8("flush scope")? {
+        0 => FlushScope::Object(read_oid(r)?),
+        1 => FlushScope::Partition(PartitionId(r.u64("partition id")?)),
+        2 => FlushScope::Device,
+        t => {
+            return Err(ProtoError::BadValue {
+                what: "flush scope",
+                value: t as u64,
+                offset: at,
+            })
+        }
+    })
+}
+
+fn write_params(w: &mut Writer, c: &Command) {
+    match c {
+        Command::Hello { versions } => {
+            w.u8(versions.len().min(255) as u8);
+            for v in versions.iter().take(255) {
+                w.u8(*v);
+            }
+        }
+        Command::CreatePartition { id } => write_opt(w, id.map(|p| p.0)),
+        Command::RemovePartition { id } => w.u64(id.0),
+        Command::ListPartitions { token, max } => {
+            w.u64(*token);
+            w.u32(*max);
+        }
+        Command::SetKeyVersion { partition, version } => {
+            w.u64(partition.0);
+            w.u32(*version);
+        }
+        Command::Create { partition, id } => {
+            w.u64(partition.0);
+            write_opt(w, id.map(|o| o.0));
+        }
+        Command::Remove { oid } => write_oid(w, *oid),
+        Command::Read {
+            oid,
+            offset,
+            length,
+        } => {
+            write_oid(w, *oid);
+            w.u64(*offset);
+            w.u32(*length);
+        }
+        Command::Write { oid, offset, data } => {
+            write_oid(w, *oid);
+            w.u64(*offset);
+            w.blob(data);
+        }
+        Command::Append { oid, data } => {
+            write_oid(w, *oid);
+            w.blob(data);
+        }
+        Command::Truncate { oid, length } => {
+            write_oid(w, *oid);
+            w.u64(*length);
+        }
+        Command::GetAttr { oid, attr } => {
+            write_oid(w, *oid);
+            write_attr(w, *attr);
+        }
+        Command::SetAttr { oid, attr, value } => {
+            write_oid(w, *oid);
+            write_attr(w, *attr);
+            write_value(w, value);
+        }
+        Command::List {
+            partition,
+            token,
+            max,
+        } => {
+            w.u64(partition.0);
+            w.u64(*token);
+            w.u32(*max);
+        }
+        Command::Flush { scope } => write_scope(w, *scope),
+    }
+}
+
+fn read_params(op: Opcode, r: &mut Reader<'_>) -> Result<Command, ProtoError> {
+    Ok(match op {
+        Opcode::Hello => {
+            let n = r.u8("version count")? as usize;
+            Command::Hello {
+                versions: r.bytes(n, "versions")?.to_vec(),
+            }
+        }
+        Opcode::CreatePartition => Command::CreatePartition {
+            id: read_opt(r, "partition id")?.map(PartitionId),
+        },
+        Opcode::RemovePartition => Command::RemovePartition {
+            id: PartitionId(r.u64("partition id")?),
+        },
+        Opcode::ListPartitions => Command::ListPartitions {
+            token: r.u64("list token")?,
+            max: r.u32("list max")?,
+        },
+        Opcode::SetKeyVersion => Command::SetKeyVersion {
+            partition: PartitionId(r.u64("partition id")?),
+            version: r.u32("key version")?,
+        },
+        Opcode::Create => Command::Create {
+            partition: PartitionId(r.u64("partition id")?),
+            id: read_opt(r, "object id")?.map(ObjectId),
+        },
+        Opcode::Remove => Command::Remove { oid: read_oid(r)? },
+        Opcode::Read => Command::Read {
+            oid: read_oid(r)?,
+            offset: r.u64("read offset")?,
+            length: r.u32("read length")?,
+        },
+        Opcode::Write => Command::Write {
+            oid: read_oid(r)?,
+            offset: r.u64("write offset")?,
+            data: r.blob("write data")?.to_vec(),
+        },
+        Opcode::Append => Command::Append {
+            oid: read_oid(r)?,
+            data: r.blob("append data")?.to_vec(),
+        },
+        Opcode::Truncate => Command::Truncate {
+            oid: read_oid(r)?,
+            length: r.u64("truncate length")?,
+        },
+        Opcode::GetAttr => Command::GetAttr {
+            oid: read_oid(r)?,
+            attr: read_attr(r)?,
+        },
+        Opcode::SetAttr => Command::SetAttr {
+            oid: read_oid(r)?,
+            attr: read_attr(r)?,
+            value: read_value(r)?,
+        },
+        Opcode::List => Command::List {
+            partition: PartitionId(r.u64("partition id")?),
+            token: r.u64("list token")?,
+            max: r.u32("list max")?,
+        },
+        Opcode::Flush => Command::Flush {
+            scope: read_scope(r)?,
+        },
+    })
+}
+
+/// A writer with room for the header in front, sized for `payload_bytes` of data, so a large
+/// WRITE or READ reply is copied into its frame once.
+fn frame_writer(payload_bytes: usize) -> Writer {
+    let mut w = Writer {
+        buf: Vec::with_capacity(HEADER_LEN + CAPABILITY_LEN + 64 + payload_bytes + MAC_LEN),
+    };
+    w.buf.resize(HEADER_LEN, 0);
+    w
+}
+
+/// Fills in the header in front of the body and appends the integrity value when keyed.
+fn frame(mut header: Header, w: Writer, key: Option<&CapKey>) -> Vec<u8> {
+    let mut out = w.buf;
+    let body_len = out.len() - HEADER_LEN;
+    if let Some(k) = key {
+        header.flags |= FLAG_SECURED;
+        header.body_len = (body_len + MAC_LEN) as u32;
+        let head = header.encode();
+        let mac = k.integrity(&[&head, &out[HEADER_LEN..]]);
+        out[..HEADER_LEN].copy_from_slice(&head);
+        out.extend_from_slice(&mac);
+    } else {
+        header.body_len = body_len as u32;
+        out[..HEADER_LEN].copy_from_slice(&header.encode());
+    }
+    out
+}
+
+/// Encodes a request frame. With `credential` (a capability and its key) the body starts with
+/// the capability and ends with the integrity value; HELLO is sent without one.
+pub fn encode_request(
+    version: u8,
+    request: &Request,
+    credential: Option<(&Capability, &CapKey)>,
+) -> Vec<u8> {
+    let payload = match &request.command {
+        Command::Write { data, .. } | Command::Append { data, .. } => data.len(),
+        _ => 0,
+    };
+    let mut w = frame_writer(payload);
+    if let Some((cap, _)) = credential {
+        w.buf.extend_from_slice(&cap.encode());
+    }
+    write_params(&mut w, &request.command);
+    let header = Header {
+        version,
+        flags: 0,
+        opcode: request.command.opcode() as u16,
+        request_id: request.request_id,
+        body_len: 0,
+    };
+    frame(header, w, credential.map(|(_, k)| k))
+}
+
+/// Decodes a request body (the header decoded already). The integrity value is returned, not
+/// checked: checking needs the capability key, which is the target's business.
+pub fn decode_request(header: &Header, body: &[u8]) -> Result<Decoded, ProtoError> {
+    if header.is_reply() {
+        return Err(ProtoError::Malformed {
+            what: "request",
+            why: "the header's reply flag is set",
+        });
+    }
+    if body.len() != header.body_len as usize {
+        return Err(ProtoError::Malformed {
+            what: "request body",
+            why: "length differs from the header's body length",
+        });
+    }
+    let op = Opcode::from_code(header.opcode)?;
+    let (params, security) = if header.is_secured() {
+        if body.len() < CAPABILITY_LEN + MAC_LEN {
+            return Err(ProtoError::Truncated {
+                what: "capability and integrity value",
+                offset: 0,
+                needed: CAPABILITY_LEN + MAC_LEN,
+                have: body.len(),
+            });
+        }
+        let mut r = Reader::new(&body[..CAPABILITY_LEN]);
+        let capability = Capability::read(&mut r)?;
+        let mac: [u8; MAC_LEN] = body[body.len() - MAC_LEN..].try_into().expect("32 bytes");
+        (
+            &body[CAPABILITY_LEN..body.len() - MAC_LEN],
+            Some(Security { capability, mac }),
+        )
+    } else {
+        (body, None)
+    };
+    let mut r = Reader::new(params);
+    let command = read_params(op, &mut r)?;
+    r.finish("request parameters")?;
+    Ok(Decoded {
+        request_id: header.request_id,
+        command,
+        security,
+    })
+}
+
+fn write_failure(w: &mut Writer, f: &Failure) {
+    w.u16(f.status() as u16);
+    match f {
+        Failure::Osd(e) => match e {
+            OsdError::NotFound(s)
+            | OsdError::AlreadyExists(s)
+            | OsdError::InvalidArgument(s)
+            | OsdError::Device(s)
+            | OsdError::Poisoned(s) => w.string(s),
+            OsdError::NoSpace {
+                needed_bytes,
+                free_bytes,
+            } => {
+                w.u64(*needed_bytes);
+                w.u64(*free_bytes);
+            }
+            OsdError::ReadOnly(oid) => write_oid(w, *oid),
+            OsdError::Corrupted { what, location } => {
+                w.string(what);
+                w.string(location);
+            }
+        },
+        Failure::Refused { message, .. } => w.string(message),
+    }
+}
+
+fn read_failure(status: Status, r: &mut Reader<'_>) -> Result<Failure, ProtoError> {
+    let s = |r: &mut Reader<'_>| r.string("error message");
+    Ok(Failure::Osd(match status {
+        Status::Ok => unreachable!("read_failure is called for failures"),
+        Status::NotFound => OsdError::NotFound(s(r)?),
+        Status::AlreadyExists => OsdError::AlreadyExists(s(r)?),
+        Status::InvalidArgument => OsdError::InvalidArgument(s(r)?),
+        Status::Device => OsdError::Device(s(r)?),
+        Status::Poisoned => OsdError::Poisoned(s(r)?),
+        Status::NoSpace => OsdError::NoSpace {
+            needed_bytes: r.u64("bytes needed")?,
+            free_bytes: r.u64("bytes free")?,
+        },
+        Status::ReadOnly => OsdError::ReadOnly(read_oid(r)?),
+        Status::Corrupted => OsdError::Corrupted {
+            what: s(r)?,
+            location: s(r)?,
+        },
+        other => {
+            return Ok(Failure::Refused {
+                status: other,
+                message: s(r)?,
+            })
+        }
+    }))
+}
+
+fn write_reply_body(w: &mut Writer, b: &ReplyBody) {
+    match b {
+        ReplyBody::Hello {
+            version,
+            max_frame_bytes,
+        } => {
+            w.u8(*version);
+            w.u32(*max_frame_bytes);
+        }
+        ReplyBody::Done => {}
+        ReplyBody::Partition(p) => w.u64(p.0),
+        ReplyBody::Object(o) => w.u64(o.0),
+        ReplyBody::Data(d) => w.blob(d),
+        ReplyBody::Offset(o) => w.u64(*o),
+        ReplyBody::Attr(v) => write_value(w, v),
+        ReplyBody::Ids { ids, next } => {
+            w.u32(ids.len() as u32);
+            for id in ids {
+                w.u64(*id);
+            }
+            write_opt(w, *next);
+        }
+    }
+}
+
+fn read_reply_body(op: Opcode, r: &mut Reader<'_>) -> Result<ReplyBody, ProtoError> {
+    Ok(match op {
+        Opcode::Hello => ReplyBody::Hello {
+            version: r.u8("chosen version")?,
+            max_frame_bytes: r.u32("max frame bytes")?,
+        },
+        Opcode::CreatePartition => ReplyBody::Partition(PartitionId(r.u64("partition id")?)),
+        Opcode::Create => ReplyBody::Object(ObjectId(r.u64("object id")?)),
+        Opcode::Read => ReplyBody::Data(r.blob("read data")?.to_vec()),
+        Opcode::Append => ReplyBody::Offset(r.u64("append offset")?),
+        Opcode::GetAttr => ReplyBody::Attr(read_value(r)?),
+        Opcode::List | Opcode::ListPartitions => {
+            let n = r.u32("id count")? as usize;
+            // Bounded by the bytes present, not by the count the peer claims.
+            if n > r.remaining() / 8 {
+                return Err(ProtoError::Truncated {
+                    what: "ids",
+                    offset: r.offset(),
+                    needed: n.saturating_mul(8),
+                    have: r.remaining(),
+                });
+            }
+            let mut ids = Vec::with_capacity(n);
+            for _ in 0..n {
+                ids.push(r.u64("id")?);
+            }
+            ReplyBody::Ids {
+                ids,
+                next: read_opt(r, "list continuation")?,
+            }
+        }
+        Opcode::RemovePartition
+        | Opcode::SetKeyVersion
+        | Opcode::Remove
+        | Opcode::Write
+        | Opcode::Truncate
+        | Opcode::SetAttr
+        | Opcode::Flush => ReplyBody::Done,
+    })
+}
+
+/// Encodes a reply frame; with `key` (the request's capability key) it ends with an integrity
+/// value over the header and body.
+pub fn encode_reply(version: u8, reply: &Reply, key: Option<&CapKey>) -> Vec<u8> {
+    let payload = match &reply.result {
+        Ok(ReplyBody::Data(d)) => d.len(),
+        Ok(ReplyBody::Ids { ids, .. }) => ids.len() * 8,
+        _ => 0,
+    };
+    let mut w = frame_writer(payload);
+    match &reply.result {
+        Ok(b) => {
+            w.u16(Status::Ok as u16);
+            write_reply_body(&mut w, b);
+        }
+        Err(f) => write_failure(&mut w, f),
+    }
+    let header = Header {
+        version,
+        flags: FLAG_REPLY,
+        opcode: reply.opcode,
+        request_id: reply.request_id,
+        body_len: 0,
+    };
+    frame(header, w, key)
+}
+
+/// Decodes a reply body. A secured reply's integrity value is not checked here (see
+/// [`Security::verify`]). Failures decode whatever the opcode; results need a known opcode.
+pub fn decode_reply(header: &Header, body: &[u8]) -> Result<Reply, ProtoError> {
+    if !header.is_reply() {
+        return Err(ProtoError::Malformed {
+            what: "reply",
+            why: "the header's reply flag is clear",
+        });
+    }
+    if body.len() != header.body_len as usize {
+        return Err(ProtoError::Malformed {
+            what: "reply body",
+            why: "length differs from the header's body length",
+        });
+    }
+    let payload = if header.is_secured() {
+        if body.len() < MAC_LEN {
+            return Err(ProtoError::Truncated {
+                what: "reply integrity value",
+                offset: 0,
+                needed: MAC_LEN,
+                have: body.len(),
+            });
+        }
+        &body[..body.len() - MAC_LEN]
+    } else {
+        body
+    };
+    let mut r = Reader::new(payload);
+    let at = r.offset();
+    let code = r.u16("status")?;
+    let status = Status::from_code(code).ok_or(ProtoError::BadValue {
+        what: "status",
+        value: code as u64,
+        offset: at,
+    })?;
+    let result = if status == Status::Ok {
+        Ok(read_reply_body(Opcode::from_code(header.opcode)?, &mut r)?)
+    } else {
+        Err(read_failure(status, &mut r)?)
+    };
+    r.finish("reply")?;
+    Ok(Reply {
+        request_id: header.request_id,
+        opcode: header.opcode,
+        result,
+    })
+}
+
+#[cfg(test)]
+mod tests;
