@@ -52,11 +52,11 @@ pub enum ClientError {
 
 impl From<ClientError> for OsdError {
     /// Store errors pass through; network, protocol and security errors become
-    /// `OsdError::Device` naming what happened (`OsdError` has no variants for them).
+    /// `OsdError::Remote` naming what happened.
     fn from(e: ClientError) -> OsdError {
         match e {
             ClientError::Osd(e) => e,
-            other => OsdError::Device(format!("remote: {other}")),
+            other => OsdError::Remote(other.to_string()),
         }
     }
 }

@@ -63,9 +63,10 @@ pub(crate) fn osd_err(e: OsdError) -> FsError {
         OsdError::Corrupted { .. } | OsdError::Uncorrectable { .. } => {
             FsError::Corrupted(e.to_string())
         }
-        OsdError::Device(_) | OsdError::Poisoned(_) | OsdError::Internal(_) => {
-            FsError::Device(e.to_string())
-        }
+        OsdError::Device(_)
+        | OsdError::Poisoned(_)
+        | OsdError::Internal(_)
+        | OsdError::Remote(_) => FsError::Device(e.to_string()),
     }
 }
 

@@ -74,6 +74,11 @@ pub enum OsdError {
     /// A bug: an internal invariant did not hold.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A remote target (over the OSD wire protocol) failed the command on its device, or the
+    /// connection to it failed; the message is the target's or the transport's. The typed
+    /// device error stays on the target.
+    #[error("remote: {0}")]
+    Remote(String),
     #[error("the store stopped accepting writes after an earlier failure ({0}); reopen it")]
     Poisoned(String),
 }

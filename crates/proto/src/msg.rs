@@ -196,6 +196,10 @@ pub enum Status {
     Corrupted = 0x06,
     Device = 0x07,
     Poisoned = 0x08,
+    /// A unit read back did not match its checksum: its contents are lost, never returned.
+    Uncorrectable = 0x09,
+    /// An internal invariant of the target did not hold (a bug on the target).
+    Internal = 0x0a,
     /// The frame's body could not be decoded.
     BadFrame = 0x100,
     UnsupportedVersion = 0x101,
@@ -225,7 +229,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 24] = [
+    pub const ALL: [Status; 26] = [
         Status::Ok,
         Status::NotFound,
         Status::AlreadyExists,
@@ -235,6 +239,8 @@ impl Status {
         Status::Corrupted,
         Status::Device,
         Status::Poisoned,
+        Status::Uncorrectable,
+        Status::Internal,
         Status::BadFrame,
         Status::UnsupportedVersion,
         Status::UnknownOpcode,
@@ -269,8 +275,10 @@ impl Status {
             OsdError::InvalidArgument(_) => Status::InvalidArgument,
             OsdError::ReadOnly(_) => Status::ReadOnly,
             OsdError::Corrupted { .. } => Status::Corrupted,
-            OsdError::Device(_) => Status::Device,
+            OsdError::Device(_) | OsdError::Remote(_) => Status::Device,
             OsdError::Poisoned(_) => Status::Poisoned,
+            OsdError::Uncorrectable { .. } => Status::Uncorrectable,
+            OsdError::Internal(_) => Status::Internal,
         }
     }
 }
@@ -752,8 +760,11 @@ fn write_failure(w: &mut Writer, f: &Failure) {
             OsdError::NotFound(s)
             | OsdError::AlreadyExists(s)
             | OsdError::InvalidArgument(s)
-            | OsdError::Device(s)
+            | OsdError::Internal(s)
+            | OsdError::Remote(s)
             | OsdError::Poisoned(s) => w.string(s),
+            // Sent as its message ("device: ..."); it comes back as `OsdError::Remote`.
+            OsdError::Device(_) => w.string(&e.to_string()),
             OsdError::NoSpace {
                 needed_bytes,
                 free_bytes,
@@ -762,7 +773,7 @@ fn write_failure(w: &mut Writer, f: &Failure) {
                 w.u64(*free_bytes);
             }
             OsdError::ReadOnly(oid) => write_oid(w, *oid),
-            OsdError::Corrupted { what, location } => {
+            OsdError::Corrupted { what, location } | OsdError::Uncorrectable { what, location } => {
                 w.string(what);
                 w.string(location);
             }
@@ -778,7 +789,13 @@ fn read_failure(status: Status, r: &mut Reader<'_>) -> Result<Failure, ProtoErro
         Status::NotFound => OsdError::NotFound(s(r)?),
         Status::AlreadyExists => OsdError::AlreadyExists(s(r)?),
         Status::InvalidArgument => OsdError::InvalidArgument(s(r)?),
-        Status::Device => OsdError::Device(s(r)?),
+        // The target's typed device error does not cross the wire; its message does.
+        Status::Device => OsdError::Remote(s(r)?),
+        Status::Internal => OsdError::Internal(s(r)?),
+        Status::Uncorrectable => OsdError::Uncorrectable {
+            what: s(r)?,
+            location: s(r)?,
+        },
         Status::Poisoned => OsdError::Poisoned(s(r)?),
         Status::NoSpace => OsdError::NoSpace {
             needed_bytes: r.u64("bytes needed")?,

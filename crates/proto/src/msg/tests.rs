@@ -235,7 +235,18 @@ fn all_replies() -> Vec<(u16, Result<ReplyBody, Failure>)> {
         ),
         (
             Opcode::Read,
-            Err(Failure::Osd(OsdError::Device("io".into()))),
+            Err(Failure::Osd(OsdError::Remote("device: io".into()))),
+        ),
+        (
+            Opcode::Read,
+            Err(Failure::Osd(OsdError::Uncorrectable {
+                what: "object 0x10000 bytes 0-4095".into(),
+                location: "unit 7".into(),
+            })),
+        ),
+        (
+            Opcode::Read,
+            Err(Failure::Osd(OsdError::Internal("bug".into()))),
         ),
         (
             Opcode::Write,
