@@ -18,7 +18,10 @@ const OBJECTS: u64 = 8;
 const OBJECT_BYTES: usize = 4 << 20;
 
 /// One measured phase: a name and what it does to the store.
-type Phase<'a> = (&'a str, Box<dyn Fn(&mut ObjectStore<Nand>, &mut ChaCha8Rng) + 'a>);
+type Phase<'a> = (
+    &'a str,
+    Box<dyn Fn(&mut ObjectStore<Nand>, &mut ChaCha8Rng) + 'a>,
+);
 
 fn crc_seconds(units: u64, unit: usize) -> f64 {
     let page: Vec<u8> = (0..unit).map(|i| (i * 7) as u8).collect();
