@@ -997,10 +997,15 @@ impl<F: Flash> Ftl<F> {
         let mut rec = Recovery::default();
         let mut ckpts: Vec<(u64, u32, u32)> = Vec::new();
         let mut max_seq = 0u64;
+        let (mut current, mut old) = (0u64, 0u64);
         let done = self.fml.scan(0, |v, r| {
             rec.units_scanned += 1;
+            if let Ok((_, oob)) = &r {
+                old += Record::is_version_1(oob) as u64;
+            }
             match r.ok().map(|(_, oob)| Record::decode(oob)) {
                 Some(Ok(Some(r))) => {
+                    current += 1;
                     max_seq = max_seq.max(r.seq);
                     if r.kind == Kind::Checkpoint {
                         ckpts.push((r.seq, r.key, v.0));
@@ -1010,6 +1015,12 @@ impl<F: Flash> Ftl<F> {
             }
         })?;
         rec.scan_done_ns = done;
+        if current == 0 && old > 0 {
+            return Err(FtlError::Corrupted(format!(
+                "{old} OOB records of version 1 and none this build reads: the image was \
+                 written before payload checksums (record version 2); format it again"
+            )));
+        }
         if rec.units_scanned == 0 {
             self.recovery = rec;
             return Ok(());

@@ -68,6 +68,13 @@ impl Record {
         b
     }
 
+    /// Whether `b` holds a whole record of version 1 (before payload checksums).
+    pub fn is_version_1(b: &[u8]) -> bool {
+        b.len() >= 16
+            && b[1] == 1
+            && crc32c::crc32c(&b[..12]) == u32::from_le_bytes([b[12], b[13], b[14], b[15]])
+    }
+
     /// `None` for an erased or foreign OOB area; an error string for a damaged record.
     pub fn decode(b: &[u8]) -> Result<Option<Record>, String> {
         if b.len() < RECORD_BYTES {
@@ -80,7 +87,7 @@ impl Record {
             return Ok(None);
         }
         let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
-        if b[1] == 1 && crc32c::crc32c(&b[..12]) == u32_at(12) {
+        if Self::is_version_1(b) {
             return Err(format!(
                 "OOB record version 1 is not supported (this build reads version {VERSION}, \
                  which adds payload checksums): the image must be formatted again"

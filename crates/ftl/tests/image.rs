@@ -139,3 +139,40 @@ fn a_flipped_data_bit_is_a_checksum_error() {
     }
     std::fs::remove_file(&path).unwrap();
 }
+
+/// A device holding only records of version 1 (before payload checksums) is refused by name,
+/// not opened as an empty FTL.
+#[test]
+fn version_1_records_are_refused() {
+    use flash::{Flash, Payload, ProgramOp};
+    let cfg = preset("tiny").unwrap();
+    let mut nand = Nand::in_memory(cfg).unwrap();
+    // Version 1: kind 1 (data), version 1, key 0, sequence 1, CRC-32C of bytes 0..12 at 12.
+    let mut rec = [0u8; 16];
+    rec[0] = 1;
+    rec[1] = 1;
+    rec[6] = 1;
+    let crc = crc32c::crc32c(&rec[..12]);
+    rec[12..16].copy_from_slice(&crc.to_le_bytes());
+    let page = vec![0u8; cfg.geometry.page_size_bytes as usize];
+    let addr = flash::BlockAddr {
+        die: flash::DieId(0),
+        plane: 0,
+        block: 0,
+    }
+    .page(0);
+    nand.program(
+        0,
+        &[ProgramOp {
+            addr,
+            payload: Payload::Bytes(&page),
+            oob: &rec,
+        }],
+    )
+    .unwrap();
+    match Ftl::open(nand, ftl_config()) {
+        Err(ftl::FtlError::Corrupted(m)) => assert!(m.contains("version 1"), "{m}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a version 1 device opened as an empty FTL"),
+    }
+}

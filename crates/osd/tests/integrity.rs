@@ -345,3 +345,40 @@ fn a_flipped_payload_bit_is_found_in_every_kind_of_unit() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A device holding only records of version 1 (before payload checksums) is refused with an
+/// error that says so, not reported as "not an object store".
+#[test]
+fn version_1_images_are_refused_by_name() {
+    use flash::{Flash, Payload, ProgramOp};
+    let dev = preset("tiny").unwrap();
+    let mut nand = Nand::in_memory(dev).unwrap();
+    // A version 1 checkpoint record: kind 4, version 1, sequence 1, CRC-32C of 0..8 at 8.
+    let mut rec = [0u8; 12];
+    rec[0] = 4;
+    rec[1] = 1;
+    rec[2] = 1;
+    let crc = crc32c::crc32c(&rec[..8]);
+    rec[8..12].copy_from_slice(&crc.to_le_bytes());
+    let page = vec![0u8; dev.geometry.page_size_bytes as usize];
+    let addr = flash::BlockAddr {
+        die: flash::DieId(0),
+        plane: 0,
+        block: 0,
+    }
+    .page(0);
+    nand.program(
+        0,
+        &[ProgramOp {
+            addr,
+            payload: Payload::Bytes(&page),
+            oob: &rec,
+        }],
+    )
+    .unwrap();
+    match ObjectStore::open(nand, config()) {
+        Err(OsdError::Corrupted { what, .. }) => assert!(what.contains("version 1"), "{what}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a version 1 device opened"),
+    }
+}

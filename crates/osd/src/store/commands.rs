@@ -1,0 +1,405 @@
+//! The OSD command set (`Osd`) over the store, and the calls that end a store's life.
+
+use super::*;
+
+impl<F: Flash> Osd for ObjectStore<F> {
+    fn create_partition(&mut self, id: Option<PartitionId>) -> Result<PartitionId, OsdError> {
+        self.check_writable()?;
+        let pid = match id {
+            Some(p) if p.0 < FIRST_USER_ID => {
+                return Err(OsdError::InvalidArgument(format!(
+                    "partition ids below {FIRST_USER_ID:#x} are reserved"
+                )))
+            }
+            Some(p) => p,
+            None => {
+                let p = PartitionId(self.next_partition);
+                self.next_partition += 1;
+                p
+            }
+        };
+        self.next_partition = self.next_partition.max(pid.0 + 1);
+        let root = Oid::partition_root(pid);
+        if self.load_onode(root)?.is_some() {
+            return Err(OsdError::AlreadyExists(format!("partition {:#x}", pid.0)));
+        }
+        let now = self.now;
+        self.onodes.insert(
+            root,
+            CachedOnode {
+                onode: Onode::new(root, now),
+                dirty: true,
+                loc: None,
+            },
+        );
+        Ok(pid)
+    }
+
+    fn remove_partition(&mut self, id: PartitionId) -> Result<(), OsdError> {
+        let (objects, _) = self.list(id, 0, 1)?;
+        if !objects.is_empty() {
+            return Err(OsdError::InvalidArgument(format!(
+                "partition {:#x} is not empty",
+                id.0
+            )));
+        }
+        self.remove_object(Oid::partition_root(id))
+    }
+
+    fn create(
+        &mut self,
+        partition: PartitionId,
+        id: Option<ObjectId>,
+    ) -> Result<ObjectId, OsdError> {
+        self.check_writable()?;
+        if self.load_onode(Oid::partition_root(partition))?.is_none() {
+            return Err(OsdError::NotFound(format!("partition {:#x}", partition.0)));
+        }
+        let object = match id {
+            Some(o) if o.0 < FIRST_USER_ID => {
+                return Err(OsdError::InvalidArgument(format!(
+                    "object ids below {FIRST_USER_ID:#x} are reserved"
+                )))
+            }
+            Some(o) => o,
+            None => ObjectId(self.next_object),
+        };
+        self.next_object = self.next_object.max(object.0 + 1);
+        let oid = Oid { partition, object };
+        if self.load_onode(oid)?.is_some() {
+            return Err(OsdError::AlreadyExists(format!("object {oid}")));
+        }
+        if self.onodes.get(&oid).is_some_and(|c| c.dirty) {
+            // A removal not yet on flash: write its tombstone first, so recovery cannot mix the
+            // old object's data into the new one.
+            self.flush_all()?;
+        }
+        let now = self.now;
+        self.trim_onode_cache();
+        self.onodes.insert(
+            oid,
+            CachedOnode {
+                onode: Onode::new(oid, now),
+                dirty: true,
+                loc: None,
+            },
+        );
+        Ok(object)
+    }
+
+    fn remove(&mut self, oid: Oid) -> Result<(), OsdError> {
+        if oid.is_partition_root() {
+            return Err(OsdError::InvalidArgument(
+                "object id 0 is the partition; use remove_partition".into(),
+            ));
+        }
+        self.remove_object(oid)?;
+        self.maybe_checkpoint()
+    }
+
+    fn read(&mut self, oid: Oid, offset: u64, out: &mut [u8]) -> Result<usize, OsdError> {
+        let c = self.onode_mut(oid)?;
+        let len = c.onode.logical_length;
+        if let Some(d) = &c.onode.inline {
+            // An embedded inode: its data came with the onode.
+            let start = (offset as usize).min(d.len());
+            let n = (d.len() - start).min(out.len());
+            out[..n].copy_from_slice(&d[start..start + n]);
+            self.stats.host_read_bytes += n as u64;
+            self.touch(oid)?;
+            return Ok(n);
+        }
+        if offset >= len {
+            return Ok(0);
+        }
+        if self.is_small(oid, len)? {
+            let d = &self.smalls[&oid].bytes;
+            let start = offset as usize;
+            let n = (d.len() - start).min(out.len());
+            out[..n].copy_from_slice(&d[start..start + n]);
+            self.stats.host_read_bytes += n as u64;
+            self.touch(oid)?;
+            return Ok(n);
+        }
+        let end = len.min(offset + out.len() as u64);
+        let unit = self.unit as u64;
+        let mut u = offset / unit;
+        let mut produced = 0usize;
+        while u * unit < end {
+            let b0 = (offset.max(u * unit) - u * unit) as usize;
+            let b1 = (end.min((u + 1) * unit) - u * unit) as usize;
+            let n = b1 - b0;
+            let dst = &mut out[produced..produced + n];
+            let buffered = self
+                .buf
+                .get((oid, u))
+                .map(|e| (e.mask, matches!(e.fill, Fill::Bytes(_))));
+            match buffered {
+                Some((mask, true)) if mask == self.full_mask() => {
+                    if let Some(Entry {
+                        fill: Fill::Bytes(b),
+                        ..
+                    }) = self.buf.get((oid, u))
+                    {
+                        dst.copy_from_slice(&b[b0..b1]);
+                    }
+                }
+                Some(_) => {
+                    let e = self.buf.take((oid, u)).unwrap();
+                    self.program_entry(e)?;
+                    self.read_unit_into(oid, u, b0, dst)?;
+                }
+                None => self.read_unit_into(oid, u, b0, dst)?,
+            }
+            produced += n;
+            u += 1;
+        }
+        self.stats.host_read_bytes += produced as u64;
+        self.touch(oid)?;
+        Ok(produced)
+    }
+
+    fn write(&mut self, oid: Oid, offset: u64, data: &[u8]) -> Result<(), OsdError> {
+        self.write_inner(oid, offset, data.len() as u64, Some(data), 0)?;
+        self.maybe_checkpoint()
+    }
+
+    fn append(&mut self, oid: Oid, data: &[u8]) -> Result<u64, OsdError> {
+        let at = self.onode_mut(oid)?.onode.logical_length;
+        self.write(oid, at, data)?;
+        Ok(at)
+    }
+
+    fn truncate(&mut self, oid: Oid, length: u64) -> Result<(), OsdError> {
+        self.check_writable()?;
+        if length >= LENGTH_LIMIT_BYTES {
+            return Err(too_long(length));
+        }
+        let c = self.onode_mut(oid)?;
+        if c.onode.read_only {
+            return Err(OsdError::ReadOnly(oid));
+        }
+        let old = c.onode.logical_length;
+        if let Some(d) = c.onode.inline.as_mut() {
+            if length as usize <= INLINE_MAX_BYTES {
+                d.resize(length as usize, 0);
+                c.onode.logical_length = length;
+                c.dirty = true;
+                return Ok(());
+            }
+            self.spill_inline(oid)?;
+        }
+        if self.truncate_small(oid, length)? {
+            return Ok(());
+        }
+        let unit = self.unit as u64;
+        if length > old {
+            self.zero_gap(oid, old)?;
+        }
+        let now = self.now;
+        let c = self.onode_mut(oid)?;
+        c.onode.logical_length = length;
+        c.onode.modified_ns = now;
+        c.dirty = true;
+        if length < old {
+            // The shorter onode reaches flash before the dropped units are released: recovery
+            // replays it in order, and until it is durable GC cannot erase data a crash would
+            // bring back.
+            self.flush_all()?;
+            let first_gone = length.div_ceil(unit);
+            self.buf.drop_where(|&(o, u)| o == oid && u >= first_gone);
+            let freed = self.drop_units_from(oid, first_gone)?;
+            let c = self.onode_mut(oid)?;
+            c.onode.used_bytes = c.onode.used_bytes.saturating_sub(freed * unit);
+            c.dirty = true;
+        }
+        self.maybe_checkpoint()
+    }
+
+    fn get_attr(&mut self, oid: Oid, attr: Attr) -> Result<AttrValue, OsdError> {
+        let journaled = self.atime_journal.get(&oid).copied().unwrap_or(0);
+        let o = &self.onode_mut(oid)?.onode;
+        Ok(match attr {
+            Attr::LogicalLength => AttrValue::U64(o.logical_length),
+            Attr::UsedCapacity => AttrValue::U64(o.used_bytes),
+            Attr::CreatedTime => AttrValue::U64(o.created_ns),
+            Attr::ModifiedTime => AttrValue::U64(o.modified_ns),
+            Attr::AccessedTime => AttrValue::U64(o.accessed_ns.max(journaled)),
+            Attr::AttrChangedTime => AttrValue::U64(o.attr_changed_ns),
+            Attr::Priority => AttrValue::U64(o.priority as u64),
+            Attr::ExpectedSize => AttrValue::U64(o.expected_size),
+            Attr::AccessPattern => AttrValue::Pattern(o.access),
+            Attr::ReadOnly => AttrValue::Bool(o.read_only),
+            Attr::InodeEmbedded => AttrValue::Bool(o.inode),
+            Attr::User(id) => o
+                .user_attr(id)
+                .map_or(AttrValue::Absent, |v| AttrValue::Bytes(v.to_vec())),
+        })
+    }
+
+    fn set_attr(&mut self, oid: Oid, attr: Attr, value: AttrValue) -> Result<(), OsdError> {
+        self.check_writable()?;
+        if attr == Attr::LogicalLength {
+            let AttrValue::U64(l) = value else {
+                return Err(OsdError::InvalidArgument(
+                    "logical length takes a number".into(),
+                ));
+            };
+            return self.truncate(oid, l);
+        }
+        let now = self.now;
+        let c = self.onode_mut(oid)?;
+        let o = &mut c.onode;
+        let bad = |what: &str| OsdError::InvalidArgument(format!("{attr:?} takes {what}"));
+        match (attr, value) {
+            (Attr::Priority, AttrValue::U64(p)) if p <= u8::MAX as u64 => o.priority = p as u8,
+            (Attr::Priority, _) => return Err(bad("a number from 0 to 255")),
+            (Attr::ExpectedSize, AttrValue::U64(s)) => o.expected_size = s,
+            (Attr::AccessPattern, AttrValue::Pattern(p)) => o.access = p,
+            (Attr::ReadOnly, AttrValue::Bool(b)) => o.read_only = b,
+            (Attr::InodeEmbedded, AttrValue::Bool(b)) => {
+                o.inode = b;
+                if !b {
+                    c.dirty = true;
+                    return self.spill_inline(oid);
+                }
+            }
+            (Attr::AccessedTime, AttrValue::U64(t)) => o.accessed_ns = t,
+            (Attr::ModifiedTime, AttrValue::U64(t)) => o.modified_ns = t,
+            (Attr::User(id), AttrValue::Bytes(v)) => o
+                .set_user_attr(id, Some(&v))
+                .map_err(OsdError::InvalidArgument)?,
+            (Attr::User(id), AttrValue::Absent) => o
+                .set_user_attr(id, None)
+                .map_err(OsdError::InvalidArgument)?,
+            (Attr::User(id), _) if id < FIRST_USER_ATTR => {
+                return Err(bad("a user attribute id of at least 0x1000"))
+            }
+            (a, _) => {
+                return Err(OsdError::InvalidArgument(format!(
+                    "{a:?} cannot be set to that value (or is read-only)"
+                )))
+            }
+        }
+        o.attr_changed_ns = now;
+        c.dirty = true;
+        Ok(())
+    }
+
+    fn list_partitions(
+        &mut self,
+        token: u64,
+        max: usize,
+    ) -> Result<(Vec<PartitionId>, Option<u64>), OsdError> {
+        // Partitions created since the last flush are not in the index yet: flush them first.
+        if self.onodes.values().any(|c| c.dirty && c.loc.is_none()) {
+            self.flush_all()?;
+        }
+        let mut out = Vec::new();
+        let mut p = token;
+        while out.len() < max.max(1) {
+            let from = onode_key(Oid::partition_root(PartitionId(p)));
+            let hit = self.with_index(|ix, io| ix.range(io, &from, &IndexKey::MAX, 1))?;
+            let Some((k, _)) = hit.into_iter().next() else {
+                return Ok((out, None));
+            };
+            let oid = Oid::from_u128(k.oid);
+            if oid.is_partition_root() && k.kind == KIND_ONODE && self.load_onode(oid)?.is_some() {
+                out.push(oid.partition);
+            }
+            match oid.partition.0.checked_add(1) {
+                Some(n) => p = n,
+                None => return Ok((out, None)),
+            }
+        }
+        Ok((out, Some(p)))
+    }
+
+    fn list(
+        &mut self,
+        partition: PartitionId,
+        token: u64,
+        max: usize,
+    ) -> Result<(Vec<ObjectId>, Option<u64>), OsdError> {
+        if self.load_onode(Oid::partition_root(partition))?.is_none() {
+            return Err(OsdError::NotFound(format!("partition {:#x}", partition.0)));
+        }
+        // Onodes created since the last flush are not in the index yet: flush them first.
+        if self.onodes.values().any(|c| c.dirty && c.loc.is_none()) {
+            self.flush_all()?;
+        }
+        let from = onode_key(Oid::new(partition.0, token.max(1)));
+        let to = onode_key(Oid::new(partition.0, u64::MAX));
+        let max = max.max(1);
+        let hits = self.with_index(|ix, io| ix.range(io, &from, &to, usize::MAX))?;
+        let mut out = Vec::new();
+        for (k, _) in hits {
+            if k.kind != KIND_ONODE
+                || self
+                    .onodes
+                    .get(&Oid::from_u128(k.oid))
+                    .is_some_and(|c| c.onode.removed)
+            {
+                continue;
+            }
+            if out.len() == max {
+                return Ok((out, Some(Oid::from_u128(k.oid).object.0)));
+            }
+            out.push(Oid::from_u128(k.oid).object);
+        }
+        Ok((out, None))
+    }
+
+    fn flush(&mut self, scope: FlushScope) -> Result<(), OsdError> {
+        // Every scope flushes the whole write buffer (it is shared and small); access times,
+        // which no object's data depends on, only at a device-wide FLUSH.
+        self.check_writable()?;
+        match scope {
+            FlushScope::Device => self.flush_access_times()?,
+            _ => self.flush_all()?,
+        }
+        self.fml
+            .flash_mut()
+            .sync()
+            .map_err(|e| OsdError::Device(e.into()))?;
+        self.maybe_checkpoint()
+    }
+}
+
+impl<F: Flash> ObjectStore<F> {
+    pub(super) fn remove_object(&mut self, oid: Oid) -> Result<(), OsdError> {
+        self.check_writable()?;
+        self.onode_mut(oid)?;
+        // Its buffered data need never reach flash.
+        self.buf.drop_where(|&(o, _)| o == oid);
+        self.drop_small(oid)?;
+        self.atime_journal.remove(&oid);
+        let c = self.onode_mut(oid)?;
+        c.onode.removed = true;
+        c.onode.logical_length = 0;
+        c.onode.used_bytes = 0;
+        c.onode.inline = None;
+        c.dirty = true;
+        // The tombstone reaches flash before the object's units are released (see truncate).
+        self.flush_all()?;
+        self.drop_units_from(oid, 0)?;
+        self.placer.forget(oid);
+        Ok(())
+    }
+
+    /// Checkpoints and hands the device back.
+    pub fn close(mut self) -> Result<F, OsdError> {
+        self.checkpoint()?;
+        Ok(self.fml.into_flash())
+    }
+
+    /// Hands the device back without writing anything (what a power cut leaves).
+    pub fn crash(self) -> F {
+        self.fml.into_flash()
+    }
+
+    /// Marks the store unusable for writes after a failure it cannot reason about.
+    pub fn poison(&mut self, why: String) {
+        self.poisoned.get_or_insert(why);
+    }
+}

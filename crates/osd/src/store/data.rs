@@ -1,0 +1,591 @@
+//! The data path: the extent map in the index, the data buffer, programming and reading data units.
+
+use super::*;
+
+impl<F: Flash> ObjectStore<F> {
+    /// The write unit holding unit `u` of `oid`, if mapped.
+    pub(super) fn lookup(&mut self, oid: Oid, u: u64) -> Result<Option<u32>, OsdError> {
+        let key = data_key(oid, u);
+        let hit = self.with_index(|ix, io| ix.floor(io, &key))?;
+        Ok(match hit {
+            Some((k, v)) if k.oid == key.oid && k.kind == KIND_DATA => {
+                let (start, len) = extent(v);
+                (u < k.offset + len as u64).then(|| {
+                    if start == LOST {
+                        LOST
+                    } else {
+                        start + (u - k.offset) as u32
+                    }
+                })
+            }
+            _ => None,
+        })
+    }
+
+    /// Removes unit `u` from its extent (splitting it); returns the unit it was mapped to.
+    pub(super) fn unmap(&mut self, oid: Oid, u: u64) -> Result<Option<u32>, OsdError> {
+        let key = data_key(oid, u);
+        let hit = self.with_index(|ix, io| ix.floor(io, &key))?;
+        let Some((k, v)) = hit else { return Ok(None) };
+        if k.oid != key.oid || k.kind != KIND_DATA {
+            return Ok(None);
+        }
+        let (start, len) = extent(v);
+        let end = k.offset + len as u64;
+        if u >= end {
+            return Ok(None);
+        }
+        let at = (u - k.offset) as u32;
+        self.with_index(|ix, io| {
+            ix.remove(io, &k)?;
+            if at > 0 {
+                ix.insert(io, k, pack(start, at))?;
+            }
+            if u + 1 < end {
+                let rest_start = if start == LOST { LOST } else { start + at + 1 };
+                ix.insert(io, data_key(oid, u + 1), pack(rest_start, len - at - 1))?;
+            }
+            Ok(())
+        })?;
+        Ok(Some(if start == LOST { LOST } else { start + at }))
+    }
+
+    /// Maps unit `u` of `oid` to write unit `vpa`, merging with a neighbouring extent when the
+    /// write units are consecutive (extent mode).
+    pub(super) fn map(&mut self, oid: Oid, u: u64, vpa: u32) -> Result<(), OsdError> {
+        let extents = self.config.index_mode == IndexMode::Extent;
+        self.with_index(|ix, io| {
+            let mut start_key = data_key(oid, u);
+            let mut start = vpa;
+            let mut len = 1u32;
+            if extents && u > 0 {
+                if let Some((k, v)) = ix.floor(io, &data_key(oid, u - 1))? {
+                    let (s, l) = extent(v);
+                    if k.oid == start_key.oid
+                        && k.kind == KIND_DATA
+                        && k.offset + l as u64 == u
+                        && s != LOST
+                        && s + l == vpa
+                        && l < u32::MAX / 2
+                    {
+                        ix.remove(io, &k)?;
+                        start_key = k;
+                        start = s;
+                        len = l + 1;
+                    }
+                }
+            }
+            if extents {
+                if let Some(v) = ix.get(io, &data_key(oid, u + 1))? {
+                    let (s, l) = extent(v);
+                    if s == vpa + 1 && s != LOST {
+                        ix.remove(io, &data_key(oid, u + 1))?;
+                        len += l;
+                    }
+                }
+            }
+            ix.insert(io, start_key, pack(start, len))?;
+            Ok(())
+        })
+    }
+
+    pub(super) fn hint(&mut self, oid: Oid) -> Result<Hint, OsdError> {
+        let c = self.onode_mut(oid)?;
+        Ok(Hint {
+            kind: PageKind::Data,
+            oid,
+            object_bytes: c.onode.logical_length.max(c.onode.expected_size),
+            write_count: c.onode.write_count,
+            priority: c.onode.priority,
+        })
+    }
+
+    /// Reads data unit `v`, which the index says holds unit `u` of `oid`, into the scratch
+    /// buffer (issued at `now`, completing by `io_done`), and checks that the unit's OOB record
+    /// names that object and unit: a unit that reads erased or holds another unit (a
+    /// misdirected write) is corruption, never data.
+    pub(super) fn read_data_unit(&mut self, oid: Oid, u: u64, v: u32) -> Result<Content, OsdError> {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let r = read_checked(&mut self.fml, self.now, v, &mut scratch, DATA_RECORD_BYTES);
+        self.scratch = scratch;
+        let unit = self.unit as u64;
+        let what = format_args!(
+            "object {oid} bytes {}..{} (unit {u})",
+            u * unit,
+            (u + 1) * unit
+        );
+        match r {
+            Ok((t, content, Record::Data { oid: o, offset, .. })) if o == oid && offset == u => {
+                self.io_done = self.io_done.max(t);
+                Ok(content)
+            }
+            Ok(_) => Err(OsdError::Corrupted {
+                what: format!("{what}: the unit holds another (its OOB record disagrees)"),
+                location: format!("unit {v}"),
+            }),
+            Err(e) => Err(e.into_osd(what, v)),
+        }
+    }
+
+    /// Programs one buffered unit, merging in its old contents when the buffer has only part.
+    pub(super) fn program_entry(&mut self, mut e: Entry<(Oid, u64)>) -> Result<(), OsdError> {
+        // A real-time object's unit may use the free blocks held back for it (seed 000 IV-C).
+        if self.onode_mut(e.key.0)?.onode.priority > 0 {
+            while self.fml.must_collect_realtime() {
+                if !self.step_gc()? {
+                    break;
+                }
+            }
+        } else {
+            self.make_room()?;
+        }
+        let full = self.full_mask();
+        let old = self.unmap(e.key.0, e.key.1)?;
+        if e.mask != full {
+            self.merge_old(&mut e, old)?;
+        }
+        let hint = self.hint(e.key.0)?;
+        let stream = self.placer.choose(&hint);
+        let length = self.onode_mut(e.key.0)?.onode.logical_length;
+        let rec = Record::Data {
+            oid: e.key.0,
+            offset: e.key.1,
+            length,
+            seq: self.gc.take_seq(),
+            moved: false,
+        };
+        let payload = match &e.fill {
+            Fill::Bytes(b) => Payload::Bytes(b),
+            Fill::Token(fp) => Payload::Fingerprint(*fp),
+        };
+        let mut oob = [0u8; RECORD_MAX_BYTES];
+        let n = rec.encode(payload_crc(payload), &mut oob);
+        let (v, t) = match self.fml.write(self.now, stream, payload, &oob[..n]) {
+            Ok(x) => x,
+            Err(FmlError::NoSpace { .. }) => return Err(self.no_space(self.unit as u64)),
+            Err(e) => return Err(fml_err(e)),
+        };
+        self.io_done = self.io_done.max(t);
+        self.stats.data_units_written += 1;
+        self.units_since_ckpt += 1;
+        match old {
+            Some(o) if o != LOST => {
+                self.fml.invalidate(Vpa(o));
+            }
+            Some(_) => {}
+            None => {
+                let unit = self.unit as u64;
+                let c = self.onode_mut(e.key.0)?;
+                c.onode.used_bytes += unit;
+                c.dirty = true;
+            }
+        }
+        self.map(e.key.0, e.key.1, v.0)?;
+        self.buf.recycle(e);
+        self.bound_dirty_index()
+    }
+
+    pub(super) fn merge_old(
+        &mut self,
+        e: &mut Entry<(Oid, u64)>,
+        old: Option<u32>,
+    ) -> Result<(), OsdError> {
+        let Some(o) = old else {
+            if let Fill::Bytes(b) = &mut e.fill {
+                for s in 0..self.unit / SECTOR as usize {
+                    if e.mask & (1 << s) == 0 {
+                        b[s * SECTOR as usize..(s + 1) * SECTOR as usize].fill(0);
+                    }
+                }
+            }
+            return Ok(());
+        };
+        if o == LOST {
+            return Err(OsdError::Corrupted {
+                what: format!("unit {} of object {} (lost)", e.key.1, e.key.0),
+                location: "GC".into(),
+            });
+        }
+        self.stats.rmw_reads += 1;
+        let content = self.read_data_unit(e.key.0, e.key.1, o)?;
+        // The merged unit's program needs this read's bytes.
+        self.now = self.now();
+        match (&mut e.fill, content) {
+            (Fill::Bytes(b), Content::Bytes) => {
+                for s in 0..self.unit / SECTOR as usize {
+                    if e.mask & (1 << s) == 0 {
+                        let r = s * SECTOR as usize..(s + 1) * SECTOR as usize;
+                        b[r.clone()].copy_from_slice(&self.scratch[r]);
+                    }
+                }
+                Ok(())
+            }
+            (Fill::Token(fp), Content::Fingerprint(old)) => {
+                *fp = fold(old, *fp, e.mask);
+                Ok(())
+            }
+            _ => Err(OsdError::InvalidArgument(
+                "bytes and fingerprint writes mixed in one unit".into(),
+            )),
+        }
+    }
+
+    pub(super) fn full_mask(&self) -> u64 {
+        let n = self.unit as u64 / SECTOR;
+        if n == 64 {
+            u64::MAX
+        } else {
+            (1 << n) - 1
+        }
+    }
+
+    pub(super) fn evict_one(&mut self) -> Result<(), OsdError> {
+        match self.buf.pop_oldest() {
+            Some(e) => self.program_entry(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Buffers a write of `len` bytes at `offset` (bytes or a fingerprint token).
+    pub(super) fn write_inner(
+        &mut self,
+        oid: Oid,
+        offset: u64,
+        len: u64,
+        data: Option<&[u8]>,
+        token: u64,
+    ) -> Result<(), OsdError> {
+        self.check_writable()?;
+        // The onode is rewritten anyway: take its journaled access time along (seed 001 IV).
+        if let Some(t) = self.atime_journal.remove(&oid) {
+            self.merge_atime_into(oid, t)?;
+        }
+        if self.onode_mut(oid)?.onode.read_only {
+            return Err(OsdError::ReadOnly(oid));
+        }
+        if self.write_inline(oid, offset, len, data)? {
+            return Ok(());
+        }
+        let c = self.onode_mut(oid)?;
+        if c.onode.read_only {
+            return Err(OsdError::ReadOnly(oid));
+        }
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e < LENGTH_LIMIT_BYTES)
+            .ok_or_else(|| too_long(offset.saturating_add(len)))?;
+        if len == 0 {
+            return Ok(());
+        }
+        if self.write_small(oid, offset, data)? {
+            return Ok(());
+        }
+        let length = self.onode_mut(oid)?.onode.logical_length;
+        if offset > length {
+            self.zero_gap(oid, length)?;
+        }
+        let unit = self.unit as u64;
+        let mut u = offset / unit;
+        let mut consumed = 0usize;
+        while u * unit < end {
+            let b0 = offset.max(u * unit) - u * unit;
+            let b1 = end.min((u + 1) * unit) - u * unit;
+            if self.buf.capacity() > 0 && self.buf.get((oid, u)).is_none() && self.buf.is_full() {
+                self.evict_one()?;
+            }
+            let aligned = b0.is_multiple_of(SECTOR) && b1.is_multiple_of(SECTOR);
+            let mut e = match self.buf.take((oid, u)) {
+                Some(e) => e,
+                None => self.buf.fresh((oid, u), data.is_some(), self.unit),
+            };
+            if matches!(e.fill, Fill::Bytes(_)) != data.is_some() {
+                return Err(OsdError::InvalidArgument(
+                    "bytes and fingerprint writes mixed in one object unit".into(),
+                ));
+            }
+            let s0 = b0 / SECTOR;
+            let s1 = b1.div_ceil(SECTOR);
+            let mask = (((1u128 << (s1 - s0)) - 1) as u64) << s0;
+            if !aligned && e.mask & mask != mask {
+                // A write of part of a sector: bring the unit's old contents in first.
+                let old = self.lookup(oid, u)?;
+                self.merge_old(&mut e, old)?;
+                e.mask = self.full_mask();
+            }
+            match (&mut e.fill, data) {
+                (Fill::Bytes(b), Some(src)) => {
+                    let n = (b1 - b0) as usize;
+                    b[b0 as usize..b1 as usize].copy_from_slice(&src[consumed..consumed + n]);
+                    consumed += n;
+                }
+                (Fill::Token(fp), None) => {
+                    *fp = if mask == self.full_mask() {
+                        unit_fingerprint(oid, u, token)
+                    } else {
+                        fold(*fp, token, mask)
+                    };
+                }
+                _ => unreachable!("checked above"),
+            }
+            e.mask |= mask;
+            if self.buf.capacity() == 0 {
+                self.program_entry(e)?;
+            } else {
+                self.buf.put_back(e);
+            }
+            u += 1;
+        }
+        let now = self.now;
+        let units = (end - 1) / unit - offset / unit + 1;
+        let c = self.onode_mut(oid)?;
+        c.onode.logical_length = c.onode.logical_length.max(end);
+        c.onode.modified_ns = now;
+        c.onode.write_count = c.onode.write_count.saturating_add(units as u32);
+        c.dirty = true;
+        self.stats.host_write_bytes += len;
+        Ok(())
+    }
+
+    /// The object grows past `length`: the rest of the unit holding its end must read as zeros,
+    /// whatever stale bytes an earlier truncate (or a crash) left there.
+    pub(super) fn zero_gap(&mut self, oid: Oid, length: u64) -> Result<(), OsdError> {
+        let unit = self.unit as u64;
+        let u = length / unit;
+        let tail = length % unit;
+        if tail == 0 {
+            return Ok(());
+        }
+        let buffered = self
+            .buf
+            .get((oid, u))
+            .map(|e| matches!(e.fill, Fill::Bytes(_)));
+        if buffered == Some(false) || (buffered.is_none() && self.lookup(oid, u)?.is_none()) {
+            // Fingerprint units, and units never written (they read as zeros), need nothing.
+            return Ok(());
+        }
+        let zeros = vec![0u8; (unit - tail) as usize];
+        self.write_inner(oid, length, unit - tail, Some(&zeros), 0)?;
+        // Zeroing is not writing: the length stays where it was (the caller sets the new one).
+        self.onode_mut(oid)?.onode.logical_length = length;
+        self.stats.host_write_bytes -= unit - tail;
+        Ok(())
+    }
+
+    /// Inode embedding (seed 001 V-D): an object hinted as an inode keeps up to
+    /// [`INLINE_MAX_BYTES`] of data within its onode, saving a page read per inode operation.
+    /// Returns whether the write was absorbed there; a write that outgrows the onode spills the
+    /// embedded bytes into a data unit first.
+    pub(super) fn write_inline(
+        &mut self,
+        oid: Oid,
+        offset: u64,
+        len: u64,
+        data: Option<&[u8]>,
+    ) -> Result<bool, OsdError> {
+        let now = self.now;
+        let c = self.onode_mut(oid)?;
+        let end = offset + len;
+        let empty =
+            c.onode.inline.is_none() && c.onode.logical_length == 0 && c.onode.used_bytes == 0;
+        let candidate = c.onode.inode
+            && data.is_some()
+            && end as usize <= INLINE_MAX_BYTES
+            && (c.onode.inline.is_some() || empty);
+        if candidate {
+            let before = c.onode.inline.clone();
+            let d = c.onode.inline.get_or_insert_with(Vec::new);
+            if d.len() < end as usize {
+                d.resize(end as usize, 0);
+            }
+            d[offset as usize..end as usize].copy_from_slice(data.unwrap());
+            if c.onode.encoded_len() <= ONODE_MAX_BYTES {
+                c.onode.logical_length = c.onode.logical_length.max(end);
+                c.onode.modified_ns = now;
+                c.onode.write_count = c.onode.write_count.saturating_add(1);
+                c.dirty = true;
+                self.stats.host_write_bytes += len;
+                return Ok(true);
+            }
+            // The user attributes leave no room: data units after all.
+            c.onode.inline = before;
+        }
+        self.spill_inline(oid)?;
+        Ok(false)
+    }
+
+    /// Moves embedded data out of the onode into a data unit.
+    pub(super) fn spill_inline(&mut self, oid: Oid) -> Result<(), OsdError> {
+        let c = self.onode_mut(oid)?;
+        let Some(d) = c.onode.inline.take() else {
+            return Ok(());
+        };
+        c.dirty = true;
+        if !d.is_empty() {
+            self.write_inner(oid, 0, d.len() as u64, Some(&d), 0)?;
+            self.stats.host_write_bytes -= d.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Fingerprint-mode write (the lab's workloads): `token` stands for the bytes.
+    pub fn write_token(
+        &mut self,
+        oid: Oid,
+        offset: u64,
+        len: u64,
+        token: u64,
+    ) -> Result<(), OsdError> {
+        self.write_inner(oid, offset, len, None, token)
+    }
+
+    /// Fingerprint-mode read: the fingerprint of each unit the range touches (0 if unwritten).
+    pub fn read_fingerprints(
+        &mut self,
+        oid: Oid,
+        offset: u64,
+        len: u64,
+        out: &mut Vec<u64>,
+    ) -> Result<(), OsdError> {
+        self.onode_mut(oid)?;
+        let unit = self.unit as u64;
+        out.clear();
+        if len == 0 {
+            return Ok(());
+        }
+        for u in offset / unit..=(offset + len - 1) / unit {
+            if let Some(e) = self.buf.get((oid, u)) {
+                if let Fill::Token(fp) = e.fill {
+                    if e.mask == self.full_mask() {
+                        out.push(fp);
+                        continue;
+                    }
+                }
+                let e = self.buf.take((oid, u)).unwrap();
+                self.program_entry(e)?;
+            }
+            match self.lookup(oid, u)? {
+                None => out.push(0),
+                Some(LOST) => {
+                    return Err(OsdError::Corrupted {
+                        what: format!("unit {u} of object {oid} (lost)"),
+                        location: "GC".into(),
+                    })
+                }
+                Some(v) => {
+                    self.stats.data_units_read += 1;
+                    let content = self.read_data_unit(oid, u, v)?;
+                    out.push(if let Content::Fingerprint(f) = content {
+                        f
+                    } else {
+                        0
+                    });
+                }
+            }
+        }
+        self.stats.host_read_bytes += len;
+        self.touch(oid)
+    }
+
+    /// The write units a fingerprint read of `len` bytes at `offset` of `oid` would read from
+    /// flash, answered from memory only (nothing read, no time spent): a device-side
+    /// scheduler's look-ahead (seed 004 3.2). False when the store cannot tell without a flash
+    /// read (the onode or an index node is not cached, or the object keeps its data in
+    /// small-object pages); units in the data buffer read no flash and are left out.
+    pub fn peek_read_units(&self, oid: Oid, offset: u64, len: u64, out: &mut Vec<Vpa>) -> bool {
+        if !self.onodes.contains_key(&oid) || self.smalls.contains_key(&oid) {
+            return false;
+        }
+        let unit = self.unit as u64;
+        if len == 0 {
+            return true;
+        }
+        for u in offset / unit..=(offset + len - 1) / unit {
+            if self.buf.get((oid, u)).is_some() {
+                continue;
+            }
+            let key = data_key(oid, u);
+            match self.index.floor_cached(&key) {
+                None => return false,
+                Some(Some((k, v))) if k.oid == key.oid && k.kind == KIND_DATA => {
+                    let (start, n) = extent(v);
+                    if u < k.offset + n as u64 && start != LOST {
+                        out.push(Vpa(start + (u - k.offset) as u32));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        true
+    }
+
+    pub(super) fn read_unit_into(
+        &mut self,
+        oid: Oid,
+        u: u64,
+        b0: usize,
+        dst: &mut [u8],
+    ) -> Result<(), OsdError> {
+        match self.lookup(oid, u)? {
+            None => dst.fill(0),
+            Some(LOST) => {
+                return Err(OsdError::Corrupted {
+                    what: format!("unit {u} of object {oid} (unreadable when GC moved it)"),
+                    location: "data".into(),
+                })
+            }
+            Some(v) => {
+                self.stats.data_units_read += 1;
+                if self.read_data_unit(oid, u, v)? != Content::Bytes {
+                    return Err(OsdError::InvalidArgument(format!(
+                        "unit {u} of {oid} was written in fingerprint mode"
+                    )));
+                }
+                dst.copy_from_slice(&self.scratch[b0..b0 + dst.len()]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops every unit of `oid` from `first` on: invalidated in the FML and gone from the
+    /// index, an extent straddling `first` keeping its head. Returns the units dropped.
+    pub(super) fn drop_units_from(&mut self, oid: Oid, first: u64) -> Result<u64, OsdError> {
+        let mut dropped = 0u64;
+        let mut invalidate = |fml: &mut Fml<F>, s: u32, from: u32, to: u32| {
+            for i in from..to {
+                if s != LOST {
+                    fml.invalidate(Vpa(s + i));
+                }
+                dropped += 1;
+            }
+        };
+        if first > 0 {
+            if let Some((k, v)) =
+                self.with_index(|ix, io| ix.floor(io, &data_key(oid, first - 1)))?
+            {
+                let (s, l) = extent(v);
+                if k.oid == oid.as_u128() && k.kind == KIND_DATA && k.offset + l as u64 > first {
+                    let keep = (first - k.offset) as u32;
+                    invalidate(&mut self.fml, s, keep, l);
+                    let head = if s == LOST { LOST } else { s };
+                    self.with_index(|ix, io| ix.insert(io, k, pack(head, keep)))?;
+                }
+            }
+        }
+        let extents = self.with_index(|ix, io| {
+            ix.range(
+                io,
+                &data_key(oid, first),
+                &data_key(oid, u64::MAX),
+                usize::MAX,
+            )
+        })?;
+        for (_, v) in extents {
+            let (s, l) = extent(v);
+            invalidate(&mut self.fml, s, 0, l);
+        }
+        self.with_index(|ix, io| {
+            ix.remove_range(io, &data_key(oid, first), &data_key(oid, u64::MAX))
+        })?;
+        Ok(dropped)
+    }
+}

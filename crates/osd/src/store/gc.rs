@@ -1,0 +1,220 @@
+//! Garbage collection as the store sees it: GC steps, the relocations GC reports (applied to the
+//! index after each step), lost units.
+
+use super::*;
+
+/// Relocations GC reports, applied after each GC step (the index needs the FML, which GC holds).
+#[derive(Default)]
+pub(super) struct GcLog {
+    pub(super) seq: u64,
+    pub(super) moves: Vec<(u32, u32, Record)>,
+    pub(super) lost: Vec<u32>,
+}
+
+impl GcLog {
+    pub(super) fn take_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+}
+
+impl Owner for GcLog {
+    fn recognizes(&mut self, _from: Vpa, oob: &[u8]) -> bool {
+        matches!(Record::decode(oob), Ok(Some(_)))
+    }
+
+    fn before_copy(&mut self, _from: Vpa, oob: &mut [u8]) -> Option<StreamId> {
+        // Every copy gets a fresh sequence number: recovery's roll-forward finds moved data, and
+        // sequence numbers keep rising within each block, which lets recovery read only the
+        // blocks written since the checkpoint. (A checkpoint keeps its own number in its page.)
+        // The payload is copied unchanged, and so is its checksum.
+        if let Ok(Some(sealed)) = Record::decode_sealed(oob) {
+            let r = match sealed.record {
+                Record::Data {
+                    oid,
+                    offset,
+                    length,
+                    ..
+                } => Record::Data {
+                    oid,
+                    offset,
+                    length,
+                    seq: 0,
+                    moved: true,
+                },
+                other => other,
+            };
+            let mut b = [0u8; RECORD_MAX_BYTES];
+            let n = r
+                .with_seq(self.take_seq())
+                .encode(sealed.payload_crc, &mut b);
+            oob[..n].copy_from_slice(&b[..n]);
+        }
+        None
+    }
+
+    fn relocated(&mut self, from: Vpa, to: Vpa, oob: &[u8]) {
+        let r = Record::decode(oob)
+            .ok()
+            .flatten()
+            .expect("GC moved a unit the store wrote");
+        self.moves.push((from.0, to.0, r));
+    }
+
+    fn lost(&mut self, from: Vpa, _error: &FlashError) {
+        self.lost.push(from.0);
+    }
+}
+
+impl<F: Flash> ObjectStore<F> {
+    /// Runs GC until free blocks are back above the low watermark, applying relocations after
+    /// each step and checkpointing before a block whose index nodes or descriptor pages moved
+    /// is erased.
+    pub(super) fn make_room(&mut self) -> Result<(), OsdError> {
+        while self.fml.must_collect() {
+            if !self.step_gc()? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// One GC step; false when there is nothing to collect.
+    pub(super) fn step_gc(&mut self) -> Result<bool, OsdError> {
+        let about_to_erase = match self.fml.job() {
+            GcJob::Erasing { victim } => Some(victim),
+            GcJob::Copying { victim, .. } if self.fml.blocks()[victim as usize].valid == 0 => {
+                Some(victim)
+            }
+            _ => None,
+        };
+        if let Some(v) = about_to_erase {
+            if self.unsafe_victims.contains(&v) {
+                if self.meta_busy > 0 {
+                    // The durable checkpoint still needs this block and a new one is being
+                    // written: wait for it.
+                    return Ok(false);
+                }
+                self.checkpoint_now()?;
+            }
+        }
+        let step = self.fml.gc_step(self.now, &mut self.gc).map_err(fml_err)?;
+        match step {
+            GcStep::Idle => return Ok(false),
+            GcStep::Copied { done_ns } | GcStep::Erased { done_ns } => {
+                self.now = self.now.max(done_ns)
+            }
+            GcStep::Chose { .. } | GcStep::Retired => {}
+        }
+        self.apply_gc_log()?;
+        Ok(true)
+    }
+
+    pub(super) fn apply_gc_log(&mut self) -> Result<(), OsdError> {
+        let moves = std::mem::take(&mut self.gc.moves);
+        let per_block = self.fml.layout().units_per_superblock;
+        for (from, to, rec) in moves {
+            match rec {
+                Record::Data { oid, offset, .. } => {
+                    // The moved unit is the current one (GC moves only valid units).
+                    self.unmap(oid, offset)?;
+                    self.map(oid, offset, to)?;
+                    if let Ok(c) = self.onode_mut(oid) {
+                        // Seed 000 V-F: a page GC copies is cold; lower the object's count.
+                        c.onode.write_count = c.onode.write_count.saturating_sub(1);
+                    }
+                }
+                Record::Descriptor { .. } => {
+                    self.unsafe_victims.insert(from / per_block);
+                    if let Some(d) = self.desc.remove(&from) {
+                        for (slot, oid) in d.live.iter().enumerate() {
+                            if let Some(oid) = oid {
+                                let loc = (to as u64) << 16 | slot as u64;
+                                self.with_index(|ix, io| ix.insert(io, onode_key(*oid), loc))?;
+                                if let Some(c) = self.onodes.get_mut(oid) {
+                                    c.loc = Some((to, slot as u16));
+                                }
+                            }
+                        }
+                        self.desc.insert(to, d);
+                    }
+                    self.retarget_released(from, to);
+                }
+                Record::Index {
+                    level, first_key, ..
+                } => {
+                    self.unsafe_victims.insert(from / per_block);
+                    self.with_index(|ix, io| ix.relocate(io, from, to, level, &first_key))?;
+                    self.retarget_released(from, to);
+                }
+                Record::Checkpoint { .. } => {
+                    self.unsafe_victims.insert(from / per_block);
+                    if self.ckpt_unit == Some(from) {
+                        self.ckpt_unit = Some(to);
+                    }
+                    self.retarget_released(from, to);
+                }
+                Record::Small { .. } => {
+                    // The durable checkpoint's index points into the old page, as for
+                    // descriptor pages.
+                    self.unsafe_victims.insert(from / per_block);
+                    self.relocate_small_page(from, to)?;
+                    self.retarget_released(from, to);
+                }
+                Record::Atime { .. } => {
+                    for p in self.atime_pages.iter_mut().filter(|p| **p == from) {
+                        *p = to;
+                    }
+                    self.retarget_released(from, to);
+                }
+            }
+        }
+        for from in std::mem::take(&mut self.gc.lost) {
+            self.stats.units_lost += 1;
+            self.mark_lost(from)?;
+        }
+        Ok(())
+    }
+
+    /// A unit waiting to be released after the next checkpoint was moved by GC: release the copy.
+    pub(super) fn retarget_released(&mut self, from: u32, to: u32) {
+        for r in self.released.iter_mut() {
+            if *r == from {
+                *r = to;
+            }
+        }
+    }
+
+    /// A unit GC could not read: reads of the data it held fail from now on.
+    pub(super) fn mark_lost(&mut self, from: u32) -> Result<(), OsdError> {
+        // Find the extent holding it (a rare event: a scan of the data entries).
+        let all =
+            self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
+        for (k, v) in all {
+            if k.kind != KIND_DATA {
+                continue;
+            }
+            let (s, l) = extent(v);
+            if s != LOST && from >= s && from < s + l {
+                let oid = Oid::from_u128(k.oid);
+                let u = k.offset + (from - s) as u64;
+                self.unmap(oid, u)?;
+                self.with_index(|ix, io| ix.insert(io, data_key(oid, u), pack(LOST, 1)))?;
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Background GC in idle time, up to the high watermark, for steps starting before `until`.
+    pub fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, OsdError> {
+        self.set_time(from);
+        let idle = self.buf.is_empty();
+        while self.now < until && self.fml.wants_collect(idle) {
+            if !self.step_gc()? {
+                break;
+            }
+        }
+        Ok(self.now())
+    }
+}

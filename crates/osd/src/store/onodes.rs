@@ -1,0 +1,223 @@
+//! Onodes: the cache, descriptor pages (read and written), and the space check metadata writes
+//! share.
+
+use super::*;
+
+impl<F: Flash> ObjectStore<F> {
+    /// The current onode of `oid`, loaded into the cache; `None` if the object does not exist.
+    pub(super) fn load_onode(&mut self, oid: Oid) -> Result<Option<&mut CachedOnode>, OsdError> {
+        if !self.onodes.contains_key(&oid) {
+            let Some(loc) = self.with_index(|ix, io| ix.get(io, &onode_key(oid)))? else {
+                return Ok(None);
+            };
+            let (vpa, slot) = ((loc >> 16) as u32, loc as u16);
+            let onode = self.read_onode(vpa, slot)?;
+            self.trim_onode_cache();
+            self.onodes.insert(
+                oid,
+                CachedOnode {
+                    onode,
+                    dirty: false,
+                    loc: Some((vpa, slot)),
+                },
+            );
+        }
+        let c = self.onodes.get_mut(&oid).unwrap();
+        Ok((!c.onode.removed).then_some(c))
+    }
+
+    pub(super) fn onode_mut(&mut self, oid: Oid) -> Result<&mut CachedOnode, OsdError> {
+        self.load_onode(oid)?
+            .ok_or_else(|| OsdError::NotFound(format!("object {oid}")))
+    }
+
+    pub(super) fn read_onode(&mut self, vpa: u32, slot: u16) -> Result<Onode, OsdError> {
+        let mut page = std::mem::take(&mut self.scratch);
+        let r = self.read_desc_page(vpa, &mut page).and_then(|onodes| {
+            onodes
+                .into_iter()
+                .nth(slot as usize)
+                .ok_or_else(|| OsdError::Corrupted {
+                    what: format!("descriptor page has no slot {slot}"),
+                    location: format!("unit {vpa}"),
+                })
+        });
+        self.scratch = page;
+        r
+    }
+
+    pub(super) fn read_desc_page(
+        &mut self,
+        vpa: u32,
+        page: &mut [u8],
+    ) -> Result<Vec<Onode>, OsdError> {
+        self.stats.descriptor_pages_read += 1;
+        let (t, content, rec) = read_checked(&mut self.fml, self.now, vpa, page, META_RECORD_BYTES)
+            .map_err(|e| e.into_osd("descriptor page", vpa))?;
+        self.now = self.now.max(t);
+        let bad = |what: String| OsdError::Corrupted {
+            what,
+            location: format!("descriptor page at unit {vpa}"),
+        };
+        if content != Content::Bytes
+            || !matches!(rec, Record::Descriptor { .. })
+            || &page[..4] != DESC_MAGIC
+        {
+            return Err(bad("not a descriptor page".into()));
+        }
+        let count = u16::from_le_bytes([page[4], page[5]]) as usize;
+        let mut at = 6;
+        let mut out = Vec::with_capacity(count);
+        for _ in 0..count {
+            let rest = page.get(at..).unwrap_or(&[]);
+            let (o, used) = Onode::decode(rest).map_err(|e| bad(format!("{e:?}")))?;
+            out.push(o);
+            at += used;
+        }
+        Ok(out)
+    }
+
+    pub(super) fn trim_onode_cache(&mut self) {
+        if self.onodes.len() < self.config.onode_cache_entries {
+            return;
+        }
+        // Drop a quarter of the clean entries (any quarter: an approximate LRU by sweeping).
+        let target = self.config.onode_cache_entries * 3 / 4;
+        let clean: Vec<Oid> = self
+            .onodes
+            .iter()
+            .filter(|(_, c)| !c.dirty)
+            .map(|(o, _)| *o)
+            .take(self.onodes.len().saturating_sub(target))
+            .collect();
+        for o in clean {
+            self.onodes.remove(&o);
+        }
+    }
+
+    /// Writes every dirty onode into descriptor pages and points the index at them.
+    pub(super) fn flush_onodes(&mut self) -> Result<(), OsdError> {
+        if !self.onodes.values().any(|c| c.dirty) {
+            return Ok(());
+        }
+        // Room for the pages first (GC, and a checkpoint GC may need, run now), then the pages
+        // are written without GC in between.
+        self.make_room()?;
+        let mut dirty: Vec<Oid> = self
+            .onodes
+            .iter()
+            .filter(|(_, c)| c.dirty)
+            .map(|(o, _)| *o)
+            .collect();
+        dirty.sort_unstable();
+        let mut page = vec![0u8; self.unit];
+        let mut i = 0;
+        while i < dirty.len() {
+            // Pack as many as fit.
+            let mut bytes = Vec::with_capacity(self.unit);
+            let mut members = Vec::new();
+            while i < dirty.len() {
+                let c = self.onodes.get_mut(&dirty[i]).unwrap();
+                c.onode.seq = self.gc.take_seq();
+                let mut enc = Vec::new();
+                c.onode
+                    .encode(&mut enc)
+                    .map_err(|e| OsdError::InvalidArgument(format!("{e:?}")))?;
+                if 6 + bytes.len() + enc.len() > self.unit {
+                    break;
+                }
+                bytes.extend_from_slice(&enc);
+                members.push(dirty[i]);
+                i += 1;
+            }
+            page.fill(0);
+            page[..4].copy_from_slice(DESC_MAGIC);
+            page[4..6].copy_from_slice(&(members.len() as u16).to_le_bytes());
+            page[6..6 + bytes.len()].copy_from_slice(&bytes);
+            let vpa = self.write_meta_unit(
+                PageKind::Descriptor,
+                &page,
+                Record::Descriptor {
+                    seq: self.gc.seq + 1,
+                },
+            )?;
+            self.stats.descriptor_pages_written += 1;
+            let mut live = Vec::with_capacity(members.len());
+            let mut has_tombstone = false;
+            for (slot, oid) in members.iter().enumerate() {
+                let c = self.onodes.get_mut(oid).unwrap();
+                c.dirty = false;
+                let old = c.loc.take();
+                if c.onode.removed {
+                    has_tombstone = true;
+                    live.push(None);
+                    self.onodes.remove(oid);
+                    self.with_index(|ix, io| ix.remove(io, &onode_key(*oid)))?;
+                } else {
+                    c.loc = Some((vpa, slot as u16));
+                    live.push(Some(*oid));
+                    let loc = (vpa as u64) << 16 | slot as u64;
+                    self.with_index(|ix, io| ix.insert(io, onode_key(*oid), loc))?;
+                }
+                if let Some((ov, os)) = old {
+                    self.release_slot(ov, os);
+                }
+            }
+            self.desc.insert(
+                vpa,
+                DescPage {
+                    live,
+                    pinned: has_tombstone,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// A descriptor slot no longer holds a current onode.
+    pub(super) fn release_slot(&mut self, vpa: u32, slot: u16) {
+        release_slot_in(&mut self.desc, &mut self.released, vpa, slot);
+    }
+
+    /// Writes a metadata unit (descriptor page or checkpoint) into its stream; the caller made
+    /// room first.
+    pub(super) fn write_meta_unit(
+        &mut self,
+        kind: PageKind,
+        page: &[u8],
+        rec: Record,
+    ) -> Result<u32, OsdError> {
+        let stream = self.placer.choose(&Hint {
+            kind,
+            oid: Oid::default(),
+            object_bytes: 0,
+            write_count: 0,
+            priority: 0,
+        });
+        let rec = rec.with_seq(self.gc.take_seq());
+        let mut oob = [0u8; RECORD_MAX_BYTES];
+        let n = rec.encode(payload_crc(Payload::Bytes(page)), &mut oob);
+        // Metadata describes data already on flash: it waits for the data programs.
+        self.now = self.now();
+        let (v, t) = match self
+            .fml
+            .write(self.now, stream, Payload::Bytes(page), &oob[..n])
+        {
+            Ok(x) => x,
+            Err(FmlError::NoSpace { .. }) => return Err(self.no_space(self.unit as u64)),
+            Err(e) => return Err(fml_err(e)),
+        };
+        self.now = self.now.max(t);
+        Ok(v.0)
+    }
+
+    /// A no-space error saying how much is left: the units the FML can still hold valid.
+    pub(super) fn no_space(&self, needed_bytes: u64) -> OsdError {
+        let valid: u64 = self.fml.blocks().iter().map(|b| b.valid as u64).sum();
+        let free_units = self.fml.capacity_units().saturating_sub(valid);
+        OsdError::NoSpace {
+            needed_bytes,
+            free_bytes: free_units * self.unit as u64,
+        }
+    }
+}

@@ -1,0 +1,496 @@
+//! Opening a store: find the newest checkpoint, roll forward what was written after it
+//! (docs/FORMAT.md, "Recovery").
+
+use super::*;
+
+impl<F: Flash> ObjectStore<F> {
+    /// Opens a formatted store: the newest checkpoint, then everything written after it.
+    pub fn open(flash: F, config: OsdConfig) -> Result<Self, OsdError> {
+        Self::open_or_return(flash, config).map_err(|(e, _)| e)
+    }
+
+    /// [`Self::open`], handing the device back when recovery fails after the FML opened (a
+    /// power cut during recovery, in tests and torture runs, is retried on the same device).
+    pub fn open_or_return(flash: F, config: OsdConfig) -> Result<Self, (OsdError, Option<F>)> {
+        let mut s = Self::new(flash, config).map_err(|e| (e, None))?;
+        match s.recover() {
+            Ok(()) => Ok(s),
+            Err(e) => Err((e, Some(s.crash()))),
+        }
+    }
+
+    /// The OOB record of a unit, if it reads back whole.
+    pub(super) fn record_at(&mut self, v: u32) -> Option<Record> {
+        let mut oob = [0u8; RECORD_MAX_BYTES];
+        let (t, _) = self.fml.read(self.now, Vpa(v), &mut [], &mut oob).ok()?;
+        self.now = self.now.max(t);
+        match Record::decode(&oob) {
+            Ok(r) => r,
+            Err(RecordError::Version(old)) => {
+                self.foreign_version = Some(old);
+                None
+            }
+            Err(RecordError::Damaged(_)) => None,
+        }
+    }
+
+    /// A checkpoint unit's page, if it reads back whole and checks out.
+    /// A unit whose payload fails its checksum is passed over like a torn one.
+    pub(super) fn checkpoint_page(&mut self, v: u32) -> Option<Vec<u8>> {
+        let mut page = vec![0u8; self.unit];
+        let r = read_checked(&mut self.fml, self.now, v, &mut page, META_RECORD_BYTES);
+        let (t, content, rec) = match r {
+            Ok(x) => x,
+            Err(BadUnit::Device(_)) => return None,
+            Err(_) => {
+                self.recovery.units_damaged += 1;
+                return None;
+            }
+        };
+        self.now = self.now.max(t);
+        let crc = u32::from_le_bytes([page[48], page[49], page[50], page[51]]);
+        (content == Content::Bytes
+            && matches!(rec, Record::Checkpoint { .. })
+            && &page[..4] == CKPT_MAGIC
+            && crc32c::crc32c(&page[..48]) == crc)
+            .then_some(page)
+    }
+
+    /// Finds the newest readable checkpoint and every data unit, descriptor page and atime
+    /// page written after it, reading as little as it can: units of a block are programmed in
+    /// sequence order, so after one read of each block's last record, only blocks written since
+    /// the checkpoint are read, from their end back to the checkpoint.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn discover(
+        &mut self,
+    ) -> Result<(u64, u32, Vec<u8>, Vec<(u64, u32, Record)>, u64), OsdError> {
+        let layout = *self.fml.layout();
+        let mut spans: Vec<(u32, u32, u64)> = Vec::new();
+        let mut max_seq = 0;
+        for id in 0..layout.superblocks {
+            let b = self.fml.blocks()[id as usize];
+            if b.state == fml::BlockState::Bad || b.next == 0 {
+                continue;
+            }
+            // An unreadable last unit (a torn program) makes the block count as newest.
+            let last = self
+                .record_at(layout.vpa(id, b.next - 1).0)
+                .map_or(u64::MAX, |r| r.seq());
+            if last != u64::MAX {
+                max_seq = max_seq.max(last);
+            }
+            spans.push((id, b.next, last));
+        }
+        let mut scanned = spans.len() as u64;
+        spans.sort_unstable_by_key(|s| std::cmp::Reverse(s.2));
+        // The newest checkpoint: blocks newest first, each from its end back.
+        let mut best: Option<(u64, u32, Vec<u8>)> = None;
+        for &(id, next, last) in &spans {
+            if best.as_ref().is_some_and(|b| last <= b.0) {
+                break;
+            }
+            for off in (0..next).rev() {
+                let v = layout.vpa(id, off).0;
+                scanned += 1;
+                let Some(r) = self.record_at(v) else { continue };
+                max_seq = max_seq.max(r.seq());
+                if best.as_ref().is_some_and(|b| r.seq() <= b.0) {
+                    break;
+                }
+                if let Record::Checkpoint { .. } = r {
+                    if let Some(page) = self.checkpoint_page(v) {
+                        // A checkpoint GC moved carries a newer record than its own number.
+                        let logical = u64::from_le_bytes(page[40..48].try_into().unwrap());
+                        if best.as_ref().is_none_or(|b| logical > b.0) {
+                            best = Some((logical, v, page));
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        let Some((ckpt_seq, ckpt_vpa, page)) = best else {
+            if let Some(old) = self.foreign_version {
+                return Err(OsdError::Corrupted {
+                    what: format!(
+                        "records of version {old} and no checkpoint this build reads: the image \
+                         was formatted before payload checksums (record version 2); format it \
+                         again"
+                    ),
+                    location: "device".into(),
+                });
+            }
+            return Err(OsdError::Corrupted {
+                what: "no readable checkpoint: the device is not an ossd object store (format it first)".into(),
+                location: "device".into(),
+            });
+        };
+        // Everything newer than the checkpoint, block by block from the end back.
+        let mut later = Vec::new();
+        for &(id, next, last) in &spans {
+            if last <= ckpt_seq {
+                continue;
+            }
+            for off in (0..next).rev() {
+                let v = layout.vpa(id, off).0;
+                scanned += 1;
+                let Some(r) = self.record_at(v) else { continue };
+                max_seq = max_seq.max(r.seq());
+                if r.seq() <= ckpt_seq {
+                    break;
+                }
+                if matches!(
+                    r,
+                    Record::Data { .. }
+                        | Record::Descriptor { .. }
+                        | Record::Atime { .. }
+                        | Record::Small { .. }
+                ) {
+                    later.push((r.seq(), v, r));
+                }
+            }
+        }
+        self.gc.seq = max_seq;
+        Ok((ckpt_seq, ckpt_vpa, page, later, scanned))
+    }
+
+    pub(super) fn recover(&mut self) -> Result<(), OsdError> {
+        let (ckpt_seq, ckpt_vpa, page, mut later, scanned) = self.discover()?;
+        let version = u32::from_le_bytes(page[4..8].try_into().unwrap());
+        if version != CKPT_VERSION && version != 1 {
+            return Err(OsdError::Corrupted { what: format!("checkpoint version {version} is not supported (this build reads {CKPT_VERSION})"), location: format!("unit {ckpt_vpa}") });
+        }
+        let unit = u32::from_le_bytes(page[32..36].try_into().unwrap());
+        if unit as usize != self.unit {
+            return Err(OsdError::Corrupted {
+                what: format!(
+                    "checkpoint made for {unit}-byte units, the device has {}",
+                    self.unit
+                ),
+                location: format!("unit {ckpt_vpa}"),
+            });
+        }
+        let root = u32::from_le_bytes(page[8..12].try_into().unwrap());
+        let height = page[12];
+        // The store keeps the placement and index mode it was formatted with.
+        self.config.placement = match page[13] {
+            0 => Placement::One,
+            1 => Placement::Ossd,
+            2 => Placement::Split,
+            3 => Placement::SplitAtime,
+            p => {
+                return Err(OsdError::Corrupted {
+                    what: format!("unknown placement code {p} in the checkpoint"),
+                    location: format!("unit {ckpt_vpa}"),
+                })
+            }
+        };
+        self.config.index_mode = if page[14] == 1 {
+            IndexMode::Page
+        } else {
+            IndexMode::Extent
+        };
+        let layout = *self.fml.layout();
+        self.placer = Placer::new(
+            self.config.placement,
+            self.unit as u64,
+            layout.write_unit_bytes as u64 * layout.units_per_superblock as u64,
+            self.config.realtime_update_blocks,
+        );
+        self.next_object = u64::from_le_bytes(page[16..24].try_into().unwrap());
+        self.next_partition = u64::from_le_bytes(page[24..32].try_into().unwrap());
+        self.index = if root == u32::MAX {
+            Index::new(self.unit, self.config.index_cache_bytes as usize)
+        } else {
+            Index::open(
+                root,
+                height,
+                self.unit,
+                self.config.index_cache_bytes as usize,
+            )
+        };
+        self.ckpt_unit = Some(ckpt_vpa);
+        // The committed tree's nodes stay valid until a checkpoint replaces them.
+        let mut idx = std::mem::replace(&mut self.index, Index::new(self.unit, 0));
+        let checked = {
+            let mut io = self.io();
+            idx.check(&mut io)
+        };
+        self.index = idx;
+        let (_, nodes) = checked.map_err(|e| OsdError::Corrupted {
+            what: format!("index: {e}"),
+            location: format!("checkpoint {ckpt_seq}"),
+        })?;
+        later.sort_unstable_by_key(|l| l.0);
+        self.recovery = Recovery {
+            units_scanned: scanned,
+            checkpoint_seq: ckpt_seq,
+            records_rolled_forward: later.len() as u64,
+            units_damaged: self.recovery.units_damaged,
+            done_ns: 0,
+        };
+        // Descriptor pages already referenced by the committed index.
+        self.rebuild_desc_map()?;
+        let mut onode_seq: FxHashMap<Oid, u64> = FxHashMap::default();
+        let mut small_seq: FxHashMap<Oid, u64> = FxHashMap::default();
+        // The length each object's newest durable onode states, before data records extend it.
+        let mut stored_len: FxHashMap<Oid, u64> = FxHashMap::default();
+        let mut touched: FxHashSet<Oid> = FxHashSet::default();
+        for (_, v, rec) in later {
+            match rec {
+                Record::Data {
+                    oid,
+                    offset,
+                    length,
+                    moved,
+                    ..
+                } => {
+                    // Unit 0 written after a small-object entry: the object outgrew it and
+                    // the entry's bytes (all within unit 0) are in that unit. A later unit
+                    // alone does not say so: the spill may not have reached flash.
+                    if offset == 0 {
+                        self.drop_small(oid)?;
+                    }
+                    self.unmap(oid, offset)?;
+                    self.map(oid, offset, v)?;
+                    touched.insert(oid);
+                    if moved {
+                        continue;
+                    }
+                    // The object reaches at least the end of this unit's data, no further: the
+                    // units after it may not have reached flash.
+                    let end = length.min((offset + 1) * self.unit as u64);
+                    if let Some(c) = self.load_onode(oid)? {
+                        stored_len.entry(oid).or_insert(c.onode.logical_length);
+                        if c.onode.inline.is_none() && end > c.onode.logical_length {
+                            c.onode.logical_length = end;
+                            c.dirty = true;
+                        }
+                    }
+                }
+                Record::Descriptor { .. } => {
+                    self.roll_descriptor(v, &mut onode_seq, &mut stored_len, &mut touched)?
+                }
+                Record::Small { .. } => {
+                    self.roll_small_page(v, ckpt_seq, &mut small_seq, &mut touched)?
+                }
+                Record::Atime { .. } => {
+                    // Applied now; the page stays valid until the checkpoint that ends recovery.
+                    // A damaged page is passed over like a torn one.
+                    if let Some(entries) = self.damaged_as_absent(|s| s.read_atime_page(v))? {
+                        for (oid, t) in entries {
+                            self.merge_atime_into(oid, t)?;
+                        }
+                    }
+                    self.released.push(v);
+                }
+                _ => {}
+            }
+        }
+        // Data of objects that do not exist (created after the checkpoint, never flushed) is
+        // garbage; lengths and used bytes follow the data.
+        for oid in touched {
+            self.settle_object(oid, stored_len.get(&oid).copied())?;
+        }
+        // Rebuild the FML's valid units from what the store references.
+        for n in nodes {
+            self.mark_valid(n)?;
+        }
+        self.mark_valid(ckpt_vpa)?;
+        let all =
+            self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
+        for (k, v) in all {
+            if k.kind == KIND_DATA {
+                let (s, l) = extent(v);
+                if s != LOST {
+                    for i in 0..l {
+                        self.mark_valid(s + i)?;
+                    }
+                }
+            }
+        }
+        let pages: Vec<u32> = self.desc.keys().chain(self.packs.keys()).copied().collect();
+        for p in pages {
+            self.mark_valid(p)?;
+        }
+        // Descriptor pages roll-forward emptied are still referenced by the durable checkpoint:
+        // valid until the next one, like every unit awaiting release.
+        for r in self.released.clone() {
+            if !self.fml.is_valid(Vpa(r)) {
+                self.mark_valid(r)?;
+            }
+        }
+        // Make what was rolled forward part of a new checkpoint, so the next recovery starts
+        // here and everything pinned for this one can go.
+        self.recovery.done_ns = self.now();
+        self.checkpoint()?;
+        Ok(())
+    }
+
+    /// Recovery's reading of a unit written after the checkpoint: a unit that is unreadable,
+    /// fails its checksum or does not decode is passed over as not written (`None`), as torn
+    /// programs always were; a device failure (a power cut during recovery) is an error.
+    pub(super) fn damaged_as_absent<T>(
+        &mut self,
+        read: impl FnOnce(&mut Self) -> Result<T, OsdError>,
+    ) -> Result<Option<T>, OsdError> {
+        match read(self) {
+            Ok(x) => Ok(Some(x)),
+            Err(e @ (OsdError::Device(_) | OsdError::Internal(_))) => Err(e),
+            Err(_) => {
+                self.recovery.units_damaged += 1;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Recovery marks a unit it found referenced as valid; a reference the flash cannot back
+    /// (never programmed, in a bad block, or twice) means the image is corrupted.
+    pub(super) fn mark_valid(&mut self, v: u32) -> Result<(), OsdError> {
+        self.fml
+            .mark_valid(Vpa(v))
+            .map_err(|what| OsdError::Corrupted {
+                what,
+                location: "recovery".into(),
+            })
+    }
+
+    /// Every descriptor page and small-object page the index points to, with its live slots.
+    pub(super) fn rebuild_desc_map(&mut self) -> Result<(), OsdError> {
+        let all =
+            self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
+        for (k, v) in all {
+            let pages = match k.kind {
+                KIND_ONODE => &mut self.desc,
+                KIND_SMALL => &mut self.packs,
+                _ => continue,
+            };
+            let (vpa, slot) = ((v >> 16) as u32, (v & 0xFFFF) as usize);
+            let d = pages.entry(vpa).or_insert_with(|| DescPage {
+                live: Vec::new(),
+                pinned: false,
+            });
+            if d.live.len() <= slot {
+                d.live.resize(slot + 1, None);
+            }
+            d.live[slot] = Some(Oid::from_u128(k.oid));
+        }
+        Ok(())
+    }
+
+    /// Applies the onodes of a descriptor page written after the checkpoint, each only over an
+    /// older version of itself.
+    pub(super) fn roll_descriptor(
+        &mut self,
+        vpa: u32,
+        seen: &mut FxHashMap<Oid, u64>,
+        stored_len: &mut FxHashMap<Oid, u64>,
+        touched: &mut FxHashSet<Oid>,
+    ) -> Result<(), OsdError> {
+        let mut page = vec![0u8; self.unit];
+        // Torn (never part of a completed FLUSH) or damaged: passed over.
+        let Some(onodes) = self.damaged_as_absent(|s| s.read_desc_page(vpa, &mut page))? else {
+            return Ok(());
+        };
+        let mut live = vec![None; onodes.len()];
+        let mut pinned = false;
+        for (slot, onode) in onodes.into_iter().enumerate() {
+            let oid = onode.oid;
+            let current = match seen.get(&oid) {
+                Some(&s) => s,
+                None => self.load_onode(oid)?.map_or(0, |c| c.onode.seq),
+            };
+            if onode.seq <= current {
+                continue;
+            }
+            seen.insert(oid, onode.seq);
+            stored_len.insert(oid, onode.logical_length);
+            touched.insert(oid);
+            if let Some(old) = self.onodes.get(&oid).and_then(|c| c.loc) {
+                self.release_slot(old.0, old.1);
+            }
+            if onode.removed {
+                pinned = true;
+                self.onodes.remove(&oid);
+                self.onodes.insert(
+                    oid,
+                    CachedOnode {
+                        onode,
+                        dirty: false,
+                        loc: None,
+                    },
+                );
+                self.with_index(|ix, io| ix.remove(io, &onode_key(oid)))?;
+                self.drop_units_from(oid, 0)?;
+                self.drop_small(oid)?;
+            } else {
+                let len = onode.logical_length;
+                self.onodes.insert(
+                    oid,
+                    CachedOnode {
+                        onode,
+                        dirty: false,
+                        loc: Some((vpa, slot as u16)),
+                    },
+                );
+                live[slot] = Some(oid);
+                let loc = (vpa as u64) << 16 | slot as u64;
+                self.with_index(|ix, io| ix.insert(io, onode_key(oid), loc))?;
+                // Units past a truncated length are gone.
+                // Nothing is valid in the FML yet: this only edits the index.
+                self.drop_units_from(oid, len.div_ceil(self.unit as u64))?;
+            }
+        }
+        if pinned || live.iter().any(|s| s.is_some()) {
+            self.desc.insert(vpa, DescPage { live, pinned });
+        }
+        Ok(())
+    }
+
+    /// After roll-forward: drop data of objects without an onode, and recompute used bytes.
+    /// `stored_len` is the length the object's newest onode on flash states, if roll-forward
+    /// extended it from data records.
+    pub(super) fn settle_object(
+        &mut self,
+        oid: Oid,
+        stored_len: Option<u64>,
+    ) -> Result<(), OsdError> {
+        let exists = self.load_onode(oid)?.is_some();
+        if !exists {
+            self.drop_small(oid)?;
+        } else if self.settle_small(oid, stored_len)? {
+            return Ok(());
+        }
+        let extents = self.with_index(|ix, io| {
+            ix.range(io, &data_key(oid, 0), &data_key(oid, u64::MAX), usize::MAX)
+        })?;
+        if !exists {
+            self.onodes.remove(&oid);
+            self.with_index(|ix, io| {
+                ix.remove_range(io, &data_key(oid, 0), &data_key(oid, u64::MAX))
+            })?;
+            return Ok(());
+        }
+        // Units past the recovered length belong to writes that were not durable, and so do
+        // units of an object whose durable onode embeds its data (a spill that did not finish).
+        let unit = self.unit as u64;
+        let c = self.onode_mut(oid)?;
+        let keep_units = if c.onode.inline.is_some() {
+            0
+        } else {
+            c.onode.logical_length.div_ceil(unit)
+        };
+        let dropped = self.drop_units_from(oid, keep_units)?;
+        let units: u64 = extents
+            .iter()
+            .map(|(_, v)| extent(*v).1 as u64)
+            .sum::<u64>()
+            - dropped;
+        let c = self.onode_mut(oid)?;
+        if c.onode.used_bytes != units * unit {
+            c.onode.used_bytes = units * unit;
+            c.dirty = true;
+        }
+        Ok(())
+    }
+}
