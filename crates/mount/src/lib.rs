@@ -152,27 +152,46 @@ fn finish<B: Backend>(shared: &Shared<B>) -> Result<(), MountError> {
     }
 }
 
-/// Lazily unmounts `mountpoint` (as root directly, else through `fusermount3 -u -z`): the
-/// session loop ends once no process uses the mount any more.
+/// Unmounts `mountpoint` (as root directly, else through `fusermount3 -u`). If it is busy
+/// (files open on it), detaches it lazily: it disappears from the tree at once and the session
+/// loop ends once the last open file is closed. A mount point with nothing mounted is fine.
 pub fn request_unmount(mountpoint: &Path) -> std::io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
-    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
-        return Ok(());
+    for flags in [0, libc::MNT_DETACH] {
+        // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+        if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
+            return Ok(());
+        }
+        match std::io::Error::last_os_error().raw_os_error() {
+            // Not a mount point (any more): nothing to do.
+            Some(libc::EINVAL) => return Ok(()),
+            Some(libc::EBUSY) => {
+                eprintln!(
+                    "{} is busy (open files): detached; the mount ends when they are closed",
+                    mountpoint.display()
+                );
+            }
+            // Not root: fusermount3 does it.
+            Some(libc::EPERM) => break,
+            _ => {}
+        }
     }
-    let status = std::process::Command::new("fusermount3")
-        .args(["-u", "-z"])
-        .arg(mountpoint)
-        .status()?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(std::io::Error::other(format!(
-            "fusermount3 -u -z: {status}"
-        )))
+    for args in [&["-u"][..], &["-u", "-z"][..]] {
+        let status = std::process::Command::new("fusermount3")
+            .args(args)
+            .arg(mountpoint)
+            .stderr(std::process::Stdio::null())
+            .status()?;
+        if status.success() {
+            return Ok(());
+        }
     }
+    Err(std::io::Error::other(format!(
+        "could not unmount {}",
+        mountpoint.display()
+    )))
 }
 
 /// Mounts `backend` at `mountpoint` and serves it on this thread until it is unmounted
