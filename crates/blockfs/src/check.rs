@@ -75,6 +75,7 @@ impl<F: Flash> BlockFs<F> {
             let zone = match i.kind {
                 FileKind::File => l.data_zone,
                 FileKind::Dir => l.meta_zone,
+                FileKind::Symlink => unreachable!("blockfs makes no symbolic links"),
             };
             let mut end = 0u64;
             for e in &i.extents {
@@ -158,6 +159,7 @@ impl<F: Flash> BlockFs<F> {
                     }
                 }
             }
+            FileKind::Symlink => unreachable!("blockfs makes no symbolic links"),
         }
     }
 

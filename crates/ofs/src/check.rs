@@ -51,6 +51,9 @@ enum Fault {
     },
     /// An object of the partition no entry reaches.
     Orphan { object: ObjectId, why: &'static str },
+    /// A file's link count disagrees with the entries naming it (a crash during link,
+    /// unlink or rename; repair sets the count found).
+    Links { ino: Ino, recorded: u32, found: u32 },
     /// In-memory state disagreeing with the tree (reported only).
     Memory(String),
 }
@@ -63,6 +66,10 @@ pub(crate) struct Walk {
     sizes: Vec<(Ino, DirSize)>,
     /// The largest inode number of any data object.
     max_ino: Ino,
+    /// Files and symbolic links reached: (link count recorded, entries found).
+    links: FxHashMap<Ino, (u32, u32)>,
+    /// The link count of the file `entry_target` last judged good.
+    last_nlink: Option<u32>,
 }
 
 impl Walk {
@@ -85,6 +92,11 @@ impl Walk {
                 Fault::Orphan { object, why } => {
                     format!("object {:#x} is an orphan: {why}", object.0)
                 }
+                Fault::Links {
+                    ino,
+                    recorded,
+                    found,
+                } => format!("inode {ino}: link count {recorded}, {found} entries name it"),
                 Fault::Memory(m) => m.clone(),
             })
             .collect()
@@ -104,6 +116,8 @@ impl<F: Flash> Ofs<F> {
             rewrite: BTreeMap::new(),
             sizes: Vec::new(),
             max_ino: ROOT,
+            links: FxHashMap::default(),
+            last_nlink: None,
         };
         let mut reached: FxHashMap<Ino, FileKind> = FxHashMap::default();
         reached.insert(ROOT, FileKind::Dir);
@@ -121,6 +135,17 @@ impl<F: Flash> Ofs<F> {
                 Err(e) => return Err(e),
             };
             self.walk_dir(dir, entries, &mut w, &mut reached, &mut queue)?;
+        }
+        let mut links: Vec<_> = w.links.iter().map(|(&i, &l)| (i, l)).collect();
+        links.sort();
+        for (ino, (recorded, found)) in links {
+            if recorded != found {
+                w.faults.push(Fault::Links {
+                    ino,
+                    recorded,
+                    found,
+                });
+            }
         }
         self.walk_objects(&reached, &mut w)?;
         for (&ino, &k) in &self.kinds {
@@ -168,10 +193,15 @@ impl<F: Flash> Ofs<F> {
         let mut dirty = false;
         let mut actual = DirSize::default();
         for (placed, mut e) in entries {
-            let verdict = if reached.contains_key(&e.ino) {
-                Verdict::Bad("inode reached twice".into())
-            } else {
-                self.entry_target(dir, &mut e)?
+            let again = reached.contains_key(&e.ino);
+            w.last_nlink = None;
+            let verdict = match reached.get(&e.ino) {
+                // A file or link may have several names: each is counted, and repair sets
+                // the link count to what is found (so a crash during a rename may leave both
+                // names, never neither).
+                Some(&k) if k == e.kind && k != FileKind::Dir => Verdict::Good,
+                Some(_) => Verdict::Bad("inode reached twice".into()),
+                None => self.entry_target(dir, &mut e, w)?,
             };
             let verdict = match verdict {
                 Verdict::Good if !names.insert(e.name.clone()) => {
@@ -180,7 +210,16 @@ impl<F: Flash> Ofs<F> {
                 v => v,
             };
             match verdict {
-                Verdict::Good => {}
+                Verdict::Good if again => {
+                    if let Some(l) = w.links.get_mut(&e.ino) {
+                        l.1 += 1;
+                    }
+                }
+                Verdict::Good => {
+                    if let Some(n) = w.last_nlink.take() {
+                        w.links.insert(e.ino, (n, 1));
+                    }
+                }
                 Verdict::Bad(why) => {
                     w.faults.push(Fault::BadEntry {
                         dir,
@@ -225,7 +264,7 @@ impl<F: Flash> Ofs<F> {
 
     /// Checks what entry `e` of `dir` points to, filling in its name from its entry object
     /// with `dirent_objects`. Errors other than missing or damaged objects end the walk.
-    fn entry_target(&mut self, dir: Ino, e: &mut Entry) -> Result<Verdict, FsError> {
+    fn entry_target(&mut self, dir: Ino, e: &mut Entry, w: &mut Walk) -> Result<Verdict, FsError> {
         let judge = |r: Result<(), FsError>| -> Result<Verdict, FsError> {
             match r {
                 Ok(()) => Ok(Verdict::Good),
@@ -249,7 +288,9 @@ impl<F: Flash> Ofs<F> {
                 e.kind, rec.kind
             )));
         }
-        if rec.parent != dir {
+        // A directory's parent decides which of its entries counts after a crash during a
+        // rename; a file's or link's is only where it was made.
+        if rec.kind == FileKind::Dir && rec.parent != dir {
             return Ok(Verdict::Bad(format!("inode's parent is {}", rec.parent)));
         }
         if self.sb.dirent_objects {
@@ -264,6 +305,7 @@ impl<F: Flash> Ofs<F> {
             }
             e.name = d.name;
         }
+        w.last_nlink = (rec.kind != FileKind::Dir).then_some(rec.nlink);
         Ok(Verdict::Good)
     }
 
@@ -321,6 +363,14 @@ impl<F: Flash> Ofs<F> {
                 })?;
             }
         }
+        for f in &w.faults {
+            if let Fault::Links { ino, found, .. } = *f {
+                let mut rec = self.inode_record(ino)?;
+                rec.nlink = found;
+                self.write_record(ino, rec)?;
+            }
+        }
+        self.links.clear();
         for &(dir, actual) in &w.sizes {
             if self.dir_size(dir).ok() != Some(actual) {
                 self.set_dir_size(dir, actual)?;

@@ -4,7 +4,10 @@ use flash::{Flash, Nanos};
 use osd::{Attr, AttrValue, FlushScope, ObjectStore, Oid, Osd, OsdError};
 use rustc_hash::FxHashMap;
 use vfs::oracle::check_name;
-use vfs::{FileData, FileKind, FileStat, FileSystem, FsCounters, FsError, Ino, ReadInto, ROOT};
+use vfs::{
+    FileAttr, FileData, FileKind, FileStat, FileSystem, FsCounters, FsError, Ino, Owner, ReadInto,
+    SetAttr, SpaceInfo, XattrMode, ROOT, SYMLINK_MAX, XATTR_NAME_MAX,
+};
 
 use crate::config::OfsConfig;
 use crate::dir::{bucket_count, bucket_of, logical_entry_bytes, name_hash, split_source};
@@ -48,6 +51,9 @@ pub struct Ofs<F: Flash> {
     /// The kind of each inode seen since mount (the in-memory inode table of a VFS): spares an
     /// inode read per file operation.
     pub(crate) kinds: FxHashMap<Ino, FileKind>,
+    /// The link count of every inode in `kinds` that has more than one name (absent: one), so
+    /// that `unlink` needs no inode read to know whether to remove the inode.
+    pub(crate) links: FxHashMap<Ino, u32>,
     pub(crate) counters: OfsCounters,
     name: String,
     fps: Vec<u64>,
@@ -83,6 +89,7 @@ impl<F: Flash> Ofs<F> {
             next_ino: sb.next_ino,
             sb,
             kinds: FxHashMap::default(),
+            links: FxHashMap::default(),
             counters: OfsCounters::default(),
             name,
             fps: Vec::new(),
@@ -110,7 +117,10 @@ impl<F: Flash> Ofs<F> {
             next_ino: ROOT + 1,
         };
         let mut fs = Ofs::new(store, sb);
-        fs.make_inode(ROOT, ROOT, FileKind::Dir)?;
+        fs.make_inode(
+            ROOT,
+            InodeRecord::new(FileKind::Dir, ROOT, Owner::default_for(FileKind::Dir)),
+        )?;
         fs.kinds.insert(ROOT, FileKind::Dir);
         fs.write_super(false)?;
         fs.flush(FlushScope::Device)?;
@@ -280,9 +290,9 @@ impl<F: Flash> Ofs<F> {
 
     /// Creates inode `ino`'s objects: its data object and its inode record (an attribute of the
     /// data object, or an inode object of its own).
-    fn make_inode(&mut self, ino: Ino, parent: Ino, kind: FileKind) -> Result<(), FsError> {
+    fn make_inode(&mut self, ino: Ino, rec: InodeRecord) -> Result<(), FsError> {
         self.create_object(data_oid(ino))?;
-        let rec = InodeRecord { kind, parent }.encode();
+        let rec = rec.encode();
         self.counters.inode_writes += 1;
         if !self.sb.inode_objects {
             return self.set_attr(data_oid(ino), ATTR_INODE, rec);
@@ -299,6 +309,29 @@ impl<F: Flash> Ofs<F> {
         self.store.write(oid, 0, &rec).map_err(osd_err)
     }
 
+    /// Rewrites inode `ino`'s record (permissions, owner, link count or parent changed).
+    pub(crate) fn write_record(&mut self, ino: Ino, rec: InodeRecord) -> Result<(), FsError> {
+        let bytes = rec.encode();
+        self.counters.inode_writes += 1;
+        if rec.nlink > 1 {
+            self.links.insert(ino, rec.nlink);
+        } else {
+            self.links.remove(&ino);
+        }
+        if !self.sb.inode_objects {
+            return self.set_attr(data_oid(ino), ATTR_INODE, bytes);
+        }
+        let oid = inode_oid(ino);
+        self.store.write(oid, 0, &bytes).map_err(osd_err)?;
+        if self.length(oid)? > bytes.len() as u64 {
+            // A version 1 record over a version 2 one.
+            self.store
+                .truncate(oid, bytes.len() as u64)
+                .map_err(osd_err)?;
+        }
+        Ok(())
+    }
+
     /// Inode `ino`'s record, read from where the layout keeps it.
     pub(crate) fn inode_record(&mut self, ino: Ino) -> Result<InodeRecord, FsError> {
         if !valid_ino(ino) {
@@ -312,7 +345,7 @@ impl<F: Flash> Ofs<F> {
         let bytes = if self.sb.inode_objects {
             let oid = inode_oid(ino);
             let len = self.length(oid).map_err(not_found)?;
-            if len != INODE_RECORD_BYTES as u64 {
+            if len != INODE_RECORD_V1_BYTES as u64 && len != INODE_RECORD_V2_BYTES as u64 {
                 return Err(FsError::Corrupted(format!(
                     "inode object of inode {ino} is {len} bytes long"
                 )));
@@ -330,9 +363,17 @@ impl<F: Flash> Ofs<F> {
         if let Some(&k) = self.kinds.get(&ino) {
             return Ok(k);
         }
-        let k = self.inode_record(ino)?.kind;
-        self.kinds.insert(ino, k);
-        Ok(k)
+        let rec = self.inode_record(ino)?;
+        self.kinds.insert(ino, rec.kind);
+        if rec.nlink > 1 {
+            self.links.insert(ino, rec.nlink);
+        }
+        Ok(rec.kind)
+    }
+
+    /// The link count of `ino` (whose kind is known).
+    fn nlink(&self, ino: Ino) -> u32 {
+        self.links.get(&ino).copied().unwrap_or(1)
     }
 
     /// The data object of file `ino`.
@@ -340,6 +381,7 @@ impl<F: Flash> Ofs<F> {
         match self.kind_of(ino)? {
             FileKind::File => Ok(data_oid(ino)),
             FileKind::Dir => Err(FsError::IsDir(format!("inode {ino}"))),
+            FileKind::Symlink => Err(FsError::Invalid(format!("inode {ino} is a symbolic link"))),
         }
     }
 
@@ -347,13 +389,14 @@ impl<F: Flash> Ofs<F> {
     fn dir(&mut self, ino: Ino) -> Result<(), FsError> {
         match self.kind_of(ino)? {
             FileKind::Dir => Ok(()),
-            FileKind::File => Err(FsError::NotDir(format!("inode {ino}"))),
+            FileKind::File | FileKind::Symlink => Err(FsError::NotDir(format!("inode {ino}"))),
         }
     }
 
     /// Removes every object of inode `ino`.
     pub(crate) fn remove_inode(&mut self, ino: Ino) -> Result<(), FsError> {
         self.kinds.remove(&ino);
+        self.links.remove(&ino);
         self.remove_object(data_oid(ino))?;
         if self.sb.inode_objects {
             self.remove_object(inode_oid(ino))?;
@@ -485,9 +528,10 @@ impl<F: Flash> Ofs<F> {
         name: &str,
         (ino, kind): (Ino, FileKind),
         mut looked_up: Option<(u64, Bucket)>,
+        new_inode: bool,
     ) -> Result<(), FsError> {
         let hash = name_hash(name);
-        if self.sb.dirent_objects {
+        if self.sb.dirent_objects && new_inode {
             // The entry object first: a bucket entry must never point at a missing name.
             let oid = dirent_oid(ino);
             self.create_object(oid)?;
@@ -578,7 +622,15 @@ impl<F: Flash> Ofs<F> {
         Ok(out)
     }
 
-    fn make(&mut self, dir: Ino, name: &str, kind: FileKind) -> Result<Ino, FsError> {
+    /// Makes inode `name` in `dir`: a file, a directory, or a symbolic link to `target`.
+    fn make(
+        &mut self,
+        dir: Ino,
+        name: &str,
+        kind: FileKind,
+        owner: Owner,
+        target: Option<&[u8]>,
+    ) -> Result<Ino, FsError> {
         check_name(name)?;
         self.dir(dir)?;
         let (b, bucket, found) = self.find(dir, name)?;
@@ -586,26 +638,31 @@ impl<F: Flash> Ofs<F> {
             return Err(FsError::Exists(name.into()));
         }
         let ino = self.alloc_ino()?;
-        // The inode before its entry: a crash in between leaves an orphan object (removed at
-        // mount), never an entry pointing at nothing.
-        self.make_inode(ino, dir, kind)?;
+        // The inode (and a link's target) before its entry: a crash in between leaves an
+        // orphan object (removed at mount), never an entry pointing at nothing.
+        self.make_inode(ino, InodeRecord::new(kind, dir, owner))?;
+        if let Some(t) = target {
+            self.store.write(data_oid(ino), 0, t).map_err(osd_err)?;
+        }
         self.kinds.insert(ino, kind);
-        self.insert_entry(dir, name, (ino, kind), Some((b, bucket)))?;
+        self.insert_entry(dir, name, (ino, kind), Some((b, bucket)), true)?;
         Ok(ino)
     }
 
-    /// Removes entry `name` of `dir`, which must be of `kind`, and the inode it names.
-    fn remove(&mut self, dir: Ino, name: &str, kind: FileKind) -> Result<(), FsError> {
+    /// Removes entry `name` of `dir`, which must be a directory (`rmdir`) or not (`unlink`),
+    /// and the inode it names unless the inode has other names.
+    fn remove(&mut self, dir: Ino, name: &str, rmdir: bool) -> Result<(), FsError> {
         self.dir(dir)?;
         let (b, mut bucket, i) = match self.find(dir, name)? {
             (b, bucket, Some(i)) => (b, bucket, i),
             _ => return Err(FsError::NotFound(name.into())),
         };
         let ino = bucket.entries[i].ino;
-        match (kind, self.kind_of(ino)?) {
-            (FileKind::File, FileKind::Dir) => return Err(FsError::IsDir(name.into())),
-            (FileKind::Dir, FileKind::File) => return Err(FsError::NotDir(name.into())),
-            (FileKind::Dir, FileKind::Dir) if self.dir_size(ino)?.entries > 0 => {
+        let kind = self.kind_of(ino)?;
+        match (rmdir, kind) {
+            (false, FileKind::Dir) => return Err(FsError::IsDir(name.into())),
+            (true, FileKind::File | FileKind::Symlink) => return Err(FsError::NotDir(name.into())),
+            (true, FileKind::Dir) if self.dir_size(ino)?.entries > 0 => {
                 return Err(FsError::NotEmpty(name.into()))
             }
             _ => {}
@@ -613,12 +670,159 @@ impl<F: Flash> Ofs<F> {
         bucket.entries.remove(i);
         let shape = self.dir_shape(dir)?;
         self.write_bucket(dir, b, shape, &bucket)?;
+        self.shrink_dir_size(dir, name)?;
+        self.drop_link(ino, kind)
+    }
+
+    fn shrink_dir_size(&mut self, dir: Ino, name: &str) -> Result<(), FsError> {
         let mut s = self.dir_size(dir)?;
         s.entries = s.entries.saturating_sub(1);
         s.bytes = s.bytes.saturating_sub(logical_entry_bytes(name));
-        self.set_dir_size(dir, s)?;
+        self.set_dir_size(dir, s)
+    }
+
+    /// An entry naming `ino` (of `kind`) is gone: one link less, or the inode removed with its
+    /// last name. (The entry goes first: a crash in between leaves a link count too high, which
+    /// mount repairs, or an orphan, which mount removes.)
+    fn drop_link(&mut self, ino: Ino, kind: FileKind) -> Result<(), FsError> {
+        if kind != FileKind::Dir && self.nlink(ino) > 1 {
+            let mut rec = self.inode_record(ino)?;
+            rec.nlink = rec.nlink.saturating_sub(1).max(1);
+            return self.write_record(ino, rec);
+        }
         self.remove_inode(ino)
     }
+
+    /// Removes the entry for `ino` named `name` from `dir` (found by inode, not by name: with
+    /// `dirent_objects` a renamed inode's entry object already names its new place).
+    fn remove_entry_of(&mut self, dir: Ino, name: &str, ino: Ino) -> Result<(), FsError> {
+        let hash = name_hash(name);
+        let shape = self.dir_shape(dir)?;
+        let b = bucket_of(hash, shape.0);
+        let mut bucket = self.read_bucket(dir, b, shape)?;
+        let named = !self.sb.dirent_objects;
+        let Some(i) = bucket
+            .entries
+            .iter()
+            .position(|e| e.ino == ino && e.hash == hash && (!named || e.name == name))
+        else {
+            return Err(FsError::Corrupted(format!(
+                "directory {dir}: the entry {name:?} of inode {ino} vanished during a rename"
+            )));
+        };
+        bucket.entries.remove(i);
+        self.write_bucket(dir, b, shape, &bucket)?;
+        self.shrink_dir_size(dir, name)
+    }
+
+    /// Whether directory `a` is `d` or one of its ancestors (following the parents in the
+    /// inode records of directories, which the tree walk checks).
+    fn is_ancestor(&mut self, a: Ino, mut d: Ino) -> Result<bool, FsError> {
+        for _ in 0..1_000_000 {
+            if d == a {
+                return Ok(true);
+            }
+            if d == ROOT {
+                return Ok(false);
+            }
+            d = self.inode_record(d)?.parent;
+        }
+        Err(FsError::Corrupted(format!(
+            "directory {d}: its parents form a cycle"
+        )))
+    }
+
+    /// Rewrites the entry object of `ino` (`dirent_objects`) to name `name` in `dir`.
+    fn rewrite_dirent(
+        &mut self,
+        ino: Ino,
+        dir: Ino,
+        kind: FileKind,
+        name: &str,
+    ) -> Result<(), FsError> {
+        let oid = dirent_oid(ino);
+        let rec = DirentRecord {
+            parent: dir,
+            kind,
+            name: name.into(),
+        }
+        .encode();
+        self.counters.dirent_objects_written += 1;
+        self.store.write(oid, 0, &rec).map_err(osd_err)?;
+        if self.length(oid)? > rec.len() as u64 {
+            self.store
+                .truncate(oid, rec.len() as u64)
+                .map_err(osd_err)?;
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- extended attributes
+
+    /// The extended attributes of `ino` as (slot, name, value), in slot order.
+    fn xattr_slots(&mut self, ino: Ino) -> Result<Vec<(u16, String, Vec<u8>)>, FsError> {
+        let oid = data_oid(ino);
+        let mut out = Vec::new();
+        for slot in 0..XATTR_SLOTS {
+            let Some(b) = self.attr(oid, Attr::User(ATTR_XATTR_FIRST + slot))? else {
+                break;
+            };
+            let bad =
+                || FsError::Corrupted(format!("extended attribute slot {slot} of inode {ino}"));
+            let n = *b.first().ok_or_else(bad)? as usize;
+            let name = b.get(1..1 + n).ok_or_else(bad)?;
+            let name = std::str::from_utf8(name).map_err(|_| bad())?.to_string();
+            if name.is_empty() {
+                return Err(bad());
+            }
+            out.push((slot, name, b[1 + n..].to_vec()));
+        }
+        Ok(out)
+    }
+
+    fn object_priority(&mut self, ino: Ino) -> Result<u64, FsError> {
+        match self
+            .store
+            .get_attr(data_oid(ino), Attr::Priority)
+            .map_err(osd_err)?
+        {
+            AttrValue::U64(p) => Ok(p),
+            v => Err(FsError::Device(format!("priority reads {v:?}"))),
+        }
+    }
+
+    fn set_object_priority(&mut self, ino: Ino, p: u64) -> Result<(), FsError> {
+        self.counters.attr_updates += 1;
+        self.store
+            .set_attr(data_oid(ino), Attr::Priority, AttrValue::U64(p))
+            .map_err(osd_err)
+    }
+}
+
+/// The extended attribute that is the object's priority class rather than a stored value.
+pub const PRIORITY_XATTR: &str = "ossd.priority";
+
+fn check_xattr_name(name: &str) -> Result<(), FsError> {
+    if name.is_empty() || name.len() > XATTR_NAME_MAX || name.contains('\0') {
+        return Err(FsError::Invalid(format!(
+            "bad extended attribute name {name:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// The priority class an `ossd.priority` value names: a decimal number from 0 to 255.
+pub fn parse_priority(value: &[u8]) -> Result<u64, FsError> {
+    std::str::from_utf8(value)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|&p| p <= u8::MAX as u64)
+        .ok_or_else(|| {
+            FsError::Invalid(format!(
+                "{PRIORITY_XATTR} takes a number from 0 to 255, not {:?}",
+                String::from_utf8_lossy(value)
+            ))
+        })
 }
 
 impl<F: Flash> FileSystem for Ofs<F> {
@@ -636,19 +840,21 @@ impl<F: Flash> FileSystem for Ofs<F> {
     }
 
     fn create(&mut self, dir: Ino, name: &str) -> Result<Ino, FsError> {
-        self.make(dir, name, FileKind::File)
+        let owner = Owner::default_for(FileKind::File);
+        self.make(dir, name, FileKind::File, owner, None)
     }
 
     fn mkdir(&mut self, dir: Ino, name: &str) -> Result<Ino, FsError> {
-        self.make(dir, name, FileKind::Dir)
+        let owner = Owner::default_for(FileKind::Dir);
+        self.make(dir, name, FileKind::Dir, owner, None)
     }
 
     fn unlink(&mut self, dir: Ino, name: &str) -> Result<(), FsError> {
-        self.remove(dir, name, FileKind::File)
+        self.remove(dir, name, false)
     }
 
     fn rmdir(&mut self, dir: Ino, name: &str) -> Result<(), FsError> {
-        self.remove(dir, name, FileKind::Dir)
+        self.remove(dir, name, true)
     }
 
     fn readdir(&mut self, dir: Ino) -> Result<Vec<(String, Ino)>, FsError> {
@@ -713,7 +919,7 @@ impl<F: Flash> FileSystem for Ofs<F> {
         let kind = self.kind_of(ino)?;
         let oid = data_oid(ino);
         let size = match kind {
-            FileKind::File => self.length(oid)?,
+            FileKind::File | FileKind::Symlink => self.length(oid)?,
             FileKind::Dir => self.dir_size(ino)?.bytes,
         };
         let modified_ns = match self
@@ -782,5 +988,353 @@ impl<F: Flash> FileSystem for Ofs<F> {
         let report = self.store.fsck_structure().map_err(osd_err)?;
         problems.extend(report.problems.into_iter().map(|p| format!("store: {p}")));
         Ok(problems)
+    }
+
+    fn getattr(&mut self, ino: Ino) -> Result<FileAttr, FsError> {
+        let st = self.stat(ino)?;
+        let rec = self.inode_record(ino)?;
+        let oid = data_oid(ino);
+        let mut time = |a: Attr| match self.store.get_attr(oid, a).map_err(osd_err)? {
+            AttrValue::U64(t) => Ok(t),
+            v => Err(FsError::Device(format!("{a:?} reads {v:?}"))),
+        };
+        let atime_ns = time(Attr::AccessedTime)?;
+        let ctime_ns = time(Attr::AttrChangedTime)?.max(st.modified_ns);
+        Ok(FileAttr {
+            ino,
+            kind: st.kind,
+            size: st.size,
+            perm: rec.owner.perm,
+            uid: rec.owner.uid,
+            gid: rec.owner.gid,
+            nlink: rec.nlink,
+            atime_ns,
+            mtime_ns: st.modified_ns,
+            ctime_ns,
+        })
+    }
+
+    fn create_as(
+        &mut self,
+        dir: Ino,
+        name: &str,
+        kind: FileKind,
+        owner: Owner,
+    ) -> Result<Ino, FsError> {
+        if kind == FileKind::Symlink {
+            return Err(FsError::Invalid("a symbolic link needs a target".into()));
+        }
+        self.make(dir, name, kind, owner, None)
+    }
+
+    fn symlink(
+        &mut self,
+        dir: Ino,
+        name: &str,
+        target: &[u8],
+        owner: Owner,
+    ) -> Result<Ino, FsError> {
+        if target.is_empty() || target.len() > SYMLINK_MAX {
+            return Err(FsError::Invalid(format!(
+                "a symbolic link target of {} bytes",
+                target.len()
+            )));
+        }
+        self.make(dir, name, FileKind::Symlink, owner, Some(target))
+    }
+
+    fn readlink(&mut self, ino: Ino) -> Result<Vec<u8>, FsError> {
+        if self.kind_of(ino)? != FileKind::Symlink {
+            return Err(FsError::Invalid(format!(
+                "inode {ino} is not a symbolic link"
+            )));
+        }
+        let oid = data_oid(ino);
+        let len = self.length(oid)?;
+        if len == 0 || len > SYMLINK_MAX as u64 {
+            return Err(FsError::Corrupted(format!(
+                "symbolic link {ino} is {len} bytes long"
+            )));
+        }
+        self.read_exact(oid, 0, len, &format!("target of symbolic link {ino}"))
+    }
+
+    fn link(&mut self, ino: Ino, dir: Ino, name: &str) -> Result<(), FsError> {
+        if self.sb.dirent_objects {
+            // An entry object is named after its inode: one name per inode.
+            return Err(FsError::Unsupported(
+                "hard links on a file system formatted with dirent_objects".into(),
+            ));
+        }
+        if self.kind_of(ino)? == FileKind::Dir {
+            return Err(FsError::NotPermitted(format!(
+                "inode {ino} is a directory: no hard links to directories"
+            )));
+        }
+        check_name(name)?;
+        self.dir(dir)?;
+        let (b, bucket, found) = self.find(dir, name)?;
+        if found.is_some() {
+            return Err(FsError::Exists(name.into()));
+        }
+        let mut rec = self.inode_record(ino)?;
+        if rec.nlink >= u32::MAX - 1 {
+            return Err(FsError::NoSpace(format!("inode {ino} has too many links")));
+        }
+        // The count first: a crash before the entry leaves it too high, which mount repairs;
+        // never an entry the count does not cover.
+        rec.nlink += 1;
+        let kind = rec.kind;
+        self.write_record(ino, rec)?;
+        self.insert_entry(dir, name, (ino, kind), Some((b, bucket)), false)
+    }
+
+    fn rename(
+        &mut self,
+        dir: Ino,
+        name: &str,
+        new_dir: Ino,
+        new_name: &str,
+    ) -> Result<(), FsError> {
+        check_name(name)?;
+        check_name(new_name)?;
+        self.dir(dir)?;
+        self.dir(new_dir)?;
+        let (_, sbucket, si) = self.find(dir, name)?;
+        let Some(si) = si else {
+            return Err(FsError::NotFound(name.into()));
+        };
+        let ino = sbucket.entries[si].ino;
+        if dir == new_dir && name == new_name {
+            return Ok(());
+        }
+        let kind = self.kind_of(ino)?;
+        if kind == FileKind::Dir && self.is_ancestor(ino, new_dir)? {
+            return Err(FsError::Invalid(format!(
+                "cannot move directory {name:?} into itself"
+            )));
+        }
+        let (tb, mut tbucket, ti) = self.find(new_dir, new_name)?;
+        // 1. The new name: the target's entry rewritten in place (one bucket write, so the
+        //    name never goes missing), or a new entry.
+        let replaced = match ti {
+            Some(ti) => {
+                let t = tbucket.entries[ti].ino;
+                if t == ino {
+                    return Ok(());
+                }
+                let tkind = self.kind_of(t)?;
+                match (kind, tkind) {
+                    (FileKind::Dir, FileKind::Dir) if self.dir_size(t)?.entries > 0 => {
+                        return Err(FsError::NotEmpty(new_name.into()));
+                    }
+                    (FileKind::Dir, FileKind::Dir) => {}
+                    (FileKind::Dir, _) => return Err(FsError::NotDir(new_name.into())),
+                    (_, FileKind::Dir) => return Err(FsError::IsDir(new_name.into())),
+                    _ => {}
+                }
+                tbucket.entries[ti].ino = ino;
+                tbucket.entries[ti].kind = kind;
+                let shape = self.dir_shape(new_dir)?;
+                self.write_bucket(new_dir, tb, shape, &tbucket)?;
+                Some((t, tkind))
+            }
+            None => {
+                self.insert_entry(new_dir, new_name, (ino, kind), Some((tb, tbucket)), false)?;
+                None
+            }
+        };
+        // 2. The moved inode's own records name its new place: from here the tree walk takes
+        //    the new entry as the directory's (or, with entry objects, the inode's) one.
+        if kind == FileKind::Dir && dir != new_dir {
+            let mut rec = self.inode_record(ino)?;
+            rec.parent = new_dir;
+            self.write_record(ino, rec)?;
+        }
+        if self.sb.dirent_objects {
+            self.rewrite_dirent(ino, new_dir, kind, new_name)?;
+        }
+        // 3. The old name goes; 4. the replaced inode loses a link.
+        self.remove_entry_of(dir, name, ino)?;
+        if let Some((t, tkind)) = replaced {
+            self.drop_link(t, tkind)?;
+        }
+        Ok(())
+    }
+
+    fn setattr(&mut self, ino: Ino, set: SetAttr) -> Result<FileAttr, FsError> {
+        let kind = self.kind_of(ino)?;
+        if let Some(size) = set.size {
+            match kind {
+                FileKind::File => self.truncate(ino, size)?,
+                FileKind::Dir => return Err(FsError::IsDir(format!("inode {ino}"))),
+                FileKind::Symlink => {
+                    return Err(FsError::Invalid(format!("inode {ino} is a symbolic link")))
+                }
+            }
+        }
+        if set.perm.is_some() || set.uid.is_some() || set.gid.is_some() {
+            let mut rec = self.inode_record(ino)?;
+            let before = rec;
+            rec.owner.perm = set.perm.map_or(rec.owner.perm, |p| p & 0o7777);
+            rec.owner.uid = set.uid.unwrap_or(rec.owner.uid);
+            rec.owner.gid = set.gid.unwrap_or(rec.owner.gid);
+            if rec != before {
+                self.write_record(ino, rec)?;
+            }
+        }
+        let oid = data_oid(ino);
+        for (t, a) in [
+            (set.atime_ns, Attr::AccessedTime),
+            (set.mtime_ns, Attr::ModifiedTime),
+        ] {
+            if let Some(t) = t {
+                self.counters.attr_updates += 1;
+                self.store
+                    .set_attr(oid, a, AttrValue::U64(t))
+                    .map_err(osd_err)?;
+            }
+        }
+        self.getattr(ino)
+    }
+
+    fn getxattr(&mut self, ino: Ino, name: &str) -> Result<Option<Vec<u8>>, FsError> {
+        self.kind_of(ino)?;
+        check_xattr_name(name)?;
+        if name == PRIORITY_XATTR {
+            let p = self.object_priority(ino)?;
+            return Ok((p != 0).then(|| p.to_string().into_bytes()));
+        }
+        Ok(self
+            .xattr_slots(ino)?
+            .into_iter()
+            .find(|(_, n, _)| n == name)
+            .map(|(_, _, v)| v))
+    }
+
+    fn setxattr(
+        &mut self,
+        ino: Ino,
+        name: &str,
+        value: &[u8],
+        mode: XattrMode,
+    ) -> Result<(), FsError> {
+        self.kind_of(ino)?;
+        check_xattr_name(name)?;
+        let exists = if name == PRIORITY_XATTR {
+            self.object_priority(ino)? != 0
+        } else {
+            self.xattr_slots(ino)?.iter().any(|(_, n, _)| n == name)
+        };
+        match (mode, exists) {
+            (XattrMode::Create, true) => return Err(FsError::Exists(name.into())),
+            (XattrMode::Replace, false) => return Err(FsError::NotFound(name.into())),
+            _ => {}
+        }
+        if name == PRIORITY_XATTR {
+            let p = parse_priority(value)?;
+            return self.set_object_priority(ino, p);
+        }
+        let slots = self.xattr_slots(ino)?;
+        let slot = match slots.iter().find(|(_, n, _)| n == name) {
+            Some((s, _, _)) => *s,
+            None if slots.len() as u16 >= XATTR_SLOTS => {
+                return Err(FsError::NoSpace(format!(
+                    "inode {ino} has {XATTR_SLOTS} extended attributes"
+                )))
+            }
+            None => slots.len() as u16,
+        };
+        let cost = |n: &str, v: &[u8]| 3 + 1 + n.len() + v.len();
+        let others: usize = slots
+            .iter()
+            .filter(|(_, n, _)| n != name)
+            .map(|(_, n, v)| cost(n, v))
+            .sum();
+        if others + cost(name, value) > XATTR_BYTES_MAX {
+            return Err(FsError::NoSpace(format!(
+                "extended attributes of inode {ino} would take {} bytes; {XATTR_BYTES_MAX} fit",
+                others + cost(name, value)
+            )));
+        }
+        let mut v = Vec::with_capacity(1 + name.len() + value.len());
+        v.push(name.len() as u8);
+        v.extend_from_slice(name.as_bytes());
+        v.extend_from_slice(value);
+        self.counters.attr_updates += 1;
+        match self.store.set_attr(
+            data_oid(ino),
+            Attr::User(ATTR_XATTR_FIRST + slot),
+            AttrValue::Bytes(v),
+        ) {
+            Ok(()) => Ok(()),
+            // The onode's 256 bytes (or one attribute's 128) are full.
+            Err(OsdError::InvalidArgument(why)) => Err(FsError::NoSpace(format!(
+                "extended attribute {name:?} of inode {ino}: {why}"
+            ))),
+            Err(e) => Err(osd_err(e)),
+        }
+    }
+
+    fn listxattr(&mut self, ino: Ino) -> Result<Vec<String>, FsError> {
+        self.kind_of(ino)?;
+        let mut names: Vec<String> = self
+            .xattr_slots(ino)?
+            .into_iter()
+            .map(|(_, n, _)| n)
+            .collect();
+        if self.object_priority(ino)? != 0 {
+            names.push(PRIORITY_XATTR.into());
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    fn removexattr(&mut self, ino: Ino, name: &str) -> Result<(), FsError> {
+        self.kind_of(ino)?;
+        check_xattr_name(name)?;
+        if name == PRIORITY_XATTR {
+            if self.object_priority(ino)? == 0 {
+                return Err(FsError::NotFound(name.into()));
+            }
+            return self.set_object_priority(ino, 0);
+        }
+        let slots = self.xattr_slots(ino)?;
+        let Some(i) = slots.iter().position(|(_, n, _)| n == name) else {
+            return Err(FsError::NotFound(name.into()));
+        };
+        // The last slot moves into the freed one, then goes: the slots stay consecutive.
+        let oid = data_oid(ino);
+        let last = slots.len() - 1;
+        if i != last {
+            let (_, n, v) = &slots[last];
+            let mut b = vec![n.len() as u8];
+            b.extend_from_slice(n.as_bytes());
+            b.extend_from_slice(v);
+            self.set_attr(oid, Attr::User(ATTR_XATTR_FIRST + slots[i].0), b)?;
+        }
+        self.counters.attr_updates += 1;
+        self.store
+            .set_attr(
+                oid,
+                Attr::User(ATTR_XATTR_FIRST + slots[last].0),
+                AttrValue::Absent,
+            )
+            .map_err(osd_err)
+    }
+
+    fn statfs(&mut self) -> Result<SpaceInfo, FsError> {
+        let fml = self.store.fml();
+        let unit = self.store.unit_bytes() as u64;
+        let capacity = fml.capacity_units();
+        let valid: u64 = fml.blocks().iter().map(|b| b.valid as u64).sum();
+        Ok(SpaceInfo {
+            total_bytes: capacity * unit,
+            free_bytes: capacity.saturating_sub(valid) * unit,
+            inodes_used: self.next_ino - 1,
+            inodes_total: INO_LIMIT - 1,
+            block_bytes: unit as u32,
+        })
     }
 }

@@ -5,7 +5,7 @@
 
 use osd::id::FIRST_USER_ID;
 use osd::{Attr, ObjectId, Oid, PartitionId};
-use vfs::{FileKind, FsError, Ino};
+use vfs::{FileKind, FsError, Ino, Owner};
 
 /// The one partition OFS formats and lives in.
 pub const PARTITION: PartitionId = PartitionId(FIRST_USER_ID);
@@ -26,6 +26,17 @@ pub const ATTR_INODE: Attr = Attr::User(0x1000);
 pub const ATTR_DIR_SIZE: Attr = Attr::User(0x1001);
 /// The superblock, on the root directory's data object.
 pub const ATTR_SUPER: Attr = Attr::User(0x1002);
+/// Extended attributes (`user.*`) of an inode, one per user attribute of its data object, in
+/// consecutive ids from here (the first id not set ends the list).
+pub const ATTR_XATTR_FIRST: u16 = 0x1100;
+/// At most this many extended attributes per inode (the byte budget runs out first).
+pub const XATTR_SLOTS: u16 = 64;
+/// The onode bytes an inode's extended attributes may take, each `3 + 1 + name + value` (the
+/// store's attribute header, the name length, the name and the value): what is left of the
+/// 256-byte onode (162 bytes for attributes) after OFS's own worst case, a version 2 inode
+/// record, a directory size and the superblock (35 + 23 + 27 bytes). So an extended attribute
+/// can never crowd out the file system's own records.
+pub const XATTR_BYTES_MAX: usize = 77;
 
 /// Which of OFS's objects an object id is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +110,7 @@ pub fn kind_code(k: FileKind) -> u8 {
     match k {
         FileKind::File => 1,
         FileKind::Dir => 2,
+        FileKind::Symlink => 3,
     }
 }
 
@@ -106,43 +118,103 @@ pub fn kind_from_code(c: u8) -> Option<FileKind> {
     match c {
         1 => Some(FileKind::File),
         2 => Some(FileKind::Dir),
+        3 => Some(FileKind::Symlink),
         _ => None,
     }
 }
 
 const INODE_MAGIC: &[u8; 4] = b"OFSI";
-pub const INODE_RECORD_BYTES: usize = 20;
+/// A version 1 inode record: kind and parent only.
+pub const INODE_RECORD_V1_BYTES: usize = 20;
+/// A version 2 inode record: also permissions, owner and link count.
+pub const INODE_RECORD_V2_BYTES: usize = 32;
 
 /// What OFS keeps per inode besides what the object store keeps anyway (length, times): the
-/// kind and the link (the parent directory; OFS has no hard links, so one link per inode).
+/// kind, the parent directory, permissions, owner and link count.
+///
+/// `parent` is the directory that holds a directory (checked by the tree walk: it decides which
+/// of two entries a crash during a rename leaves); for files and symbolic links, which may have
+/// several names, it is the directory they were created in, and not checked.
+///
+/// Encoded as version 1 (20 bytes, as before POSIX attributes existed) when the attributes are
+/// the defaults ([`vfs::Owner::default_for`], one link, not a symbolic link), so that the lab's
+/// files, made without an owner, cost exactly what they did; as version 2 (32 bytes) otherwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InodeRecord {
     pub kind: FileKind,
     pub parent: Ino,
+    pub owner: Owner,
+    pub nlink: u32,
 }
 
 impl InodeRecord {
-    /// magic, version, kind, two reserved bytes, parent, CRC.
+    /// A new inode's record: one link.
+    pub fn new(kind: FileKind, parent: Ino, owner: Owner) -> InodeRecord {
+        InodeRecord {
+            kind,
+            parent,
+            owner,
+            nlink: 1,
+        }
+    }
+
+    /// Version 1: magic, version, kind, two reserved bytes, parent, CRC. Version 2: magic,
+    /// version, kind, permissions (2), parent, uid, gid, link count, CRC.
     pub fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(INODE_RECORD_BYTES);
+        let plain = self.kind != FileKind::Symlink
+            && self.nlink == 1
+            && self.owner == Owner::default_for(self.kind);
+        let mut v = Vec::with_capacity(INODE_RECORD_V2_BYTES);
         v.extend_from_slice(INODE_MAGIC);
-        v.extend_from_slice(&[1, kind_code(self.kind), 0, 0]);
-        v.extend_from_slice(&self.parent.to_le_bytes());
+        if plain {
+            v.extend_from_slice(&[1, kind_code(self.kind), 0, 0]);
+            v.extend_from_slice(&self.parent.to_le_bytes());
+        } else {
+            v.extend_from_slice(&[2, kind_code(self.kind)]);
+            v.extend_from_slice(&((self.owner.perm & 0o7777) as u16).to_le_bytes());
+            v.extend_from_slice(&self.parent.to_le_bytes());
+            v.extend_from_slice(&self.owner.uid.to_le_bytes());
+            v.extend_from_slice(&self.owner.gid.to_le_bytes());
+            v.extend_from_slice(&self.nlink.to_le_bytes());
+        }
         with_crc(v)
     }
 
     pub fn decode(b: &[u8], ino: Ino) -> Result<InodeRecord, FsError> {
         let bad = |why: &str| corrupted("inode record", ino, why);
-        if b.len() != INODE_RECORD_BYTES {
+        if b.len() != INODE_RECORD_V1_BYTES && b.len() != INODE_RECORD_V2_BYTES {
             return Err(bad(&format!("{} bytes", b.len())));
         }
         let body = check_crc(b).ok_or_else(|| bad("checksum mismatch"))?;
-        if &body[..4] != INODE_MAGIC || body[4] != 1 {
+        let version = body[4];
+        let v1 = b.len() == INODE_RECORD_V1_BYTES;
+        if &body[..4] != INODE_MAGIC || version != if v1 { 1 } else { 2 } {
             return Err(bad("bad magic or version"));
         }
         let kind = kind_from_code(body[5]).ok_or_else(|| bad("bad kind"))?;
+        let u32_at = |i: usize| u32::from_le_bytes(body[i..i + 4].try_into().unwrap());
         let parent = u64::from_le_bytes(body[8..16].try_into().unwrap());
-        Ok(InodeRecord { kind, parent })
+        if v1 {
+            if kind == FileKind::Symlink {
+                return Err(bad("a version 1 record of a symbolic link"));
+            }
+            return Ok(InodeRecord::new(kind, parent, Owner::default_for(kind)));
+        }
+        let perm = u16::from_le_bytes([body[6], body[7]]) as u32;
+        let nlink = u32_at(24);
+        if perm > 0o7777 || nlink == 0 {
+            return Err(bad("bad permissions or link count"));
+        }
+        Ok(InodeRecord {
+            kind,
+            parent,
+            owner: Owner {
+                perm,
+                uid: u32_at(16),
+                gid: u32_at(20),
+            },
+            nlink,
+        })
     }
 }
 
@@ -175,7 +247,10 @@ impl DirSize {
 }
 
 const SUPER_MAGIC: &[u8; 4] = b"OFSB";
-const SUPER_VERSION: u16 = 1;
+/// Version 2 added inode record version 2, symbolic links, hard links and extended
+/// attributes; a version 1 file system mounts and is marked version 2 (it holds only version 1
+/// records, which version 2 reads).
+const SUPER_VERSION: u16 = 2;
 const FLAG_INODE_OBJECTS: u16 = 1;
 const FLAG_EMBED_INODES: u16 = 2;
 const FLAG_DIRENT_OBJECTS: u16 = 4;
@@ -224,7 +299,7 @@ impl Superblock {
             return Err(bad("not an OFS superblock".into()));
         }
         let version = u16::from_le_bytes([body[4], body[5]]);
-        if version != SUPER_VERSION {
+        if version != SUPER_VERSION && version != 1 {
             return Err(bad(format!(
                 "version {version}; this OFS reads version {SUPER_VERSION}"
             )));
@@ -285,18 +360,40 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_refuse_damage() {
-        let i = InodeRecord {
-            kind: FileKind::Dir,
-            parent: 7,
-        };
+        let i = InodeRecord::new(FileKind::Dir, 7, Owner::default_for(FileKind::Dir));
         let mut b = i.encode();
-        assert_eq!(b.len(), INODE_RECORD_BYTES);
+        assert_eq!(
+            b.len(),
+            INODE_RECORD_V1_BYTES,
+            "default attributes: version 1"
+        );
         assert_eq!(InodeRecord::decode(&b, 3).unwrap(), i);
         b[9] ^= 1;
         assert!(matches!(
             InodeRecord::decode(&b, 3),
             Err(FsError::Corrupted(_))
         ));
+        let owned = InodeRecord {
+            kind: FileKind::Symlink,
+            parent: 9,
+            owner: Owner {
+                perm: 0o4755,
+                uid: 1000,
+                gid: 100,
+            },
+            nlink: 3,
+        };
+        let b = owned.encode();
+        assert_eq!(b.len(), INODE_RECORD_V2_BYTES);
+        assert_eq!(InodeRecord::decode(&b, 3).unwrap(), owned);
+        for i in 0..b.len() {
+            let mut d = b.clone();
+            d[i] ^= 0x10;
+            assert!(InodeRecord::decode(&d, 3).is_err(), "flip at {i}");
+        }
+        for n in 0..b.len() {
+            assert!(InodeRecord::decode(&b[..n], 3).is_err());
+        }
         let s = Superblock {
             inode_objects: true,
             embed_inodes: false,

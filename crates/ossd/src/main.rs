@@ -11,6 +11,7 @@ use flash::{Flash, Nand};
 use indicatif::{ProgressBar, ProgressStyle};
 use lab::RunReport;
 
+mod mountcmd;
 mod net;
 mod objects;
 mod reproduce;
@@ -67,6 +68,29 @@ enum Command {
         /// Seed of the factory bad-block draw.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Also make a file system on the store: `ofs` (mount it with `ossd mount`).
+        #[arg(long)]
+        fs: Option<String>,
+    },
+    /// Mount the OFS on an image (made by `format --fs ofs`) with FUSE. Runs in the
+    /// foreground until Ctrl-C, SIGTERM or `fusermount3 -u MOUNTPOINT`, then unmounts cleanly.
+    Mount {
+        #[arg(long)]
+        image: PathBuf,
+        mountpoint: PathBuf,
+        /// Run in the background; returns once the mount is in place.
+        #[arg(long)]
+        daemon: bool,
+        /// Where the background daemon's messages go (with --daemon).
+        #[arg(long)]
+        log: Option<PathBuf>,
+        /// none: reply when done; emulate: hold each reply until the device model's
+        /// completion time, so programs feel the simulated device.
+        #[arg(long, default_value = "none")]
+        timing: String,
+        /// Let other users use the mount (FUSE allow_other).
+        #[arg(long)]
+        allow_other: bool,
     },
     /// Store a file (or standard input, with -) as an object; prints the object id.
     Put {
@@ -288,7 +312,23 @@ fn main() -> ExitCode {
             device,
             policy,
             seed,
-        } => format(&image, &device, &policy, seed),
+            fs,
+        } => format(&image, &device, &policy, seed, fs.as_deref()),
+        Command::Mount {
+            image,
+            mountpoint,
+            daemon,
+            log,
+            timing,
+            allow_other,
+        } => mountcmd::run(mountcmd::Args {
+            image,
+            mountpoint,
+            daemon,
+            log,
+            timing,
+            allow_other,
+        }),
         Command::Info { image, json } => info(&image, json.as_deref()),
         Command::Put {
             image,
@@ -564,10 +604,24 @@ fn print_report(r: &RunReport) {
     );
 }
 
-fn format(image: &Path, device: &str, policy: &str, seed: u64) -> Result<()> {
+fn format(image: &Path, device: &str, policy: &str, seed: u64, fs: Option<&str>) -> Result<()> {
     let mut cfg = flash::preset(device).map_err(|e| anyhow!(e))?;
     cfg.seed = seed;
     let placement: osd::Placement = policy.parse().map_err(|e: String| anyhow!(e))?;
+    match fs {
+        None => {}
+        Some("ofs") => {
+            mount::image::format(image, cfg, placement, ofs::OfsConfig::default())?;
+            println!(
+                "formatted {} as an object store on {device} ({}, placement {placement}) with OFS on it; mount it with: ossd mount --image {} MOUNTPOINT",
+                image.display(),
+                human(cfg.geometry.capacity_bytes()),
+                image.display()
+            );
+            return Ok(());
+        }
+        Some(other) => bail!("--fs {other}: the file system on an image is ofs"),
+    }
     objects::format(image, cfg, placement)?;
     println!(
         "formatted {} as an object store on {device} ({}, placement {placement}); partition {:#x} created",

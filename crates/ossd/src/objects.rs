@@ -6,7 +6,6 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Context, Result};
 use flash::image::ImageStore;
 use flash::Nand;
-use fml::FmlConfig;
 use osd::{
     Attr, AttrValue, FlushScope, ObjectId, ObjectStore, Oid, Osd, OsdConfig, PartitionId, Placement,
 };
@@ -17,11 +16,7 @@ pub const DEFAULT_PARTITION: u64 = osd::id::FIRST_USER_ID;
 pub type Store = ObjectStore<Nand<ImageStore>>;
 
 fn config(device: &flash::DeviceConfig, placement: Placement) -> OsdConfig {
-    OsdConfig {
-        placement,
-        fml: FmlConfig::for_blocks(device.gang.superblocks(&device.geometry)),
-        ..OsdConfig::default()
-    }
+    mount::image::store_config(device, placement)
 }
 
 /// Parses an id in decimal or 0x-hex.
@@ -45,6 +40,8 @@ pub fn format(image: &Path, device: flash::DeviceConfig, placement: Placement) -
 }
 
 pub fn open(image: &Path) -> Result<Store> {
+    // Held until this one-shot command exits: no mount may use the image meanwhile.
+    std::mem::forget(mount::image::lock(image)?);
     let (device, store) = ImageStore::open(image)?;
     let nand = Nand::open(device, store)?;
     ObjectStore::open(nand, config(&device, Placement::Ossd))
@@ -240,19 +237,39 @@ pub fn fsck(image: &Path) -> Result<()> {
         r.units_scanned,
         r.records_rolled_forward
     );
-    if report.problems.is_empty() && report.damaged.is_empty() {
+    let mut problems = report.problems;
+    let damaged = report.damaged;
+    if s.get_attr(ofs::layout::data_oid(vfs::ROOT), ofs::layout::ATTR_SUPER)
+        .is_ok_and(|v| matches!(v, AttrValue::Bytes(_)))
+    {
+        // OFS on the store: mount it (which repairs it after an unclean end, as `ossd mount`
+        // would), check the tree, unmount cleanly.
+        let mut fs = ofs::Ofs::mount(s).map_err(|e| anyhow!("OFS: {e}"))?;
+        let c = fs.ofs_counters();
+        if c.repairs > 0 {
+            println!(
+                "OFS was not unmounted cleanly: repaired ({} fixes)",
+                c.repair_fixes
+            );
+        }
+        let found = vfs::FileSystem::check(&mut fs).map_err(|e| anyhow!("OFS: {e}"))?;
+        println!("OFS: {} problems", found.len());
+        problems.extend(found.into_iter().map(|p| format!("OFS: {p}")));
+        close(fs.unmount().map_err(|e| anyhow!(e))?)?;
+    }
+    if problems.is_empty() && damaged.is_empty() {
         println!("clean");
         return Ok(());
     }
-    for p in &report.problems {
+    for p in &problems {
         println!("  problem: {p}");
     }
-    for d in &report.damaged {
+    for d in &damaged {
         println!("  damaged: {d}");
     }
     bail!(
         "{} problems and {} damaged units found",
-        report.problems.len(),
-        report.damaged.len()
+        problems.len(),
+        damaged.len()
     )
 }

@@ -64,11 +64,14 @@ impl ReadInto<'_> {
     }
 }
 
-/// A file or a directory.
+/// A file, a directory or a symbolic link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FileKind {
     File,
     Dir,
+    /// A symbolic link: its target is its contents ([`FileSystem::readlink`]). Only file
+    /// systems that implement [`FileSystem::symlink`] make them.
+    Symlink,
 }
 
 /// What `stat` reports.
@@ -80,6 +83,92 @@ pub struct FileStat {
     pub size: u64,
     pub modified_ns: Nanos,
 }
+
+/// Who owns a new inode and its permission bits (the low 12 bits of `st_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub perm: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Owner {
+    /// What an inode made without an owner reports: root's, `0644` for files, `0755` for
+    /// directories, `0777` for symbolic links.
+    pub fn default_for(kind: FileKind) -> Owner {
+        let perm = match kind {
+            FileKind::File => 0o644,
+            FileKind::Dir => 0o755,
+            FileKind::Symlink => 0o777,
+        };
+        Owner {
+            perm,
+            uid: 0,
+            gid: 0,
+        }
+    }
+}
+
+/// What `getattr` reports: [`FileStat`] plus the POSIX attributes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileAttr {
+    pub ino: Ino,
+    pub kind: FileKind,
+    pub size: u64,
+    /// Permission bits (`0o7777` at most).
+    pub perm: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Names the inode has (directories report 1: the count of subdirectories is not kept).
+    pub nlink: u32,
+    /// Times in the file system's clock (virtual ns in the lab; ns since the Unix epoch
+    /// through a mount).
+    pub atime_ns: Nanos,
+    pub mtime_ns: Nanos,
+    pub ctime_ns: Nanos,
+}
+
+/// What `setattr` changes; `None` leaves a field as it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    pub perm: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// Truncates or extends a file.
+    pub size: Option<u64>,
+    pub atime_ns: Option<Nanos>,
+    pub mtime_ns: Option<Nanos>,
+}
+
+/// How `setxattr` treats an existing attribute (`XATTR_CREATE`, `XATTR_REPLACE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XattrMode {
+    /// Create or replace.
+    Any,
+    /// Fail with [`FsError::Exists`] if it exists.
+    Create,
+    /// Fail with [`FsError::NotFound`] if it does not.
+    Replace,
+}
+
+/// Space on the device below a file system, for `statfs`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpaceInfo {
+    pub total_bytes: u64,
+    pub free_bytes: u64,
+    /// Inode numbers handed out so far (at least the inodes in use).
+    pub inodes_used: u64,
+    /// Inode numbers the file system can hand out in all.
+    pub inodes_total: u64,
+    /// The block size reported to programs (the device's write unit).
+    pub block_bytes: u32,
+}
+
+/// Longest symbolic link target, in bytes (`PATH_MAX` less its NUL).
+pub const SYMLINK_MAX: usize = 4095;
+
+/// Longest extended attribute name, in bytes (Linux's `XATTR_NAME_MAX`).
+pub const XATTR_NAME_MAX: usize = 255;
 
 /// File system errors, each saying what it is about.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -102,6 +191,14 @@ pub enum FsError {
     Corrupted(String),
     #[error("device: {0}")]
     Device(String),
+    #[error("not supported: {0}")]
+    Unsupported(String),
+    #[error("not permitted: {0}")]
+    NotPermitted(String),
+}
+
+fn unsupported<T>(what: &str) -> Result<T, FsError> {
+    Err(FsError::Unsupported(what.into()))
 }
 
 /// Named counters of a file system's own work (metadata writes, directory lookups, ...), for
@@ -152,4 +249,96 @@ pub trait FileSystem {
     /// Checks every invariant of the file system and the store below (an fsck); the problems
     /// found, empty when clean.
     fn check(&mut self) -> Result<Vec<String>, FsError>;
+
+    // The POSIX surface a mount needs. Each has a default, so file systems that only serve the
+    // lab (the block file system, p-OFTL's file layer) need not implement them: the defaults
+    // report `Unsupported`, except `getattr`, which derives what it can from `stat`.
+
+    /// [`FileSystem::stat`] with owner, permissions, link count and times.
+    fn getattr(&mut self, ino: Ino) -> Result<FileAttr, FsError> {
+        let s = self.stat(ino)?;
+        let o = Owner::default_for(s.kind);
+        Ok(FileAttr {
+            ino,
+            kind: s.kind,
+            size: s.size,
+            perm: o.perm,
+            uid: o.uid,
+            gid: o.gid,
+            nlink: 1,
+            atime_ns: s.modified_ns,
+            mtime_ns: s.modified_ns,
+            ctime_ns: s.modified_ns,
+        })
+    }
+    /// Creates an empty file or directory `name` in `dir` owned by `owner`.
+    fn create_as(
+        &mut self,
+        _dir: Ino,
+        _name: &str,
+        _kind: FileKind,
+        _owner: Owner,
+    ) -> Result<Ino, FsError> {
+        unsupported("create with an owner")
+    }
+    /// Creates a symbolic link `name` in `dir` pointing at `target` (at most [`SYMLINK_MAX`]
+    /// bytes, not empty).
+    fn symlink(
+        &mut self,
+        _dir: Ino,
+        _name: &str,
+        _target: &[u8],
+        _owner: Owner,
+    ) -> Result<Ino, FsError> {
+        unsupported("symbolic links")
+    }
+    /// The target of a symbolic link.
+    fn readlink(&mut self, _ino: Ino) -> Result<Vec<u8>, FsError> {
+        unsupported("symbolic links")
+    }
+    /// Gives file `ino` one more name, `name` in `dir` (a hard link; not for directories).
+    fn link(&mut self, _ino: Ino, _dir: Ino, _name: &str) -> Result<(), FsError> {
+        unsupported("hard links")
+    }
+    /// Renames `name` in `dir` to `new_name` in `new_dir`, replacing what that names (a file
+    /// replaces a file or link, a directory an empty directory). Renaming a directory into its
+    /// own subtree is [`FsError::Invalid`]. Two names of one inode: nothing happens.
+    fn rename(
+        &mut self,
+        _dir: Ino,
+        _name: &str,
+        _new_dir: Ino,
+        _new_name: &str,
+    ) -> Result<(), FsError> {
+        unsupported("rename")
+    }
+    /// Changes permissions, owner, size or times; returns the attributes after.
+    fn setattr(&mut self, _ino: Ino, _set: SetAttr) -> Result<FileAttr, FsError> {
+        unsupported("setattr")
+    }
+    /// An extended attribute's value (`name` without its `user.` namespace), `None` if unset.
+    fn getxattr(&mut self, _ino: Ino, _name: &str) -> Result<Option<Vec<u8>>, FsError> {
+        unsupported("extended attributes")
+    }
+    fn setxattr(
+        &mut self,
+        _ino: Ino,
+        _name: &str,
+        _value: &[u8],
+        _mode: XattrMode,
+    ) -> Result<(), FsError> {
+        unsupported("extended attributes")
+    }
+    /// Names of the extended attributes set, sorted (without the `user.` namespace).
+    fn listxattr(&mut self, _ino: Ino) -> Result<Vec<String>, FsError> {
+        unsupported("extended attributes")
+    }
+    /// Removes an extended attribute; [`FsError::NotFound`] if it is not set.
+    fn removexattr(&mut self, _ino: Ino, _name: &str) -> Result<(), FsError> {
+        unsupported("extended attributes")
+    }
+    /// Space on the device.
+    fn statfs(&mut self) -> Result<SpaceInfo, FsError> {
+        unsupported("statfs")
+    }
 }

@@ -1,19 +1,58 @@
 //! `MemFs`: the obviously correct in-memory model that file system tests compare against.
 //! Token writes only move the size (the oracle keeps no fingerprints); tests that check
 //! contents write bytes.
+//!
+//! Besides the lab's calls it models the POSIX surface of a mount: owners and permissions,
+//! hard links, symbolic links, rename, setattr and extended attributes (with `ossd.priority`
+//! standing for the object's priority class: a number from 0 to 255, absent when 0).
 
 use std::collections::BTreeMap;
 
 use flash::Nanos;
+use rustc_hash::FxHashMap;
 
-use crate::namespace::{Namespace, Node};
-use crate::{FileData, FileStat, FileSystem, FsCounters, FsError, Ino, ReadInto, NAME_MAX};
+use crate::{
+    FileAttr, FileData, FileKind, FileStat, FileSystem, FsCounters, FsError, Ino, Owner, ReadInto,
+    SetAttr, XattrMode, NAME_MAX, ROOT, SYMLINK_MAX, XATTR_NAME_MAX,
+};
+
+/// The extended attribute that stands for the object's priority class.
+pub const PRIORITY_XATTR: &str = "ossd.priority";
+
+struct Inode {
+    kind: FileKind,
+    /// A file's bytes, or a symbolic link's target.
+    data: Vec<u8>,
+    /// A directory's entries.
+    entries: BTreeMap<String, Ino>,
+    owner: Owner,
+    nlink: u32,
+    atime: Nanos,
+    mtime: Nanos,
+    ctime: Nanos,
+    xattrs: BTreeMap<String, Vec<u8>>,
+}
 
 /// The in-memory model.
-#[derive(Default)]
 pub struct MemFs {
-    ns: Namespace<Vec<u8>>,
+    nodes: FxHashMap<Ino, Inode>,
+    next: Ino,
     now: Nanos,
+}
+
+impl Default for MemFs {
+    fn default() -> Self {
+        let mut fs = MemFs {
+            nodes: FxHashMap::default(),
+            next: ROOT + 1,
+            now: 0,
+        };
+        fs.nodes.insert(
+            ROOT,
+            fs.inode(FileKind::Dir, Owner::default_for(FileKind::Dir)),
+        );
+        fs
+    }
 }
 
 /// A name a directory can hold: not empty, not `.` or `..`, no `/` or NUL, at most
@@ -30,34 +69,156 @@ pub fn check_name(name: &str) -> Result<(), FsError> {
     Ok(())
 }
 
+fn not_found(ino: Ino) -> FsError {
+    FsError::NotFound(format!("inode {ino}"))
+}
+
+impl MemFs {
+    fn inode(&self, kind: FileKind, owner: Owner) -> Inode {
+        Inode {
+            kind,
+            data: Vec::new(),
+            entries: BTreeMap::new(),
+            owner,
+            nlink: 1,
+            atime: self.now,
+            mtime: self.now,
+            ctime: self.now,
+            xattrs: BTreeMap::new(),
+        }
+    }
+
+    fn node(&mut self, ino: Ino) -> Result<&mut Inode, FsError> {
+        self.nodes.get_mut(&ino).ok_or_else(|| not_found(ino))
+    }
+
+    fn dir(&mut self, ino: Ino) -> Result<&mut BTreeMap<String, Ino>, FsError> {
+        let n = self.node(ino)?;
+        match n.kind {
+            FileKind::Dir => Ok(&mut n.entries),
+            _ => Err(FsError::NotDir(format!("inode {ino}"))),
+        }
+    }
+
+    fn file(&mut self, ino: Ino) -> Result<&mut Inode, FsError> {
+        let n = self.node(ino)?;
+        match n.kind {
+            FileKind::File => Ok(n),
+            FileKind::Dir => Err(FsError::IsDir(format!("inode {ino}"))),
+            FileKind::Symlink => Err(FsError::Invalid(format!("inode {ino} is a symbolic link"))),
+        }
+    }
+
+    fn touch(&mut self, ino: Ino) {
+        let now = self.now;
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.mtime = now;
+            n.ctime = now;
+        }
+    }
+
+    fn make(
+        &mut self,
+        dir: Ino,
+        name: &str,
+        kind: FileKind,
+        owner: Owner,
+        data: Vec<u8>,
+    ) -> Result<Ino, FsError> {
+        check_name(name)?;
+        let ino = self.next;
+        let d = self.dir(dir)?;
+        if d.contains_key(name) {
+            return Err(FsError::Exists(name.into()));
+        }
+        d.insert(name.into(), ino);
+        self.next += 1;
+        let mut node = self.inode(kind, owner);
+        node.data = data;
+        self.nodes.insert(ino, node);
+        self.touch(dir);
+        Ok(ino)
+    }
+
+    /// One name of `ino` is gone: the inode goes with its last.
+    fn drop_link(&mut self, ino: Ino) {
+        let now = self.now;
+        let n = self.nodes.get_mut(&ino).expect("a named inode exists");
+        if n.kind != FileKind::Dir && n.nlink > 1 {
+            n.nlink -= 1;
+            n.ctime = now;
+        } else {
+            self.nodes.remove(&ino);
+        }
+    }
+
+    fn remove(&mut self, dir: Ino, name: &str, rmdir: bool) -> Result<(), FsError> {
+        let ino = *self
+            .dir(dir)?
+            .get(name)
+            .ok_or_else(|| FsError::NotFound(name.into()))?;
+        let n = self.node(ino)?;
+        match (rmdir, n.kind) {
+            (false, FileKind::Dir) => return Err(FsError::IsDir(name.into())),
+            (true, FileKind::File | FileKind::Symlink) => return Err(FsError::NotDir(name.into())),
+            (true, FileKind::Dir) if !n.entries.is_empty() => {
+                return Err(FsError::NotEmpty(name.into()))
+            }
+            _ => {}
+        }
+        self.dir(dir)?.remove(name);
+        self.touch(dir);
+        self.drop_link(ino);
+        Ok(())
+    }
+
+    /// Whether `a` is `d` or one of its ancestors.
+    fn is_ancestor(&self, a: Ino, d: Ino) -> bool {
+        if a == d {
+            return true;
+        }
+        let Some(n) = self.nodes.get(&a) else {
+            return false;
+        };
+        n.entries.values().any(|&c| {
+            self.nodes.get(&c).is_some_and(|n| n.kind == FileKind::Dir) && self.is_ancestor(c, d)
+        })
+    }
+}
+
 impl FileSystem for MemFs {
     fn name(&self) -> &str {
         "oracle"
     }
 
     fn lookup(&mut self, dir: Ino, name: &str) -> Result<Option<Ino>, FsError> {
-        self.ns.lookup(dir, name)
+        Ok(self.dir(dir)?.get(name).copied())
     }
 
     fn create(&mut self, dir: Ino, name: &str) -> Result<Ino, FsError> {
-        self.ns.make(dir, name, Node::File(Vec::new()), self.now)
+        let owner = Owner::default_for(FileKind::File);
+        self.make(dir, name, FileKind::File, owner, Vec::new())
     }
 
     fn mkdir(&mut self, dir: Ino, name: &str) -> Result<Ino, FsError> {
-        self.ns
-            .make(dir, name, Node::Dir(BTreeMap::new()), self.now)
+        let owner = Owner::default_for(FileKind::Dir);
+        self.make(dir, name, FileKind::Dir, owner, Vec::new())
     }
 
     fn unlink(&mut self, dir: Ino, name: &str) -> Result<(), FsError> {
-        self.ns.unlink(dir, name).map(|_| ())
+        self.remove(dir, name, false)
     }
 
     fn rmdir(&mut self, dir: Ino, name: &str) -> Result<(), FsError> {
-        self.ns.rmdir(dir, name).map(|_| ())
+        self.remove(dir, name, true)
     }
 
     fn readdir(&mut self, dir: Ino) -> Result<Vec<(String, Ino)>, FsError> {
-        self.ns.readdir(dir)
+        Ok(self
+            .dir(dir)?
+            .iter()
+            .map(|(n, i)| (n.clone(), *i))
+            .collect())
     }
 
     fn write(
@@ -68,7 +229,7 @@ impl FileSystem for MemFs {
         data: FileData<'_>,
     ) -> Result<(), FsError> {
         data.check_len(len)?;
-        let f = self.ns.file(ino)?;
+        let f = &mut self.file(ino)?.data;
         let end = (offset + len) as usize;
         if f.len() < end {
             f.resize(end, 0);
@@ -76,12 +237,12 @@ impl FileSystem for MemFs {
         if let FileData::Bytes(b) = data {
             f[offset as usize..end].copy_from_slice(b);
         }
-        self.ns.touch(ino, self.now);
+        self.touch(ino);
         Ok(())
     }
 
     fn read(&mut self, ino: Ino, offset: u64, into: ReadInto<'_>) -> Result<u64, FsError> {
-        let f = self.ns.file(ino)?;
+        let f = &self.file(ino)?.data;
         let start = (offset as usize).min(f.len());
         let n = (f.len() - start).min(into.len() as usize);
         if let ReadInto::Bytes(out) = into {
@@ -91,27 +252,27 @@ impl FileSystem for MemFs {
     }
 
     fn truncate(&mut self, ino: Ino, size: u64) -> Result<(), FsError> {
-        self.ns.file(ino)?.resize(size as usize, 0);
-        self.ns.touch(ino, self.now);
+        self.file(ino)?.data.resize(size as usize, 0);
+        self.touch(ino);
         Ok(())
     }
 
     fn stat(&mut self, ino: Ino) -> Result<FileStat, FsError> {
-        let (node, modified_ns) = self.ns.node(ino)?;
-        let size = match node {
-            Node::File(f) => f.len() as u64,
-            Node::Dir(d) => d.len() as u64,
+        let n = self.node(ino)?;
+        let size = match n.kind {
+            FileKind::File | FileKind::Symlink => n.data.len() as u64,
+            FileKind::Dir => n.entries.len() as u64,
         };
         Ok(FileStat {
             ino,
-            kind: node.kind(),
+            kind: n.kind,
             size,
-            modified_ns,
+            modified_ns: n.mtime,
         })
     }
 
     fn fsync(&mut self, ino: Ino, _data_only: bool) -> Result<(), FsError> {
-        self.ns.node(ino).map(|_| ())
+        self.node(ino).map(|_| ())
     }
 
     fn sync(&mut self) -> Result<(), FsError> {
@@ -132,18 +293,226 @@ impl FileSystem for MemFs {
     }
 
     fn counters(&self) -> FsCounters {
-        vec![("files", self.ns.len() as u64)]
+        vec![("files", self.nodes.len() as u64)]
     }
 
     fn check(&mut self) -> Result<Vec<String>, FsError> {
         Ok(Vec::new())
     }
+
+    fn getattr(&mut self, ino: Ino) -> Result<FileAttr, FsError> {
+        let size = self.stat(ino)?.size;
+        let n = self.node(ino)?;
+        Ok(FileAttr {
+            ino,
+            kind: n.kind,
+            size,
+            perm: n.owner.perm,
+            uid: n.owner.uid,
+            gid: n.owner.gid,
+            nlink: n.nlink,
+            atime_ns: n.atime,
+            mtime_ns: n.mtime,
+            ctime_ns: n.ctime,
+        })
+    }
+
+    fn create_as(
+        &mut self,
+        dir: Ino,
+        name: &str,
+        kind: FileKind,
+        owner: Owner,
+    ) -> Result<Ino, FsError> {
+        if kind == FileKind::Symlink {
+            return Err(FsError::Invalid("a symbolic link needs a target".into()));
+        }
+        self.make(dir, name, kind, owner, Vec::new())
+    }
+
+    fn symlink(
+        &mut self,
+        dir: Ino,
+        name: &str,
+        target: &[u8],
+        owner: Owner,
+    ) -> Result<Ino, FsError> {
+        if target.is_empty() || target.len() > SYMLINK_MAX {
+            return Err(FsError::Invalid(format!(
+                "a symbolic link target of {} bytes",
+                target.len()
+            )));
+        }
+        self.make(dir, name, FileKind::Symlink, owner, target.to_vec())
+    }
+
+    fn readlink(&mut self, ino: Ino) -> Result<Vec<u8>, FsError> {
+        let n = self.node(ino)?;
+        if n.kind != FileKind::Symlink {
+            return Err(FsError::Invalid(format!(
+                "inode {ino} is not a symbolic link"
+            )));
+        }
+        Ok(n.data.clone())
+    }
+
+    fn link(&mut self, ino: Ino, dir: Ino, name: &str) -> Result<(), FsError> {
+        if self.node(ino)?.kind == FileKind::Dir {
+            return Err(FsError::NotPermitted(format!("inode {ino} is a directory")));
+        }
+        check_name(name)?;
+        let d = self.dir(dir)?;
+        if d.contains_key(name) {
+            return Err(FsError::Exists(name.into()));
+        }
+        d.insert(name.into(), ino);
+        let now = self.now;
+        let n = self.node(ino)?;
+        n.nlink += 1;
+        n.ctime = now;
+        self.touch(dir);
+        Ok(())
+    }
+
+    fn rename(
+        &mut self,
+        dir: Ino,
+        name: &str,
+        new_dir: Ino,
+        new_name: &str,
+    ) -> Result<(), FsError> {
+        check_name(name)?;
+        check_name(new_name)?;
+        self.dir(dir)?;
+        self.dir(new_dir)?;
+        let ino = *self
+            .dir(dir)?
+            .get(name)
+            .ok_or_else(|| FsError::NotFound(name.into()))?;
+        if dir == new_dir && name == new_name {
+            return Ok(());
+        }
+        let kind = self.node(ino)?.kind;
+        if kind == FileKind::Dir && self.is_ancestor(ino, new_dir) {
+            return Err(FsError::Invalid(format!(
+                "cannot move directory {name:?} into itself"
+            )));
+        }
+        let target = self.dir(new_dir)?.get(new_name).copied();
+        if let Some(t) = target {
+            if t == ino {
+                return Ok(());
+            }
+            let tn = self.node(t)?;
+            match (kind, tn.kind) {
+                (FileKind::Dir, FileKind::Dir) if !tn.entries.is_empty() => {
+                    return Err(FsError::NotEmpty(new_name.into()))
+                }
+                (FileKind::Dir, FileKind::Dir) => {}
+                (FileKind::Dir, _) => return Err(FsError::NotDir(new_name.into())),
+                (_, FileKind::Dir) => return Err(FsError::IsDir(new_name.into())),
+                _ => {}
+            }
+        }
+        self.dir(new_dir)?.insert(new_name.into(), ino);
+        self.dir(dir)?.remove(name);
+        if let Some(t) = target {
+            self.drop_link(t);
+        }
+        let now = self.now;
+        self.node(ino)?.ctime = now;
+        self.touch(dir);
+        self.touch(new_dir);
+        Ok(())
+    }
+
+    fn setattr(&mut self, ino: Ino, set: SetAttr) -> Result<FileAttr, FsError> {
+        let kind = self.node(ino)?.kind;
+        if let Some(size) = set.size {
+            match kind {
+                FileKind::File => self.truncate(ino, size)?,
+                FileKind::Dir => return Err(FsError::IsDir(format!("inode {ino}"))),
+                FileKind::Symlink => {
+                    return Err(FsError::Invalid(format!("inode {ino} is a symbolic link")))
+                }
+            }
+        }
+        let now = self.now;
+        let n = self.node(ino)?;
+        n.owner.perm = set.perm.map_or(n.owner.perm, |p| p & 0o7777);
+        n.owner.uid = set.uid.unwrap_or(n.owner.uid);
+        n.owner.gid = set.gid.unwrap_or(n.owner.gid);
+        n.atime = set.atime_ns.unwrap_or(n.atime);
+        n.mtime = set.mtime_ns.unwrap_or(n.mtime);
+        n.ctime = now;
+        self.getattr(ino)
+    }
+
+    fn getxattr(&mut self, ino: Ino, name: &str) -> Result<Option<Vec<u8>>, FsError> {
+        let n = self.node(ino)?;
+        check_xattr_name(name)?;
+        Ok(n.xattrs.get(name).cloned())
+    }
+
+    fn setxattr(
+        &mut self,
+        ino: Ino,
+        name: &str,
+        value: &[u8],
+        mode: XattrMode,
+    ) -> Result<(), FsError> {
+        let n = self.node(ino)?;
+        check_xattr_name(name)?;
+        match (mode, n.xattrs.contains_key(name)) {
+            (XattrMode::Create, true) => return Err(FsError::Exists(name.into())),
+            (XattrMode::Replace, false) => return Err(FsError::NotFound(name.into())),
+            _ => {}
+        }
+        if name == PRIORITY_XATTR {
+            let p = std::str::from_utf8(value)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .filter(|&p| p <= u8::MAX as u64)
+                .ok_or_else(|| FsError::Invalid(format!("{PRIORITY_XATTR} value {value:?}")))?;
+            if p == 0 {
+                n.xattrs.remove(name);
+            } else {
+                n.xattrs.insert(name.into(), p.to_string().into_bytes());
+            }
+            return Ok(());
+        }
+        n.xattrs.insert(name.into(), value.to_vec());
+        Ok(())
+    }
+
+    fn listxattr(&mut self, ino: Ino) -> Result<Vec<String>, FsError> {
+        Ok(self.node(ino)?.xattrs.keys().cloned().collect())
+    }
+
+    fn removexattr(&mut self, ino: Ino, name: &str) -> Result<(), FsError> {
+        let n = self.node(ino)?;
+        check_xattr_name(name)?;
+        n.xattrs
+            .remove(name)
+            .map(|_| ())
+            .ok_or_else(|| FsError::NotFound(name.into()))
+    }
+}
+
+/// An extended attribute name (without its namespace): not empty, no NUL, at most
+/// [`XATTR_NAME_MAX`] bytes.
+pub fn check_xattr_name(name: &str) -> Result<(), FsError> {
+    if name.is_empty() || name.len() > XATTR_NAME_MAX || name.contains('\0') {
+        return Err(FsError::Invalid(format!(
+            "bad extended attribute name {name:?}"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ROOT;
 
     #[test]
     fn oracle_basics() {
@@ -161,5 +530,51 @@ mod tests {
         fs.rmdir(ROOT, "d").unwrap();
         assert_eq!(fs.readdir(ROOT).unwrap(), vec![]);
         assert!(check_name("a/b").is_err());
+    }
+
+    #[test]
+    fn oracle_links_renames_and_attributes() {
+        let mut fs = MemFs::default();
+        let d = fs.mkdir(ROOT, "d").unwrap();
+        let f = fs.create(ROOT, "f").unwrap();
+        fs.write(f, 0, 2, FileData::Bytes(b"hi")).unwrap();
+        fs.link(f, d, "g").unwrap();
+        assert_eq!(fs.getattr(f).unwrap().nlink, 2);
+        assert!(matches!(
+            fs.link(d, ROOT, "x"),
+            Err(FsError::NotPermitted(_))
+        ));
+        fs.unlink(ROOT, "f").unwrap();
+        assert_eq!(fs.getattr(f).unwrap().nlink, 1);
+        let s = fs
+            .symlink(ROOT, "s", b"d/g", Owner::default_for(FileKind::Symlink))
+            .unwrap();
+        assert_eq!(fs.readlink(s).unwrap(), b"d/g");
+        assert!(matches!(
+            fs.rename(ROOT, "d", d, "e"),
+            Err(FsError::Invalid(_))
+        ));
+        fs.rename(d, "g", ROOT, "s").unwrap();
+        assert_eq!(fs.lookup(ROOT, "s").unwrap(), Some(f));
+        assert!(fs.stat(s).is_err(), "the replaced link is gone");
+        fs.setxattr(f, "k", b"v", XattrMode::Create).unwrap();
+        assert!(matches!(
+            fs.setxattr(f, "k", b"w", XattrMode::Create),
+            Err(FsError::Exists(_))
+        ));
+        fs.setxattr(f, PRIORITY_XATTR, b"0", XattrMode::Any)
+            .unwrap();
+        assert_eq!(fs.listxattr(f).unwrap(), vec!["k".to_string()]);
+        let a = fs
+            .setattr(
+                f,
+                SetAttr {
+                    perm: Some(0o100600),
+                    size: Some(1),
+                    ..SetAttr::default()
+                },
+            )
+            .unwrap();
+        assert_eq!((a.perm, a.size), (0o600, 1));
     }
 }

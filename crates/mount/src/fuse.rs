@@ -1,0 +1,646 @@
+//! The FUSE adapter: each kernel request becomes calls of the [`Backend`] (the seam), its
+//! result a reply or an errno. Nothing here keeps file system state beyond open directory
+//! listings (so `readdir` offsets stay valid while a directory is read in pieces).
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    FileType, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+};
+use libc::c_int;
+use vfs::{FileAttr, FileData, FileKind, FsError, Ino, Owner, ReadInto, SetAttr, XattrMode};
+
+use crate::{Backend, Timing};
+
+/// How long the kernel may cache attributes and entries. Every change goes through this
+/// mount, so the kernel's cache cannot go stale behind its back.
+const TTL: Duration = Duration::from_secs(1);
+
+/// The namespace of extended attributes OFS stores (others: not supported).
+const USER: &str = "user.";
+
+/// The errno for a file system error.
+pub fn errno(e: &FsError) -> c_int {
+    match e {
+        FsError::NotFound(_) => libc::ENOENT,
+        FsError::Exists(_) => libc::EEXIST,
+        FsError::NotDir(_) => libc::ENOTDIR,
+        FsError::IsDir(_) => libc::EISDIR,
+        FsError::NotEmpty(_) => libc::ENOTEMPTY,
+        FsError::NoSpace(_) => libc::ENOSPC,
+        FsError::Invalid(_) => libc::EINVAL,
+        FsError::Corrupted(_) | FsError::Device(_) => libc::EIO,
+        FsError::Unsupported(_) => libc::EOPNOTSUPP,
+        FsError::NotPermitted(_) => libc::EPERM,
+    }
+}
+
+/// Nanoseconds since the Unix epoch, now.
+pub fn wall_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn time_ns(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn file_type(k: FileKind) -> FileType {
+    match k {
+        FileKind::File => FileType::RegularFile,
+        FileKind::Dir => FileType::Directory,
+        FileKind::Symlink => FileType::Symlink,
+    }
+}
+
+/// A name from the kernel: at most 255 bytes (ENAMETOOLONG), UTF-8 (EINVAL: OFS keeps
+/// names as UTF-8).
+fn name_of(name: &OsStr) -> Result<&str, c_int> {
+    if name.len() > vfs::NAME_MAX {
+        return Err(libc::ENAMETOOLONG);
+    }
+    name.to_str().ok_or(libc::EINVAL)
+}
+
+/// The FUSE file system over a [`Backend`].
+pub struct OssdFuse<B: Backend> {
+    backend: Arc<Mutex<Option<B>>>,
+    timing: Timing,
+    block_bytes: u32,
+    /// Listings of open directories, by handle: (name, inode, type).
+    dirs: HashMap<u64, Vec<(Vec<u8>, Ino, FileType)>>,
+    next_fh: u64,
+}
+
+impl<B: Backend> OssdFuse<B> {
+    pub fn new(backend: Arc<Mutex<Option<B>>>, timing: Timing) -> Self {
+        OssdFuse {
+            backend,
+            timing,
+            block_bytes: 4096,
+            dirs: HashMap::new(),
+            next_fh: 1,
+        }
+    }
+
+    /// Runs `f` on the backend at the wall clock's time: errors become errno values, a panic
+    /// EIO and a poisoned backend (dropped without being marked clean; every later call is
+    /// EIO). With [`Timing::Emulate`] returns only at the device model's completion time.
+    fn call<T>(&mut self, f: impl FnOnce(&mut B) -> Result<T, FsError>) -> Result<T, c_int> {
+        let mut guard = match self.backend.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let Some(b) = guard.as_mut() else {
+            return Err(libc::EIO);
+        };
+        let issued = wall_ns();
+        b.set_time(issued);
+        let r = match catch_unwind(AssertUnwindSafe(|| f(&mut *b))) {
+            Ok(r) => r,
+            Err(_) => {
+                eprintln!(
+                    "ossd mount: a file system call panicked; every later call fails with EIO \
+                     (unmount, and the next mount repairs the file system)"
+                );
+                // Not shut down: its state is unknown. Dropping it closes nothing cleanly,
+                // as a crash would.
+                guard.take();
+                return Err(libc::EIO);
+            }
+        };
+        if self.timing == Timing::Emulate {
+            let done = b.now();
+            let now = wall_ns();
+            if done > now {
+                std::thread::sleep(Duration::from_nanos((done - now).min(10_000_000_000)));
+            }
+        }
+        r.map_err(|e| errno(&e))
+    }
+
+    fn attr(&mut self, ino: Ino) -> Result<fuser::FileAttr, c_int> {
+        let a = self.call(|b| b.getattr(ino))?;
+        Ok(self.to_fuse(&a))
+    }
+
+    fn to_fuse(&self, a: &FileAttr) -> fuser::FileAttr {
+        let t = |ns: u64| UNIX_EPOCH + Duration::from_nanos(ns);
+        fuser::FileAttr {
+            ino: a.ino,
+            size: a.size,
+            blocks: a.size.div_ceil(512),
+            atime: t(a.atime_ns),
+            mtime: t(a.mtime_ns),
+            ctime: t(a.ctime_ns),
+            crtime: t(a.ctime_ns),
+            kind: file_type(a.kind),
+            perm: (a.perm & 0o7777) as u16,
+            nlink: a.nlink,
+            uid: a.uid,
+            gid: a.gid,
+            rdev: 0,
+            blksize: self.block_bytes,
+            flags: 0,
+        }
+    }
+
+    fn entry(&mut self, r: Result<Ino, c_int>, reply: ReplyEntry) {
+        match r.and_then(|ino| self.attr(ino)) {
+            Ok(a) => reply.entry(&TTL, &a, 0),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn make(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        kind: FileKind,
+        mode: u32,
+        umask: u32,
+    ) -> Result<Ino, c_int> {
+        let name = name_of(name)?;
+        let owner = Owner {
+            perm: mode & !umask & 0o7777,
+            uid: req.uid(),
+            gid: req.gid(),
+        };
+        self.call(|b| b.create_as(parent, name, kind, owner))
+    }
+}
+
+fn done(r: Result<(), c_int>, reply: ReplyEmpty) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
+    }
+}
+
+/// A user extended attribute's name without its namespace; `None` for other namespaces.
+fn user_name(name: &OsStr) -> Result<Option<&str>, c_int> {
+    let s = name.to_str().ok_or(libc::EINVAL)?;
+    Ok(s.strip_prefix(USER))
+}
+
+/// Replies with `data`, or its size when `size` is 0, or ERANGE when it does not fit.
+fn xattr_reply(data: &[u8], size: u32, reply: ReplyXattr) {
+    if size == 0 {
+        reply.size(data.len() as u32);
+    } else if data.len() > size as usize {
+        reply.error(libc::ERANGE);
+    } else {
+        reply.data(data);
+    }
+}
+
+impl<B: Backend> Filesystem for OssdFuse<B> {
+    fn init(&mut self, _req: &Request<'_>, _config: &mut KernelConfig) -> Result<(), c_int> {
+        if let Ok(s) = self.call(|b| b.statfs()) {
+            self.block_bytes = s.block_bytes.max(512);
+        }
+        Ok(())
+    }
+
+    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        let r = name_of(name).and_then(|n| self.call(|b| b.lookup(parent, n))?.ok_or(libc::ENOENT));
+        self.entry(r, reply);
+    }
+
+    fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        match self.attr(ino) {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<u64>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<u32>,
+        reply: ReplyAttr,
+    ) {
+        let ns = |t: TimeOrNow| match t {
+            TimeOrNow::Now => wall_ns(),
+            TimeOrNow::SpecificTime(t) => time_ns(t),
+        };
+        let set = SetAttr {
+            perm: mode.map(|m| m & 0o7777),
+            uid,
+            gid,
+            size,
+            atime_ns: atime.map(ns),
+            mtime_ns: mtime.map(ns),
+        };
+        match self.call(|b| b.setattr(ino, set)) {
+            Ok(a) => reply.attr(&TTL, &self.to_fuse(&a)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
+        match self.call(|b| b.readlink(ino)) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let fmt = mode & libc::S_IFMT;
+        if fmt != 0 && fmt != libc::S_IFREG {
+            // Devices, FIFOs and sockets: OFS keeps files, directories and links only.
+            reply.error(libc::EOPNOTSUPP);
+            return;
+        }
+        let r = self.make(req, parent, name, FileKind::File, mode, umask);
+        self.entry(r, reply);
+    }
+
+    fn mkdir(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = self.make(req, parent, name, FileKind::Dir, mode, umask);
+        self.entry(r, reply);
+    }
+
+    fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let r = name_of(name).and_then(|n| self.call(|b| b.unlink(parent, n)));
+        done(r, reply);
+    }
+
+    fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let r = name_of(name).and_then(|n| self.call(|b| b.rmdir(parent, n)));
+        done(r, reply);
+    }
+
+    fn symlink(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        link_name: &OsStr,
+        target: &std::path::Path,
+        reply: ReplyEntry,
+    ) {
+        let owner = Owner {
+            perm: 0o777,
+            uid: req.uid(),
+            gid: req.gid(),
+        };
+        let t = target.as_os_str().as_bytes();
+        let r = if t.len() > vfs::SYMLINK_MAX {
+            Err(libc::ENAMETOOLONG)
+        } else {
+            name_of(link_name).and_then(|n| self.call(|b| b.symlink(parent, n, t, owner)))
+        };
+        self.entry(r, reply);
+    }
+
+    fn rename(
+        &mut self,
+        _req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+        reply: ReplyEmpty,
+    ) {
+        let r = (|| {
+            let (n, nn) = (name_of(name)?, name_of(newname)?);
+            if flags & !libc::RENAME_NOREPLACE != 0 {
+                // RENAME_EXCHANGE and RENAME_WHITEOUT are not built.
+                return Err(libc::EINVAL);
+            }
+            if flags & libc::RENAME_NOREPLACE != 0
+                && self.call(|b| b.lookup(newparent, nn))?.is_some()
+            {
+                return Err(libc::EEXIST);
+            }
+            self.call(|b| b.rename(parent, n, newparent, nn))
+        })();
+        done(r, reply);
+    }
+
+    fn link(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        newparent: u64,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let r = name_of(newname)
+            .and_then(|n| self.call(|b| b.link(ino, newparent, n)))
+            .map(|()| ino);
+        self.entry(r, reply);
+    }
+
+    fn open(&mut self, _req: &Request<'_>, _ino: u64, _flags: i32, reply: ReplyOpen) {
+        reply.opened(0, 0);
+    }
+
+    fn read(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        size: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyData,
+    ) {
+        let Ok(offset) = u64::try_from(offset) else {
+            reply.error(libc::EINVAL);
+            return;
+        };
+        let mut buf = vec![0u8; size as usize];
+        match self.call(|b| b.read(ino, offset, ReadInto::Bytes(&mut buf))) {
+            Ok(n) => reply.data(&buf[..n as usize]),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        data: &[u8],
+        _write_flags: u32,
+        flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyWrite,
+    ) {
+        let Ok(offset) = u64::try_from(offset) else {
+            reply.error(libc::EINVAL);
+            return;
+        };
+        let append = flags & libc::O_APPEND != 0;
+        let len = data.len() as u64;
+        let r = self.call(|b| {
+            // O_APPEND: at the end as the file system sees it, whatever the kernel thought.
+            let at = if append { b.stat(ino)?.size } else { offset };
+            if at.checked_add(len).is_none_or(|end| end > i64::MAX as u64) {
+                return Err(FsError::Invalid("write past the largest offset".into()));
+            }
+            b.write(ino, at, len, FileData::Bytes(data))
+        });
+        match r {
+            Ok(()) => reply.written(data.len() as u32),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        _fh: u64,
+        _lock_owner: u64,
+        reply: ReplyEmpty,
+    ) {
+        // close(2) promises no durability; fsync does.
+        reply.ok();
+    }
+
+    fn fsync(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, datasync: bool, reply: ReplyEmpty) {
+        done(self.call(|b| b.fsync(ino, datasync)), reply);
+    }
+
+    fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        // The listing is read once per open, so offsets stay stable while it is read in
+        // pieces (large directories), whatever changes meanwhile.
+        let r = self.call(|b| {
+            let entries = b.readdir(ino)?;
+            let mut list = vec![
+                (b".".to_vec(), ino, FileType::Directory),
+                (b"..".to_vec(), ino, FileType::Directory),
+            ];
+            for (name, child) in entries {
+                let kind = b
+                    .stat(child)
+                    .map_or(FileType::RegularFile, |s| file_type(s.kind));
+                list.push((name.into_bytes(), child, kind));
+            }
+            Ok(list)
+        });
+        match r {
+            Ok(list) => {
+                let fh = self.next_fh;
+                self.next_fh += 1;
+                self.dirs.insert(fh, list);
+                reply.opened(fh, 0);
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectory,
+    ) {
+        let Some(list) = self.dirs.get(&fh) else {
+            reply.error(libc::EBADF);
+            return;
+        };
+        let start = usize::try_from(offset).unwrap_or(0);
+        for (i, (name, ino, kind)) in list.iter().enumerate().skip(start) {
+            if reply.add(*ino, (i + 1) as i64, *kind, OsStr::from_bytes(name)) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _flags: i32,
+        reply: ReplyEmpty,
+    ) {
+        self.dirs.remove(&fh);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        done(self.call(|b| b.fsync(ino, datasync)), reply);
+    }
+
+    fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+        match self.call(|b| b.statfs()) {
+            Ok(s) => {
+                let bs = s.block_bytes.max(512) as u64;
+                let free = s.free_bytes / bs;
+                reply.statfs(
+                    s.total_bytes / bs,
+                    free,
+                    free,
+                    s.inodes_total,
+                    s.inodes_total.saturating_sub(s.inodes_used),
+                    bs as u32,
+                    vfs::NAME_MAX as u32,
+                    bs as u32,
+                )
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setxattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let r = (|| {
+            let Some(n) = user_name(name)? else {
+                return Err(libc::EOPNOTSUPP);
+            };
+            let mode = match flags {
+                0 => XattrMode::Any,
+                libc::XATTR_CREATE => XattrMode::Create,
+                libc::XATTR_REPLACE => XattrMode::Replace,
+                _ => return Err(libc::EINVAL),
+            };
+            self.call(|b| b.setxattr(ino, n, value, mode)).map_err(|e| {
+                if e == libc::ENOENT {
+                    libc::ENODATA
+                } else {
+                    e
+                }
+            })
+        })();
+        done(r, reply);
+    }
+
+    fn getxattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        size: u32,
+        reply: ReplyXattr,
+    ) {
+        let r = (|| {
+            // Other namespaces (security.*, system.*): never set, so absent.
+            let Some(n) = user_name(name)? else {
+                return Err(libc::ENODATA);
+            };
+            self.call(|b| b.getxattr(ino, n))?.ok_or(libc::ENODATA)
+        })();
+        match r {
+            Ok(v) => xattr_reply(&v, size, reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        match self.call(|b| b.listxattr(ino)) {
+            Ok(names) => {
+                let mut out = Vec::new();
+                for n in names {
+                    out.extend_from_slice(USER.as_bytes());
+                    out.extend_from_slice(n.as_bytes());
+                    out.push(0);
+                }
+                xattr_reply(&out, size, reply)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        let r = (|| {
+            let Some(n) = user_name(name)? else {
+                return Err(libc::ENODATA);
+            };
+            self.call(|b| b.removexattr(ino, n)).map_err(|e| {
+                if e == libc::ENOENT {
+                    libc::ENODATA
+                } else {
+                    e
+                }
+            })
+        })();
+        done(r, reply);
+    }
+
+    fn access(&mut self, _req: &Request<'_>, _ino: u64, _mask: i32, reply: ReplyEmpty) {
+        // The kernel checks permissions (default_permissions).
+        reply.ok();
+    }
+
+    fn create(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let r = self
+            .make(req, parent, name, FileKind::File, mode, umask)
+            .and_then(|ino| self.attr(ino));
+        match r {
+            Ok(a) => reply.created(&TTL, &a, 0, 0, 0),
+            Err(e) => reply.error(e),
+        }
+    }
+}

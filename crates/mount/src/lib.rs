@@ -1,0 +1,316 @@
+#![allow(unsafe_code)] // three libc calls (flock, umount2, sigwait); see the root Cargo.toml
+//! OFS mounted with FUSE: real programs on ossd.
+//!
+//! ```text
+//!   write(2) -> kernel FUSE -> OssdFuse (fuse.rs) -> Backend (the seam) -> Ofs -> ObjectStore
+//!                                                                          -> Nand<ImageStore>
+//! ```
+//!
+//! - [`Backend`] is the one seam every file system call of the mount goes through: a
+//!   [`vfs::FileSystem`] (the POSIX calls) plus shutdown. Today [`DirectOfs`] implements it by
+//!   calling OFS directly, in the daemon's process. The host path of the architecture,
+//!   OFS -> OAQ (crates/sched) -> device-side controller, is not wired under the mount yet: a
+//!   backend that queues OFS's object commands through OAQ implements the same trait and the
+//!   FUSE adapter does not change.
+//! - The adapter ([`fuse::OssdFuse`]) runs the FUSE session loop on one thread, so the backend
+//!   sees one call at a time. It maps [`vfs::FsError`] to errno values and never panics: a
+//!   panic inside the backend is caught, answered with EIO, and the backend refuses every
+//!   later call (the store's state is unknown), until the image is mounted again.
+//! - Time: before each call the backend's clock is set to the wall clock (ns since the Unix
+//!   epoch), so the times the store keeps (modified, accessed, attributes changed) are real
+//!   times. With [`Timing::Emulate`] each reply is held until the device model's completion
+//!   time of the call, so programs see the simulated device's latency.
+//! - Unmount (Ctrl-C, SIGTERM, `fusermount3 -u`, or [`Mounted::unmount`]) ends the session,
+//!   then [`Backend::shutdown`] marks OFS clean, flushes and closes the store (its checkpoint).
+//!   After a crash (kill -9) the next mount finds OFS not clean and repairs it.
+
+pub mod fuse;
+pub mod image;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use flash::image::ImageStore;
+use flash::Nand;
+use ofs::Ofs;
+use vfs::{FileSystem, FsError};
+
+pub use fuse::OssdFuse;
+
+/// The one seam between the FUSE adapter and the file system below: every call the mount makes
+/// is a method of this trait (the [`vfs::FileSystem`] calls, and shutdown).
+pub trait Backend: FileSystem + Send + 'static {
+    /// Ends the file system cleanly: marks it clean, makes everything durable and closes the
+    /// device.
+    fn shutdown(self) -> Result<(), FsError>;
+}
+
+/// OFS on an image-backed object store, called directly (no OAQ, no device-side controller):
+/// today's [`Backend`].
+pub type DirectOfs = Ofs<Nand<ImageStore>>;
+
+impl Backend for DirectOfs {
+    fn shutdown(self) -> Result<(), FsError> {
+        let store = self.unmount()?;
+        store
+            .close()
+            .map_err(|e| FsError::Device(format!("closing the store: {e}")))?;
+        Ok(())
+    }
+}
+
+/// How replies relate to the device model's time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Timing {
+    /// Reply as soon as the call is done (the device model's latency is not felt).
+    #[default]
+    None,
+    /// Hold each reply until the device model's completion time of the call (virtual ns from
+    /// the call's issue at the wall clock), so programs feel the simulated device.
+    Emulate,
+}
+
+impl std::str::FromStr for Timing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(Timing::None),
+            "emulate" => Ok(Timing::Emulate),
+            _ => Err(format!("timing '{s}': use none or emulate")),
+        }
+    }
+}
+
+/// Mount settings.
+#[derive(Clone, Debug, Default)]
+pub struct MountOptions {
+    pub timing: Timing,
+    /// Let users other than the one mounting use the mount (FUSE's `allow_other`).
+    pub allow_other: bool,
+}
+
+/// Errors of mounting.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("{0}")]
+    Image(#[from] image::ImageError),
+    #[error("mounting at {0}: {1} (is /dev/fuse there, and fusermount3 from the fuse3 package installed?)")]
+    Fuse(PathBuf, std::io::Error),
+    #[error("{0} is not a directory")]
+    NotADirectory(PathBuf),
+    #[error("unmounting: {0}")]
+    Shutdown(FsError),
+    #[error("the FUSE session failed: {0}")]
+    Session(std::io::Error),
+    #[error("the session thread panicked")]
+    Panicked,
+}
+
+fn fuse_options(opts: &MountOptions) -> Vec<fuser::MountOption> {
+    let mut o = vec![
+        fuser::MountOption::FSName("ossd".into()),
+        fuser::MountOption::Subtype("ofs".into()),
+        // The kernel checks permissions against the mode bits OFS keeps.
+        fuser::MountOption::DefaultPermissions,
+    ];
+    if opts.allow_other {
+        o.push(fuser::MountOption::AllowOther);
+    }
+    o
+}
+
+type Shared<B> = Arc<Mutex<Option<B>>>;
+
+fn session<B: Backend>(
+    backend: B,
+    mountpoint: &Path,
+    opts: &MountOptions,
+) -> Result<(fuser::Session<OssdFuse<B>>, Shared<B>), MountError> {
+    if !mountpoint.is_dir() {
+        return Err(MountError::NotADirectory(mountpoint.to_owned()));
+    }
+    let shared: Shared<B> = Arc::new(Mutex::new(Some(backend)));
+    let fs = OssdFuse::new(shared.clone(), opts.timing);
+    let s = fuser::Session::new(fs, mountpoint, &fuse_options(opts))
+        .map_err(|e| MountError::Fuse(mountpoint.to_owned(), e))?;
+    Ok((s, shared))
+}
+
+/// After the session ended: shut the backend down (unless a panic poisoned it).
+fn finish<B: Backend>(shared: &Shared<B>) -> Result<(), MountError> {
+    let backend = match shared.lock() {
+        Ok(mut g) => g.take(),
+        Err(p) => p.into_inner().take(),
+    };
+    match backend {
+        Some(b) => b.shutdown().map_err(MountError::Shutdown),
+        None => Err(MountError::Shutdown(FsError::Device(
+            "the file system was poisoned by an earlier failure; it was not marked clean, \
+             the next mount repairs it"
+                .into(),
+        ))),
+    }
+}
+
+/// Unmounts `mountpoint` (as root directly, else through `fusermount3 -u`). If it is busy
+/// (files open on it), detaches it lazily: it disappears from the tree at once and the session
+/// loop ends once the last open file is closed. A mount point with nothing mounted is fine.
+pub fn request_unmount(mountpoint: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    for flags in [0, libc::MNT_DETACH] {
+        // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+        if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
+            return Ok(());
+        }
+        match std::io::Error::last_os_error().raw_os_error() {
+            // Not a mount point (any more): nothing to do.
+            Some(libc::EINVAL) => return Ok(()),
+            Some(libc::EBUSY) => {
+                eprintln!(
+                    "{} is busy (open files): detached; the mount ends when they are closed",
+                    mountpoint.display()
+                );
+            }
+            // Not root: fusermount3 does it.
+            Some(libc::EPERM) => break,
+            _ => {}
+        }
+    }
+    for args in [&["-u"][..], &["-u", "-z"][..]] {
+        let status = std::process::Command::new("fusermount3")
+            .args(args)
+            .arg(mountpoint)
+            .stderr(std::process::Stdio::null())
+            .status()?;
+        if status.success() {
+            return Ok(());
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "could not unmount {}",
+        mountpoint.display()
+    )))
+}
+
+/// Mounts `backend` at `mountpoint` and serves it on this thread until it is unmounted
+/// (`fusermount3 -u`, or SIGINT / SIGTERM when `handle_signals`), then shuts the backend
+/// down cleanly. `ready` is called once the mount is in place.
+pub fn mount<B: Backend>(
+    backend: B,
+    mountpoint: &Path,
+    opts: &MountOptions,
+    handle_signals: bool,
+    ready: impl FnOnce(),
+) -> Result<(), MountError> {
+    if handle_signals {
+        block_signals();
+    }
+    let (mut s, shared) = session(backend, mountpoint, opts)?;
+    if handle_signals {
+        let mp = mountpoint.to_owned();
+        std::thread::spawn(move || loop {
+            let sig = wait_signal();
+            eprintln!("ossd mount: signal {sig}: unmounting {}", mp.display());
+            if let Err(e) = request_unmount(&mp) {
+                eprintln!("ossd mount: unmount of {} failed: {e}", mp.display());
+            }
+        });
+    }
+    ready();
+    let run = s.run();
+    drop(s);
+    let done = finish(&shared);
+    run.map_err(MountError::Session)?;
+    done
+}
+
+/// A mount served by a thread of this process (tests, and programs embedding ossd).
+pub struct Mounted {
+    mountpoint: PathBuf,
+    thread: Option<JoinHandle<Result<(), MountError>>>,
+}
+
+/// Mounts `backend` at `mountpoint`, served on a new thread; [`Mounted::unmount`] ends it.
+pub fn spawn<B: Backend>(
+    backend: B,
+    mountpoint: &Path,
+    opts: &MountOptions,
+) -> Result<Mounted, MountError> {
+    let (mut s, shared) = session(backend, mountpoint, opts)?;
+    let thread = std::thread::spawn(move || {
+        let run = s.run();
+        drop(s);
+        let done = finish(&shared);
+        run.map_err(MountError::Session)?;
+        done
+    });
+    Ok(Mounted {
+        mountpoint: mountpoint.to_owned(),
+        thread: Some(thread),
+    })
+}
+
+impl Mounted {
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// Unmounts and waits for the backend's clean shutdown.
+    pub fn unmount(mut self) -> Result<(), MountError> {
+        self.end()
+    }
+
+    fn end(&mut self) -> Result<(), MountError> {
+        let Some(t) = self.thread.take() else {
+            return Ok(());
+        };
+        if !t.is_finished() {
+            request_unmount(&self.mountpoint)
+                .map_err(|e| MountError::Fuse(self.mountpoint.clone(), e))?;
+        }
+        t.join().map_err(|_| MountError::Panicked)?
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Err(e) = self.end() {
+            eprintln!("unmounting {}: {e}", self.mountpoint.display());
+        }
+    }
+}
+
+fn signal_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialise and fill a sigset_t we own.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        set
+    }
+}
+
+/// Blocks SIGINT, SIGTERM and SIGHUP in this thread and the threads it starts, so that only
+/// the thread in [`wait_signal`] receives them.
+fn block_signals() {
+    let set = signal_set();
+    // SAFETY: `set` is initialised; a null old-set pointer is allowed.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+fn wait_signal() -> i32 {
+    let set = signal_set();
+    let mut sig = 0;
+    // SAFETY: `set` is initialised and `sig` is a valid out-pointer.
+    unsafe {
+        libc::sigwait(&set, &mut sig);
+    }
+    sig
+}

@@ -1,0 +1,491 @@
+#![allow(unsafe_code)] // libc kill, geteuid and xattr calls on the mount; see the root Cargo.toml
+//! `ossd mount` end to end, through the kernel: the built `ossd` binary formats a small image,
+//! mounts it in the background (`--daemon`), and real file operations run through `std::fs` and
+//! libc on the mount point. Then: a clean unmount (SIGTERM) and remount keep everything; and a
+//! crash loop kills the daemon with SIGKILL at random moments while a writer creates, writes
+//! and fsyncs files, remounts, and checks that every file whose fsync returned is intact, and
+//! that fsck of the image is clean at the end.
+//!
+//! Without /dev/fuse (or, when not root, without fusermount3) these tests print `SKIPPED: ...`
+//! to stderr and return.
+
+use std::ffi::CString;
+use std::fs;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const OSSD: &str = env!("CARGO_BIN_EXE_ossd");
+
+/// Why the mount tests cannot run here, if they cannot.
+fn missing_fuse() -> Option<String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse is missing".into());
+    }
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let fusermount = Command::new("fusermount3").arg("-V").output().is_ok();
+    if !root && !fusermount {
+        return Some("not root and fusermount3 is missing (apt-get install fuse3)".into());
+    }
+    None
+}
+
+macro_rules! require_fuse {
+    ($test:expr) => {
+        if let Some(why) = missing_fuse() {
+            eprintln!("SKIPPED: {}: {why}; the FUSE mount was NOT tested", $test);
+            return;
+        }
+    };
+}
+
+/// A scratch directory with an image and a mount point; unmounts and kills what it started
+/// when dropped.
+struct Rig {
+    dir: PathBuf,
+    image: PathBuf,
+    mnt: PathBuf,
+    pid: Option<i32>,
+}
+
+impl Rig {
+    fn new(name: &str) -> Rig {
+        let dir = std::env::temp_dir().join(format!("ossd-mount-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("mnt")).unwrap();
+        let image = dir.join("dev.img");
+        let out = Command::new(OSSD)
+            .args(["format", "--device", "tiny", "--fs", "ofs", "--image"])
+            .arg(&image)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "format: {out:?}");
+        Rig {
+            mnt: dir.join("mnt"),
+            dir,
+            image,
+            pid: None,
+        }
+    }
+
+    fn p(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    /// `ossd mount --daemon`; returns once mounted.
+    fn mount(&mut self) {
+        let out = Command::new(OSSD)
+            .args(["mount", "--daemon", "--image"])
+            .arg(&self.image)
+            .arg(&self.mnt)
+            .arg("--log")
+            .arg(self.dir.join("daemon.log"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "mount: {out:?}; log: {}",
+            fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
+        );
+        let pid = text
+            .split("daemon pid ")
+            .nth(1)
+            .and_then(|s| s.split(')').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no pid in {text:?}"));
+        self.pid = Some(pid);
+    }
+
+    fn alive(pid: i32) -> bool {
+        // A zombie counts as gone: the daemon is not our child, but its parent may be gone.
+        fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| !s.split(") ").nth(1).is_some_and(|r| r.starts_with('Z')))
+    }
+
+    fn wait_gone(pid: i32) {
+        let start = Instant::now();
+        while Self::alive(pid) {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "daemon {pid} did not end"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// SIGTERM: the daemon unmounts cleanly and exits.
+    fn unmount(&mut self) {
+        let pid = self.pid.take().unwrap();
+        // SAFETY: sending a signal to a process we started.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        Self::wait_gone(pid);
+        let log = fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default();
+        assert!(log.contains("closed cleanly"), "daemon log: {log}");
+    }
+
+    /// SIGKILL at whatever moment. The dead mount stays attached (every call on it fails
+    /// with ENOTCONN) until [`Rig::detach`].
+    fn kill9(&mut self) {
+        let pid = self.pid.take().unwrap();
+        // SAFETY: sending a signal to a process we started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        Self::wait_gone(pid);
+    }
+
+    fn detach(&self) {
+        mount::request_unmount(&self.mnt).unwrap();
+    }
+
+    fn fsck(&self) -> String {
+        let out = Command::new(OSSD)
+            .args(["fsck", "--image"])
+            .arg(&self.image)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "fsck: {text} {out:?}");
+        text
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid.take() {
+            // SAFETY: ending a process we started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            Self::wait_gone(pid);
+        }
+        let _ = mount::request_unmount(&self.mnt);
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn errno(r: std::io::Result<impl std::fmt::Debug>) -> i32 {
+    r.expect_err("an error").raw_os_error().unwrap_or(0)
+}
+
+fn cpath(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+fn setxattr(p: &Path, name: &str, value: &[u8], flags: i32) -> i32 {
+    let n = CString::new(name).unwrap();
+    // SAFETY: valid C strings and a buffer of the given length.
+    let r = unsafe {
+        libc::setxattr(
+            cpath(p).as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            flags,
+        )
+    };
+    if r == 0 {
+        0
+    } else {
+        std::io::Error::last_os_error().raw_os_error().unwrap()
+    }
+}
+
+fn getxattr(p: &Path, name: &str) -> Result<Vec<u8>, i32> {
+    let n = CString::new(name).unwrap();
+    let mut buf = vec![0u8; 256];
+    // SAFETY: valid C strings and a buffer of the given length.
+    let r = unsafe {
+        libc::getxattr(
+            cpath(p).as_ptr(),
+            n.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap());
+    }
+    buf.truncate(r as usize);
+    Ok(buf)
+}
+
+fn listxattr(p: &Path) -> Vec<String> {
+    let mut buf = vec![0u8; 1024];
+    // SAFETY: a valid C string and a buffer of the given length.
+    let r = unsafe { libc::listxattr(cpath(p).as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    assert!(r >= 0, "listxattr: {}", std::io::Error::last_os_error());
+    buf.truncate(r as usize);
+    buf.split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).to_string())
+        .collect()
+}
+
+fn statvfs(p: &Path) -> libc::statvfs {
+    // SAFETY: a valid C string and an out-struct.
+    unsafe {
+        let mut s: libc::statvfs = std::mem::zeroed();
+        assert_eq!(libc::statvfs(cpath(p).as_ptr(), &mut s), 0);
+        s
+    }
+}
+
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..len).map(|_| rng.gen()).collect()
+}
+
+const FIVE_GIB: u64 = 5 << 30;
+
+/// What the first mount leaves, checked again after a clean remount.
+fn check_tree(r: &Rig) {
+    assert_eq!(fs::read(r.p("dir2/renamed")).unwrap(), b"new contents");
+    assert!(!r.p("dir1/old").exists());
+    assert_eq!(
+        fs::read_link(r.p("link")).unwrap(),
+        Path::new("dir2/renamed")
+    );
+    assert_eq!(fs::read(r.p("link")).unwrap(), b"new contents");
+    let a = fs::metadata(r.p("dir2/renamed")).unwrap();
+    let b = fs::metadata(r.p("hard")).unwrap();
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
+    assert_eq!(a.permissions().mode() & 0o7777, 0o640);
+    assert_eq!(getxattr(&r.p("hard"), "user.colour"), Ok(b"blue".to_vec()));
+    assert_eq!(
+        getxattr(&r.p("hard"), "user.ossd.priority"),
+        Ok(b"2".to_vec())
+    );
+    let mut names = listxattr(&r.p("hard"));
+    names.sort();
+    assert_eq!(names, ["user.colour", "user.ossd.priority"]);
+    assert_eq!(getxattr(&r.p("hard"), "user.gone"), Err(libc::ENODATA));
+    let log = fs::read(r.p("log")).unwrap();
+    assert_eq!(log, b"one\ntwo\nthree\n");
+    assert_eq!(fs::metadata(r.p("trunc")).unwrap().len(), 3000);
+    assert_eq!(
+        fs::read(r.p("trunc")).unwrap()[..1000],
+        pattern(7, 1000)[..]
+    );
+    assert!(fs::read(r.p("trunc")).unwrap()[1000..]
+        .iter()
+        .all(|&b| b == 0));
+    let mut f = fs::File::open(r.p("sparse")).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), FIVE_GIB + 5);
+    let mut buf = [1u8; 4096];
+    f.seek(SeekFrom::Start(FIVE_GIB - 4091)).unwrap();
+    f.read_exact(&mut buf).unwrap();
+    assert!(buf[..4091].iter().all(|&b| b == 0), "a hole reads as zeros");
+    assert_eq!(&buf[4091..], b"tail\0"[..5].as_ref());
+    let mut big: Vec<String> = fs::read_dir(r.p("big"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    big.sort();
+    let mut want: Vec<String> = (0..1500).map(|i| format!("entry-{i:05}")).collect();
+    want.sort();
+    assert_eq!(big, want, "every entry of a large directory, once");
+    assert_eq!(fs::read(r.p("big/entry-01234")).unwrap(), b"1234");
+}
+
+#[test]
+fn posix_operations_survive_a_clean_remount() {
+    require_fuse!("posix_operations_survive_a_clean_remount");
+    let mut r = Rig::new("posix");
+    r.mount();
+
+    // create, write, rename over an existing name and across directories
+    fs::create_dir(r.p("dir1")).unwrap();
+    fs::create_dir(r.p("dir2")).unwrap();
+    fs::write(r.p("dir1/old"), b"new contents").unwrap();
+    fs::write(r.p("dir2/renamed"), b"to be replaced").unwrap();
+    fs::rename(r.p("dir1/old"), r.p("dir2/renamed")).unwrap();
+    // symlink, hard link, chmod, xattrs (user.ossd.priority is the object's priority class)
+    std::os::unix::fs::symlink("dir2/renamed", r.p("link")).unwrap();
+    fs::hard_link(r.p("dir2/renamed"), r.p("hard")).unwrap();
+    fs::set_permissions(r.p("hard"), fs::Permissions::from_mode(0o640)).unwrap();
+    assert_eq!(setxattr(&r.p("hard"), "user.colour", b"blue", 0), 0);
+    assert_eq!(
+        setxattr(&r.p("hard"), "user.colour", b"red", libc::XATTR_CREATE),
+        libc::EEXIST
+    );
+    assert_eq!(setxattr(&r.p("hard"), "user.gone", b"x", 0), 0);
+    // SAFETY: a valid C string name.
+    let rm = unsafe { libc::removexattr(cpath(&r.p("hard")).as_ptr(), c"user.gone".as_ptr()) };
+    assert_eq!(rm, 0);
+    assert_eq!(setxattr(&r.p("hard"), "user.ossd.priority", b"2", 0), 0);
+    assert_eq!(
+        setxattr(&r.p("hard"), "user.ossd.priority", b"999", 0),
+        libc::EINVAL
+    );
+    assert_eq!(
+        setxattr(&r.p("hard"), "trusted.x", b"1", 0),
+        libc::EOPNOTSUPP
+    );
+    assert_eq!(
+        setxattr(&r.p("hard"), "user.big", &[b'x'; 200], 0),
+        libc::ENOSPC
+    );
+    // O_APPEND
+    for line in ["one\n", "two\n", "three\n"] {
+        let mut f = fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(r.p("log"))
+            .unwrap();
+        f.write_all(line.as_bytes()).unwrap();
+    }
+    // truncate down and up, sparse files beyond 4 GiB, fsync and fdatasync
+    {
+        let mut f = fs::File::create(r.p("trunc")).unwrap();
+        f.write_all(&pattern(7, 5000)).unwrap();
+        f.set_len(1000).unwrap();
+        f.set_len(3000).unwrap();
+        f.sync_data().unwrap();
+        let mut f = fs::File::create(r.p("sparse")).unwrap();
+        f.seek(SeekFrom::Start(FIVE_GIB)).unwrap();
+        f.write_all(b"tail\0").unwrap();
+        f.sync_all().unwrap();
+    }
+    // a large directory, read with offsets
+    fs::create_dir(r.p("big")).unwrap();
+    for i in 0..1500 {
+        fs::write(r.p(&format!("big/entry-{i:05}")), i.to_string()).unwrap();
+    }
+    // errors map to errno values
+    assert_eq!(errno(fs::read(r.p("nothing"))), libc::ENOENT);
+    assert_eq!(errno(fs::create_dir(r.p("dir1"))), libc::EEXIST);
+    assert_eq!(errno(fs::remove_dir(r.p("big"))), libc::ENOTEMPTY);
+    assert_eq!(errno(fs::remove_file(r.p("dir1"))), libc::EISDIR);
+    assert_eq!(errno(fs::read(r.p("log/x"))), libc::ENOTDIR);
+    assert_eq!(
+        errno(fs::write(r.p(&"n".repeat(300)), b"")),
+        libc::ENAMETOOLONG
+    );
+    assert_eq!(
+        errno(fs::rename(r.p("dir2"), r.p("dir2/inside"))),
+        libc::EINVAL
+    );
+    assert_eq!(
+        errno(fs::hard_link(r.p("dir1"), r.p("dirlink"))),
+        libc::EPERM
+    );
+    let excl = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(r.p("log"));
+    assert_eq!(errno(excl), libc::EEXIST);
+    // statfs reports the device's space: what the files take is not free
+    let s = statvfs(&r.mnt);
+    assert!(
+        s.f_blocks > 0 && s.f_bfree < s.f_blocks,
+        "statfs {} {}",
+        s.f_bfree,
+        s.f_blocks
+    );
+    check_tree(&r);
+
+    r.unmount();
+    assert!(r.fsck().contains("OFS: 0 problems"));
+    r.mount();
+    check_tree(&r);
+    // chown and utimens keep too (as root only: others may not chown)
+    let t = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    fs::File::options()
+        .write(true)
+        .open(r.p("log"))
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+    assert_eq!(fs::metadata(r.p("log")).unwrap().mtime(), 1_000_000_000);
+    r.unmount();
+    r.mount();
+    assert_eq!(fs::metadata(r.p("log")).unwrap().mtime(), 1_000_000_000);
+    r.unmount();
+}
+
+#[test]
+fn fsynced_files_survive_kill_9_of_the_daemon() {
+    require_fuse!("fsynced_files_survive_kill_9_of_the_daemon");
+    const CYCLES: u64 = 24;
+    const FILES_PER_CYCLE: u64 = 30;
+    let mut r = Rig::new("kill9");
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    // Every file whose fsync returned: (name, seed, length).
+    let synced: Arc<Mutex<Vec<(String, u64, usize)>>> = Arc::default();
+    for cycle in 0..CYCLES {
+        r.mount();
+        // Everything fsync'ed before is intact.
+        for (name, seed, len) in synced.lock().unwrap().iter() {
+            let got = fs::read(r.p(name)).unwrap_or_else(|e| panic!("cycle {cycle}: {name}: {e}"));
+            assert!(got == pattern(*seed, *len), "cycle {cycle}: {name} changed");
+        }
+        let mnt = r.mnt.clone();
+        let log = synced.clone();
+        let killed = Arc::new(AtomicBool::new(false));
+        let was_killed = killed.clone();
+        let writer = std::thread::spawn(move || {
+            for i in 0.. {
+                if i >= FILES_PER_CYCLE {
+                    // The tiny device must not fill up: wait for the kill.
+                    while !killed.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    return i;
+                }
+                let name = format!("c{cycle:02}-{i:04}");
+                let seed = cycle * 10_000 + i;
+                let len = 1 + (seed * 7919 % 6_000) as usize;
+                let step = || -> std::io::Result<()> {
+                    let mut f = fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .mode(0o644)
+                        .open(mnt.join(&name))?;
+                    f.write_all(&pattern(seed, len))?;
+                    f.sync_all()
+                };
+                match step() {
+                    Ok(()) => log.lock().unwrap().push((name, seed, len)),
+                    // The daemon is gone: the mount answers ENOTCONN or ECONNABORTED (or,
+                    // for a call it was killed in the middle of, EIO).
+                    Err(_) if killed.load(Ordering::SeqCst) => return i,
+                    Err(e) => panic!("cycle {cycle}: {name}: {e} while the daemon lived"),
+                }
+            }
+            unreachable!()
+        });
+        std::thread::sleep(Duration::from_millis(rng.gen_range(20..400)));
+        was_killed.store(true, Ordering::SeqCst);
+        r.kill9();
+        // The writer stops at its first call on the dead mount; only then is it detached
+        // (after that, calls would reach the empty directory beneath).
+        writer.join().unwrap();
+        r.detach();
+    }
+    r.mount();
+    let n = synced.lock().unwrap().len();
+    for (name, seed, len) in synced.lock().unwrap().iter() {
+        assert!(
+            fs::read(r.p(name)).unwrap() == pattern(*seed, *len),
+            "{name} after the last cut"
+        );
+    }
+    r.unmount();
+    let report = r.fsck();
+    assert!(
+        report.contains("OFS: 0 problems") && report.contains("clean"),
+        "{report}"
+    );
+    eprintln!("kill -9 loop: {CYCLES} cycles, {n} fsync'ed files all intact, fsck clean");
+    assert!(
+        n >= CYCLES as usize,
+        "too few files were written to test anything: {n}"
+    );
+}
