@@ -48,6 +48,26 @@ pub enum Content {
     Fingerprint(u64),
 }
 
+/// CRC-32C of what a unit holds: its bytes, or in fingerprint mode the 64-bit token standing
+/// for them (little-endian), so the checksum is defined in both payload modes. The object store
+/// and the FTL keep it in each unit's OOB record (docs/FORMAT.md).
+pub fn payload_crc(payload: Payload<'_>) -> u32 {
+    match payload {
+        Payload::Bytes(b) => crc32c::crc32c(b),
+        Payload::Fingerprint(fp) => crc32c::crc32c(&fp.to_le_bytes()),
+    }
+}
+
+/// The checksum of what a read found (`data` the unit's bytes for [`Content::Bytes`]); `None`
+/// for an erased unit, which holds nothing to check.
+pub fn content_crc(content: Content, data: &[u8]) -> Option<u32> {
+    match content {
+        Content::Bytes => Some(payload_crc(Payload::Bytes(data))),
+        Content::Fingerprint(fp) => Some(payload_crc(Payload::Fingerprint(fp))),
+        Content::Erased => None,
+    }
+}
+
 /// One page of a batched program.
 #[derive(Clone, Copy, Debug)]
 pub struct ProgramOp<'a> {

@@ -2,8 +2,6 @@
 //! Bytes read back from flash are untrusted: decoding checks the CRC and returns an error.
 //! Every record carries the CRC-32C of its unit's payload, which reads check.
 
-use flash::{Content, Payload};
-
 /// What a unit holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -25,24 +23,8 @@ pub struct Record {
     pub payload_crc: u32,
 }
 
-/// CRC-32C of what a unit holds: its bytes, or in fingerprint mode the 64-bit token standing
-/// for them (little-endian), so the checksum is defined in both payload modes.
-pub fn payload_crc(payload: Payload<'_>) -> u32 {
-    match payload {
-        Payload::Bytes(b) => crc32c::crc32c(b),
-        Payload::Fingerprint(fp) => crc32c::crc32c(&fp.to_le_bytes()),
-    }
-}
-
-/// The checksum of what a read found (`data` the unit's bytes for [`Content::Bytes`]); `None`
-/// for an erased unit.
-pub fn content_crc(content: Content, data: &[u8]) -> Option<u32> {
-    match content {
-        Content::Bytes => Some(payload_crc(Payload::Bytes(data))),
-        Content::Fingerprint(fp) => Some(payload_crc(Payload::Fingerprint(fp))),
-        Content::Erased => None,
-    }
-}
+/// The payload checksums live with the payload types (shared with the other mapping layer).
+pub use flash::{content_crc, payload_crc};
 
 /// Version 2 added the payload checksum (bytes 12..16).
 pub const RECORD_BYTES: usize = 20;
@@ -122,6 +104,7 @@ impl Record {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flash::{Content, Payload};
 
     #[test]
     fn round_trip_and_damage() {

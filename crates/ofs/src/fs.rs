@@ -1034,12 +1034,7 @@ impl<F: Flash> FileSystem for Ofs<F> {
         target: &[u8],
         owner: Owner,
     ) -> Result<Ino, FsError> {
-        if target.is_empty() || target.len() > SYMLINK_MAX {
-            return Err(FsError::Invalid(format!(
-                "a symbolic link target of {} bytes",
-                target.len()
-            )));
-        }
+        vfs::oracle::check_symlink_target(target)?;
         self.make(dir, name, FileKind::Symlink, owner, Some(target))
     }
 

@@ -1,8 +1,6 @@
 //! The object store's OOB record, written with every unit (docs/FORMAT.md, "Object store").
 //! Bytes read back are untrusted: decoding checks the CRC and the lengths.
 
-use flash::{Content, Payload};
-
 use crate::id::Oid;
 use crate::index::IndexKey;
 
@@ -29,24 +27,8 @@ pub enum RecordError {
     Version(u8),
 }
 
-/// CRC-32C of what a unit holds: its bytes, or in fingerprint mode the 64-bit token that
-/// stands for them (little-endian), so the checksum is defined in both payload modes.
-pub fn payload_crc(payload: Payload<'_>) -> u32 {
-    match payload {
-        Payload::Bytes(b) => crc32c::crc32c(b),
-        Payload::Fingerprint(fp) => crc32c::crc32c(&fp.to_le_bytes()),
-    }
-}
-
-/// The checksum of what a read found (`data` the unit's bytes for [`Content::Bytes`]); `None`
-/// for an erased unit, which holds nothing to check.
-pub fn content_crc(content: Content, data: &[u8]) -> Option<u32> {
-    match content {
-        Content::Bytes => Some(payload_crc(Payload::Bytes(data))),
-        Content::Fingerprint(fp) => Some(payload_crc(Payload::Fingerprint(fp))),
-        Content::Erased => None,
-    }
-}
+/// The payload checksums live with the payload types (shared with the other mapping layer).
+pub use flash::{content_crc, payload_crc};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Record {
@@ -259,6 +241,7 @@ impl Record {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flash::{Content, Payload};
 
     fn samples() -> Vec<Record> {
         let key = IndexKey {

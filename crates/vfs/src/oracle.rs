@@ -69,6 +69,17 @@ pub fn check_name(name: &str) -> Result<(), FsError> {
     Ok(())
 }
 
+/// Checks a symbolic link's target: 1 to [`SYMLINK_MAX`] bytes.
+pub fn check_symlink_target(target: &[u8]) -> Result<(), FsError> {
+    if target.is_empty() || target.len() > SYMLINK_MAX {
+        return Err(FsError::Invalid(format!(
+            "a symbolic link target of {} bytes",
+            target.len()
+        )));
+    }
+    Ok(())
+}
+
 fn not_found(ino: Ino) -> FsError {
     FsError::NotFound(format!("inode {ino}"))
 }
@@ -337,12 +348,7 @@ impl FileSystem for MemFs {
         target: &[u8],
         owner: Owner,
     ) -> Result<Ino, FsError> {
-        if target.is_empty() || target.len() > SYMLINK_MAX {
-            return Err(FsError::Invalid(format!(
-                "a symbolic link target of {} bytes",
-                target.len()
-            )));
-        }
+        check_symlink_target(target)?;
         self.make(dir, name, FileKind::Symlink, owner, target.to_vec())
     }
 
