@@ -17,7 +17,7 @@ use flash::Nanos;
 use hdrhistogram::Histogram;
 
 use crate::request::{Op, Request};
-use crate::stack::Stack;
+use stacks::Stack;
 
 /// Closed-loop load shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -15,7 +15,7 @@ use crate::files::{
     postmark::PostMark, seqbase::SeqBase, sizes::SizeLatency, tracereplay::TraceReplay, FileStack,
     FileSummary, Meter,
 };
-use crate::stack::Counters;
+use stacks::Counters;
 
 /// A file-level workload with its parameters at paper scale.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -126,7 +126,7 @@ pub struct Variant {
     pub label: String,
     /// The stack: file-level workloads run on `ofs`, `blockfs` or `poftl`; scheduled ones
     /// (synthetic, video, file-writes) on `ftl`, `dftl`, `osd` or `ofs`.
-    pub stack: crate::stack::StackKind,
+    pub stack: stacks::StackKind,
     /// Settings as `ossd run --set` takes them (`placement`, `osd.*`, `ftl.*`, `fml.*`,
     /// `fs.*`), as strings.
     #[serde(default)]
@@ -398,6 +398,22 @@ fn phase_result(name: &str, s: &crate::files::FileStats, page_bytes: u64) -> Pha
 /// Builds the stack of a variant on a fresh device; returns it with its flash page size.
 pub type StackBuilder<'a> =
     dyn Fn(&Variant, DeviceConfig) -> Result<(Box<dyn FileStack>, u64), String> + Sync + 'a;
+
+/// The stack of a file-level variant (`ofs`, `blockfs` or `poftl`), built by
+/// [`stacks::StackSpec`] with the variant's settings on a fresh device; returns it with the
+/// flash page size. The [`StackBuilder`] `ossd reproduce` uses.
+pub fn build_file_stack(
+    v: &Variant,
+    device: DeviceConfig,
+) -> Result<(Box<dyn FileStack>, u64), String> {
+    let at = |e: stacks::StackError| format!("variant {}: {e}", v.label);
+    let mut spec = stacks::StackSpec::new(v.stack);
+    spec.name = v.label.clone();
+    for (k, val) in &v.set {
+        spec.set(k, val).map_err(at)?;
+    }
+    spec.build_file(device).map_err(at)
+}
 
 /// Runs one variant of an experiment at scale `s`.
 pub fn run_variant(

@@ -10,7 +10,6 @@ pub mod prio;
 pub use controller::request;
 pub mod report;
 pub mod run;
-pub mod stack;
 pub mod trace;
 pub mod workload;
 

@@ -41,11 +41,10 @@ use vfs::FileSystem;
 
 use crate::engine::Verifier;
 use crate::files::FileStats;
-use controller::ControllerConfig;
 
 use crate::prio::{Host, Plan, VariantRun};
 use crate::request::{Op, Request};
-use crate::stack::{Counters, GcState, Stack};
+use stacks::{Counters, GcState, Stack};
 
 /// How the application gives its files' I/O priority (seed 000 V-C: "Priority set per object
 /// (attribute) and per request").
@@ -195,7 +194,7 @@ impl<F: Flash> Stack for OfsStack<F> {
             .map_err(|e| e.to_string())
     }
     fn counters(&self) -> Counters {
-        crate::stack::osd_counters(self.ofs.store())
+        stacks::osd_counters(self.ofs.store())
     }
     fn erase_counts(&self) -> (u32, u32, f64) {
         self.ofs.store().fml().erase_counts()
@@ -222,7 +221,7 @@ impl<F: Flash> Stack for OfsStack<F> {
         }
     }
     fn gc_state(&self) -> GcState {
-        crate::stack::gc_state_of(self.ofs.store().fml())
+        stacks::gc_state_of(self.ofs.store().fml())
     }
     /// As the object store's stack: a read's dies from the store's mapping when it can tell
     /// from memory, anything else every die.
@@ -235,7 +234,7 @@ impl<F: Flash> Stack for OfsStack<F> {
                     store.peek_read_units(s.file.oid(), *off, *len, &mut units)
                 });
                 if known {
-                    crate::stack::dies_of_units(store.fml().layout(), &units, out);
+                    stacks::dies_of_units(store.fml().layout(), &units, out);
                     return;
                 }
             }
@@ -247,7 +246,7 @@ impl<F: Flash> Stack for OfsStack<F> {
         self.ofs.store().fml().flash().die_free_ns(die)
     }
     fn gc_dies(&self, out: &mut Vec<DieId>) {
-        crate::stack::gc_dies_of(self.ofs.store().fml(), None, out)
+        stacks::gc_dies_of(self.ofs.store().fml(), None, out)
     }
 }
 
@@ -604,7 +603,7 @@ fn gcd(a: u64, b: u64) -> u64 {
 
 /// Runs a variant with `stack = "ofs"`: seed 000 VI-E's video, or its prioritized file writer,
 /// on OFS through OAQ (see the module doc). Settings: `prio.*`, `osd.*`, `fml.*` (on top of
-/// the watermarks [`crate::prio::fml_for`] derives), `oaq.*` ([`OaqConfig`]) and `host.*`
+/// the watermarks [`stacks::controlled_fml`] derives), `oaq.*` ([`OaqConfig`]) and `host.*`
 /// ([`HostConfig`]). Returns the run and what OAQ did.
 pub fn run_variant(
     plan: Plan<'_>,
@@ -612,7 +611,6 @@ pub fn run_variant(
     device: flash::DeviceConfig,
     seed: u64,
 ) -> Result<(VariantRun, HostStats), String> {
-    use crate::files::stacks::apply;
     let at = |e: String| format!("variant {}: {e}", v.label);
     let bg = match plan {
         Plan::Video(video) => &video.background,
@@ -624,40 +622,18 @@ pub fn run_variant(
         }
     };
     bg.validate().map_err(at)?;
-    let mut prio = ControllerConfig::default();
-    let mut osd = osd::OsdConfig::default();
     let mut oaq = OaqConfig::default();
     let mut host = HostConfig::default();
-    for (k, val) in &v.set {
-        match k.split_once('.') {
-            Some(("prio", f)) => apply(&mut prio, f, val).map_err(at)?,
-            Some(("osd", f)) => apply(&mut osd, f, val).map_err(at)?,
-            Some(("oaq", f)) => apply(&mut oaq, f, val).map_err(at)?,
-            Some(("host", f)) => apply(&mut host, f, val).map_err(at)?,
-            Some(("fml", _)) => {}
-            _ => {
-                return Err(at(format!(
-                    "unknown setting '{k}' (prio.*, osd.*, fml.*, oaq.*, host.*)"
-                )))
-            }
-        }
-    }
-    prio.validate().map_err(|e| at(e.to_string()))?;
-    let blocks = flash::gang::Layout::new(&device).superblocks;
-    let mut fml = crate::prio::fml_for(&prio, fml::FmlConfig::for_blocks(blocks), blocks);
-    for (k, val) in &v.set {
-        if let Some(("fml", f)) = k.split_once('.') {
-            apply(&mut fml, f, val).map_err(at)?;
-        }
-    }
+    let (prio, spec) = crate::prio::scheduled_spec(v, |k, val| match k.split_once('.') {
+        Some(("oaq", f)) => stacks::apply(&mut oaq, f, val).map(|()| true),
+        Some(("host", f)) => stacks::apply(&mut host, f, val).map(|()| true),
+        _ => Ok(false),
+    })?;
     let mut oaq = Oaq::new(oaq).map_err(|e| at(e.to_string()))?;
-    let nand = flash::Nand::in_memory(device).map_err(|e| e.to_string())?;
-    let store =
-        osd::ObjectStore::format(nand, osd::OsdConfig { fml, ..osd }).map_err(|e| e.to_string())?;
+    let store = spec.object_store(device).map_err(|e| at(e.to_string()))?;
     let unit = store.unit_bytes() as u64;
     let capacity = store.fml().capacity_units() * unit;
-    let mut ofs =
-        Ofs::format(store, ofs::OfsConfig::default()).map_err(|e| format!("format: {e}"))?;
+    let mut ofs = Ofs::format(store, spec.ofs).map_err(|e| format!("format: {e}"))?;
 
     // The files: the foreground's (the video, or the writer's file slots), then the
     // background writer's files over the rest of the footprint.

@@ -14,17 +14,7 @@ use controller::{Completion, Controller, ControllerConfig, RunError, Source, Tar
 use crate::engine::{EngineError, Verifier};
 use crate::files::FileStats;
 use crate::request::{Op, Request};
-use crate::stack::{GcState, Stack, StackKind};
-
-/// FML watermarks that leave the decision of when to clean to the controller
-/// ([`ControllerConfig::fml_watermarks`]), on top of `fml`.
-pub fn fml_for(cfg: &ControllerConfig, mut fml: fml::FmlConfig, blocks: u32) -> fml::FmlConfig {
-    let w = cfg.fml_watermarks(blocks);
-    fml.low_watermark_blocks = w.low_blocks;
-    fml.high_watermark_busy_blocks = w.high_busy_blocks;
-    fml.high_watermark_idle_blocks = w.high_idle_blocks;
-    fml
-}
+use stacks::{GcState, Stack, StackKind};
 
 /// The open-loop synthetic workload of seed 004 (3.2, 3.4, 3.6): fixed-size requests with
 /// uniformly distributed inter-arrival times, a share of writes, a share of priority
@@ -672,91 +662,44 @@ pub(crate) fn run_with(
     })
 }
 
+/// A scheduled variant's controller config (its `prio.*` settings) and stack spec (the rest):
+/// the FML's watermarks leave cleaning to the controller ([`stacks::FmlBase::Controlled`]),
+/// and the FTL writes through, so every request reaches the dies the controller orders.
+/// `other` takes the settings of the caller's own layers first (returns whether it did).
+pub(crate) fn scheduled_spec(
+    v: &crate::experiment::Variant,
+    mut other: impl FnMut(&str, &str) -> Result<bool, String>,
+) -> Result<(ControllerConfig, stacks::StackSpec), String> {
+    let at = |e: String| format!("variant {}: {e}", v.label);
+    let mut prio = ControllerConfig::default();
+    let mut spec = stacks::StackSpec::new(v.stack);
+    spec.ftl.buffer_bytes = 0;
+    for (k, val) in &v.set {
+        match k.split_once('.') {
+            Some(("prio", f)) => stacks::apply(&mut prio, f, val).map_err(at)?,
+            _ if other(k, val).map_err(at)? => {}
+            _ => spec
+                .set(k, val)
+                .map_err(|e| at(format!("{e}; and prio.*")))?,
+        }
+    }
+    prio.validate().map_err(|e| at(e.to_string()))?;
+    spec.fml = stacks::FmlBase::Controlled(prio);
+    Ok((prio, spec))
+}
+
 /// Builds a variant of a scheduled experiment on a fresh device: stack `ftl` or `dftl` (the
-/// page-mapping FTL, write-through so every request reaches the dies the controller orders) or
-/// `ossd` (the object store, the byte space cut into objects of `object_bytes`), with
-/// `prio.*`, `ftl.*`, `osd.*` and `fml.*` settings. Explicit `fml.*` settings go on top of the
-/// watermarks [`fml_for`] derives.
+/// page-mapping FTL) or `osd` (the object store, the byte space cut into objects of
+/// `object_bytes`), with `prio.*` settings and the stack's own ([`scheduled_spec`]).
 pub fn build(
     v: &crate::experiment::Variant,
     device: flash::DeviceConfig,
 ) -> Result<(Box<dyn Stack>, ControllerConfig), String> {
-    use crate::files::stacks::apply;
-    let at = |e: String| format!("variant {}: {e}", v.label);
-    let blocks = flash::gang::Layout::new(&device).superblocks;
-    let mut prio = ControllerConfig::default();
-    let mut ftl = ftl::FtlConfig {
-        buffer_bytes: 0,
-        ..ftl::FtlConfig::default()
-    };
-    let mut osd = osd::OsdConfig::default();
-    // The object store cuts the byte space into objects of this size (default 8 MiB, RawSSD's
-    // virtual erase block: seed 000 V-F dedicates an update block to objects this large).
-    let mut object_bytes: u64 = 8 << 20;
-    for (k, val) in &v.set {
-        match k.split_once('.') {
-            Some(("prio", f)) => apply(&mut prio, f, val).map_err(at)?,
-            Some(("ftl", f)) => apply(&mut ftl, f, val).map_err(at)?,
-            Some(("osd", f)) => apply(&mut osd, f, val).map_err(at)?,
-            Some(("fml", _)) => {}
-            None if k == "object_bytes" => {
-                object_bytes = val
-                    .parse()
-                    .map_err(|e| at(format!("object_bytes = {val}: {e}")))?
-            }
-            _ => {
-                return Err(at(format!(
-                    "unknown setting '{k}' (prio.*, ftl.*, osd.*, fml.*, object_bytes)"
-                )))
-            }
-        }
-    }
-    prio.validate().map_err(|e| at(e.to_string()))?;
-    let mut fml = fml_for(&prio, fml::FmlConfig::for_blocks(blocks), blocks);
-    for (k, val) in &v.set {
-        if let Some(("fml", f)) = k.split_once('.') {
-            apply(&mut fml, f, val).map_err(at)?;
-        }
-    }
-    let nand = flash::Nand::in_memory(device).map_err(|e| e.to_string())?;
-    let resident = |n: &flash::Nand| n.resident_bytes();
-    let mapping = match v.stack {
-        StackKind::Ftl => ftl::Mapping::Page,
-        StackKind::Dftl => ftl::Mapping::Dftl,
-        StackKind::Osd => {
-            let unit = device.write_unit_bytes() as u64;
-            if object_bytes == 0 || !object_bytes.is_multiple_of(unit) {
-                return Err(at(format!(
-                    "object_bytes = {object_bytes} must be a positive multiple of the {unit}-byte write unit"
-                )));
-            }
-            let store = osd::ObjectStore::format(nand, osd::OsdConfig { fml, ..osd })
-                .map_err(|e| e.to_string())?;
-            let stack =
-                crate::stack::OsdStack::new(store, object_bytes, v.stack.to_string(), resident)?;
-            return Ok((Box::new(stack), prio));
-        }
-        s => {
-            return Err(at(format!(
-                "stack '{s}' does not run scheduled workloads (ftl, dftl, osd or ofs do)"
-            )))
-        }
-    };
-    let ftl = ftl::Ftl::open(
-        nand,
-        ftl::FtlConfig {
-            mapping,
-            fml,
-            ..ftl
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    let stack = crate::stack::FtlStack {
-        ftl,
-        name: v.stack.to_string(),
-        resident,
-    };
-    Ok((Box::new(stack), prio))
+    let (prio, spec) = scheduled_spec(v, |_, _| Ok(false))?;
+    let stack = spec
+        .build_block(device)
+        .map_err(|e| format!("variant {}: {e}", v.label))?;
+    Ok((stack, prio))
 }
 
 /// Brings a freshly filled device to steady state: random unit writes over the footprint, at
@@ -884,7 +827,7 @@ pub fn run_variant(
 pub(crate) fn finish(
     stack: &mut dyn Stack,
     out: PrioOutcome,
-    before: crate::stack::Counters,
+    before: stacks::Counters,
     t: Nanos,
 ) -> Result<VariantRun, String> {
     let counters = stack.counters() - before;

@@ -4,18 +4,18 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use flash::{DeviceConfig, Nand};
-use ftl::{Ftl, FtlConfig, Mapping};
+use flash::DeviceConfig;
+use ftl::FtlConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{self, Latencies, Load, Verifier};
-use crate::stack::{Counters, FtlStack, OsdStack, Stack};
 use crate::trace::{TraceFormat, TraceReader};
 use crate::workload::{prefill, Workload, WorkloadConfig, WorkloadKind};
 use fml::FmlConfig;
-use osd::{ObjectStore, OsdConfig, Placement};
+use osd::{OsdConfig, Placement};
+use stacks::{Counters, FmlBase, Stack, StackSpec};
 
-pub use crate::stack::StackKind;
+pub use stacks::StackKind;
 
 /// A run, as a TOML file or `--set key=value` pairs describe it. Defaults in [`Default`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -250,63 +250,35 @@ pub enum RunError {
     },
     #[error("consistency check failed after the run: {0}")]
     Check(String),
+    /// The stack could not be built.
+    #[error(transparent)]
+    Stack(#[from] stacks::StackError),
 }
 
 /// Progress callback: phase name, requests done, requests planned (0 if unknown).
 pub type Progress<'a> = &'a mut dyn FnMut(&'static str, u64, u64);
 
+/// The run's stack on a fresh device, through the one builder ([`stacks::StackSpec`]).
 fn build_stack(cfg: &RunConfig, device: DeviceConfig) -> Result<Box<dyn Stack>, RunError> {
-    let nand = Nand::in_memory(device).map_err(|e| RunError::Setup(e.to_string()))?;
-    let resident = |n: &Nand| n.resident_bytes();
-    let mapping = match cfg.stack {
-        StackKind::Ftl => Mapping::Page,
-        StackKind::Dftl => Mapping::Dftl,
-        k @ (StackKind::Ofs | StackKind::Blockfs | StackKind::Poftl) => {
-            return Err(RunError::Config(format!(
-                "stack '{k}' is a file-level stack: it runs in experiments (ossd reproduce, ossd run --experiment); ossd run takes {}",
-                StackKind::BLOCK_LEVEL.map(StackKind::name).join(", ")
-            )))
-        }
-        StackKind::Osd => {
-            if !cfg
-                .object_bytes
-                .is_multiple_of(device.write_unit_bytes() as u64)
-            {
-                return Err(RunError::Config(format!(
-                    "object_bytes = {} must be a multiple of the {}-byte write unit",
-                    cfg.object_bytes,
-                    device.write_unit_bytes()
-                )));
-            }
-            let osd_cfg = OsdConfig {
-                placement: cfg.placement,
-                fml: cfg.fml,
-                ..cfg.osd
-            };
-            let store =
-                ObjectStore::format(nand, osd_cfg).map_err(|e| RunError::Setup(e.to_string()))?;
-            let name = format!("osd ({})", cfg.placement);
-            return Ok(Box::new(
-                OsdStack::new(store, cfg.object_bytes, name, resident).map_err(RunError::Setup)?,
-            ));
-        }
+    if !StackKind::BLOCK_LEVEL.contains(&cfg.stack) {
+        return Err(RunError::Config(format!(
+            "stack '{}' is a file-level stack: it runs in experiments (ossd reproduce, ossd run --experiment); ossd run takes {}",
+            cfg.stack,
+            StackKind::BLOCK_LEVEL.map(StackKind::name).join(", ")
+        )));
+    }
+    let mut spec = StackSpec::new(cfg.stack);
+    spec.fml = FmlBase::Given(cfg.fml);
+    spec.ftl = cfg.ftl;
+    spec.osd = OsdConfig {
+        placement: cfg.placement,
+        ..cfg.osd
     };
-    let ftl_cfg = FtlConfig {
-        mapping,
-        fml: cfg.fml,
-        ..cfg.ftl
-    };
-    let ftl = Ftl::open(nand, ftl_cfg).map_err(|e| RunError::Setup(e.to_string()))?;
-    let name = if mapping == Mapping::Page {
-        "ftl"
-    } else {
-        "dftl"
-    };
-    Ok(Box::new(FtlStack {
-        ftl,
-        name: name.into(),
-        resident,
-    }))
+    spec.object_bytes = cfg.object_bytes;
+    if cfg.stack == StackKind::Osd {
+        spec.name = format!("osd ({})", cfg.placement);
+    }
+    Ok(spec.build_block(device)?)
 }
 
 /// Runs one configuration to completion.

@@ -9,11 +9,11 @@ use fml::FmlConfig;
 use ftl::{Ftl, FtlConfig};
 use lab::engine::{run_closed, Load, Verifier};
 use lab::prio;
-use lab::stack::{FtlStack, Stack};
 use lab::workload::prefill;
 use lab::{Op, Request};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use stacks::{FtlStack, Stack};
 
 /// Normal random writes arriving faster than the device absorbs them, and a prioritized reader
 /// (a video player) issuing one unit read every 2 ms.
@@ -63,7 +63,7 @@ fn run(preemption: GcPreemption) -> Measured {
     };
     let ftl_cfg = FtlConfig {
         buffer_bytes: 0,
-        fml: prio::fml_for(&cfg, FmlConfig::for_blocks(blocks), blocks),
+        fml: stacks::controlled_fml(&cfg, FmlConfig::for_blocks(blocks), blocks),
         ..FtlConfig::default()
     };
     let ftl = Ftl::open(Nand::in_memory(device).unwrap(), ftl_cfg).unwrap();
@@ -171,7 +171,7 @@ fn stripe_aligned_merging_programs_less_for_sequential_writes() {
     let run = |merge: &str, seq: f64| {
         let v = Variant {
             label: merge.into(),
-            stack: lab::stack::StackKind::Ftl,
+            stack: stacks::StackKind::Ftl,
             set: [
                 ("prio.stripe_merge".to_string(), merge.to_string()),
                 ("prio.gc_preemption".to_string(), "interleave".to_string()),

@@ -7,7 +7,6 @@ use std::sync::Mutex;
 use anyhow::{bail, Context, Result};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use lab::experiment::{run_variant, Experiment, ExperimentResult, VariantResult};
-use lab::files::stacks;
 
 pub struct Args {
     pub scale: f64,
@@ -128,7 +127,7 @@ pub fn run_all(
                         bar.tick();
                     }
                 };
-                let r = run_variant(e, v, scale, &stacks::build, &mut tick);
+                let r = run_variant(e, v, scale, &lab::experiment::build_file_stack, &mut tick);
                 bar.finish_with_message(match &r.error {
                     None => format!("done in {:.1} s", r.wall_seconds),
                     Some(err) => format!("failed: {err}"),

@@ -9,13 +9,14 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use torture::campaign::run_seed;
-use torture::{Campaign, FaultSet, SimConfig, Stack, Summary};
+use torture::{Campaign, FaultSet, SimConfig, StackKind, Summary};
 
 #[derive(clap::Args)]
 pub struct TortureArgs {
-    /// Stack under torture: osd (the object store; `ossd` is accepted too) or ftl (block FTL).
+    /// Stack under torture: osd (the object store), ftl (the block FTL, page mapping or DFTL
+    /// drawn per run) or dftl (DFTL in every run).
     #[arg(long, default_value = "osd")]
-    stack: String,
+    stack: StackKind,
     /// Device: small (2 MiB, the default) or any preset of `ossd presets`.
     #[arg(long, default_value = "small")]
     device: String,
@@ -44,7 +45,7 @@ pub struct TortureArgs {
 }
 
 pub fn run(args: TortureArgs) -> Result<()> {
-    let stack = Stack::parse(&args.stack).map_err(|e| anyhow!(e))?;
+    let stack = torture::covered(args.stack).map_err(|e| anyhow!("--stack: {e}"))?;
     let device = torture::device::named(&args.device).map_err(|e| anyhow!(e))?;
     device
         .validate()

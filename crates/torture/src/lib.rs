@@ -20,4 +20,4 @@ pub mod sweep;
 pub use campaign::{Campaign, Summary};
 pub use fault::{FaultKind, FaultSet, FaultTally};
 pub use sim::{run, RunReport, SimConfig, Violation};
-pub use subject::Stack;
+pub use subject::{covered, StackKind, COVERED};

@@ -13,12 +13,12 @@ use rand_chacha::ChaCha8Rng;
 use crate::device::{self, Device};
 use crate::fault::{FaultKind, FaultSet, FaultTally};
 use crate::oracle::{Oracle, SECTOR};
-use crate::subject::{Fail, Stack, Subject, Variant};
+use crate::subject::{discard_durable_at_flush, Fail, StackKind, Subject, Variant};
 
 /// What one run does.
 #[derive(Clone, Copy, Debug)]
 pub struct SimConfig {
-    pub stack: Stack,
+    pub stack: StackKind,
     pub device: DeviceConfig,
     /// Fault kinds a run may inject; each run draws a subset.
     pub faults: FaultSet,
@@ -31,7 +31,7 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
-    pub fn new(stack: Stack) -> Self {
+    pub fn new(stack: StackKind) -> Self {
         SimConfig {
             stack,
             device: device::small(),
@@ -148,7 +148,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
     let oracle = Oracle::new(
         SLOTS,
         (slot_bytes / SECTOR as u64) as u32,
-        cfg.stack.discard_durable_at_flush(),
+        discard_durable_at_flush(cfg.stack),
     );
     let mut sim = Sim {
         cfg: *cfg,

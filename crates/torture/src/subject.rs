@@ -69,34 +69,28 @@ pub trait Subject {
     fn set_slot_bytes(&mut self, _slot_bytes: u64) {}
 }
 
-/// Which stack, and the variant a run drew for it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stack {
-    /// The object store.
-    Osd,
-    /// The block FTL (page mapping or DFTL, drawn per run).
-    Ftl,
+pub use stacks::StackKind;
+
+/// The stacks torture covers: `osd` (the object store), `ftl` (the block FTL, page mapping or
+/// DFTL drawn per run) and `dftl` (DFTL in every run).
+pub const COVERED: [StackKind; 3] = [StackKind::Osd, StackKind::Ftl, StackKind::Dftl];
+
+/// `kind` if torture covers it; else an error naming the stacks it does.
+pub fn covered(kind: StackKind) -> Result<StackKind, String> {
+    if COVERED.contains(&kind) {
+        Ok(kind)
+    } else {
+        Err(format!(
+            "torture does not cover stack '{kind}'; it covers {}",
+            COVERED.map(StackKind::name).join(", ")
+        ))
+    }
 }
 
-impl Stack {
-    pub fn parse(name: &str) -> Result<Stack, String> {
-        match name {
-            "ossd" | "osd" => Ok(Stack::Osd),
-            "ftl" => Ok(Stack::Ftl),
-            _ => Err(format!("unknown stack '{name}'; known stacks: ossd, ftl")),
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            Stack::Osd => "ossd",
-            Stack::Ftl => "ftl",
-        }
-    }
-    /// Whether a discard is durable at the next flush (object REMOVE) or only at the next
-    /// checkpoint (FTL TRIM, see the `ftl` crate's durability note).
-    pub fn discard_durable_at_flush(self) -> bool {
-        self == Stack::Osd
-    }
+/// Whether a discard is durable at the next flush (object REMOVE) or only at the next
+/// checkpoint (FTL TRIM, see the `ftl` crate's durability note).
+pub fn discard_durable_at_flush(kind: StackKind) -> bool {
+    kind == StackKind::Osd
 }
 
 /// The settings a run drew for its stack (so the run covers every policy and mode).
@@ -107,12 +101,24 @@ pub enum Variant {
 }
 
 impl Variant {
-    pub fn draw(stack: Stack, device: &flash::DeviceConfig, rng: &mut ChaCha8Rng) -> Variant {
+    pub fn draw(stack: StackKind, device: &flash::DeviceConfig, rng: &mut ChaCha8Rng) -> Variant {
         let blocks = device.gang.superblocks(&device.geometry);
         let fml = FmlConfig::for_blocks(blocks);
         let unit = device.write_unit_bytes() as u64;
         match stack {
-            Stack::Osd => {
+            StackKind::Ftl | StackKind::Dftl => {
+                // Drawn for `ftl` and `dftl` alike, so a seed draws the same run on either.
+                let dftl = rng.gen_bool(0.5) || stack == StackKind::Dftl;
+                Variant::Ftl(FtlConfig {
+                    mapping: if dftl { Mapping::Dftl } else { Mapping::Page },
+                    buffer_bytes: [0, 4][rng.gen_range(0..2)] * unit,
+                    dftl_cache_bytes: 8 * 64,
+                    overprovision_percent: 10.0,
+                    fml,
+                    ..FtlConfig::default()
+                })
+            }
+            _ => {
                 let placement = [
                     Placement::One,
                     Placement::Ossd,
@@ -138,25 +144,13 @@ impl Variant {
                     fml,
                 })
             }
-            Stack::Ftl => Variant::Ftl(FtlConfig {
-                mapping: if rng.gen_bool(0.5) {
-                    Mapping::Dftl
-                } else {
-                    Mapping::Page
-                },
-                buffer_bytes: [0, 4][rng.gen_range(0..2)] * unit,
-                dftl_cache_bytes: 8 * 64,
-                overprovision_percent: 10.0,
-                fml,
-                ..FtlConfig::default()
-            }),
         }
     }
 
     pub fn describe(&self) -> String {
         match self {
             Variant::Osd(c) => format!(
-                "ossd placement={} index={:?} buffer={} checkpoint_units={} atime={} small_objects={}",
+                "osd placement={} index={:?} buffer={} checkpoint_units={} atime={} small_objects={}",
                 c.placement,
                 c.index_mode,
                 c.buffer_bytes,

@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicBool;
 
 use torture::campaign::{run_seed, seed_of};
-use torture::{Campaign, FaultSet, SimConfig, Stack, Summary};
+use torture::{Campaign, FaultSet, SimConfig, StackKind, Summary};
 
 fn campaign(sim: SimConfig, runs: u64) -> Summary {
     Campaign {
@@ -42,7 +42,7 @@ fn assert_clean(s: &Summary) {
 
 #[test]
 fn ftl_survives_every_fault_kind() {
-    let s = campaign(SimConfig::new(Stack::Ftl), 150);
+    let s = campaign(SimConfig::new(StackKind::Ftl), 150);
     assert_clean(&s);
     assert!(s.tally.power_cuts > 1000, "{:?}", s.tally);
     assert!(
@@ -57,7 +57,7 @@ fn ftl_survives_every_fault_kind() {
 /// contract in every run.
 #[test]
 fn ossd_survives_power_cuts() {
-    let mut sim = SimConfig::new(Stack::Osd);
+    let mut sim = SimConfig::new(StackKind::Osd);
     sim.faults = FaultSet::power();
     let s = campaign(sim, 300);
     assert_clean(&s);
@@ -66,7 +66,7 @@ fn ossd_survives_power_cuts() {
 
 #[test]
 fn ossd_survives_every_fault_kind() {
-    let s = campaign(SimConfig::new(Stack::Osd), 300);
+    let s = campaign(SimConfig::new(StackKind::Osd), 300);
     assert_clean(&s);
     assert!(
         s.tally.min_over(FaultSet::all()) > 0,
@@ -77,7 +77,7 @@ fn ossd_survives_every_fault_kind() {
 
 #[test]
 fn a_seed_replays_exactly() {
-    for stack in [Stack::Osd, Stack::Ftl] {
+    for stack in [StackKind::Osd, StackKind::Ftl] {
         let sim = SimConfig::new(stack);
         let seed = seed_of(11, 3);
         let a = run_seed(seed, &sim);
@@ -94,7 +94,7 @@ fn a_seed_replays_exactly() {
 /// must expose it within a few runs.
 #[test]
 fn a_recovery_without_roll_forward_is_caught() {
-    let mut sim = SimConfig::new(Stack::Ftl);
+    let mut sim = SimConfig::new(StackKind::Ftl);
     sim.faults = FaultSet::power();
     sim.broken_recovery = true;
     let s = campaign(sim, 20);
@@ -131,11 +131,11 @@ fn former_findings_stay_fixed() {
         10784509960903702460,
         4212844808292861955,
     ];
-    let mut sim = SimConfig::new(Stack::Osd);
+    let mut sim = SimConfig::new(StackKind::Osd);
     sim.faults = FaultSet::power();
-    let mut all = SimConfig::new(Stack::Osd);
+    let mut all = SimConfig::new(StackKind::Osd);
     all.faults = FaultSet::all();
-    let mut ftl = SimConfig::new(Stack::Ftl);
+    let mut ftl = SimConfig::new(StackKind::Ftl);
     ftl.faults = FaultSet::all();
     let cases = power.iter().map(|&s| (s, &sim)).chain([
         // Misdirected writes: a unit that read erased or held another unit was returned.

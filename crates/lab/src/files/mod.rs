@@ -12,7 +12,6 @@ pub mod multistream;
 pub mod postmark;
 pub mod seqbase;
 pub mod sizes;
-pub mod stacks;
 pub mod torrent;
 pub mod tracereplay;
 pub mod videoserver;
@@ -22,18 +21,11 @@ use hdrhistogram::Histogram;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
-use vfs::{FileData, FileSystem, FsError, Ino, ReadInto};
+use vfs::{FileData, FsError, Ino, ReadInto};
 
 use crate::run::{summarize, LatencySummary};
-use crate::stack::Counters;
 
-/// A file system under test, with the counters of the stack beneath it.
-pub trait FileStack: FileSystem {
-    /// Device, FML and store counters (as the block/object runs report them).
-    fn stack_counters(&self) -> Counters;
-    /// Erase counts of the blocks: (min, max, mean).
-    fn erase_counts(&self) -> (u32, u32, f64);
-}
+pub use ::stacks::{Counters, FileStack};
 
 /// A workload's measured phases, in order.
 pub type Phases = Vec<(&'static str, FileStats)>;
@@ -328,15 +320,6 @@ pub(crate) mod tests {
     use vfs::oracle::MemFs;
 
     use super::*;
-
-    impl FileStack for MemFs {
-        fn stack_counters(&self) -> Counters {
-            Counters::default()
-        }
-        fn erase_counts(&self) -> (u32, u32, f64) {
-            (0, 0, 0.0)
-        }
-    }
 
     pub(crate) fn meter(fs: &mut MemFs) -> Meter<'_> {
         Meter::new(fs, ChaCha8Rng::seed_from_u64(7))

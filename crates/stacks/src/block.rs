@@ -1,187 +1,12 @@
-//! The storage stacks the engine drives, behind one narrow trait.
+//! The block-level stacks the engine and the controller drive, behind one narrow trait: the
+//! page-mapping FTL (or DFTL) and the object store with the byte space cut into objects.
 
 use flash::{DieId, Flash, Nanos};
 use ftl::{Data, Ftl, FtlError, ReadOut};
 
-use crate::request::{Op, Request};
+use controller::request::{Op, Request};
 
-/// Which stack: the one name every front end (CLI, experiments, torture) uses for it. An unknown
-/// name is an error that lists the valid ones.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StackKind {
-    /// The page-mapping FTL (the papers' sFTL / PFTL), block-level.
-    Ftl,
-    /// DFTL: page mapping with a bounded cache of translation pages, block-level.
-    Dftl,
-    /// The object store, block-level: the workload's byte space is cut into objects
-    /// (`object_bytes`). Also accepted as `ossd`, its former name.
-    #[serde(alias = "ossd")]
-    Osd,
-    /// OFS, the object file system on the object store (file-level).
-    Ofs,
-    /// The ext4-like block file system (no journal) on the page-mapping FTL (file-level).
-    Blockfs,
-    /// p-OFTL (seed 002) with its thin file layer (file-level).
-    Poftl,
-}
-
-impl StackKind {
-    /// Every stack, in the order help texts list them.
-    pub const ALL: [StackKind; 6] = [
-        StackKind::Ftl,
-        StackKind::Dftl,
-        StackKind::Osd,
-        StackKind::Ofs,
-        StackKind::Blockfs,
-        StackKind::Poftl,
-    ];
-    /// The stacks a block-level run (`ossd run`) drives.
-    pub const BLOCK_LEVEL: [StackKind; 3] = [StackKind::Ftl, StackKind::Dftl, StackKind::Osd];
-
-    /// The name in configs and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            StackKind::Ftl => "ftl",
-            StackKind::Dftl => "dftl",
-            StackKind::Osd => "osd",
-            StackKind::Ofs => "ofs",
-            StackKind::Blockfs => "blockfs",
-            StackKind::Poftl => "poftl",
-        }
-    }
-}
-
-impl std::fmt::Display for StackKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for StackKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        if s == "ossd" {
-            return Ok(StackKind::Osd);
-        }
-        StackKind::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = StackKind::ALL.iter().map(|k| k.name()).collect();
-                format!("unknown stack '{s}'; the stacks are {}", names.join(", "))
-            })
-    }
-}
-
-/// Flat counters of a stack, subtractable so a run can measure a phase.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
-    pub host_write_bytes: u64,
-    pub host_read_bytes: u64,
-    /// Physical flash pages (the device's count).
-    pub flash_pages_programmed: u64,
-    pub flash_pages_read: u64,
-    /// Physical pages in one write unit; not a counter (a phase keeps the stack's value).
-    pub pages_per_unit: u64,
-    /// Write units the mapping layer programmed with host data (GC copies not counted).
-    pub data_units_written: u64,
-    pub flash_blocks_erased: u64,
-    pub gc_page_copies: u64,
-    /// Virtual time of GC steps, issue to completion (FML `gc_busy_ns`).
-    pub gc_ns: u64,
-    pub index_pages_written: u64,
-    pub index_pages_read: u64,
-    pub metadata_pages_written: u64,
-    pub rmw_reads: u64,
-    pub units_lost: u64,
-}
-
-impl std::ops::Sub for Counters {
-    type Output = Counters;
-    fn sub(self, o: Counters) -> Counters {
-        Counters {
-            host_write_bytes: self.host_write_bytes - o.host_write_bytes,
-            host_read_bytes: self.host_read_bytes - o.host_read_bytes,
-            flash_pages_programmed: self.flash_pages_programmed - o.flash_pages_programmed,
-            flash_pages_read: self.flash_pages_read - o.flash_pages_read,
-            pages_per_unit: self.pages_per_unit,
-            data_units_written: self.data_units_written - o.data_units_written,
-            flash_blocks_erased: self.flash_blocks_erased - o.flash_blocks_erased,
-            gc_page_copies: self.gc_page_copies - o.gc_page_copies,
-            gc_ns: self.gc_ns - o.gc_ns,
-            index_pages_written: self.index_pages_written - o.index_pages_written,
-            index_pages_read: self.index_pages_read - o.index_pages_read,
-            metadata_pages_written: self.metadata_pages_written - o.metadata_pages_written,
-            rmw_reads: self.rmw_reads - o.rmw_reads,
-            units_lost: self.units_lost - o.units_lost,
-        }
-    }
-}
-
-/// The device and FML side of the counters, the same for every stack.
-pub(crate) fn flash_counters<F: Flash>(fml: &fml::Fml<F>) -> Counters {
-    let d = fml.flash().stats();
-    Counters {
-        flash_pages_programmed: d.pages_programmed,
-        flash_pages_read: d.pages_read,
-        flash_blocks_erased: d.blocks_erased,
-        pages_per_unit: (fml.layout().write_unit_bytes
-            / fml.flash().config().geometry.page_size_bytes) as u64,
-        gc_page_copies: fml.stats().gc_units_copied,
-        gc_ns: fml.stats().gc_busy_ns,
-        ..Counters::default()
-    }
-}
-
-/// The counters of a page-mapping FTL stack (mapping pages count as index pages, checkpoint
-/// units as metadata).
-pub fn ftl_counters<F: Flash>(ftl: &Ftl<F>) -> Counters {
-    let s = ftl.stats();
-    Counters {
-        host_write_bytes: s.host_write_bytes,
-        host_read_bytes: s.host_read_bytes,
-        data_units_written: s.data_units_written,
-        index_pages_written: s.map_pages_written,
-        index_pages_read: s.map_pages_read,
-        metadata_pages_written: s.checkpoint_units_written,
-        rmw_reads: s.rmw_reads,
-        units_lost: s.units_lost,
-        ..flash_counters(ftl.fml())
-    }
-}
-
-/// The counters of an object store: small-object pages hold host data; descriptor pages,
-/// checkpoints and access-time pages count as metadata.
-pub fn osd_counters<F: Flash>(store: &osd::ObjectStore<F>) -> Counters {
-    let s = store.stats();
-    Counters {
-        host_write_bytes: s.host_write_bytes,
-        host_read_bytes: s.host_read_bytes,
-        data_units_written: s.data_units_written + s.small_pages_written,
-        index_pages_written: s.index_nodes_written,
-        index_pages_read: s.index_nodes_read,
-        metadata_pages_written: s.descriptor_pages_written + s.checkpoints + s.atime_pages_written,
-        rmw_reads: s.rmw_reads,
-        units_lost: s.units_lost,
-        ..flash_counters(store.fml())
-    }
-}
-
-/// The counters of a p-OFTL store (seed 002): data pages, and its record pages (the log of
-/// creations, truncations and removals) as metadata; it has no index on flash.
-pub fn poftl_counters<F: Flash>(store: &poftl::PoftlStore<F>) -> Counters {
-    let s = store.stats();
-    Counters {
-        host_write_bytes: s.host_write_bytes,
-        host_read_bytes: s.host_read_bytes,
-        data_units_written: s.host_pages_written,
-        metadata_pages_written: s.log_pages_written,
-        rmw_reads: s.rmw_reads,
-        units_lost: s.units_lost,
-        ..flash_counters(store.fml())
-    }
-}
+use crate::counters::{ftl_counters, osd_counters, Counters};
 
 /// What the engine needs from a stack under test.
 pub trait Stack {
@@ -210,7 +35,7 @@ pub trait Stack {
     fn expected_fingerprint(&self, flat_unit: u64, token: u64) -> u64;
     /// Whole-structure consistency check.
     fn check(&mut self) -> Result<(), String>;
-    /// Free space and GC progress, for the cleaning thresholds of [`crate::prio`].
+    /// Free space and GC progress, for the device-side controller's cleaning thresholds.
     fn gc_state(&self) -> GcState;
     /// The dies a request would use if issued now (seed 004 3.2's parallel elements); nothing
     /// when the stack cannot tell.
@@ -221,10 +46,10 @@ pub trait Stack {
     fn gc_dies(&self, _out: &mut Vec<DieId>) {}
 }
 
-pub use controller::GcState;
+use controller::GcState;
 
 /// The dies of the pages of write units `units`.
-pub(crate) fn dies_of_units(
+pub fn dies_of_units(
     layout: &flash::gang::Layout,
     units: &[flash::gang::Vpa],
     out: &mut Vec<DieId>,
@@ -236,7 +61,7 @@ pub(crate) fn dies_of_units(
 
 /// The dies of the FML's next GC step: a copy's source unit (and its destination, when the
 /// caller knows it), or every block of the victim an erase clears.
-pub(crate) fn gc_dies_of<F: Flash>(
+pub fn gc_dies_of<F: Flash>(
     fml: &fml::Fml<F>,
     dest: Option<flash::gang::Vpa>,
     out: &mut Vec<DieId>,
@@ -253,7 +78,7 @@ pub(crate) fn gc_dies_of<F: Flash>(
     }
 }
 
-pub(crate) fn gc_state_of<F: Flash>(fml: &fml::Fml<F>) -> GcState {
+pub fn gc_state_of<F: Flash>(fml: &fml::Fml<F>) -> GcState {
     GcState {
         free_blocks: fml.free_blocks(),
         blocks: fml.blocks().len() as u32,
@@ -377,11 +202,9 @@ impl<F: Flash> OsdStack<F> {
         object_bytes: u64,
         name: String,
         resident: fn(&F) -> u64,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, osd::OsdError> {
         use osd::Osd;
-        store
-            .create_partition(Some(osd::PartitionId(OSD_PARTITION)))
-            .map_err(|e| e.to_string())?;
+        store.create_partition(Some(osd::PartitionId(OSD_PARTITION)))?;
         let unit = store.unit_bytes() as u64;
         let capacity = store.fml().capacity_units() * unit;
         Ok(OsdStack {

@@ -1,0 +1,112 @@
+//! Flat, subtractable counters of a stack, gathered from its device, FML and mapping layer.
+
+use flash::Flash;
+use ftl::Ftl;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub host_write_bytes: u64,
+    pub host_read_bytes: u64,
+    /// Physical flash pages (the device's count).
+    pub flash_pages_programmed: u64,
+    pub flash_pages_read: u64,
+    /// Physical pages in one write unit; not a counter (a phase keeps the stack's value).
+    pub pages_per_unit: u64,
+    /// Write units the mapping layer programmed with host data (GC copies not counted).
+    pub data_units_written: u64,
+    pub flash_blocks_erased: u64,
+    pub gc_page_copies: u64,
+    /// Virtual time of GC steps, issue to completion (FML `gc_busy_ns`).
+    pub gc_ns: u64,
+    pub index_pages_written: u64,
+    pub index_pages_read: u64,
+    pub metadata_pages_written: u64,
+    pub rmw_reads: u64,
+    pub units_lost: u64,
+}
+
+impl std::ops::Sub for Counters {
+    type Output = Counters;
+    fn sub(self, o: Counters) -> Counters {
+        Counters {
+            host_write_bytes: self.host_write_bytes - o.host_write_bytes,
+            host_read_bytes: self.host_read_bytes - o.host_read_bytes,
+            flash_pages_programmed: self.flash_pages_programmed - o.flash_pages_programmed,
+            flash_pages_read: self.flash_pages_read - o.flash_pages_read,
+            pages_per_unit: self.pages_per_unit,
+            data_units_written: self.data_units_written - o.data_units_written,
+            flash_blocks_erased: self.flash_blocks_erased - o.flash_blocks_erased,
+            gc_page_copies: self.gc_page_copies - o.gc_page_copies,
+            gc_ns: self.gc_ns - o.gc_ns,
+            index_pages_written: self.index_pages_written - o.index_pages_written,
+            index_pages_read: self.index_pages_read - o.index_pages_read,
+            metadata_pages_written: self.metadata_pages_written - o.metadata_pages_written,
+            rmw_reads: self.rmw_reads - o.rmw_reads,
+            units_lost: self.units_lost - o.units_lost,
+        }
+    }
+}
+
+/// The device and FML side of the counters, the same for every stack.
+pub fn flash_counters<F: Flash>(fml: &fml::Fml<F>) -> Counters {
+    let d = fml.flash().stats();
+    Counters {
+        flash_pages_programmed: d.pages_programmed,
+        flash_pages_read: d.pages_read,
+        flash_blocks_erased: d.blocks_erased,
+        pages_per_unit: (fml.layout().write_unit_bytes
+            / fml.flash().config().geometry.page_size_bytes) as u64,
+        gc_page_copies: fml.stats().gc_units_copied,
+        gc_ns: fml.stats().gc_busy_ns,
+        ..Counters::default()
+    }
+}
+
+/// The counters of a page-mapping FTL stack (mapping pages count as index pages, checkpoint
+/// units as metadata).
+pub fn ftl_counters<F: Flash>(ftl: &Ftl<F>) -> Counters {
+    let s = ftl.stats();
+    Counters {
+        host_write_bytes: s.host_write_bytes,
+        host_read_bytes: s.host_read_bytes,
+        data_units_written: s.data_units_written,
+        index_pages_written: s.map_pages_written,
+        index_pages_read: s.map_pages_read,
+        metadata_pages_written: s.checkpoint_units_written,
+        rmw_reads: s.rmw_reads,
+        units_lost: s.units_lost,
+        ..flash_counters(ftl.fml())
+    }
+}
+
+/// The counters of an object store: small-object pages hold host data; descriptor pages,
+/// checkpoints and access-time pages count as metadata.
+pub fn osd_counters<F: Flash>(store: &osd::ObjectStore<F>) -> Counters {
+    let s = store.stats();
+    Counters {
+        host_write_bytes: s.host_write_bytes,
+        host_read_bytes: s.host_read_bytes,
+        data_units_written: s.data_units_written + s.small_pages_written,
+        index_pages_written: s.index_nodes_written,
+        index_pages_read: s.index_nodes_read,
+        metadata_pages_written: s.descriptor_pages_written + s.checkpoints + s.atime_pages_written,
+        rmw_reads: s.rmw_reads,
+        units_lost: s.units_lost,
+        ..flash_counters(store.fml())
+    }
+}
+
+/// The counters of a p-OFTL store (seed 002): data pages, and its record pages (the log of
+/// creations, truncations and removals) as metadata; it has no index on flash.
+pub fn poftl_counters<F: Flash>(store: &poftl::PoftlStore<F>) -> Counters {
+    let s = store.stats();
+    Counters {
+        host_write_bytes: s.host_write_bytes,
+        host_read_bytes: s.host_read_bytes,
+        data_units_written: s.host_pages_written,
+        metadata_pages_written: s.log_pages_written,
+        rmw_reads: s.rmw_reads,
+        units_lost: s.units_lost,
+        ..flash_counters(store.fml())
+    }
+}

@@ -1,0 +1,70 @@
+//! Which stack: the one enum every front end (CLI, experiments, torture) names stacks by.
+
+/// Which stack: the one name every front end (CLI, experiments, torture) uses for it. An unknown
+/// name is an error that lists the valid ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StackKind {
+    /// The page-mapping FTL (the papers' sFTL / PFTL), block-level.
+    Ftl,
+    /// DFTL: page mapping with a bounded cache of translation pages, block-level.
+    Dftl,
+    /// The object store, block-level: the workload's byte space is cut into objects
+    /// (`object_bytes`). Also accepted as `ossd`, its former name.
+    #[serde(alias = "ossd")]
+    Osd,
+    /// OFS, the object file system on the object store (file-level).
+    Ofs,
+    /// The ext4-like block file system (no journal) on the page-mapping FTL (file-level).
+    Blockfs,
+    /// p-OFTL (seed 002) with its thin file layer (file-level).
+    Poftl,
+}
+
+impl StackKind {
+    /// Every stack, in the order help texts list them.
+    pub const ALL: [StackKind; 6] = [
+        StackKind::Ftl,
+        StackKind::Dftl,
+        StackKind::Osd,
+        StackKind::Ofs,
+        StackKind::Blockfs,
+        StackKind::Poftl,
+    ];
+    /// The stacks a block-level run (`ossd run`) drives.
+    pub const BLOCK_LEVEL: [StackKind; 3] = [StackKind::Ftl, StackKind::Dftl, StackKind::Osd];
+
+    /// The name in configs and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            StackKind::Ftl => "ftl",
+            StackKind::Dftl => "dftl",
+            StackKind::Osd => "osd",
+            StackKind::Ofs => "ofs",
+            StackKind::Blockfs => "blockfs",
+            StackKind::Poftl => "poftl",
+        }
+    }
+}
+
+impl std::fmt::Display for StackKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for StackKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "ossd" {
+            return Ok(StackKind::Osd);
+        }
+        StackKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = StackKind::ALL.iter().map(|k| k.name()).collect();
+                format!("unknown stack '{s}'; the stacks are {}", names.join(", "))
+            })
+    }
+}
