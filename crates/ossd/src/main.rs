@@ -15,6 +15,7 @@ mod mountcmd;
 mod net;
 mod objects;
 mod reproduce;
+mod results;
 mod torture;
 
 use ossd::settings;
@@ -50,6 +51,23 @@ enum Command {
         /// Where the experiment definitions are.
         #[arg(long, default_value = "experiments")]
         experiments: PathBuf,
+    },
+    /// The pinned paper-scale verdicts (docs/results/reproduce-1.json) and the documents
+    /// generated from them (docs/RESULTS.md, the README's headline): print the headline,
+    /// `--write` them from a run's results.json, or `--check` that they have not drifted.
+    Results {
+        /// A `ossd reproduce --scale 1` run's results.json to pin [default: the pinned file].
+        #[arg(long)]
+        from: Option<PathBuf>,
+        /// Write the pinned file, docs/RESULTS.md and the README's headline.
+        #[arg(long)]
+        write: bool,
+        /// Fail when docs/RESULTS.md or the README differ from what the pinned file generates.
+        #[arg(long)]
+        check: bool,
+        /// The repository's root.
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
     },
     /// List the built-in device presets.
     Presets,
@@ -304,6 +322,17 @@ fn main() -> ExitCode {
             jobs,
             out,
             experiments,
+        }),
+        Command::Results {
+            from,
+            write,
+            check,
+            root,
+        } => results::run(results::Args {
+            from,
+            write,
+            check,
+            root,
         }),
         Command::Presets => presets(),
         Command::Run(args) => run(args),

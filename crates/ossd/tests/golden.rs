@@ -4,6 +4,11 @@
 //!   pinned in `tests/golden/reproduce-0.05.json`, with the headline counts. A change that moves
 //!   a verdict fails here; if the move is intended, rerun with `OSSD_BLESS=1` and commit the new
 //!   file beside the change, saying why in the commit message.
+//! - Every claim's verdict of `ossd reproduce --scale 1` is pinned in
+//!   `docs/results/reproduce-1.json` (docs/RESULTS.md and the README's headline are generated
+//!   from it). The full run takes about ten minutes, so that test is `#[ignore]`d: run it with
+//!   `cargo test --release -p ossd --test golden -- --ignored` before and after a change that
+//!   may move results, and pin a new run with `ossd results --from ... --write`.
 //! - The same settings and seed give byte-identical `results.json`, wall times aside, whatever
 //!   the threads' interleaving.
 
@@ -137,4 +142,49 @@ fn the_same_settings_and_seed_give_identical_results() {
     assert_eq!(a.as_array().map(Vec::len), Some(only.len()));
     let (a, b) = (a.to_string(), b.to_string());
     assert!(a == b, "two runs of the same settings and seed differ");
+}
+
+/// The (claim, agrees, in_paper_range) of every experiment, by name.
+fn claims_by_experiment(results: &Value) -> Vec<(String, Vec<Value>)> {
+    results
+        .as_array()
+        .expect("a list of experiments")
+        .iter()
+        .map(|e| {
+            let claims = e["verdicts"]
+                .as_array()
+                .expect("verdicts")
+                .iter()
+                .map(|v| json!([v["claim"], v["agrees"], v["in_paper_range"]]))
+                .collect();
+            (e["name"].as_str().expect("a name").to_string(), claims)
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "the paper-scale suite takes about ten minutes; run with --ignored"]
+fn every_verdict_at_scale_1_matches_the_pinned_results() {
+    let pinned_path = root().join("docs/results/reproduce-1.json");
+    let pinned: Value =
+        serde_json::from_str(&std::fs::read_to_string(&pinned_path).expect("the pinned results"))
+            .expect("the pinned results are JSON");
+    let now = reproduce("1", &[], "scale1");
+    let (pinned, now) = (claims_by_experiment(&pinned), claims_by_experiment(&now));
+    let moved: Vec<String> = now
+        .iter()
+        .filter(|e| !pinned.contains(e))
+        .map(|(name, c)| format!("{name}: now {}", Value::Array(c.clone())))
+        .chain(
+            pinned
+                .iter()
+                .filter(|e| !now.contains(e))
+                .map(|(name, c)| format!("{name}: pinned {}", Value::Array(c.clone()))),
+        )
+        .collect();
+    assert!(
+        moved.is_empty(),
+        "paper-scale verdicts moved (pin with `ossd results --from out/reproduce/results.json --write` if intended):\n{}",
+        moved.join("\n")
+    );
 }
