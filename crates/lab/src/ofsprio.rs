@@ -1,269 +1,33 @@
-//! Seed 000 VI-E on files: the video (prioritized read) or the camcorder's files (prioritized
-//! write) and the background writer's files on OFS, their reads and writes as object I/O
-//! instances through OAQ, the object requests OAQ dispatches run by the device-side controller
-//! ([`crate::prio`]) on the object store.
+//! OSSD-13 VI-E on files: the video (prioritized read) or the camcorder's files (prioritized
+//! write) and the background writer's files on OFS, through the host path of the `host` crate
+//! (OIOs merged and ordered in OAQ, OREQs handed to the device-side controller, run on the
+//! object store under OFS). This module is the workload and its accounting:
 //!
-//! The path of one request, top to bottom:
+//! - the video player issues one frame read per period; the camcorder writes a file as a burst
+//!   of writes, the next file once the previous one is written; the background writer makes
+//!   random writes into its files;
+//! - each becomes an OIO of its file ([`host::ScheduledFile::oio`]) queued in a
+//!   [`host::HostQueue`];
+//! - on completion every OIO is accounted for from its own arrival (a frame counts as shown
+//!   when its read completed within one period).
 //!
-//! 1. The workload (the video player, one frame read per period; or the camcorder, a file as a
-//!    burst of writes, the next file once the previous one is written; the background writer,
-//!    random writes into its files) issues a read or write of a file at its arrival time.
-//! 2. OFS turns it into an OIO: the same range of the file's data object, in sectors
-//!    ([`ofs::ScheduledFile::oio`]), with no per-request priority.
-//! 3. OAQ ([`sched::Oaq`]) merges it into a queued OREQ of the same object, direction and
-//!    priority, or queues a new one at the object's priority: the level the player set on the
-//!    video file through OFS ([`ofs::Ofs::set_priority`], the prototype's `ioctl()`), which the
-//!    host registers with OAQ; 0 for every other file. With [`PriorityBy::Request`] the OIO
-//!    carries the priority itself instead.
-//! 4. The host hands OAQ's head (highest priority first) to the device while the device's queue
-//!    for that priority holds fewer than `host.device_queue_depth` requests; beyond that,
-//!    requests wait (and merge) in OAQ. The OREQ travels with its priority, as an OSD command
-//!    carries it.
-//! 5. The device-side controller orders it against GC steps and other requests by that
-//!    priority, and issues it as an object READ or WRITE of the object store ([`OfsStack`]).
-//! 6. On completion the host accounts for every OIO the OREQ carried, each from its own
-//!    arrival (a frame counts as shown when its read completed within one period).
-//!
-//! The controller speaks the lab's [`Request`], a byte range of one flat space. Here that
-//! space is the files laid end to end (the video first, then the background files), so a
-//! request names one object and an offset in it, and the controller's verification and
-//! per-die look-ahead work unchanged. Filling and aging the device before the measured run
-//! write the files' objects directly (unmeasured set-up, no OAQ).
+//! Filling and aging the device before the measured run write the files' objects directly
+//! (unmeasured set-up, no OAQ).
 
-use std::collections::HashMap;
-
-use flash::{DieId, Flash, Nanos};
-use ofs::{Ofs, ScheduledFile};
-use osd::Osd;
-use sched::{Direction, Oaq, OaqConfig, Oio, OioId, Priority};
-use serde::{Deserialize, Serialize};
+use flash::Nanos;
+use host::{Files, HostQueue, OfsStack, ScheduledFile};
+use ofs::Ofs;
+use sched::{Direction, Oaq, OaqConfig, Oio, Priority};
 use vfs::FileSystem;
+
+pub use host::{HostConfig, HostStats, PriorityBy};
 
 use crate::engine::Verifier;
 use crate::files::FileStats;
 
 use crate::prio::{Host, Plan, VariantRun};
 use crate::request::{Op, Request};
-use stacks::{Counters, GcState, Stack};
-
-/// How the application gives its files' I/O priority (seed 000 V-C: "Priority set per object
-/// (attribute) and per request").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PriorityBy {
-    /// Through OFS before the run (the prototype's `ioctl()`): the files' objects' `Priority`
-    /// attribute, registered with OAQ; the device also places the objects' writes as real-time.
-    File,
-    /// On each of its requests (as Linux `ioprio_set()` tags a process's I/O): every OIO of
-    /// the files carries the priority, the objects keep priority 0.
-    Request,
-    /// Not at all: the paper's "OFS (normal)", every OREQ at priority 0.
-    None,
-}
-
-/// Settings of the host side of an `ofs` variant (`host.*`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct HostConfig {
-    /// How the video player or the camcorder gives its I/O priority (default `file`).
-    pub priority: PriorityBy,
-    /// Requests the device queues per priority class; the rest wait in OAQ (default 32, a SATA
-    /// NCQ's depth).
-    pub device_queue_depth: u32,
-    /// Bytes of each background file (default 8 MiB, RawSSD's virtual erase block; the last
-    /// file takes what is left). A multiple of the background request size.
-    pub background_file_bytes: u64,
-    /// Whether the background writer runs while the video plays (default true). False is a
-    /// reference: the same aged device, the video alone, nothing to clean.
-    pub background: bool,
-}
-
-impl Default for HostConfig {
-    fn default() -> Self {
-        HostConfig {
-            priority: PriorityBy::File,
-            device_queue_depth: 32,
-            background_file_bytes: 8 << 20,
-            background: true,
-        }
-    }
-}
-
-/// A file's place in the flat space the controller addresses.
-#[derive(Clone, Copy, Debug)]
-struct Span {
-    start: u64,
-    bytes: u64,
-    file: ScheduledFile,
-}
-
-/// The files laid end to end.
-#[derive(Clone, Debug, Default)]
-struct Files {
-    spans: Vec<Span>,
-}
-
-impl Files {
-    fn total(&self) -> u64 {
-        self.spans.last().map_or(0, |s| s.start + s.bytes)
-    }
-
-    /// The file holding flat byte `offset`, and the offset within it.
-    fn locate(&self, offset: u64) -> Option<(&Span, u64)> {
-        let i = self.spans.partition_point(|s| s.start + s.bytes <= offset);
-        self.spans.get(i).map(|s| (s, offset - s.start))
-    }
-
-    /// The (file, offset in it, length) pieces of a flat byte range.
-    fn pieces(&self, offset: u64, len: u64) -> Result<Vec<(Span, u64, u64)>, String> {
-        let end = offset
-            .checked_add(len)
-            .filter(|&e| e <= self.total())
-            .ok_or_else(|| format!("bytes {offset}+{len} lie beyond the files"))?;
-        let mut out = Vec::new();
-        let mut at = offset;
-        while at < end {
-            let (s, off) = self.locate(at).expect("within the files");
-            let n = (s.bytes - off).min(end - at);
-            out.push((*s, off, n));
-            at += n;
-        }
-        Ok(out)
-    }
-}
-
-/// The object store under OFS as the controller's stack: a request is an object READ or WRITE
-/// of the file it falls in.
-pub struct OfsStack<F: Flash> {
-    ofs: Ofs<F>,
-    files: Files,
-    resident: fn(&F) -> u64,
-}
-
-impl<F: Flash> OfsStack<F> {
-    pub fn ofs(&self) -> &Ofs<F> {
-        &self.ofs
-    }
-}
-
-impl<F: Flash> Stack for OfsStack<F> {
-    fn name(&self) -> &str {
-        "OFS+OAQ"
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.files.total()
-    }
-    fn submit(
-        &mut self,
-        at: Nanos,
-        req: &Request,
-        token: u64,
-        out: &mut Vec<u64>,
-    ) -> Result<Nanos, String> {
-        self.ofs.set_time(at);
-        out.clear();
-        let store = self.ofs.store_mut();
-        if req.op == Op::Flush {
-            store
-                .flush(osd::FlushScope::Device)
-                .map_err(|e| e.to_string())?;
-            return Ok(store.now().max(at));
-        }
-        let mut fps = Vec::new();
-        for (s, off, len) in self.files.pieces(req.offset_bytes, req.len_bytes)? {
-            let oid = s.file.oid();
-            match req.op {
-                Op::Write => store.write_token(oid, off, len, token),
-                Op::Read => {
-                    let r = store.read_fingerprints(oid, off, len, &mut fps);
-                    out.extend_from_slice(&fps);
-                    r
-                }
-                Op::Trim | Op::Flush => Err(osd::OsdError::InvalidArgument(
-                    "the scheduled OFS path has no TRIM".into(),
-                )),
-            }
-            .map_err(|e| e.to_string())?;
-        }
-        Ok(store.now().max(at))
-    }
-    fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, String> {
-        self.ofs
-            .store_mut()
-            .background(from, until)
-            .map_err(|e| e.to_string())
-    }
-    fn counters(&self) -> Counters {
-        stacks::osd_counters(self.ofs.store())
-    }
-    fn erase_counts(&self) -> (u32, u32, f64) {
-        self.ofs.store().fml().erase_counts()
-    }
-    fn unit_bytes(&self) -> u64 {
-        self.ofs.store().unit_bytes() as u64
-    }
-    fn device_resident_bytes(&self) -> u64 {
-        (self.resident)(self.ofs.store().fml().flash())
-    }
-    fn expected_fingerprint(&self, flat_unit: u64, token: u64) -> u64 {
-        let unit = self.unit_bytes();
-        match self.files.locate(flat_unit * unit) {
-            Some((s, off)) => osd::store::unit_fingerprint(s.file.oid(), off / unit, token),
-            None => 0,
-        }
-    }
-    fn check(&mut self) -> Result<(), String> {
-        let problems = self.ofs.check().map_err(|e| e.to_string())?;
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
-        }
-    }
-    fn gc_state(&self) -> GcState {
-        stacks::gc_state_of(self.ofs.store().fml())
-    }
-    /// As the object store's stack: a read's dies from the store's mapping when it can tell
-    /// from memory, anything else every die.
-    fn dies_of(&self, req: &Request, out: &mut Vec<DieId>) {
-        let store = self.ofs.store();
-        if req.op == Op::Read {
-            if let Ok(pieces) = self.files.pieces(req.offset_bytes, req.len_bytes) {
-                let mut units = Vec::new();
-                let known = pieces.iter().all(|(s, off, len)| {
-                    store.peek_read_units(s.file.oid(), *off, *len, &mut units)
-                });
-                if known {
-                    stacks::dies_of_units(store.fml().layout(), &units, out);
-                    return;
-                }
-            }
-        }
-        let dies = store.fml().flash().config().geometry.dies();
-        out.extend((0..dies).map(DieId));
-    }
-    fn die_free_ns(&self, die: DieId) -> Nanos {
-        self.ofs.store().fml().flash().die_free_ns(die)
-    }
-    fn gc_dies(&self, out: &mut Vec<DieId>) {
-        stacks::gc_dies_of(self.ofs.store().fml(), None, out)
-    }
-}
-
-/// What OAQ did in a run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct HostStats {
-    /// OIOs submitted to OAQ.
-    pub oios: u64,
-    /// OREQs dispatched to the device.
-    pub oreqs: u64,
-    /// OIOs merged into a queued OREQ.
-    pub merges: u64,
-    /// Most OREQs OAQ held at once.
-    pub max_queued: usize,
-    /// OREQs dispatched at a priority above 0.
-    pub prioritized_oreqs: u64,
-}
+use stacks::Stack;
 
 /// Whose an OIO is, for the accounting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -273,14 +37,6 @@ enum Kind {
     Background,
     /// Part of a file of the prioritized writer: counted per file.
     File,
-}
-
-/// One OIO waiting for completion.
-struct Pending {
-    op: Op,
-    len: u64,
-    arrival: Nanos,
-    kind: Kind,
 }
 
 /// Seed 000 VI-E's prioritized writer on files: file after file (each as a burst of writes,
@@ -339,14 +95,21 @@ impl Writer {
     fn finished(&self) -> bool {
         self.next_file == self.files && self.outstanding == 0
     }
+
+    /// The next OIO of the current file released by `t`, with its arrival.
+    fn due(&mut self, t: Nanos) -> Option<(Nanos, Oio)> {
+        if self.released.front().is_some_and(|(a, _)| *a <= t) {
+            self.released.pop_front()
+        } else {
+            None
+        }
+    }
 }
 
-/// The host: OFS's OIOs queued in OAQ and handed to the device in priority order.
+/// The host: the workload's requests as OIOs of OFS's files, through a [`HostQueue`].
 pub struct OfsHost<'a> {
-    oaq: Oaq,
+    queue: HostQueue<Kind>,
     files: Files,
-    /// Flat start of each file's object, by OAQ's object id.
-    starts: HashMap<u64, u64>,
     /// The workload's requests (flat, in arrival order; those with a priority above 0 are the
     /// foreground), and the next one.
     incoming: Box<dyn Iterator<Item = Request> + 'a>,
@@ -355,12 +118,7 @@ pub struct OfsHost<'a> {
     writer: Option<Writer>,
     /// The priority each foreground OIO carries itself (`PriorityBy::Request`).
     request_priority: Option<Priority>,
-    pending: HashMap<OioId, Pending>,
-    inflight: HashMap<u64, Vec<OioId>>,
-    next_tag: u64,
-    depth: usize,
     deadline: Option<Nanos>,
-    stats: HostStats,
 }
 
 impl<'a> OfsHost<'a> {
@@ -373,30 +131,18 @@ impl<'a> OfsHost<'a> {
         deadline: Option<Nanos>,
         depth: u32,
     ) -> Result<OfsHost<'a>, String> {
-        if depth == 0 {
-            return Err("host.device_queue_depth must be at least 1".into());
-        }
+        let queue = HostQueue::new(oaq, &files, depth).map_err(|e| e.to_string())?;
         let mut incoming = requests;
         let ahead = incoming.next();
         Ok(OfsHost {
-            oaq,
-            starts: files
-                .spans
-                .iter()
-                .map(|s| (s.file.object().0, s.start))
-                .collect(),
+            queue,
             files,
             incoming,
             ahead,
             last_arrival: 0,
             writer: None,
             request_priority: None,
-            pending: HashMap::new(),
-            inflight: HashMap::new(),
-            next_tag: 0,
-            depth: depth as usize,
             deadline,
-            stats: HostStats::default(),
         })
     }
 
@@ -426,11 +172,9 @@ impl<'a> OfsHost<'a> {
         Ok(self)
     }
 
+    /// What OAQ did.
     pub fn stats(&self) -> HostStats {
-        HostStats {
-            merges: self.oaq.merges(),
-            ..self.stats
-        }
+        self.queue.stats()
     }
 
     /// The OIO of a workload request: one file's range.
@@ -440,7 +184,10 @@ impl<'a> OfsHost<'a> {
             Op::Write => Direction::Write,
             op => return Err(format!("the scheduled OFS path has no {op:?}")),
         };
-        let pieces = self.files.pieces(r.offset_bytes, r.len_bytes)?;
+        let pieces = self
+            .files
+            .pieces(r.offset_bytes, r.len_bytes)
+            .map_err(|e| e.to_string())?;
         let [(s, off, len)] = pieces[..] else {
             return Err(format!(
                 "request {}+{} crosses a file boundary",
@@ -454,23 +201,9 @@ impl<'a> OfsHost<'a> {
         if kind != Kind::Background {
             oio.priority = oio.priority.or(self.request_priority);
         }
-        let id = self.oaq.submit(oio).map_err(|e| e.to_string())?;
-        self.stats.oios += 1;
-        let op = match oio.dir {
-            Direction::Read => Op::Read,
-            Direction::Write => Op::Write,
-        };
-        let len = oio.sectors as u64 * ofs::oio::SECTOR_BYTES;
-        self.pending.insert(
-            id,
-            Pending {
-                op,
-                len,
-                arrival,
-                kind,
-            },
-        );
-        Ok(())
+        self.queue
+            .submit(oio, arrival, kind)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -497,47 +230,10 @@ impl Host for OfsHost<'_> {
             };
             self.queue(oio, arrival, kind)?;
         }
-        while let Some(&(arrival, oio)) = self
-            .writer
-            .as_ref()
-            .and_then(|w| w.released.front())
-            .filter(|(a, _)| *a <= t)
-        {
-            self.writer.as_mut().expect("a writer").released.pop_front();
+        while let Some((arrival, oio)) = self.writer.as_mut().and_then(|w| w.due(t)) {
             self.queue(oio, arrival, Kind::File)?;
         }
-        self.stats.max_queued = self.stats.max_queued.max(self.oaq.queued());
-        let Some(head) = self.oaq.highest_queued() else {
-            return Ok(None);
-        };
-        if queued(head.0) >= self.depth {
-            return Ok(None);
-        }
-        let oreq = self.oaq.dispatch().expect("OAQ has a queued OREQ");
-        self.stats.oreqs += 1;
-        if oreq.priority > Priority(0) {
-            self.stats.prioritized_oreqs += 1;
-        }
-        let arrival = oreq
-            .oios
-            .iter()
-            .map(|id| self.pending[id].arrival)
-            .min()
-            .expect("an OREQ carries an OIO");
-        let tag = self.next_tag;
-        self.next_tag += 1;
-        let req = Request {
-            op: match oreq.dir {
-                Direction::Read => Op::Read,
-                Direction::Write => Op::Write,
-            },
-            offset_bytes: self.starts[&oreq.oid.0] + oreq.offset_sectors * ofs::oio::SECTOR_BYTES,
-            len_bytes: oreq.sectors as u64 * ofs::oio::SECTOR_BYTES,
-            priority: oreq.priority.0,
-            arrival_ns: Some(arrival),
-        };
-        self.inflight.insert(tag, oreq.oios);
-        Ok(Some((req, tag)))
+        self.queue.dispatch(queued).map_err(|e| e.to_string())
     }
 
     fn next_arrival(&self) -> Option<Nanos> {
@@ -560,17 +256,9 @@ impl Host for OfsHost<'_> {
         foreground: &mut FileStats,
         background: &mut FileStats,
     ) -> Result<(), String> {
-        let oios = self
-            .inflight
-            .remove(&tag)
-            .ok_or_else(|| format!("no OREQ in flight is tagged {tag}"))?;
-        for id in oios {
-            let p = self
-                .pending
-                .remove(&id)
-                .ok_or_else(|| format!("OIO {id:?} completed twice"))?;
+        for p in self.queue.completed(tag).map_err(|e| e.to_string())? {
             let latency = (done - p.arrival).max(1);
-            match p.kind {
+            match p.class {
                 Kind::File => self
                     .writer
                     .as_mut()
@@ -675,9 +363,8 @@ pub fn run_variant(
         let ino = ofs
             .create(vfs::ROOT, &name)
             .map_err(|e| format!("create {name}: {e}"))?;
-        let file = ofs.open_scheduled(ino).map_err(|e| e.to_string())?;
-        let start = files.total();
-        files.spans.push(Span { start, bytes, file });
+        let file = ScheduledFile::open(ofs, ino).map_err(|e| e.to_string())?;
+        files.push(file, bytes);
         Ok(())
     };
     for k in 0..front {
@@ -691,15 +378,11 @@ pub fn run_variant(
         left -= n;
         k += 1;
     }
-    let foreground: Vec<ScheduledFile> = files.spans[..front as usize]
+    let foreground: Vec<ScheduledFile> = files.spans()[..front as usize]
         .iter()
         .map(|s| s.file)
         .collect();
-    let mut stack = OfsStack {
-        ofs,
-        files,
-        resident: |n: &flash::Nand| n.resident_bytes(),
-    };
+    let mut stack = OfsStack::new(ofs, files, |n: &flash::Nand| n.resident_bytes());
     let flat = stack.capacity_bytes();
 
     // Unmeasured set-up: write every file whole, then age the device to the cleaning
@@ -711,17 +394,17 @@ pub fn run_variant(
     // The application sets its files' priority (the prototype's ioctl): the objects'
     // attribute, and OAQ's context for each object.
     if host.priority == PriorityBy::File {
-        stack.ofs.set_time(t);
+        stack.ofs_mut().set_time(t);
         for f in &foreground {
             stack
-                .ofs
+                .ofs_mut()
                 .set_priority(f.ino, priority)
                 .map_err(|e| format!("set the priority of inode {}: {e}", f.ino))?;
             oaq.set_object_priority(f.object(), Some(Priority(priority)))
                 .map_err(|e| at(e.to_string()))?;
         }
     }
-    let files = stack.files.clone();
+    let files = stack.files().clone();
     // The background writer of a file-writes run arrives until the last file is done.
     let endless = crate::prio::Synthetic {
         requests: if host.background { u64::MAX } else { 0 },
@@ -764,8 +447,9 @@ pub fn run_variant(
     let out = crate::prio::run_with(&mut stack, &prio, arrivals, t, seed, Some(&mut verifier))
         .map_err(|e| format!("measure: {e}"))?;
     let done = h.writer.as_ref().is_none_or(Writer::finished);
-    if !done || (h.writer.is_none() && (!h.pending.is_empty() || h.ahead.is_some())) {
-        return Err(format!("measure: {} OIOs never completed", h.pending.len()));
+    let outstanding = h.queue.outstanding();
+    if !done || (h.writer.is_none() && (outstanding > 0 || h.ahead.is_some())) {
+        return Err(format!("measure: {outstanding} OIOs never completed"));
     }
     if verifier.mismatches > 0 {
         return Err(format!("measure: {} reads mismatched", verifier.mismatches));
@@ -795,13 +479,7 @@ mod tests {
         let mut files = Files::default();
         for name in ["a", "b"] {
             let ino = ofs.create(vfs::ROOT, name).unwrap();
-            let file = ofs.open_scheduled(ino).unwrap();
-            let start = files.total();
-            files.spans.push(Span {
-                start,
-                bytes: 1 << 20,
-                file,
-            });
+            files.push(ScheduledFile::open(&mut ofs, ino).unwrap(), 1 << 20);
         }
         files
     }
@@ -812,21 +490,6 @@ mod tests {
             arrival_ns: Some(t),
             ..Request::new(op, offset, len)
         }
-    }
-
-    #[test]
-    fn files_locate_and_split_ranges() {
-        let f = files();
-        assert_eq!(f.total(), 2 << 20);
-        let (s, off) = f.locate((1 << 20) + 5).unwrap();
-        assert_eq!((s.file.ino, off), (f.spans[1].file.ino, 5));
-        let p = f.pieces((1 << 20) - 512, 1024).unwrap();
-        assert_eq!(
-            p.iter().map(|(_, o, n)| (*o, *n)).collect::<Vec<_>>(),
-            vec![((1 << 20) - 512, 512), (0, 512)]
-        );
-        assert!(f.pieces(2 << 20, 1).is_err());
-        assert!(f.locate(2 << 20).is_none());
     }
 
     /// Contiguous reads of one file queued together leave OAQ as one OREQ; its completion
@@ -843,7 +506,7 @@ mod tests {
             at(Op::Write, b + 65536, 4096, 0, 50),
         ];
         let mut oaq = Oaq::new(OaqConfig::default()).unwrap();
-        oaq.set_object_priority(f.spans[0].file.object(), Some(Priority(1)))
+        oaq.set_object_priority(f.spans()[0].file.object(), Some(Priority(1)))
             .unwrap();
         let mut h =
             OfsHost::new(oaq, f.clone(), Box::new(reqs.into_iter()), Some(1000), 2).unwrap();
@@ -923,7 +586,7 @@ mod tests {
             ..crate::prio::FileWrites::default()
         };
         let oaq = Oaq::new(OaqConfig::default()).unwrap();
-        let slots = vec![f.spans[0].file, f.spans[1].file];
+        let slots = vec![f.spans()[0].file, f.spans()[1].file];
         let mut h = OfsHost::new(oaq, f.clone(), Box::new(std::iter::empty()), None, 8)
             .unwrap()
             .with_writer(&w, slots, 100)

@@ -14,8 +14,9 @@
 //!   the root records the layout and a clean flag: a mount after an unclean end repairs the
 //!   tree (see [`check`]).
 //!
-//! - Reads and writes can instead go through OAQ, the host-side scheduler, as object I/O
-//!   instances ([`oio`]); a file's priority is its object's `Priority` attribute.
+//! - A file's priority is its data object's `Priority` attribute ([`priority`]); the `host`
+//!   crate can send a file's reads and writes through OAQ, the host-side scheduler, as object
+//!   I/O of that object.
 //!
 //! See docs/OFS.md for the layout, the formats and what is not built.
 
@@ -24,8 +25,7 @@ pub mod config;
 pub mod dir;
 pub mod fs;
 pub mod layout;
-pub mod oio;
+pub mod priority;
 
 pub use config::OfsConfig;
 pub use fs::{Ofs, OfsCounters};
-pub use oio::ScheduledFile;

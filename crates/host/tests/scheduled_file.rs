@@ -1,20 +1,32 @@
 //! Scheduled file I/O: a file's reads and writes as OIOs of its data object, and its priority
-//! as the object's attribute (seed 000 V-B, V-C).
+//! as the object's attribute (OSSD-13 V-B, V-C).
 
-mod common;
-
-use ofs::OfsConfig;
-use osd::{Osd, Placement};
+use flash::Nand;
+use host::ScheduledFile;
+use ofs::{Ofs, OfsConfig};
+use osd::{ObjectStore, Osd, OsdConfig};
 use sched::{Direction, Oaq, OaqConfig, Priority};
 use vfs::{FileData, FileSystem, FsError, ReadInto, ROOT};
 
+/// OFS on a fresh in-memory `tiny` device.
+fn fresh() -> Ofs<Nand> {
+    let device = flash::preset("tiny").unwrap();
+    let blocks = flash::gang::Layout::new(&device).superblocks;
+    let cfg = OsdConfig {
+        fml: fml::FmlConfig::for_blocks(blocks),
+        ..OsdConfig::default()
+    };
+    let store = ObjectStore::format(Nand::in_memory(device).unwrap(), cfg).unwrap();
+    Ofs::format(store, OfsConfig::default()).unwrap()
+}
+
 #[test]
 fn a_file_io_is_the_same_range_of_its_object_in_sectors() {
-    let (mut fs, _) = common::fresh(Placement::Ossd, 64, OfsConfig::default());
+    let mut fs = fresh();
     let ino = fs.create(ROOT, "video").unwrap();
-    let f = fs.open_scheduled(ino).unwrap();
+    let f = ScheduledFile::open(&mut fs, ino).unwrap();
     assert_eq!(f.ino, ino);
-    assert_eq!(ofs::oio::store_oid(f.object()), f.oid());
+    assert_eq!(f.object().0, f.oid().object.0);
     let oio = f.oio(Direction::Read, 8192, 65536, None).unwrap();
     assert_eq!(
         (
@@ -38,9 +50,9 @@ fn a_file_io_is_the_same_range_of_its_object_in_sectors() {
 
 #[test]
 fn bad_ranges_and_directories_are_refused() {
-    let (mut fs, _) = common::fresh(Placement::Ossd, 64, OfsConfig::default());
+    let mut fs = fresh();
     let ino = fs.create(ROOT, "f").unwrap();
-    let f = fs.open_scheduled(ino).unwrap();
+    let f = ScheduledFile::open(&mut fs, ino).unwrap();
     for (off, len) in [(1, 512), (0, 100), (0, 0)] {
         assert!(matches!(
             f.oio(Direction::Write, off, len, None),
@@ -49,14 +61,17 @@ fn bad_ranges_and_directories_are_refused() {
     }
     assert!(f.oio(Direction::Write, 0, 512 << 32, None).is_err());
     let dir = fs.mkdir(ROOT, "d").unwrap();
-    assert!(matches!(fs.open_scheduled(dir), Err(FsError::IsDir(_))));
+    assert!(matches!(
+        ScheduledFile::open(&mut fs, dir),
+        Err(FsError::IsDir(_))
+    ));
     assert!(matches!(fs.set_priority(dir, 1), Err(FsError::IsDir(_))));
-    assert!(fs.open_scheduled(9999).is_err());
+    assert!(ScheduledFile::open(&mut fs, 9999).is_err());
 }
 
 #[test]
 fn a_files_priority_is_its_objects_attribute_and_orders_its_oreqs() {
-    let (mut fs, _) = common::fresh(Placement::Ossd, 64, OfsConfig::default());
+    let mut fs = fresh();
     let video = fs.create(ROOT, "video").unwrap();
     let other = fs.create(ROOT, "other").unwrap();
     assert_eq!(fs.priority(video).unwrap(), 0);
@@ -70,8 +85,8 @@ fn a_files_priority_is_its_objects_attribute_and_orders_its_oreqs() {
     assert_eq!(fs.priority(video).unwrap(), 3);
     // Registered with OAQ, it puts the file's OREQs ahead of earlier ones of other files.
     let (v, o) = (
-        fs.open_scheduled(video).unwrap(),
-        fs.open_scheduled(other).unwrap(),
+        ScheduledFile::open(&mut fs, video).unwrap(),
+        ScheduledFile::open(&mut fs, other).unwrap(),
     );
     let mut q = Oaq::new(OaqConfig::default()).unwrap();
     let p = fs.priority(video).unwrap();
