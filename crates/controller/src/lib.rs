@@ -42,6 +42,8 @@
 //! Requests never change order within the device's reservation model: the controller issues
 //! in time order, and the NAND model serves each die and bus in issue order.
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod config;
 pub mod policy;
 pub mod request;

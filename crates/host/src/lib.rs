@@ -24,6 +24,8 @@
 //! space is the scheduled files laid end to end ([`Files`]), so a request names one object and
 //! an offset in it.
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 mod error;
 mod file;
 mod files;

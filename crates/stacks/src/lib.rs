@@ -8,6 +8,8 @@
 //! - [`StackSpec`]: every layer's config with its defaults and `key = value` settings on top;
 //!   it builds either kind of stack on a fresh in-memory device.
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 mod block;
 mod build;
 mod counters;

@@ -13,6 +13,7 @@ pub type Device = Faulty<Watchdog<Nand>>;
 /// The harness's own default device: a 2 MiB slice of the `tiny` preset (2 dies, 4 KiB pages,
 /// 8-page blocks, two dies per super-block, 32 super-blocks). Small enough that GC, checkpoints
 /// and block reuse happen within a few hundred operations, which is where recovery bugs live.
+#[expect(clippy::expect_used, reason = "the tiny preset is built into flash")]
 pub fn small() -> DeviceConfig {
     let mut c = flash::preset("tiny").expect("the tiny preset exists");
     c.geometry.channels = 2;

@@ -9,6 +9,8 @@
 //!
 //! The contract checked, per fault kind, is written down in docs/RELIABILITY.md.
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod campaign;
 pub mod device;
 pub mod fault;

@@ -42,7 +42,8 @@ pub fn decode(slot: u32, sector: u32, bytes: &[u8]) -> Option<u64> {
     if bytes.iter().all(|&b| b == 0) {
         return Some(0);
     }
-    let v = u64::from_le_bytes(bytes[..8].try_into().unwrap()) ^ key(slot, sector);
+    let head = bytes.first_chunk::<8>()?;
+    let v = u64::from_le_bytes(*head) ^ key(slot, sector);
     let mut expect = [0u8; SECTOR];
     fill(slot, sector, v, &mut expect);
     (v != 0 && expect[..] == *bytes).then_some(v)
@@ -278,21 +279,20 @@ impl Oracle {
                 }
             };
             let sec = &mut s.sectors[sector as usize];
-            let ok = match (found, sec.cur) {
-                (None, _) => {
-                    first_err.get_or_insert(format!(
-                        "slot {slot} sector {sector}: recovered bytes never written there"
-                    ));
-                    continue;
-                }
-                (Some(v), _) if damaged => sec.ever.contains(&v),
-                (Some(v), None) => sec.ever.contains(&v),
-                (Some(v), Some(cur)) if clean => v == cur,
-                (Some(v), Some(_)) => {
+            let Some(v) = found else {
+                first_err.get_or_insert(format!(
+                    "slot {slot} sector {sector}: recovered bytes never written there"
+                ));
+                continue;
+            };
+            let ok = match sec.cur {
+                _ if damaged => sec.ever.contains(&v),
+                None => sec.ever.contains(&v),
+                Some(cur) if clean => v == cur,
+                Some(_) => {
                     sec.since_flush.contains(&v) || (sec.trimmed && sec.since_ckpt.contains(&v))
                 }
             };
-            let v = found.unwrap();
             if !ok {
                 first_err.get_or_insert(format!(
                     "slot {slot} sector {sector}: recovered version {v}, allowed {:?}{}",

@@ -171,6 +171,10 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
 }
 
 impl Sim {
+    #[expect(
+        clippy::expect_used,
+        reason = "a stack is open at every step; only reboot takes it, and puts one back or ends the run"
+    )]
     fn subject(&mut self) -> &mut dyn Subject {
         self.subject.as_deref_mut().expect("a stack is open")
     }
@@ -323,8 +327,9 @@ impl Sim {
             FaultKind::BitFlipBeyondEcc => ecc + self.rng.gen_range(1..=8),
             _ => 1 << 16,
         };
-        let entry = self.flipped.get_mut(&page).expect("inserted above");
-        entry.1 = entry.1.saturating_add(bits);
+        if let Some(entry) = self.flipped.get_mut(&page) {
+            entry.1 = entry.1.saturating_add(bits);
+        }
         self.dev().flip_bits(page, bits);
         let t = &mut self.report.tally;
         match kind {
@@ -488,7 +493,11 @@ impl Sim {
     /// Shuts the stack down (`clean`: a checkpoint first; else a crash that loses all RAM
     /// state), recovers it, possibly cutting power during recovery too, and checks it.
     fn reboot(&mut self, clean: bool) -> Result<(), Stop> {
-        let subject = self.subject.take().expect("a stack is open");
+        let Some(subject) = self.subject.take() else {
+            return Err(Stop::Violation(
+                "harness: a reboot with no stack open".into(),
+            ));
+        };
         let (mut dev, clean) = if clean {
             match subject.close() {
                 Ok(d) => {
