@@ -43,6 +43,7 @@
 //! in time order, and the NAND model serves each die and bus in issue order.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 
 pub mod config;
 pub mod policy;

@@ -25,6 +25,7 @@
 //! an offset in it.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 
 mod error;
 mod file;

@@ -10,7 +10,9 @@ use crate::counters::{ftl_counters, osd_counters, Counters};
 
 /// What the engine needs from a stack under test.
 pub trait Stack {
+    /// The name reports give the stack.
     fn name(&self) -> &str;
+    /// Bytes of the logical space the stack exports (what a workload may address).
     fn capacity_bytes(&self) -> u64;
     /// Serves one request issued at `at`; returns when it completes. `token` stands for a
     /// write's bytes (fingerprint mode); `out` collects read fingerprints, one per unit.
@@ -23,6 +25,7 @@ pub trait Stack {
     ) -> Result<Nanos, String>;
     /// Background work (GC) in an idle interval; returns when the last step completes.
     fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, String>;
+    /// The stack's counters so far (they only grow; subtract two to measure a phase).
     fn counters(&self) -> Counters;
     /// Erase counts over usable blocks: (min, max, mean).
     fn erase_counts(&self) -> (u32, u32, f64);
@@ -78,6 +81,7 @@ pub fn gc_dies_of<F: Flash>(
     }
 }
 
+/// Free blocks, usable blocks and whether a GC job is under way, of an FML.
 pub fn gc_state_of<F: Flash>(fml: &fml::Fml<F>) -> GcState {
     GcState {
         free_blocks: fml.free_blocks(),
@@ -92,8 +96,11 @@ fn err(e: FtlError) -> String {
 
 /// A [`Ftl`] (page-mapping or DFTL) as a stack.
 pub struct FtlStack<F: Flash> {
+    /// The FTL.
     pub ftl: Ftl<F>,
+    /// The name reports give it.
     pub name: String,
+    /// Bytes of memory the device model holds (it differs by backend).
     pub resident: fn(&F) -> u64,
 }
 
@@ -184,10 +191,15 @@ impl<F: Flash> Stack for FtlStack<F> {
 /// becomes an object workload: a request touches one object at an offset within it. Objects are
 /// created on their first write; a TRIM covering a whole object removes it.
 pub struct OsdStack<F: Flash> {
+    /// The object store.
     pub store: osd::ObjectStore<F>,
+    /// Bytes of each object the byte space is cut into.
     pub object_bytes: u64,
+    /// The name reports give it.
     pub name: String,
+    /// Bytes of memory the device model holds (it differs by backend).
     pub resident: fn(&F) -> u64,
+    /// Bytes the stack exports: the FML's capacity in write units.
     pub capacity: u64,
     created: rustc_hash::FxHashSet<u64>,
     /// Objects whose priority attribute a prioritized write set.
@@ -197,6 +209,7 @@ pub struct OsdStack<F: Flash> {
 const OSD_PARTITION: u64 = osd::id::FIRST_USER_ID;
 
 impl<F: Flash> OsdStack<F> {
+    /// `store` with one partition made for the objects, cut into objects of `object_bytes`.
     pub fn new(
         mut store: osd::ObjectStore<F>,
         object_bytes: u64,

@@ -3,25 +3,37 @@
 use flash::Flash;
 use ftl::Ftl;
 
+/// Flat counters of a stack, subtractable so a run can measure a phase.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
+    /// Bytes the host asked the stack to write.
     pub host_write_bytes: u64,
+    /// Bytes the host asked the stack to read.
     pub host_read_bytes: u64,
     /// Physical flash pages (the device's count).
     pub flash_pages_programmed: u64,
+    /// Physical flash pages read (the device's count).
     pub flash_pages_read: u64,
     /// Physical pages in one write unit; not a counter (a phase keeps the stack's value).
     pub pages_per_unit: u64,
     /// Write units the mapping layer programmed with host data (GC copies not counted).
     pub data_units_written: u64,
+    /// Physical blocks erased (the device's count).
     pub flash_blocks_erased: u64,
+    /// Valid write units GC copied (FML `gc_units_copied`).
     pub gc_page_copies: u64,
     /// Virtual time of GC steps, issue to completion (FML `gc_busy_ns`).
     pub gc_ns: u64,
+    /// Index units written: the object store's index nodes, the FTL's mapping pages.
     pub index_pages_written: u64,
+    /// Index units read (index nodes, DFTL translation pages) on cache misses.
     pub index_pages_read: u64,
+    /// Metadata units written: onode/descriptor pages, checkpoints, access-time pages, p-OFTL's
+    /// record log.
     pub metadata_pages_written: u64,
+    /// Reads of a unit's old contents to merge a partial write into (read-modify-write).
     pub rmw_reads: u64,
+    /// Units the stack lost to media failures it could not recover from.
     pub units_lost: u64,
 }
 

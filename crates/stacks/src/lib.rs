@@ -9,6 +9,7 @@
 //!   it builds either kind of stack on a fresh in-memory device.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 
 mod block;
 mod build;
