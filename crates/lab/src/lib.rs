@@ -10,7 +10,9 @@ pub mod prio;
 pub use controller::request;
 pub mod report;
 pub mod run;
+pub mod scheduled;
 pub mod trace;
+pub mod variant;
 pub mod workload;
 
 pub use request::{Op, Request};

@@ -15,19 +15,15 @@
 //! (unmeasured set-up, no OAQ).
 
 use flash::Nanos;
-use host::{Files, HostQueue, OfsStack, ScheduledFile};
-use ofs::Ofs;
-use sched::{Direction, Oaq, OaqConfig, Oio, Priority};
-use vfs::FileSystem;
+use host::{Files, HostQueue, ScheduledFile};
+use sched::{Direction, Oaq, Oio, Priority};
 
 pub use host::{HostConfig, HostStats, PriorityBy};
 
-use crate::engine::Verifier;
 use crate::files::FileStats;
 
-use crate::prio::{Host, Plan, VariantRun};
+use crate::prio::Host;
 use crate::request::{Op, Request};
-use stacks::Stack;
 
 /// Whose an OIO is, for the accounting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,7 +120,7 @@ pub struct OfsHost<'a> {
 impl<'a> OfsHost<'a> {
     /// The host for `requests` on `files`, the OREQs it hands the device limited to `depth`
     /// queued per priority; frames count as shown within `deadline`.
-    fn new(
+    pub(crate) fn new(
         oaq: Oaq,
         files: Files,
         requests: Box<dyn Iterator<Item = Request> + 'a>,
@@ -147,7 +143,7 @@ impl<'a> OfsHost<'a> {
     }
 
     /// Adds the prioritized file writer, its first file released at `start`.
-    fn with_writer(
+    pub(crate) fn with_writer(
         mut self,
         f: &crate::prio::FileWrites,
         slots: Vec<ScheduledFile>,
@@ -170,6 +166,25 @@ impl<'a> OfsHost<'a> {
         w.release(start)?;
         self.writer = Some(w);
         Ok(self)
+    }
+
+    /// Every foreground OIO carries `priority` itself (`PriorityBy::Request`).
+    pub(crate) fn set_request_priority(&mut self, priority: Priority) {
+        self.request_priority = Some(priority);
+    }
+
+    /// OIOs submitted and not yet completed.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.queue.outstanding()
+    }
+
+    /// Whether the measured run is complete: the prioritized writer's last file written, or
+    /// without a writer every request arrived and completed.
+    pub(crate) fn all_done(&self) -> bool {
+        match &self.writer {
+            Some(w) => w.finished(),
+            None => self.queue.outstanding() == 0 && self.ahead.is_none(),
+        }
     }
 
     /// What OAQ did.
@@ -281,187 +296,12 @@ impl Host for OfsHost<'_> {
     }
 }
 
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
-}
-
-/// Runs a variant with `stack = "ofs"`: seed 000 VI-E's video, or its prioritized file writer,
-/// on OFS through OAQ (see the module doc). Settings: `prio.*`, `osd.*`, `fml.*` (on top of
-/// the watermarks [`stacks::controlled_fml`] derives), `oaq.*` ([`OaqConfig`]) and `host.*`
-/// ([`HostConfig`]). Returns the run and what OAQ did.
-pub fn run_variant(
-    plan: Plan<'_>,
-    v: &crate::experiment::Variant,
-    device: flash::DeviceConfig,
-    seed: u64,
-) -> Result<(VariantRun, HostStats), String> {
-    let at = |e: String| format!("variant {}: {e}", v.label);
-    let bg = match plan {
-        Plan::Video(video) => &video.background,
-        Plan::FileWrites(f) => &f.background,
-        Plan::Synthetic(_) => {
-            return Err(at(
-                "stack 'ofs' runs the video and file-writes workloads only".into(),
-            ))
-        }
-    };
-    bg.validate().map_err(at)?;
-    let mut oaq = OaqConfig::default();
-    let mut host = HostConfig::default();
-    let (prio, spec) = crate::prio::scheduled_spec(v, |k, val| match k.split_once('.') {
-        Some(("oaq", f)) => stacks::apply(&mut oaq, f, val).map(|()| true),
-        Some(("host", f)) => stacks::apply(&mut host, f, val).map(|()| true),
-        _ => Ok(false),
-    })?;
-    let mut oaq = Oaq::new(oaq).map_err(|e| at(e.to_string()))?;
-    let store = spec.object_store(device).map_err(|e| at(e.to_string()))?;
-    let unit = store.unit_bytes() as u64;
-    let capacity = store.fml().capacity_units() * unit;
-    let mut ofs = Ofs::format(store, spec.ofs).map_err(|e| format!("format: {e}"))?;
-
-    // The files: the foreground's (the video, or the writer's file slots), then the
-    // background writer's files over the rest of the footprint.
-    let footprint = (capacity as f64 * bg.utilisation) as u64;
-    let (front, front_name, front_bytes, priority) = match plan {
-        Plan::Video(video) => {
-            let bytes = video.seconds * video.frames_per_second as u64 * video.frame_bytes;
-            (1, "video", bytes, video.priority)
-        }
-        Plan::FileWrites(f) => {
-            crate::prio::file_writes_region(f, footprint).map_err(at)?;
-            (f.file_slots, "file", f.file_bytes, f.priority)
-        }
-        Plan::Synthetic(_) => unreachable!("refused above"),
-    };
-    if front_bytes == 0 || !front_bytes.is_multiple_of(unit) {
-        return Err(at(format!(
-            "a {front_name} of {front_bytes} bytes is not a positive multiple of the {unit}-byte write unit"
-        )));
-    }
-    let front_total = front
-        .checked_mul(front_bytes)
-        .ok_or_else(|| at("the foreground's files overflow".into()))?;
-    let grain = unit / gcd(unit, bg.request_bytes) * bg.request_bytes;
-    let file_bytes = host.background_file_bytes;
-    if file_bytes == 0 || !file_bytes.is_multiple_of(grain) {
-        return Err(at(format!(
-            "host.background_file_bytes = {file_bytes} must be a positive multiple of {grain} (the write unit and the background request)"
-        )));
-    }
-    let rest = footprint.saturating_sub(front_total) / grain * grain;
-    if rest < footprint / 4 {
-        return Err(at(format!(
-            "{front_total} bytes of {front_name}s leave too little of the {footprint}-byte footprint to the background writer"
-        )));
-    }
-    let mut files = Files::default();
-    let mut add = |ofs: &mut Ofs<_>, name: String, bytes: u64| -> Result<(), String> {
-        let ino = ofs
-            .create(vfs::ROOT, &name)
-            .map_err(|e| format!("create {name}: {e}"))?;
-        let file = ScheduledFile::open(ofs, ino).map_err(|e| e.to_string())?;
-        files.push(file, bytes);
-        Ok(())
-    };
-    for k in 0..front {
-        add(&mut ofs, format!("{front_name}-{k:04}"), front_bytes)?;
-    }
-    let mut left = rest;
-    let mut k = 0;
-    while left > 0 {
-        let n = left.min(file_bytes);
-        add(&mut ofs, format!("background-{k:04}"), n)?;
-        left -= n;
-        k += 1;
-    }
-    let foreground: Vec<ScheduledFile> = files.spans()[..front as usize]
-        .iter()
-        .map(|s| s.file)
-        .collect();
-    let mut stack = OfsStack::new(ofs, files, |n: &flash::Nand| n.resident_bytes());
-    let flat = stack.capacity_bytes();
-
-    // Unmeasured set-up: write every file whole, then age the device to the cleaning
-    // threshold, as the block-level variants do.
-    let mut verifier = Verifier::new(flat, unit);
-    let t =
-        crate::prio::fill_and_age(&mut stack, flat, prio.low_free_percent, seed, &mut verifier)?;
-
-    // The application sets its files' priority (the prototype's ioctl): the objects'
-    // attribute, and OAQ's context for each object.
-    if host.priority == PriorityBy::File {
-        stack.ofs_mut().set_time(t);
-        for f in &foreground {
-            stack
-                .ofs_mut()
-                .set_priority(f.ino, priority)
-                .map_err(|e| format!("set the priority of inode {}: {e}", f.ino))?;
-            oaq.set_object_priority(f.object(), Some(Priority(priority)))
-                .map_err(|e| at(e.to_string()))?;
-        }
-    }
-    let files = stack.files().clone();
-    // The background writer of a file-writes run arrives until the last file is done.
-    let endless = crate::prio::Synthetic {
-        requests: if host.background { u64::MAX } else { 0 },
-        priority_percent: 0.0,
-        ..bg.clone()
-    };
-    let mut h = match plan {
-        Plan::Video(video) => {
-            let (mut requests, deadline) = crate::prio::video_requests(video, flat, t, seed)?;
-            if !host.background {
-                requests.retain(|r| r.priority > 0);
-            }
-            let requests = Box::new(requests.into_iter());
-            OfsHost::new(oaq, files, requests, deadline, host.device_queue_depth).map_err(at)?
-        }
-        Plan::FileWrites(f) => {
-            let requests = endless.requests(rest, t, seed).map(move |r| Request {
-                offset_bytes: r.offset_bytes + front_total,
-                ..r
-            });
-            OfsHost::new(
-                oaq,
-                files,
-                Box::new(requests),
-                None,
-                host.device_queue_depth,
-            )
-            .map_err(at)?
-            .with_writer(f, foreground, t)
-            .map_err(at)?
-        }
-        Plan::Synthetic(_) => unreachable!("refused above"),
-    };
-    if host.priority == PriorityBy::Request {
-        h.request_priority = Some(Priority(priority));
-    }
-    let before = stack.counters();
-    let mut nothing = std::iter::empty();
-    let arrivals = crate::prio::Arrivals::new(&mut nothing, t, None).with_host(&mut h);
-    let out = crate::prio::run_with(&mut stack, &prio, arrivals, t, seed, Some(&mut verifier))
-        .map_err(|e| format!("measure: {e}"))?;
-    let done = h.writer.as_ref().is_none_or(Writer::finished);
-    let outstanding = h.queue.outstanding();
-    if !done || (h.writer.is_none() && (outstanding > 0 || h.ahead.is_some())) {
-        return Err(format!("measure: {outstanding} OIOs never completed"));
-    }
-    if verifier.mismatches > 0 {
-        return Err(format!("measure: {} reads mismatched", verifier.mismatches));
-    }
-    let stats = h.stats();
-    let run = crate::prio::finish(&mut stack, out, before, t)?;
-    Ok((run, stats))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ofs::Ofs;
+    use sched::OaqConfig;
+    use vfs::FileSystem;
 
     /// Two files of 1 MiB on a small OFS, laid end to end.
     fn files() -> Files {

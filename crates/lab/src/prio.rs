@@ -14,7 +14,7 @@ use controller::{Completion, Controller, ControllerConfig, RunError, Source, Tar
 use crate::engine::{EngineError, Verifier};
 use crate::files::FileStats;
 use crate::request::{Op, Request};
-use stacks::{GcState, Stack, StackKind};
+use stacks::{GcState, Stack};
 
 /// The open-loop synthetic workload of seed 004 (3.2, 3.4, 3.6): fixed-size requests with
 /// uniformly distributed inter-arrival times, a share of writes, a share of priority
@@ -210,7 +210,7 @@ pub(crate) struct Chain {
 }
 
 impl Chain {
-    fn new(w: &FileWrites, start: Nanos) -> Chain {
+    pub(crate) fn new(w: &FileWrites, start: Nanos) -> Chain {
         let mut c = Chain {
             files: w.files,
             next_file: 0,
@@ -662,46 +662,6 @@ pub(crate) fn run_with(
     })
 }
 
-/// A scheduled variant's controller config (its `prio.*` settings) and stack spec (the rest):
-/// the FML's watermarks leave cleaning to the controller ([`stacks::FmlBase::Controlled`]),
-/// and the FTL writes through, so every request reaches the dies the controller orders.
-/// `other` takes the settings of the caller's own layers first (returns whether it did).
-pub(crate) fn scheduled_spec(
-    v: &crate::experiment::Variant,
-    mut other: impl FnMut(&str, &str) -> Result<bool, String>,
-) -> Result<(ControllerConfig, stacks::StackSpec), String> {
-    let at = |e: String| format!("variant {}: {e}", v.label);
-    let mut prio = ControllerConfig::default();
-    let mut spec = stacks::StackSpec::new(v.stack);
-    spec.ftl.buffer_bytes = 0;
-    for (k, val) in &v.set {
-        match k.split_once('.') {
-            Some(("prio", f)) => stacks::apply(&mut prio, f, val).map_err(at)?,
-            _ if other(k, val).map_err(at)? => {}
-            _ => spec
-                .set(k, val)
-                .map_err(|e| at(format!("{e}; and prio.*")))?,
-        }
-    }
-    prio.validate().map_err(|e| at(e.to_string()))?;
-    spec.fml = stacks::FmlBase::Controlled(prio);
-    Ok((prio, spec))
-}
-
-/// Builds a variant of a scheduled experiment on a fresh device: stack `ftl` or `dftl` (the
-/// page-mapping FTL) or `osd` (the object store, the byte space cut into objects of
-/// `object_bytes`), with `prio.*` settings and the stack's own ([`scheduled_spec`]).
-pub fn build(
-    v: &crate::experiment::Variant,
-    device: flash::DeviceConfig,
-) -> Result<(Box<dyn Stack>, ControllerConfig), String> {
-    let (prio, spec) = scheduled_spec(v, |_, _| Ok(false))?;
-    let stack = spec
-        .build_block(device)
-        .map_err(|e| format!("variant {}: {e}", v.label))?;
-    Ok((stack, prio))
-}
-
 /// Brings a freshly filled device to steady state: random unit writes over the footprint, at
 /// least one footprint's worth and until free blocks are down to the cleaning threshold, so
 /// the measured run cleans from its start with victims as a long-running device has them
@@ -743,123 +703,6 @@ pub(crate) fn age(
         .background(t, Nanos::MAX / 4)
         .map_err(EngineError::Background)?;
     Ok(t.max(done))
-}
-
-/// What a scheduled experiment variant measured, as the file-level experiments report it:
-/// phases `foreground` (priority requests), `background` (the others) and `all` (both, with
-/// the stack's counters over the measured run).
-pub struct VariantRun {
-    pub phases: Vec<(&'static str, FileStats)>,
-    pub erase_counts: (u32, u32, f64),
-    pub fsck_problems: Vec<String>,
-}
-
-/// Runs a scheduled workload on a variant: fill the footprint, age the device to the cleaning
-/// threshold, then the measured requests through the controller, reads verified.
-pub fn run_variant(
-    plan: Plan<'_>,
-    v: &crate::experiment::Variant,
-    device: flash::DeviceConfig,
-    seed: u64,
-) -> Result<VariantRun, String> {
-    if v.stack == StackKind::Ofs {
-        return crate::ofsprio::run_variant(plan, v, device, seed).map(|(run, _)| run);
-    }
-    let w = match plan {
-        Plan::Synthetic(w) => w,
-        Plan::Video(video) => &video.background,
-        Plan::FileWrites(f) => &f.background,
-    };
-    w.validate()?;
-    let (mut stack, cfg) = build(v, device)?;
-    let unit = stack.unit_bytes();
-    if !w.request_bytes.is_multiple_of(512) || w.request_bytes > unit * 64 {
-        return Err(format!(
-            "request_bytes = {} does not fit the device",
-            w.request_bytes
-        ));
-    }
-    let capacity = stack.capacity_bytes();
-    let footprint = (capacity as f64 * w.utilisation) as u64 / unit * unit;
-    let mut verifier = Verifier::new(capacity, unit);
-    let t = fill_and_age(
-        stack.as_mut(),
-        footprint,
-        cfg.low_free_percent,
-        seed,
-        &mut verifier,
-    )?;
-    let mut chain = None;
-    // The background writer of a file-writes run arrives until its last file is done.
-    let endless = Synthetic {
-        requests: u64::MAX,
-        priority_percent: 0.0,
-        ..w.clone()
-    };
-    let (mut requests, deadline): (Box<dyn Iterator<Item = Request>>, _) = match plan {
-        Plan::Synthetic(w) => {
-            let span = footprint / w.request_bytes * w.request_bytes;
-            (Box::new(w.requests(span, t, seed)), None)
-        }
-        Plan::Video(video) => {
-            let (r, d) = video_requests(video, footprint, t, seed)?;
-            (Box::new(r.into_iter()), d)
-        }
-        Plan::FileWrites(f) => {
-            let (files, rest) = file_writes_region(f, footprint)?;
-            chain = Some(Chain::new(f, t));
-            let r = endless.requests(rest, t, seed).map(move |r| Request {
-                offset_bytes: r.offset_bytes + files,
-                ..r
-            });
-            (Box::new(r), None)
-        }
-    };
-    let before = stack.counters();
-    let arrivals = Arrivals::new(&mut *requests, t, deadline).with_chain(chain.as_mut());
-    let out = run_with(stack.as_mut(), &cfg, arrivals, t, seed, Some(&mut verifier))
-        .map_err(|e| format!("measure: {e}"))?;
-    finish(stack.as_mut(), out, before, t)
-}
-
-/// The phases of a measured run that started at `t`: its foreground, its background and both
-/// with the stack's counters since `before`, and the stack's check.
-pub(crate) fn finish(
-    stack: &mut dyn Stack,
-    out: PrioOutcome,
-    before: stacks::Counters,
-    t: Nanos,
-) -> Result<VariantRun, String> {
-    let counters = stack.counters() - before;
-    let mut all = FileStats::new(t);
-    for s in [&out.foreground, &out.background] {
-        all.reads += s.reads;
-        all.writes += s.writes;
-        all.read_bytes += s.read_bytes;
-        all.write_bytes += s.write_bytes;
-        all.transactions += s.transactions;
-        all.end_ns = all.end_ns.max(s.end_ns);
-        all.read_latency
-            .add(&s.read_latency)
-            .map_err(|e| e.to_string())?;
-        all.write_latency
-            .add(&s.write_latency)
-            .map_err(|e| e.to_string())?;
-    }
-    all.counters = counters;
-    let fsck_problems = match stack.check() {
-        Ok(()) => Vec::new(),
-        Err(e) => vec![e],
-    };
-    Ok(VariantRun {
-        phases: vec![
-            ("foreground", out.foreground),
-            ("background", out.background),
-            ("all", all),
-        ],
-        erase_counts: stack.erase_counts(),
-        fsck_problems,
-    })
 }
 
 /// The bytes the files of a [`FileWrites`] run take at the start of the footprint, and the

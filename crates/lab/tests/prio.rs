@@ -166,7 +166,8 @@ fn without_preemption_a_read_waits_for_the_whole_collection() {
 #[test]
 fn stripe_aligned_merging_programs_less_for_sequential_writes() {
     use lab::experiment::{scale_device, Variant};
-    use lab::prio::{run_variant, Plan, Synthetic};
+    use lab::prio::{Plan, Synthetic};
+    use lab::scheduled::run_variant;
     let device = scale_device(preset("ssd-004-gang").unwrap(), 0.01);
     let run = |merge: &str, seq: f64| {
         let v = Variant {

@@ -6,8 +6,10 @@
 //! that priority dips.
 
 use lab::experiment::{scale_device, Experiment, FileWorkload, Variant};
-use lab::ofsprio::{run_variant, HostStats};
-use lab::prio::{Plan, VariantRun};
+use lab::ofsprio::HostStats;
+use lab::prio::Plan;
+use lab::scheduled::run_ofs_variant as run_variant;
+use lab::scheduled::VariantRun;
 
 fn experiment() -> Experiment {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
