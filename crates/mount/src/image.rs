@@ -14,14 +14,19 @@ use vfs::FsError;
 
 use crate::DirectOfs;
 
+/// Why an image could not be opened, locked or mounted.
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
+    /// The image file or its device model failed.
     #[error("{0}")]
     Flash(#[from] flash::FlashError),
+    /// The object store on the image (path) could not be opened.
     #[error("{path}: {err}", path = .0.display(), err = .1)]
     Store(PathBuf, osd::OsdError),
+    /// OFS on the image (path) could not be mounted.
     #[error("{path}: {err}", path = .0.display(), err = .1)]
     Fs(PathBuf, FsError),
+    /// The image (path) could not be locked: in use by another process, or the lock failed.
     #[error("{path}: {err}", path = .0.display(), err = .1)]
     Lock(PathBuf, String),
 }

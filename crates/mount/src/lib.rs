@@ -1,3 +1,5 @@
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 //! OFS mounted with FUSE: real programs on ossd.
 //!
 //! ```text
@@ -85,6 +87,7 @@ impl std::str::FromStr for Timing {
 /// Mount settings.
 #[derive(Clone, Debug, Default)]
 pub struct MountOptions {
+    /// Whether replies wait for the device model's completion time (default: no).
     pub timing: Timing,
     /// Let users other than the one mounting use the mount (FUSE's `allow_other`).
     pub allow_other: bool,
@@ -93,18 +96,25 @@ pub struct MountOptions {
 /// Errors of mounting.
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
+    /// Opening the image failed.
     #[error("{0}")]
     Image(#[from] image::ImageError),
+    /// FUSE could not mount at the path.
     #[error("mounting at {0}: {1} (is /dev/fuse there, and fusermount3 from the fuse3 package installed?)")]
     Fuse(PathBuf, std::io::Error),
+    /// The mount point is not a directory.
     #[error("{0} is not a directory")]
     NotADirectory(PathBuf),
+    /// The backend's clean shutdown (OFS marked clean, store flushed and closed) failed.
     #[error("unmounting: {0}")]
     Shutdown(FsError),
+    /// The FUSE session loop failed.
     #[error("the FUSE session failed: {0}")]
     Session(std::io::Error),
+    /// The thread serving the mount panicked.
     #[error("the session thread panicked")]
     Panicked,
+    /// The signals that unmount could not be blocked for `sigwait`.
     #[error("blocking SIGINT, SIGTERM and SIGHUP: {0}")]
     Signals(std::io::Error),
 }
@@ -258,6 +268,7 @@ pub fn spawn<B: Backend>(
 }
 
 impl Mounted {
+    /// Where it is mounted.
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
     }
