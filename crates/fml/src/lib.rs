@@ -190,25 +190,25 @@ pub trait Owner {
     fn lost(&mut self, from: Vpa, error: &FlashError);
 }
 
-#[derive(Debug, thiserror::Error)]
 /// Why an FML operation failed.
+#[derive(Debug, thiserror::Error)]
 pub enum FmlError {
-    #[error(transparent)]
     /// The device refused an operation the FML could not work around (a power cut, a read error,
     /// ...).
+    #[error(transparent)]
     Flash(#[from] FlashError),
-    #[error("no space: {free} free blocks and no block GC could reclaim")]
     /// No free block to write into, and GC cannot free one.
+    #[error("no space: {free} free blocks and no block GC could reclaim")]
     NoSpace {
         /// Blocks in the free pool (GC keeps the last one to copy into).
         free: u32,
     },
-    #[error("stream {0} does not exist (the mapping layer asked for {1} streams)")]
     /// A write named a stream that does not exist (the stream, the streams the mapping layer
     /// asked for).
+    #[error("stream {0} does not exist (the mapping layer asked for {1} streams)")]
     NoStream(u8, u8),
-    #[error("FML configuration: {0}")]
     /// The settings do not fit the device ([`FmlConfig::validate`]).
+    #[error("FML configuration: {0}")]
     Config(String),
 }
 

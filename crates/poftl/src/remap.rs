@@ -14,33 +14,33 @@
 /// Errors of a remapping configuration.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RemapError {
-    #[error("parallelism degree {0} is not one of 1, 2, 4, 8, 16")]
     /// The parallelism degree is not 1, 2, 4, 8 or 16.
+    #[error("parallelism degree {0} is not one of 1, 2, 4, 8, 16")]
     Degree(u32),
-    #[error("parallelism degree {degree} exceeds the {banks} banks of the device")]
     /// The parallelism degree is larger than the device's bank count.
+    #[error("parallelism degree {degree} exceeds the {banks} banks of the device")]
     DegreeAboveBanks {
         /// The degree asked for.
         degree: u32,
         /// Banks the device has.
         banks: u32,
     },
-    #[error("{what} = {value} is not a power of two; static remapping shifts bit fields")]
     /// A geometry field that must be a power of two is not.
+    #[error("{what} = {value} is not a power of two; static remapping shifts bit fields")]
     NotPowerOfTwo {
         /// The field: `banks` or `pages_per_block`.
         what: &'static str,
         /// Its value.
         value: u32,
     },
-    #[error("blocks_per_bank must be at least 1")]
     /// The device has no blocks per bank.
+    #[error("blocks_per_bank must be at least 1")]
     NoBlocks,
-    #[error("the device has 2^32 pages or more; addresses are 32-bit (seed 002 III-A)")]
     /// The device has 2^32 pages or more.
+    #[error("the device has 2^32 pages or more; addresses are 32-bit (seed 002 III-A)")]
     TooLarge,
-    #[error("linear address {0} lies beyond the device")]
     /// A linear page address past the device's last page.
+    #[error("linear address {0} lies beyond the device")]
     OutOfRange(u32),
 }
 

@@ -114,48 +114,48 @@ impl PoftlConfig {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
 /// Why a p-OFTL operation failed.
+#[derive(Debug, thiserror::Error)]
 pub enum PoftlError {
-    #[error(transparent)]
     /// The FML below failed (no space, a device error).
-    Fml(#[from] FmlError),
     #[error(transparent)]
+    Fml(#[from] FmlError),
     /// The device failed.
+    #[error(transparent)]
     Flash(#[from] FlashError),
-    #[error("static remapping: {0}")]
     /// The static remapping does not fit the device.
+    #[error("static remapping: {0}")]
     Remap(#[from] RemapError),
-    #[error("p-OFTL configuration: {0}")]
     /// A setting is out of range (says which).
+    #[error("p-OFTL configuration: {0}")]
     Config(String),
-    #[error("object {0:#x} does not exist")]
     /// No object with this id.
+    #[error("object {0:#x} does not exist")]
     NoObject(u64),
-    #[error("object {0:#x} already exists")]
     /// An object with this id exists already.
+    #[error("object {0:#x} already exists")]
     Exists(u64),
-    #[error("no space: {live} pages live, capacity {capacity}")]
     /// The store is full: live pages at its capacity.
+    #[error("no space: {live} pages live, capacity {capacity}")]
     NoSpace {
         /// Live pages.
         live: u64,
         /// Pages the store can hold.
         capacity: u64,
     },
-    #[error("invalid argument: {0}")]
     /// An argument the call cannot take (says why).
+    #[error("invalid argument: {0}")]
     Invalid(String),
-    #[error("corrupted: {what} at unit {unit}")]
     /// A record read back from flash does not decode or check.
+    #[error("corrupted: {what} at unit {unit}")]
     Corrupted {
         /// What did not check.
         what: &'static str,
         /// The write unit (VPA) it was read from.
         unit: u32,
     },
-    #[error("an earlier write failed ({0}); the store refuses writes (its state is unknown)")]
     /// An earlier write failed; every later write is refused (the reason of the first failure).
+    #[error("an earlier write failed ({0}); the store refuses writes (its state is unknown)")]
     Poisoned(String),
 }
 

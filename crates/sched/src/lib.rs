@@ -115,26 +115,26 @@ impl Default for OaqConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 /// Why OAQ refused a configuration or an OIO.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SchedError {
-    #[error("OAQ configuration: {0}")]
     /// A setting is out of range (says which).
+    #[error("OAQ configuration: {0}")]
     Config(String),
-    #[error("an OIO of object {oid} has no sectors")]
     /// An OIO of zero sectors.
+    #[error("an OIO of object {oid} has no sectors")]
     Empty {
         /// The object's id.
         oid: u64,
     },
-    #[error("an OIO of object {oid} ends past sector 2^64")]
     /// An OIO whose range ends past sector 2^64.
+    #[error("an OIO of object {oid} ends past sector 2^64")]
     Overflow {
         /// The object's id.
         oid: u64,
     },
-    #[error("priority {got} is beyond the {levels} levels OAQ has")]
     /// A priority at or above the configured number of levels.
+    #[error("priority {got} is beyond the {levels} levels OAQ has")]
     Priority {
         /// The priority asked for.
         got: u8,

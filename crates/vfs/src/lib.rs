@@ -200,38 +200,38 @@ pub const XATTR_NAME_MAX: usize = 255;
 /// File system errors, each saying what it is about.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FsError {
-    #[error("{0}: no such file or directory")]
     /// No such name or inode (`ENOENT`); says which.
+    #[error("{0}: no such file or directory")]
     NotFound(String),
-    #[error("{0}: already exists")]
     /// The name is taken (`EEXIST`).
+    #[error("{0}: already exists")]
     Exists(String),
-    #[error("{0}: not a directory")]
     /// A directory was expected (`ENOTDIR`).
+    #[error("{0}: not a directory")]
     NotDir(String),
-    #[error("{0}: is a directory")]
     /// A non-directory was expected (`EISDIR`).
+    #[error("{0}: is a directory")]
     IsDir(String),
-    #[error("{0}: directory not empty")]
     /// The directory still has entries (`ENOTEMPTY`).
+    #[error("{0}: directory not empty")]
     NotEmpty(String),
-    #[error("no space left: {0}")]
     /// The device or the inode table is full (`ENOSPC`).
+    #[error("no space left: {0}")]
     NoSpace(String),
-    #[error("invalid argument: {0}")]
     /// An argument the call cannot take (`EINVAL`), e.g. a bad name or a rename into itself.
+    #[error("invalid argument: {0}")]
     Invalid(String),
-    #[error("corrupted: {0}")]
     /// What the file system read from its device does not decode or check (`EIO`).
+    #[error("corrupted: {0}")]
     Corrupted(String),
-    #[error("device: {0}")]
     /// The device below failed (`EIO`), e.g. its power is off.
+    #[error("device: {0}")]
     Device(String),
-    #[error("not supported: {0}")]
     /// The file system does not implement the call (`EOPNOTSUPP`).
+    #[error("not supported: {0}")]
     Unsupported(String),
-    #[error("not permitted: {0}")]
     /// The operation is not allowed on this inode (`EPERM`), e.g. a hard link to a directory.
+    #[error("not permitted: {0}")]
     NotPermitted(String),
 }
 
