@@ -57,6 +57,9 @@ impl Default for BlockFsConfig {
 }
 
 impl BlockFsConfig {
+    /// Checks the settings: block size a power of two from 1024 to 65536, inode size a power of two
+    /// from 128 to the block size, and the other bounds; the error names the offending `blockfs.*`
+    /// setting.
     pub fn validate(&self) -> Result<(), String> {
         let b = self.block_bytes;
         if !b.is_power_of_two() || !(1024..=65536).contains(&b) {

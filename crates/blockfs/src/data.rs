@@ -11,7 +11,12 @@ use ftl::{Data, ReadOut};
 use vfs::{FileData, FsError, ReadInto};
 
 use crate::layout::DataMode;
-use crate::{device, BlockFs, Zone};
+use crate::{device, live, BlockFs, Zone};
+
+/// Logical block `l` of file `f` should be mapped (the caller mapped the range) but is not.
+fn unmapped(f: u32, l: u32) -> FsError {
+    FsError::Corrupted(format!("file {f}: block {l} is not mapped"))
+}
 
 impl<F: Flash> BlockFs<F> {
     /// Fixes the file system's data mode at its first data write; refuses the other mode.
@@ -68,17 +73,22 @@ impl<F: Flash> BlockFs<F> {
                         let goal = self.inodes[&f].goal_for(l);
                         let prefer = (end - l).saturating_add(self.window_want(f));
                         self.alloc_run(Zone::Data, goal, end - l, prefer, f)
-                            .expect("free blocks were counted")
+                            .ok_or_else(|| {
+                                FsError::Corrupted(format!(
+                                    "{} free data blocks counted but none found",
+                                    self.free_data
+                                ))
+                            })?
                     }
                 };
-                let c = self.inodes.get_mut(&f).expect("inode").insert(l, s, n);
+                let c = live(&mut self.inodes, f, "inode")?.insert(l, s, n);
                 changed = changed.min(c);
                 added.push((l, s, n));
                 l += n;
             }
         }
         if let Err(e) = self.fit_leaves(f, changed) {
-            let i = self.inodes.get_mut(&f).expect("inode");
+            let i = live(&mut self.inodes, f, "inode")?;
             for &(l, _, n) in &added {
                 i.unmap(l, l + n);
             }
@@ -139,7 +149,7 @@ impl<F: Flash> BlockFs<F> {
         if len > 0 {
             t = self.write_blocks(f, (b0, b1), &merge, old_size, offset, data)?;
         }
-        let i = self.inodes.get_mut(&f).expect("inode");
+        let i = live(&mut self.inodes, f, "inode")?;
         let grew = end > i.size;
         i.size = i.size.max(end);
         i.mtime = at;
@@ -164,7 +174,7 @@ impl<F: Flash> BlockFs<F> {
         if let FileData::Bytes(src) = data {
             buf = vec![0u8; (b1 - b0) as usize * bs as usize];
             for &l in merge {
-                let p = self.inodes[&f].map(l).expect("merged blocks are mapped");
+                let p = self.inodes[&f].map(l).ok_or_else(|| unmapped(f, l))?;
                 let o = (l - b0) as usize * bs as usize;
                 let dst = &mut buf[o..o + bs as usize];
                 let done = self
@@ -181,7 +191,7 @@ impl<F: Flash> BlockFs<F> {
             buf[o..o + src.len()].copy_from_slice(src);
         } else {
             for &l in merge {
-                let p = self.inodes[&f].map(l).expect("merged blocks are mapped");
+                let p = self.inodes[&f].map(l).ok_or_else(|| unmapped(f, l))?;
                 self.fps.clear();
                 let done = self
                     .ftl
@@ -193,7 +203,7 @@ impl<F: Flash> BlockFs<F> {
         }
         let mut done = ready;
         for s in self.inodes[&f].segments(b0, b1) {
-            let p = s.phys.expect("the range was mapped");
+            let p = s.phys.ok_or_else(|| unmapped(f, s.logical))?;
             let what = match data {
                 FileData::Bytes(_) => {
                     let o = (s.logical - b0) as usize * bs as usize;
@@ -284,11 +294,7 @@ impl<F: Flash> BlockFs<F> {
         self.release_window(f);
         if size < old {
             let keep = size.div_ceil(bs) as u32;
-            let (freed, changed) = self
-                .inodes
-                .get_mut(&f)
-                .expect("inode")
-                .unmap(keep, u32::MAX);
+            let (freed, changed) = live(&mut self.inodes, f, "inode")?.unmap(keep, u32::MAX);
             if !freed.is_empty() {
                 map_changed = true;
                 self.fit_leaves(f, changed)?;
@@ -300,7 +306,7 @@ impl<F: Flash> BlockFs<F> {
                 }
             }
         }
-        let i = self.inodes.get_mut(&f).expect("inode");
+        let i = live(&mut self.inodes, f, "inode")?;
         i.size = size;
         i.mtime = at;
         self.touch_inode(f, size != old || map_changed);

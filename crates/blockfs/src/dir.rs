@@ -10,6 +10,7 @@
 //! lookup costs no block reads once mounted (the role of ext4's htree and the dentry cache).
 
 use rustc_hash::FxHashMap;
+use vfs::le;
 use vfs::FileKind;
 
 const HEADER: usize = 16;
@@ -122,15 +123,15 @@ pub fn decode_block(owner: u32, b: &[u8]) -> Result<Vec<Entry>, String> {
     if b.len() < HEADER || &b[0..2] != MAGIC {
         return Err("not a directory block".into());
     }
-    let count = u16::from_le_bytes([b[2], b[3]]) as usize;
-    let found_owner = u32::from_le_bytes(b[4..8].try_into().expect("4 bytes"));
+    let count = le::u16_at(b, 2)? as usize;
+    let found_owner = le::u32_at(b, 4)?;
     let mut entries = Vec::with_capacity(count);
     let mut o = HEADER;
     for _ in 0..count {
         if o + ENTRY_HEADER > b.len() {
             return Err("entries run past the block".into());
         }
-        let ino = u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
+        let ino = le::u32_at(b, o)?;
         let kind = match b[o + 4] {
             1 => FileKind::File,
             2 => FileKind::Dir,
@@ -148,7 +149,7 @@ pub fn decode_block(owner: u32, b: &[u8]) -> Result<Vec<Entry>, String> {
     }
     let mut copy = b[..o].to_vec();
     copy[8..12].fill(0);
-    if crc32c::crc32c(&copy) != u32::from_le_bytes(b[8..12].try_into().expect("4 bytes")) {
+    if crc32c::crc32c(&copy) != le::u32_at(b, 8)? {
         return Err("checksum mismatch".into());
     }
     if found_owner != owner {

@@ -18,6 +18,7 @@
 //! this field zero), a zero u32, then the extents.
 
 use flash::Nanos;
+use vfs::le::{self, Le};
 use vfs::FileKind;
 
 const HEADER: usize = 32;
@@ -29,12 +30,16 @@ const LEAF_MAGIC: &[u8; 2] = b"XL";
 /// `[start, start + len)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent {
+    /// First logical block of the file the run covers.
     pub logical: u32,
+    /// First physical block of the run.
     pub start: u32,
+    /// Blocks in the run.
     pub len: u32,
 }
 
 impl Extent {
+    /// One past the last logical block of the run.
     pub fn logical_end(&self) -> u32 {
         self.logical + self.len
     }
@@ -43,17 +48,24 @@ impl Extent {
 /// A piece of a logical range: mapped to `phys` or a hole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Segment {
+    /// First logical block of the piece.
     pub logical: u32,
+    /// Blocks in the piece.
     pub len: u32,
+    /// Physical block of its first logical block, or `None` for a hole.
     pub phys: Option<u32>,
 }
 
 /// An inode in memory: what is on disk plus the bookkeeping of what a sync must write.
 #[derive(Clone, Debug)]
 pub struct Inode {
+    /// File or directory.
     pub kind: FileKind,
+    /// Inode number of the directory holding its entry.
     pub parent: u32,
+    /// Size in bytes.
     pub size: u64,
+    /// Last modification time (virtual ns).
     pub mtime: Nanos,
     /// Sorted by logical block, not overlapping; neighbours that touch in both spaces merged.
     pub extents: Vec<Extent>,
@@ -70,6 +82,8 @@ pub struct Inode {
 }
 
 impl Inode {
+    /// A new, empty inode of `kind` in directory `parent`, dirty for fdatasync and with a new
+    /// entry.
     pub fn new(kind: FileKind, parent: u32, mtime: Nanos) -> Self {
         Inode {
             kind,
@@ -84,12 +98,14 @@ impl Inode {
         }
     }
 
+    /// Adds a metadata block dirtied on this inode's behalf (once), for its next fsync.
     pub fn associate(&mut self, block: u32) {
         if !self.assoc.contains(&block) {
             self.assoc.push(block);
         }
     }
 
+    /// Data blocks mapped (holes and extent blocks not counted).
     pub fn data_blocks(&self) -> u64 {
         self.extents.iter().map(|e| e.len as u64).sum()
     }
@@ -252,12 +268,6 @@ pub fn leaves_needed(extents: usize, inode_bytes: u32, block_bytes: u32) -> Opti
 fn put32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
-fn get32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-fn get64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
 
 /// Writes `inode` into its slot (`slot.len()` = inode size); `leaf_cap` extents per leaf.
 pub fn encode(inode: &Inode, slot: &mut [u8], leaf_cap: usize) {
@@ -308,11 +318,17 @@ pub fn encode(inode: &Inode, slot: &mut [u8], leaf_cap: usize) {
 /// An inode as decoded from its slot, before its extent blocks are read.
 #[derive(Debug)]
 pub struct DiskInode {
+    /// File or directory.
     pub kind: FileKind,
+    /// 0: the extents are in the slot; 1: the slot points at extent (leaf) blocks.
     pub depth: u8,
+    /// Inode number of the directory holding its entry.
     pub parent: u32,
+    /// Size in bytes.
     pub size: u64,
+    /// Last modification time (virtual ns).
     pub mtime: Nanos,
+    /// Blocks the inode uses: data blocks plus extent blocks.
     pub blocks: u32,
     /// Extents (depth 0) or (first logical, leaf block, count) entries (depth 1).
     pub entries: Vec<Extent>,
@@ -325,7 +341,7 @@ pub fn decode(slot: &[u8]) -> Result<Option<DiskInode>, String> {
     }
     let mut copy = slot.to_vec();
     put32(&mut copy, 28, 0);
-    if crc32c::crc32c(&copy) != get32(slot, 28) {
+    if crc32c::crc32c(&copy) != le::u32_at(slot, 28)? {
         return Err("checksum mismatch".into());
     }
     let kind = match slot[0] {
@@ -334,29 +350,34 @@ pub fn decode(slot: &[u8]) -> Result<Option<DiskInode>, String> {
         k => return Err(format!("unknown kind {k}")),
     };
     let depth = slot[1];
-    let count = u16::from_le_bytes([slot[2], slot[3]]) as usize;
-    if depth > 1 || count > (slot.len() - HEADER) / ENTRY {
+    let count = le::u16_at(slot, 2)? as usize;
+    if depth > 1 || count > slot.len().saturating_sub(HEADER) / ENTRY {
         return Err(format!("depth {depth} with {count} entries"));
     }
-    let entries = (0..count)
-        .map(|k| {
-            let o = HEADER + k * ENTRY;
-            Extent {
-                logical: get32(slot, o),
-                start: get32(slot, o + 4),
-                len: get32(slot, o + 8),
-            }
-        })
-        .collect();
+    let entries = extents(slot, HEADER, count)?;
     Ok(Some(DiskInode {
         kind,
         depth,
-        parent: get32(slot, 4),
-        size: get64(slot, 8),
-        mtime: get64(slot, 16),
-        blocks: get32(slot, 24),
+        parent: le::u32_at(slot, 4)?,
+        size: le::u64_at(slot, 8)?,
+        mtime: le::u64_at(slot, 16)?,
+        blocks: le::u32_at(slot, 24)?,
         entries,
     }))
+}
+
+/// `count` extents stored from offset `at` of `b`, `ENTRY` bytes each.
+fn extents(b: &[u8], at: usize, count: usize) -> Result<Vec<Extent>, String> {
+    let mut r = Le::at(b, at);
+    (0..count)
+        .map(|_| {
+            Ok(Extent {
+                logical: r.u32()?,
+                start: r.u32()?,
+                len: r.u32()?,
+            })
+        })
+        .collect()
 }
 
 /// Writes a leaf block holding `extents` for inode `owner`.
@@ -378,30 +399,22 @@ pub fn encode_leaf(owner: u32, extents: &[Extent], out: &mut [u8]) {
 
 /// Decodes a leaf block that should belong to inode `owner`.
 pub fn decode_leaf(owner: u32, b: &[u8]) -> Result<Vec<Extent>, String> {
-    if &b[0..2] != LEAF_MAGIC {
+    if b.get(0..2) != Some(&LEAF_MAGIC[..]) {
         return Err("not an extent block".into());
     }
-    let count = u16::from_le_bytes([b[2], b[3]]) as usize;
+    let count = le::u16_at(b, 2)? as usize;
     let used = LEAF_HEADER + count * ENTRY;
     if used > b.len() {
         return Err(format!("{count} extents do not fit"));
     }
     let mut copy = b[..used].to_vec();
     put32(&mut copy, 8, 0);
-    if crc32c::crc32c(&copy) != get32(b, 8) {
+    if crc32c::crc32c(&copy) != le::u32_at(b, 8)? {
         return Err("checksum mismatch".into());
     }
-    if get32(b, 4) != owner {
-        return Err(format!("belongs to inode {}", get32(b, 4)));
+    let found_owner = le::u32_at(b, 4)?;
+    if found_owner != owner {
+        return Err(format!("belongs to inode {found_owner}"));
     }
-    Ok((0..count)
-        .map(|k| {
-            let o = LEAF_HEADER + k * ENTRY;
-            Extent {
-                logical: get32(b, o),
-                start: get32(b, o + 4),
-                len: get32(b, o + 8),
-            }
-        })
-        .collect())
+    extents(b, LEAF_HEADER, count)
 }

@@ -13,11 +13,14 @@
 //! before it. An image whose magic, version, checksum or geometry is wrong is refused with
 //! `FsError::Corrupted`.
 
+use vfs::le::{self, Le};
 use vfs::FsError;
 
 use crate::config::BlockFsConfig;
 
+/// The first 8 bytes of a blockfs image's block 0.
 pub const MAGIC: &[u8; 8] = b"OSSDBLKF";
+/// The on-disk format version this build writes and reads.
 pub const VERSION: u32 = 1;
 /// Bytes of the encoded superblock (the rest of block 0 is zero).
 pub const SUPER_BYTES: usize = 72;
@@ -25,14 +28,18 @@ pub const SUPER_BYTES: usize = 72;
 /// A range of blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Region {
+    /// First block.
     pub start: u32,
+    /// Blocks in the range.
     pub len: u32,
 }
 
 impl Region {
+    /// One past the last block.
     pub fn end(&self) -> u32 {
         self.start + self.len
     }
+    /// Whether block `b` lies inside.
     pub fn contains(&self, b: u32) -> bool {
         b >= self.start && b < self.end()
     }
@@ -46,23 +53,34 @@ impl Region {
 /// cannot hold real bytes and fingerprints at once, and blocks of different files share units).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DataMode {
+    /// No data written yet.
     Unset = 0,
+    /// Data blocks hold real bytes.
     Bytes = 1,
+    /// Fingerprint mode: data blocks hold tokens standing for the bytes.
     Tokens = 2,
 }
 
 /// The format's geometry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
+    /// Bytes per file system block.
     pub block_bytes: u32,
+    /// Blocks on the device, superblock included.
     pub blocks: u32,
     /// Inode slots, slot 0 included.
     pub inodes: u32,
+    /// Bytes per inode slot.
     pub inode_bytes: u32,
+    /// The block allocation bitmap (one bit per block).
     pub block_bitmap: Region,
+    /// The inode allocation bitmap (one bit per inode slot).
     pub inode_bitmap: Region,
+    /// The inode table (the slots).
     pub inode_table: Region,
+    /// Blocks for directory and extent blocks, kept apart from data.
     pub meta_zone: Region,
+    /// Blocks for file data: the rest of the device.
     pub data_zone: Region,
 }
 
@@ -124,9 +142,11 @@ impl Layout {
         })
     }
 
+    /// Inode slots per block of the inode table.
     pub fn inodes_per_block(&self) -> u32 {
         self.block_bytes / self.inode_bytes
     }
+    /// Bits (blocks or inodes) one bitmap block covers.
     pub fn bits_per_block(&self) -> u32 {
         self.block_bytes * 8
     }
@@ -138,6 +158,7 @@ impl Layout {
     pub fn fixed_end(&self) -> u32 {
         self.inode_table.end()
     }
+    /// Byte address on the device of block `block`.
     pub fn byte_offset(&self, block: u32) -> u64 {
         block as u64 * self.block_bytes as u64
     }
@@ -146,7 +167,9 @@ impl Layout {
 /// The superblock: the layout plus the state a mount needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Superblock {
+    /// Where everything is.
     pub layout: Layout,
+    /// Whether file data are bytes or tokens (fixed by the first data write).
     pub data_mode: DataMode,
     /// False while mounted: a mount that finds it false follows a power cut or crash.
     pub clean: bool,
@@ -155,11 +178,9 @@ pub struct Superblock {
 fn put(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
-fn get(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
 
 impl Superblock {
+    /// Writes the superblock into `out` (`SUPER_BYTES` used, the rest zeroed), with its checksum.
     pub fn encode(&self, out: &mut [u8]) {
         let l = &self.layout;
         out.fill(0);
@@ -198,16 +219,22 @@ impl Superblock {
         if &b[0..8] != MAGIC {
             return bad("not a blockfs image (bad magic)".into());
         }
-        let version = get(b, 8);
+        // Words 0..14 from offset 8: the version, then the layout.
+        let mut words = [0u32; 14];
+        let mut r = Le::at(b, 8);
+        for word in &mut words {
+            *word = r.u32()?;
+        }
+        let version = words[0];
         if version != VERSION {
             return bad(format!(
                 "format version {version}, this build reads {VERSION}"
             ));
         }
-        if crc32c::crc32c(&b[..68]) != get(b, 68) {
+        if crc32c::crc32c(&b[..68]) != le::u32_at(b, 68)? {
             return bad("checksum mismatch".into());
         }
-        let w = |i: usize| get(b, 8 + 4 * i);
+        let w = |i: usize| words[i];
         let region = |i: usize| Region {
             start: w(i),
             len: w(i + 1),

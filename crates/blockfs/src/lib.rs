@@ -1,3 +1,5 @@
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 //! `blockfs`: an EXT4-like block file system on the page-mapping FTL, the block baseline the
 //! lab compares with the object file system (seed 000 VI-A: ext4 on sFTL, discard on, no
 //! journal traffic on the device).
@@ -63,30 +65,46 @@ pub(crate) enum Zone {
 /// Counters of the file system's own I/O, in blocks of the file system.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Stats {
+    /// Superblock writes.
     pub super_blocks_written: u64,
+    /// Bitmap block writes (blocks and inodes).
     pub bitmap_blocks_written: u64,
+    /// Inode table block writes.
     pub inode_blocks_written: u64,
+    /// Directory block writes.
     pub dir_blocks_written: u64,
+    /// Extent (leaf) block writes.
     pub extent_blocks_written: u64,
+    /// Superblock reads.
     pub super_blocks_read: u64,
+    /// Bitmap block reads.
     pub bitmap_blocks_read: u64,
+    /// Inode table block reads.
     pub inode_blocks_read: u64,
+    /// Directory block reads.
     pub dir_blocks_read: u64,
+    /// Extent (leaf) block reads.
     pub extent_blocks_read: u64,
+    /// File data blocks written.
     pub data_blocks_written: u64,
+    /// File data blocks read.
     pub data_blocks_read: u64,
     /// Data blocks read to merge a partial-block write (or zero a truncated tail).
     pub data_rmw_reads: u64,
     /// TRIM requests sent to the FTL, and the blocks they covered.
     pub discards: u64,
+    /// Blocks the TRIM requests covered.
     pub discarded_blocks: u64,
+    /// fsync and fdatasync calls.
     pub fsyncs: u64,
+    /// sync calls (every dirty metadata block written, then a flush).
     pub syncs: u64,
     /// Periodic write-backs of dirty metadata (the flusher).
     pub writebacks: u64,
 }
 
 impl Stats {
+    /// Metadata blocks written: superblock, bitmaps, inode table, directory and extent blocks.
     pub fn metadata_blocks_written(&self) -> u64 {
         self.super_blocks_written
             + self.bitmap_blocks_written
@@ -135,6 +153,21 @@ pub(crate) fn device(e: FtlError) -> FsError {
     }
 }
 
+/// `what` `key` is missing from the in-memory tables although another table names it: the
+/// tables disagree (a bug), reported as corruption rather than a panic.
+pub(crate) fn missing(what: &str, key: u32) -> FsError {
+    FsError::Corrupted(format!("{what} {key} is missing from the in-memory tables"))
+}
+
+/// The entry of `key` in one of the in-memory tables (inodes, directories), or [`missing`].
+pub(crate) fn live<'a, V>(
+    table: &'a mut FxHashMap<u32, V>,
+    key: u32,
+    what: &str,
+) -> Result<&'a mut V, FsError> {
+    table.get_mut(&key).ok_or_else(|| missing(what, key))
+}
+
 impl<F: Flash> BlockFs<F> {
     /// The FTL below, for its counters.
     pub fn ftl(&self) -> &Ftl<F> {
@@ -144,12 +177,15 @@ impl<F: Flash> BlockFs<F> {
     pub fn ftl_mut(&mut self) -> &mut Ftl<F> {
         &mut self.ftl
     }
+    /// Counters of the file system's own I/O so far.
     pub fn stats(&self) -> Stats {
         self.stats
     }
+    /// The settings the file system was formatted or mounted with.
     pub fn config(&self) -> &BlockFsConfig {
         &self.cfg
     }
+    /// The on-disk geometry.
     pub fn layout(&self) -> &layout::Layout {
         &self.sb.layout
     }
@@ -386,16 +422,12 @@ impl<F: Flash> BlockFs<F> {
                     index: have as u32,
                 },
             );
-            self.inodes.get_mut(&ino).expect("inode").leaves.push(leaf);
+            live(&mut self.inodes, ino, "inode")?.leaves.push(leaf);
         }
         while self.inodes[&ino].leaves.len() > needed {
-            let leaf = self
-                .inodes
-                .get_mut(&ino)
-                .expect("inode")
-                .leaves
-                .pop()
-                .expect("a leaf");
+            let Some(leaf) = live(&mut self.inodes, ino, "inode")?.leaves.pop() else {
+                break;
+            };
             self.free_runs(&[(leaf, 1)], ino);
         }
         let cap = inode::leaf_capacity(bs);
@@ -436,13 +468,9 @@ impl<F: Flash> BlockFs<F> {
         let (phys, _) = self
             .alloc_run(Zone::Meta, goal, 1, 1, d)
             .ok_or_else(|| FsError::NoSpace("no room for a directory block".into()))?;
-        let changed = self
-            .inodes
-            .get_mut(&d)
-            .expect("directory inode")
-            .insert(index, phys, 1);
+        let changed = live(&mut self.inodes, d, "directory inode")?.insert(index, phys, 1);
         if let Err(e) = self.fit_leaves(d, changed) {
-            let i = self.inodes.get_mut(&d).expect("directory inode");
+            let i = live(&mut self.inodes, d, "directory inode")?;
             i.unmap(index, index + 1);
             self.free_runs(&[(phys, 1)], d);
             // Give back any extent block taken before the failure (shrinking cannot fail).
@@ -450,18 +478,21 @@ impl<F: Flash> BlockFs<F> {
             self.pending_discard.clear();
             return Err(e);
         }
-        self.inodes.get_mut(&d).expect("directory inode").size += self.bs();
-        self.dirs.get_mut(&d).expect("directory").add_block();
+        let bs = self.bs();
+        live(&mut self.inodes, d, "directory inode")?.size += bs;
+        live(&mut self.dirs, d, "directory")?.add_block();
         self.owners.insert(phys, MetaOwner::Dir { ino: d, index });
         self.touch_inode(d, true);
         Ok(index)
     }
 
     /// The physical block of directory `d`'s logical block `index`.
-    pub(crate) fn dir_block(&self, d: u32, index: u32) -> u32 {
-        self.inodes[&d]
-            .map(index)
-            .expect("every directory block is mapped")
+    pub(crate) fn dir_block(&self, d: u32, index: u32) -> Result<u32, FsError> {
+        self.inodes[&d].map(index).ok_or_else(|| {
+            FsError::Corrupted(format!(
+                "directory {d}: block {index} is not mapped (every directory block is)"
+            ))
+        })
     }
 
     fn make(&mut self, dir: Ino, name: &str, kind: FileKind) -> Result<Ino, FsError> {
@@ -480,8 +511,10 @@ impl<F: Flash> BlockFs<F> {
             Some(b) => b,
             None => self.grow_dir(d)?,
         };
-        let ino = self.alloc_inode(d).expect("a free inode was counted");
-        self.dirs.get_mut(&d).expect("directory").add(
+        let ino = self.alloc_inode(d).ok_or_else(|| {
+            FsError::Corrupted("the inode bitmap has no free inode but one was counted".into())
+        })?;
+        live(&mut self.dirs, d, "directory")?.add(
             index,
             Entry {
                 name: name.into(),
@@ -489,14 +522,14 @@ impl<F: Flash> BlockFs<F> {
                 kind,
             },
         );
-        let phys = self.dir_block(d, index);
+        let phys = self.dir_block(d, index)?;
         self.touch(phys, Some(d));
         self.inodes.insert(ino, Inode::new(kind, d, at));
         if kind == FileKind::Dir {
             self.dirs.insert(ino, Dir::default());
         }
         self.touch_inode(ino, true);
-        self.inodes.get_mut(&d).expect("directory inode").mtime = at;
+        live(&mut self.inodes, d, "directory inode")?.mtime = at;
         self.touch_inode(d, false);
         Ok(ino as Ino)
     }
@@ -504,16 +537,16 @@ impl<F: Flash> BlockFs<F> {
     /// Removes entry `name` of `d` (which exists) and frees its inode and blocks.
     fn remove(&mut self, d: u32, name: &str, ino: u32) -> Result<(), FsError> {
         let at = self.now;
-        let index = self
-            .dirs
-            .get_mut(&d)
-            .expect("directory")
+        let index = live(&mut self.dirs, d, "directory")?
             .remove(name)
-            .expect("the entry exists");
-        let phys = self.dir_block(d, index);
+            .ok_or_else(|| FsError::Corrupted(format!("directory {d}: no entry {name}")))?;
+        let phys = self.dir_block(d, index)?;
         self.touch(phys, Some(d));
         self.release_window(ino);
-        let gone = self.inodes.remove(&ino).expect("the inode exists");
+        let gone = self
+            .inodes
+            .remove(&ino)
+            .ok_or_else(|| missing("inode", ino))?;
         self.dirs.remove(&ino);
         let mut runs: Vec<(u32, u32)> = gone.extents.iter().map(|e| (e.start, e.len)).collect();
         runs.extend(gone.leaves.iter().map(|&l| (l, 1)));
@@ -526,7 +559,7 @@ impl<F: Flash> BlockFs<F> {
         );
         self.touch(ib, Some(d));
         self.touch(tb, Some(d));
-        self.inodes.get_mut(&d).expect("directory inode").mtime = at;
+        live(&mut self.inodes, d, "directory inode")?.mtime = at;
         self.touch_inode(d, false);
         let done = self.issue_discards(at)?;
         self.now = self.now.max(done);

@@ -10,7 +10,7 @@ use ftl::Data;
 use vfs::{FsError, ROOT};
 
 use crate::inode::{self, leaf_capacity};
-use crate::{device, BlockFs, MetaOwner};
+use crate::{device, live, BlockFs, MetaOwner};
 
 /// What a metadata block holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,7 +138,7 @@ impl<F: Flash> BlockFs<F> {
         let mut cur = ino;
         loop {
             let tb = self.sb.layout.inode_block(cur);
-            let i = self.inodes.get_mut(&cur).expect("fsync of a live inode");
+            let i = live(&mut self.inodes, cur, "inode")?;
             let inode_needed = cur != ino
                 || !data_only
                 || i.new_entry

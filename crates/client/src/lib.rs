@@ -1,3 +1,5 @@
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 //! A blocking OSD client over TCP that implements [`osd::Osd`], so code written against the
 //! trait runs on a local `ObjectStore` and on a remote `ossd serve` alike.
 //!
@@ -32,20 +34,39 @@ use proto::{
     Requirement, Security, Status, HEADER_LEN, SUPPORTED_VERSIONS,
 };
 
+/// Why a client call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// The connection failed or closed.
     #[error("network: {0}")]
     Io(#[from] std::io::Error),
+    /// A reply frame that does not decode.
     #[error("malformed reply: {0}")]
     Proto(#[from] proto::ProtoError),
+    /// The target's object store refused the command (its error, rebuilt from the reply's status).
     #[error("{0}")]
     Osd(OsdError),
+    /// The target refused the frame or the command before the store saw it (version, capability,
+    /// limits).
     #[error("refused ({status:?}): {message}")]
-    Refused { status: Status, message: String },
+    Refused {
+        /// The status the target replied with.
+        status: Status,
+        /// The target's explanation.
+        message: String,
+    },
+    /// The client holds no capability for this partition that allows these operations.
     #[error("no capability allows {ops} on partition {partition:#x}")]
-    NoCapability { partition: u64, ops: String },
+    NoCapability {
+        /// The partition id.
+        partition: u64,
+        /// The operations wanted.
+        ops: String,
+    },
+    /// A reply (its request id) whose integrity value is wrong or missing.
     #[error("reply {0} has a bad or missing integrity value")]
     BadReplyIntegrity(u64),
+    /// A reply that does not fit its request.
     #[error("unexpected reply: {0}")]
     Unexpected(String),
 }
@@ -264,7 +285,11 @@ impl Client {
         }
         Ok(ids
             .iter()
-            .map(|id| got.remove(id).expect("every id answered"))
+            .map(|id| {
+                got.remove(id).unwrap_or_else(|| {
+                    Err(ClientError::Unexpected(format!("no reply to request {id}")))
+                })
+            })
             .collect())
     }
 

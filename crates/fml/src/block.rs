@@ -7,14 +7,20 @@
 //!                   Open <--adopt-- Full   (closed early at remount, its tail still erased)
 //!   any --failure--> Bad
 //! ```
+//!
+//! [`BlockTable`]'s fields are private: every change of a block's state goes through
+//! [`BlockTable::set_state`], which refuses an illegal transition, or, when the FML opens a
+//! device, through [`BlockTable::load`], which takes a fresh table's `Free` blocks to what the
+//! device holds (`Full`, a `Victim` to retire, or `Bad`).
 
 use serde::Serialize;
 
+/// Where a super-block is in its life cycle (the diagram above).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum BlockState {
     /// Erased, in the free pool.
     Free,
-    /// The update block of a stream, being filled in order.
+    /// The update block of the stream with this id, being filled in order.
     Open(u8),
     /// Completely written (or closed early at remount).
     Full,
@@ -37,12 +43,23 @@ impl BlockState {
                 | (Victim, Free)
         ) || to == Bad
     }
+
+    /// The states a block of a fresh table (all `Free`) may take when the FML opens a device:
+    /// still erased, holding programmed units, holding units to move before it is retired, or
+    /// bad.
+    fn may_load(to: BlockState) -> bool {
+        matches!(
+            to,
+            BlockState::Free | BlockState::Full | BlockState::Victim | BlockState::Bad
+        )
+    }
 }
 
 /// What kind of pages a block holds, for per-segment-type cleaning thresholds (seed 001 V-B).
 /// A block takes the class of the stream that filled it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub enum SegmentClass {
+    /// File and object data (the default).
     #[default]
     Data,
     /// Onodes and index nodes: likely to be invalidated soon.
@@ -51,13 +68,18 @@ pub enum SegmentClass {
     Atime,
 }
 
+/// One super-block's bookkeeping. Read it through [`BlockTable::blocks`] (or `Fml::blocks`);
+/// only the table changes it.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Block {
+    /// Life-cycle state; changes only by checked transitions.
     pub state: BlockState,
     /// Valid write units.
     pub valid: u32,
     /// Next write unit to program (units programmed so far).
     pub next: u32,
+    /// Erases the block has been through (program/erase cycles), as the device reports at open
+    /// plus every erase since.
     pub erase_count: u32,
     /// Order in which the block was opened (FIFO victim order).
     pub seq: u64,
@@ -65,17 +87,34 @@ pub struct Block {
     pub last_write_ns: u64,
     /// Retire instead of erasing once GC has emptied it (a program into it failed).
     pub retire: bool,
+    /// What the stream that last opened the block writes (per-class GC thresholds).
     pub class: SegmentClass,
+}
+
+/// What [`crate::Fml::open`] found on the device for one block, for [`BlockTable::load`].
+#[derive(Clone, Copy, Debug)]
+pub struct Loaded {
+    /// The state the block takes: `Free`, `Full`, `Victim` (with `retire`) or `Bad`.
+    pub state: BlockState,
+    /// Units programmed so far (0 for an erased block).
+    pub next: u32,
+    /// Erase count the device reports.
+    pub erase_count: u32,
+    /// Open order to start from (FIFO victim order).
+    pub seq: u64,
+    /// Retire once GC has moved its units (a program into it failed before the reboot).
+    pub retire: bool,
 }
 
 /// All blocks, plus the valid bitmap over all write units.
 pub struct BlockTable {
-    pub blocks: Vec<Block>,
+    blocks: Vec<Block>,
     valid_bits: Vec<u64>,
     units_per_block: u32,
 }
 
 impl BlockTable {
+    /// `count` erased (`Free`) blocks of `units_per_block` write units each, none valid.
     pub fn new(count: u32, units_per_block: u32) -> Self {
         let blank = Block {
             state: BlockState::Free,
@@ -95,8 +134,87 @@ impl BlockTable {
         }
     }
 
+    /// Write units per block.
     pub fn units_per_block(&self) -> u32 {
         self.units_per_block
+    }
+
+    /// Every block, indexed by super-block id.
+    pub fn blocks(&self) -> &[Block] {
+        &self.blocks
+    }
+
+    /// Sets a fresh table's block `id` to what the device holds, when the FML opens it. Loading
+    /// a block twice, or into `Open`, is a bug in the FML.
+    pub fn load(&mut self, id: u32, found: Loaded) {
+        let b = &mut self.blocks[id as usize];
+        assert!(
+            b.state == BlockState::Free && b.next == 0 && BlockState::may_load(found.state),
+            "block {id}: cannot load {found:?} over {b:?}"
+        );
+        assert!(
+            found.retire == (found.state == BlockState::Victim),
+            "block {id}: only a victim loads to be retired ({found:?})"
+        );
+        b.state = found.state;
+        b.next = found.next;
+        b.erase_count = found.erase_count;
+        b.seq = found.seq;
+        b.retire = found.retire;
+    }
+
+    /// Makes free block `id` the update block of `stream`, filling with `class`, opened
+    /// `seq`-th.
+    pub fn open(&mut self, id: u32, stream: u8, class: SegmentClass, seq: u64) {
+        self.set_state(id, BlockState::Open(stream));
+        let b = &mut self.blocks[id as usize];
+        b.class = class;
+        b.seq = seq;
+    }
+
+    /// Counts a program into open block `id` at virtual time `at_ns`, whether it succeeded or
+    /// not (a failed program uses the unit up too); returns the new write pointer.
+    pub fn programmed(&mut self, id: u32, at_ns: u64) -> u32 {
+        let b = &mut self.blocks[id as usize];
+        assert!(
+            matches!(b.state, BlockState::Open(_)),
+            "block {id}: programmed while {:?}",
+            b.state
+        );
+        b.next += 1;
+        b.last_write_ns = at_ns;
+        b.next
+    }
+
+    /// A program into open block `id` failed: it becomes a victim, retired once GC has moved
+    /// its valid units.
+    pub fn fail_program(&mut self, id: u32) {
+        self.set_state(id, BlockState::Victim);
+        self.blocks[id as usize].retire = true;
+    }
+
+    /// Counts an erase of free block `id` (erased again before it is opened); returns its erase
+    /// count.
+    pub fn erased_free(&mut self, id: u32) -> u32 {
+        let b = &mut self.blocks[id as usize];
+        assert!(
+            b.state == BlockState::Free,
+            "block {id}: erased as free while {:?}",
+            b.state
+        );
+        b.erase_count += 1;
+        b.erase_count
+    }
+
+    /// Victim `id` was erased: it becomes `Free` with its write pointer at 0; returns its erase
+    /// count.
+    pub fn erased_victim(&mut self, id: u32) -> u32 {
+        self.set_state(id, BlockState::Free);
+        let b = &mut self.blocks[id as usize];
+        b.erase_count += 1;
+        b.next = 0;
+        b.retire = false;
+        b.erase_count
     }
 
     /// Moves a block to a new state; an illegal transition is a bug in the FML.
@@ -110,10 +228,12 @@ impl BlockTable {
         b.state = to;
     }
 
+    /// Whether write unit `unit` (a VPA's index) holds live data.
     pub fn is_valid(&self, unit: u32) -> bool {
         self.valid_bits[(unit / 64) as usize] & (1 << (unit % 64)) != 0
     }
 
+    /// Marks write unit `unit` live and counts it in its block; marking it twice is a bug.
     pub fn set_valid(&mut self, unit: u32) {
         let w = &mut self.valid_bits[(unit / 64) as usize];
         let bit = 1 << (unit % 64);

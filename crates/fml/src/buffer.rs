@@ -18,15 +18,19 @@ pub enum Fill {
     Token(u64),
 }
 
+/// One buffered write unit: which sectors the host has written and their contents.
 pub struct Entry<K> {
+    /// The unit this entry buffers (a logical page, or (object, unit)).
     pub key: K,
     /// 512-byte sectors of the unit present.
     pub mask: u64,
+    /// What was written: the bytes, or a fingerprint in fingerprint mode.
     pub fill: Fill,
     /// Arrival order, to skip stale queue slots after an entry was taken and made again.
     stamp: u64,
 }
 
+/// The FIFO write buffer in front of the FML, keyed by unit `K`, `capacity` units large.
 pub struct WriteBuffer<K> {
     capacity: usize,
     entries: FxHashMap<K, Entry<K>>,
@@ -48,18 +52,24 @@ impl<K: Copy + Eq + Hash> WriteBuffer<K> {
         }
     }
 
+    /// Capacity in write units (0: write-through).
     pub fn capacity(&self) -> usize {
         self.capacity
     }
+    /// Units buffered now.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
+    /// Whether no unit is buffered.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+    /// Whether the buffer holds `capacity` units or more: the oldest must leave before a new one
+    /// joins.
     pub fn is_full(&self) -> bool {
         self.entries.len() >= self.capacity
     }
+    /// The buffered entry of `key`, if any.
     pub fn get(&self, key: K) -> Option<&Entry<K>> {
         self.entries.get(&key)
     }
@@ -67,34 +77,27 @@ impl<K: Copy + Eq + Hash> WriteBuffer<K> {
     /// A new empty entry, placed at the back of the queue; it joins the buffer by
     /// [`WriteBuffer::put_back`].
     pub fn fresh(&mut self, key: K, bytes_mode: bool, unit_bytes: usize) -> Entry<K> {
-        let stamp = self.next_stamp;
-        self.next_stamp += 1;
-        self.order.push_back((key, stamp));
-        let fill = if bytes_mode {
-            let mut b = self
-                .spare
-                .pop()
-                .unwrap_or_else(|| vec![0u8; unit_bytes].into_boxed_slice());
-            b.fill(0);
-            Fill::Bytes(b)
-        } else {
-            Fill::Token(0)
-        };
-        Entry {
-            key,
-            mask: 0,
-            fill,
-            stamp,
-        }
+        let WriteBuffer {
+            order,
+            next_stamp,
+            spare,
+            ..
+        } = self;
+        new_entry(order, next_stamp, spare, key, bytes_mode, unit_bytes)
     }
 
     /// The entry of a unit, made empty at the back of the queue if absent.
     pub fn entry(&mut self, key: K, bytes_mode: bool, unit_bytes: usize) -> &mut Entry<K> {
-        if !self.entries.contains_key(&key) {
-            let e = self.fresh(key, bytes_mode, unit_bytes);
-            self.entries.insert(key, e);
-        }
-        self.entries.get_mut(&key).unwrap()
+        let WriteBuffer {
+            entries,
+            order,
+            next_stamp,
+            spare,
+            ..
+        } = self;
+        entries
+            .entry(key)
+            .or_insert_with(|| new_entry(order, next_stamp, spare, key, bytes_mode, unit_bytes))
     }
 
     /// Returns an entry taken with [`WriteBuffer::take`] (or made by [`WriteBuffer::fresh`])
@@ -133,6 +136,36 @@ impl<K: Copy + Eq + Hash> WriteBuffer<K> {
         if let Fill::Bytes(b) = e.fill {
             self.spare.push(b);
         }
+    }
+}
+
+/// [`WriteBuffer::fresh`] over the buffer's fields, so that [`WriteBuffer::entry`] can call it
+/// while it holds the entry map.
+fn new_entry<K: Copy>(
+    order: &mut VecDeque<(K, u64)>,
+    next_stamp: &mut u64,
+    spare: &mut Vec<Box<[u8]>>,
+    key: K,
+    bytes_mode: bool,
+    unit_bytes: usize,
+) -> Entry<K> {
+    let stamp = *next_stamp;
+    *next_stamp += 1;
+    order.push_back((key, stamp));
+    let fill = if bytes_mode {
+        let mut b = spare
+            .pop()
+            .unwrap_or_else(|| vec![0u8; unit_bytes].into_boxed_slice());
+        b.fill(0);
+        Fill::Bytes(b)
+    } else {
+        Fill::Token(0)
+    };
+    Entry {
+        key,
+        mask: 0,
+        fill,
+        stamp,
     }
 }
 

@@ -37,12 +37,16 @@ impl std::str::FromStr for VictimPolicy {
 /// (seed 001 V-B); 100 everywhere is the pure policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Thresholds {
+    /// Threshold for `Data` victims (file and object data).
     pub data_percent: u8,
+    /// Threshold for `Metadata` victims (onodes, index nodes).
     pub metadata_percent: u8,
+    /// Threshold for `Atime` victims (access-time journal pages).
     pub atime_percent: u8,
 }
 
 impl Thresholds {
+    /// No threshold: any victim qualifies (the pure policy).
     pub const NONE: Thresholds = Thresholds {
         data_percent: 100,
         metadata_percent: 100,
@@ -110,14 +114,18 @@ pub fn choose_victim(
 /// The GC job's state: which victim, and how far its copying has come.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum GcJob {
+    /// No victim under way.
     Idle,
     /// Copying the valid units of `victim`, from offset `next` on.
     Copying {
+        /// Super-block id of the victim.
         victim: u32,
+        /// Unit offset in the victim where the scan for the next valid unit resumes.
         next: u32,
     },
     /// Every valid unit moved; erase (or retire) next.
     Erasing {
+        /// Super-block id of the victim.
         victim: u32,
     },
 }
@@ -128,11 +136,20 @@ pub enum GcStep {
     /// Nothing to collect.
     Idle,
     /// A victim was chosen (no flash operation).
-    Chose { victim: u32 },
-    /// One valid unit copied; completes at the time given.
-    Copied { done_ns: u64 },
+    Chose {
+        /// Super-block id of the victim.
+        victim: u32,
+    },
+    /// One valid unit copied.
+    Copied {
+        /// Virtual time the copy's program completes.
+        done_ns: u64,
+    },
     /// The victim erased and returned to the free pool.
-    Erased { done_ns: u64 },
+    Erased {
+        /// Virtual time the erase completes.
+        done_ns: u64,
+    },
     /// The victim retired as bad instead of erased.
     Retired,
 }

@@ -1,3 +1,5 @@
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 //! The flash management layer (FML, seed 000 V-F), written once for every mapping layer above
 //! it, so the object store and the block baselines are compared on the same mechanism
 //! (seed 000 V-I).
@@ -18,7 +20,7 @@ use flash::gang::{Layout, Vpa};
 use flash::{Content, Flash, FlashError, Ganged, Nanos, Payload};
 use serde::{Deserialize, Serialize};
 
-pub use block::{Block, BlockState, BlockTable, SegmentClass};
+pub use block::{Block, BlockState, BlockTable, Loaded, SegmentClass};
 pub use gc::{choose_victim, GcJob, GcStep, Thresholds, VictimPolicy};
 use wear::FreePool;
 
@@ -44,7 +46,9 @@ pub struct FmlConfig {
     /// the pure policy). While free blocks are below the low watermark and no block qualifies,
     /// GC ignores them rather than run out of space.
     pub data_victim_threshold_percent: u8,
+    /// As `data_victim_threshold_percent`, for metadata blocks (onodes, index nodes).
     pub metadata_victim_threshold_percent: u8,
+    /// As `data_victim_threshold_percent`, for access-time journal blocks.
     pub atime_victim_threshold_percent: u8,
     /// Free blocks held back for real-time writes (seed 000 IV-C: "reserving a number of
     /// update blocks"), default 0. A normal write must collect once free blocks fall below
@@ -87,6 +91,10 @@ impl FmlConfig {
         }
     }
 
+    /// Checks the settings against a device of `blocks` super-blocks and `streams` streams (the GC
+    /// stream included): watermarks ordered and leaving room for every stream's update block,
+    /// percentages at most 100, reserve at most 500 per mille. The error names the offending
+    /// setting.
     pub fn validate(&self, blocks: u32, streams: u32) -> Result<(), String> {
         if self.low_watermark_blocks < 2 {
             return Err(
@@ -144,14 +152,24 @@ pub enum NextGc {
     /// Choose a victim (no flash operation).
     Choose,
     /// Copy the valid unit `from`.
-    Copy { from: Vpa },
+    Copy {
+        /// Where the unit to copy lives.
+        from: Vpa,
+    },
     /// Erase (or retire) the super-block `victim`.
-    Erase { victim: u32 },
+    Erase {
+        /// Super-block id of the victim.
+        victim: u32,
+    },
 }
 
 /// An update stream chosen by the mapping layer's placement decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct StreamId(pub u8);
+pub struct StreamId(
+    /// Index of the stream: 0 to n - 1 for the n streams the mapping layer asked for at open;
+    /// n is the FML's own GC stream ([`Fml::gc_stream`]).
+    pub u8,
+);
 
 /// The mapping layer above, as GC sees it.
 pub trait Owner {
@@ -172,14 +190,24 @@ pub trait Owner {
     fn lost(&mut self, from: Vpa, error: &FlashError);
 }
 
+/// Why an FML operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum FmlError {
+    /// The device refused an operation the FML could not work around (a power cut, a read error,
+    /// ...).
     #[error(transparent)]
     Flash(#[from] FlashError),
+    /// No free block to write into, and GC cannot free one.
     #[error("no space: {free} free blocks and no block GC could reclaim")]
-    NoSpace { free: u32 },
+    NoSpace {
+        /// Blocks in the free pool (GC keeps the last one to copy into).
+        free: u32,
+    },
+    /// A write named a stream that does not exist (the stream, the streams the mapping layer
+    /// asked for).
     #[error("stream {0} does not exist (the mapping layer asked for {1} streams)")]
     NoStream(u8, u8),
+    /// The settings do not fit the device ([`FmlConfig::validate`]).
     #[error("FML configuration: {0}")]
     Config(String),
 }
@@ -187,20 +215,30 @@ pub enum FmlError {
 /// Counters of FML work, in write units and blocks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct FmlStats {
+    /// Units programmed, host and GC writes alike.
     pub units_written: u64,
+    /// Units read.
     pub units_read: u64,
+    /// Valid units GC copied out of victims.
     pub gc_units_copied: u64,
+    /// Victims GC chose.
     pub gc_victims: u64,
     /// Virtual time GC steps took, each from its issue to its completion (copies and erases;
     /// seed 004 Table 5's "cleaning time"). Steps on distinct dies may overlap, so this can
     /// exceed the elapsed time.
     pub gc_busy_ns: u64,
+    /// Blocks erased (GC victims, and free blocks erased again before first use).
     pub blocks_erased: u64,
+    /// Blocks retired as bad (failed erase, failed program, worn out).
     pub blocks_retired: u64,
+    /// Valid units GC could not read back: their contents are lost.
     pub units_lost: u64,
+    /// Programs the device failed (each turns its block into a victim to retire).
     pub program_failures: u64,
 }
 
+/// The flash management layer over one device: super-block states, streams' update blocks, the free
+/// pool, and the GC job. Mapping layers write units through it and run its GC steps.
 pub struct Fml<F: Flash> {
     dev: Ganged<F>,
     config: FmlConfig,
@@ -273,9 +311,6 @@ impl<F: Flash> Fml<F> {
         for id in 0..layout.superblocks {
             let info = dev.superblock_info(id);
             factory_good += !info.factory_bad as u64;
-            let b = &mut table.blocks[id as usize];
-            b.erase_count = info.erase_count;
-            b.seq = id as u64;
             // Units rotate over the super-block's parallel units; count each one's pages.
             let next: u32 = (0..width)
                 .map(|u| {
@@ -284,33 +319,38 @@ impl<F: Flash> Fml<F> {
                         .next_page
                 })
                 .sum();
+            let mut found = Loaded {
+                state: BlockState::Free,
+                next,
+                erase_count: info.erase_count,
+                seq: id as u64,
+                retire: false,
+            };
             if info.bad {
                 // A block that went bad on a failed program still holds the units written
                 // before the failure, and they stay readable: open it as a victim to retire
                 // once GC has moved them, exactly as before the reboot. Otherwise a power cut
                 // between the failure and the end of that GC would lose them.
                 if info.factory_bad || next == 0 {
-                    b.state = BlockState::Bad;
+                    found.state = BlockState::Bad;
+                    found.next = 0;
                 } else {
-                    b.next = next;
-                    b.state = BlockState::Victim;
-                    b.retire = true;
+                    found.state = BlockState::Victim;
+                    found.retire = true;
                     retiring.push_back(id);
                 }
-                continue;
-            }
-            b.next = next;
-            if next == 0 {
+            } else if next == 0 {
                 free.push(id, info.erase_count);
                 needs_erase[id as usize] = info.erase_count > 0;
             } else {
-                b.state = BlockState::Full;
+                found.state = BlockState::Full;
                 if next < layout.units_per_superblock
                     && programmed_in_order(&dev, &layout, id, next)
                 {
                     partial.push(id);
                 }
             }
+            table.load(id, found);
         }
         Ok(Fml {
             unit_buf: vec![0; layout.write_unit_bytes as usize],
@@ -336,33 +376,44 @@ impl<F: Flash> Fml<F> {
         })
     }
 
+    /// The device's super-block / write-unit geometry.
     pub fn layout(&self) -> &Layout {
         &self.layout
     }
+    /// The settings the FML was opened with.
     pub fn config(&self) -> &FmlConfig {
         &self.config
     }
+    /// The device under the FML.
     pub fn flash(&self) -> &F {
         self.dev.flash()
     }
+    /// The device under the FML, mutably (power cuts, fault injection).
     pub fn flash_mut(&mut self) -> &mut F {
         self.dev.flash_mut()
     }
+    /// Closes the FML and returns its device.
     pub fn into_flash(self) -> F {
         self.dev.into_flash()
     }
+    /// Counters of FML work so far.
     pub fn stats(&self) -> FmlStats {
         self.stats
     }
+    /// Every super-block's bookkeeping, indexed by id (read-only: states change only inside the
+    /// FML).
     pub fn blocks(&self) -> &[Block] {
-        &self.table.blocks
+        self.table.blocks()
     }
+    /// The GC job's state.
     pub fn job(&self) -> GcJob {
         self.job
     }
+    /// Blocks in the free pool.
     pub fn free_blocks(&self) -> u32 {
         self.free.len()
     }
+    /// Whether the unit at `v` holds live data.
     pub fn is_valid(&self, v: Vpa) -> bool {
         self.table.is_valid(v.0)
     }
@@ -377,7 +428,7 @@ impl<F: Flash> Fml<F> {
     /// scheduler's look-ahead, seed 004 3.2); `None` when the next write opens a new block.
     pub fn next_unit(&self, stream: StreamId) -> Option<Vpa> {
         let id = (*self.open.get(stream.0 as usize)?)?;
-        let next = self.table.blocks[id as usize].next;
+        let next = self.table.blocks()[id as usize].next;
         (next < self.layout.units_per_superblock).then(|| self.layout.vpa(id, next))
     }
 
@@ -433,7 +484,7 @@ impl<F: Flash> Fml<F> {
 
     fn good_blocks(&self) -> u64 {
         self.table
-            .blocks
+            .blocks()
             .iter()
             .filter(|b| b.state != BlockState::Bad)
             .count() as u64
@@ -476,13 +527,10 @@ impl<F: Flash> Fml<F> {
         loop {
             let (id, t) = self.update_block(at, stream, host)?;
             at = t;
-            let off = self.table.blocks[id as usize].next;
+            let off = self.table.blocks()[id as usize].next;
             let vpa = self.layout.vpa(id, off);
             let result = self.dev.program(at, vpa, payload, oob);
-            let b = &mut self.table.blocks[id as usize];
-            b.next += 1;
-            b.last_write_ns = at;
-            let filled = b.next == self.layout.units_per_superblock;
+            let filled = self.table.programmed(id, at) == self.layout.units_per_superblock;
             match result {
                 Ok(done) => {
                     self.table.set_valid(vpa.0);
@@ -497,8 +545,7 @@ impl<F: Flash> Fml<F> {
                     // Grown bad block: stop writing here, let GC move what it holds, retry.
                     self.stats.program_failures += 1;
                     self.open[stream.0 as usize] = None;
-                    self.table.set_state(id, BlockState::Victim);
-                    self.table.blocks[id as usize].retire = true;
+                    self.table.fail_program(id);
                     self.retiring.push_back(id);
                 }
                 Err(e) => return Err(e.into()),
@@ -537,7 +584,7 @@ impl<F: Flash> Fml<F> {
                 match self.dev.erase(at, id) {
                     Ok(done) => {
                         at = done;
-                        self.table.blocks[id as usize].erase_count += 1;
+                        self.table.erased_free(id);
                         self.stats.blocks_erased += 1;
                     }
                     Err(FlashError::EraseFailed(_) | FlashError::BadBlock(_)) => {
@@ -553,9 +600,8 @@ impl<F: Flash> Fml<F> {
     }
 
     fn open_as(&mut self, id: u32, stream: StreamId) {
-        self.table.set_state(id, BlockState::Open(stream.0));
-        self.table.blocks[id as usize].class = self.stream_class[stream.0 as usize];
-        self.table.blocks[id as usize].seq = self.next_seq;
+        let class = self.stream_class[stream.0 as usize];
+        self.table.open(id, stream.0, class, self.next_seq);
         self.next_seq += 1;
         self.open[stream.0 as usize] = Some(id);
     }
@@ -563,7 +609,7 @@ impl<F: Flash> Fml<F> {
     /// A block left partly programmed at mount that is still closed and unclaimed by GC.
     fn adopt_partial(&mut self) -> Option<u32> {
         while let Some(id) = self.partial.pop() {
-            let b = &self.table.blocks[id as usize];
+            let b = &self.table.blocks()[id as usize];
             if b.state == BlockState::Full && !b.retire && b.next < self.layout.units_per_superblock
             {
                 return Some(id);
@@ -582,7 +628,7 @@ impl<F: Flash> Fml<F> {
     /// error naming it, not a panic.
     pub fn mark_valid(&mut self, v: Vpa) -> Result<(), String> {
         let id = self.layout.superblock_of(v);
-        let Some(b) = self.table.blocks.get(id as usize) else {
+        let Some(b) = self.table.blocks().get(id as usize) else {
             return Err(format!("unit {} lies beyond the device", v.0));
         };
         if b.state == BlockState::Bad {
@@ -623,7 +669,7 @@ impl<F: Flash> Fml<F> {
         let mut done = at;
         let mut oob = std::mem::take(&mut self.oob_buf);
         for id in 0..self.layout.superblocks {
-            let b = self.table.blocks[id as usize];
+            let b = self.table.blocks()[id as usize];
             if b.state == BlockState::Bad {
                 continue;
             }
@@ -653,7 +699,7 @@ impl<F: Flash> Fml<F> {
                 let Some(victim) = self.choose() else {
                     return Ok(GcStep::Idle);
                 };
-                if self.table.blocks[victim as usize].state == BlockState::Full {
+                if self.table.blocks()[victim as usize].state == BlockState::Full {
                     self.table.set_state(victim, BlockState::Victim);
                 }
                 self.stats.gc_victims += 1;
@@ -718,7 +764,7 @@ impl<F: Flash> Fml<F> {
             atime_percent: c.atime_victim_threshold_percent,
         };
         let now = self.last_time();
-        let blocks = &self.table.blocks;
+        let blocks = self.table.blocks();
         wear::static_victim(blocks, c.static_wear_threshold)
             .or_else(|| choose_victim(c.victim_policy, blocks, units, now, &thresholds))
             .or_else(|| {
@@ -796,20 +842,15 @@ impl<F: Flash> Fml<F> {
     }
 
     fn erase_victim(&mut self, at: Nanos, victim: u32) -> Result<GcStep, FmlError> {
-        debug_assert_eq!(self.table.blocks[victim as usize].valid, 0);
+        debug_assert_eq!(self.table.blocks()[victim as usize].valid, 0);
         self.job = GcJob::Idle;
-        if self.table.blocks[victim as usize].retire {
+        if self.table.blocks()[victim as usize].retire {
             self.retire_now(victim)?;
             return Ok(GcStep::Retired);
         }
         match self.dev.erase(at, victim) {
             Ok(done) => {
-                let b = &mut self.table.blocks[victim as usize];
-                b.erase_count += 1;
-                b.next = 0;
-                b.retire = false;
-                let ec = b.erase_count;
-                self.table.set_state(victim, BlockState::Free);
+                let ec = self.table.erased_victim(victim);
                 self.free.push(victim, ec);
                 self.stats.blocks_erased += 1;
                 Ok(GcStep::Erased { done_ns: done })
@@ -838,7 +879,7 @@ impl<F: Flash> Fml<F> {
         self.table.check()?;
         let free = self
             .table
-            .blocks
+            .blocks()
             .iter()
             .filter(|b| b.state == BlockState::Free)
             .count() as u32;
@@ -850,10 +891,10 @@ impl<F: Flash> Fml<F> {
         }
         for (s, open) in self.open.iter().enumerate() {
             if let Some(id) = open {
-                if self.table.blocks[*id as usize].state != BlockState::Open(s as u8) {
+                if self.table.blocks()[*id as usize].state != BlockState::Open(s as u8) {
                     return Err(format!(
                         "stream {s} holds block {id} in state {:?}",
-                        self.table.blocks[*id as usize].state
+                        self.table.blocks()[*id as usize].state
                     ));
                 }
             }
@@ -865,16 +906,14 @@ impl<F: Flash> Fml<F> {
     pub fn erase_counts(&self) -> (u32, u32, f64) {
         let usable: Vec<u32> = self
             .table
-            .blocks
+            .blocks()
             .iter()
             .filter(|b| b.state != BlockState::Bad)
             .map(|b| b.erase_count)
             .collect();
-        if usable.is_empty() {
+        let (Some(&min), Some(&max)) = (usable.iter().min(), usable.iter().max()) else {
             return (0, 0, 0.0);
-        }
-        let min = *usable.iter().min().unwrap();
-        let max = *usable.iter().max().unwrap();
+        };
         let mean = usable.iter().map(|&e| e as f64).sum::<f64>() / usable.len() as f64;
         (min, max, mean)
     }

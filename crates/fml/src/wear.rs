@@ -19,15 +19,19 @@ pub struct FreePool {
 }
 
 impl FreePool {
+    /// Returns block `id` with `erase_count` erases to the pool.
     pub fn push(&mut self, id: u32, erase_count: u32) {
         self.heap.push(Reverse((erase_count, id)));
     }
+    /// Takes the free block with the fewest erases (lowest id on ties).
     pub fn pop_least_worn(&mut self) -> Option<u32> {
         self.heap.pop().map(|Reverse((_, id))| id)
     }
+    /// Blocks in the pool.
     pub fn len(&self) -> u32 {
         self.heap.len() as u32
     }
+    /// Whether the pool is empty.
     pub fn is_empty(&self) -> bool {
         self.heap.is_empty()
     }

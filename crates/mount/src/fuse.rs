@@ -81,6 +81,8 @@ pub struct OssdFuse<B: Backend> {
 }
 
 impl<B: Backend> OssdFuse<B> {
+    /// The FUSE adapter over a shared backend slot (emptied when the backend shuts down), replying
+    /// with `timing`.
     pub fn new(backend: Arc<Mutex<Option<B>>>, timing: Timing) -> Self {
         OssdFuse {
             backend,

@@ -3,7 +3,6 @@
 //! [`store_config`], which `ossd`'s object commands use too.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use flash::image::ImageStore;
@@ -15,14 +14,19 @@ use vfs::FsError;
 
 use crate::DirectOfs;
 
+/// Why an image could not be opened, locked or mounted.
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
+    /// The image file or its device model failed.
     #[error("{0}")]
     Flash(#[from] flash::FlashError),
+    /// The object store on the image (path) could not be opened.
     #[error("{path}: {err}", path = .0.display(), err = .1)]
     Store(PathBuf, osd::OsdError),
+    /// OFS on the image (path) could not be mounted.
     #[error("{path}: {err}", path = .0.display(), err = .1)]
     Fs(PathBuf, FsError),
+    /// The image (path) could not be locked: in use by another process, or the lock failed.
     #[error("{path}: {err}", path = .0.display(), err = .1)]
     Lock(PathBuf, String),
 }
@@ -73,14 +77,17 @@ pub struct ImageLock(#[allow(dead_code)] File);
 /// Takes the image's lock; fails at once if another process holds it.
 pub fn lock(path: &Path) -> Result<ImageLock, ImageError> {
     let f = File::open(path).map_err(|e| ImageError::Lock(path.to_owned(), e.to_string()))?;
-    // SAFETY: flock on a file descriptor we own.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(ImageError::Lock(
+    // flock(LOCK_EX | LOCK_NB) on Unix.
+    match f.try_lock() {
+        Ok(()) => Ok(ImageLock(f)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(ImageError::Lock(
             path.to_owned(),
             "in use by another process (mounted already?)".into(),
-        ));
+        )),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(ImageError::Lock(path.to_owned(), e.to_string()))
+        }
     }
-    Ok(ImageLock(f))
 }
 
 /// Locks the image, opens its store and mounts OFS on it (repairing OFS after an unclean end).

@@ -1,4 +1,5 @@
-#![allow(unsafe_code)] // three libc calls (flock, umount2, sigwait); see the root Cargo.toml
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 //! OFS mounted with FUSE: real programs on ossd.
 //!
 //! ```text
@@ -33,6 +34,7 @@ use std::thread::JoinHandle;
 
 use flash::image::ImageStore;
 use flash::Nand;
+use nix::sys::signal::{SigSet, Signal};
 use ofs::Ofs;
 use vfs::{FileSystem, FsError};
 
@@ -85,6 +87,7 @@ impl std::str::FromStr for Timing {
 /// Mount settings.
 #[derive(Clone, Debug, Default)]
 pub struct MountOptions {
+    /// Whether replies wait for the device model's completion time (default: no).
     pub timing: Timing,
     /// Let users other than the one mounting use the mount (FUSE's `allow_other`).
     pub allow_other: bool,
@@ -93,18 +96,27 @@ pub struct MountOptions {
 /// Errors of mounting.
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
+    /// Opening the image failed.
     #[error("{0}")]
     Image(#[from] image::ImageError),
+    /// FUSE could not mount at the path.
     #[error("mounting at {0}: {1} (is /dev/fuse there, and fusermount3 from the fuse3 package installed?)")]
     Fuse(PathBuf, std::io::Error),
+    /// The mount point is not a directory.
     #[error("{0} is not a directory")]
     NotADirectory(PathBuf),
+    /// The backend's clean shutdown (OFS marked clean, store flushed and closed) failed.
     #[error("unmounting: {0}")]
     Shutdown(FsError),
+    /// The FUSE session loop failed.
     #[error("the FUSE session failed: {0}")]
     Session(std::io::Error),
+    /// The thread serving the mount panicked.
     #[error("the session thread panicked")]
     Panicked,
+    /// The signals that unmount could not be blocked for `sigwait`.
+    #[error("blocking SIGINT, SIGTERM and SIGHUP: {0}")]
+    Signals(std::io::Error),
 }
 
 fn fuse_options(opts: &MountOptions) -> Vec<fuser::MountOption> {
@@ -157,26 +169,22 @@ fn finish<B: Backend>(shared: &Shared<B>) -> Result<(), MountError> {
 /// (files open on it), detaches it lazily: it disappears from the tree at once and the session
 /// loop ends once the last open file is closed. A mount point with nothing mounted is fine.
 pub fn request_unmount(mountpoint: &Path) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    for flags in [0, libc::MNT_DETACH] {
-        // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
-        if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
-            return Ok(());
-        }
-        match std::io::Error::last_os_error().raw_os_error() {
+    use nix::errno::Errno;
+    use nix::mount::{umount2, MntFlags};
+    for flags in [MntFlags::empty(), MntFlags::MNT_DETACH] {
+        match umount2(mountpoint, flags) {
+            Ok(()) => return Ok(()),
             // Not a mount point (any more): nothing to do.
-            Some(libc::EINVAL) => return Ok(()),
-            Some(libc::EBUSY) => {
+            Err(Errno::EINVAL) => return Ok(()),
+            Err(Errno::EBUSY) => {
                 eprintln!(
                     "{} is busy (open files): detached; the mount ends when they are closed",
                     mountpoint.display()
                 );
             }
             // Not root: fusermount3 does it.
-            Some(libc::EPERM) => break,
-            _ => {}
+            Err(Errno::EPERM) => break,
+            Err(_) => {}
         }
     }
     for args in [&["-u"][..], &["-u", "-z"][..]] {
@@ -206,13 +214,19 @@ pub fn mount<B: Backend>(
     ready: impl FnOnce(),
 ) -> Result<(), MountError> {
     if handle_signals {
-        block_signals();
+        block_signals().map_err(|e| MountError::Signals(e.into()))?;
     }
     let (mut s, shared) = session(backend, mountpoint, opts)?;
     if handle_signals {
         let mp = mountpoint.to_owned();
         std::thread::spawn(move || loop {
-            let sig = wait_signal();
+            let sig = match wait_signal() {
+                Ok(sig) => sig,
+                Err(e) => {
+                    eprintln!("ossd mount: waiting for signals failed: {e}");
+                    return;
+                }
+            };
             eprintln!("ossd mount: signal {sig}: unmounting {}", mp.display());
             if let Err(e) = request_unmount(&mp) {
                 eprintln!("ossd mount: unmount of {} failed: {e}", mp.display());
@@ -254,6 +268,7 @@ pub fn spawn<B: Backend>(
 }
 
 impl Mounted {
+    /// Where it is mounted.
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
     }
@@ -283,34 +298,22 @@ impl Drop for Mounted {
     }
 }
 
-fn signal_set() -> libc::sigset_t {
-    // SAFETY: sigemptyset/sigaddset initialise and fill a sigset_t we own.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGHUP);
-        set
+/// SIGINT, SIGTERM and SIGHUP: the signals that unmount.
+fn signal_set() -> SigSet {
+    let mut set = SigSet::empty();
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        set.add(sig);
     }
+    set
 }
 
 /// Blocks SIGINT, SIGTERM and SIGHUP in this thread and the threads it starts, so that only
 /// the thread in [`wait_signal`] receives them.
-fn block_signals() {
-    let set = signal_set();
-    // SAFETY: `set` is initialised; a null old-set pointer is allowed.
-    unsafe {
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
+fn block_signals() -> nix::Result<()> {
+    signal_set().thread_block()
 }
 
-fn wait_signal() -> i32 {
-    let set = signal_set();
-    let mut sig = 0;
-    // SAFETY: `set` is initialised and `sig` is a valid out-pointer.
-    unsafe {
-        libc::sigwait(&set, &mut sig);
-    }
-    sig
+/// Waits (sigwait) for one of the blocked signals; returns its number.
+fn wait_signal() -> nix::Result<i32> {
+    signal_set().wait().map(|sig| sig as i32)
 }

@@ -1,7 +1,6 @@
-#![allow(unsafe_code)] // libc kill, geteuid and xattr calls on the mount; see the root Cargo.toml
 //! `ossd mount` end to end, through the kernel: the built `ossd` binary formats a small image,
 //! mounts it in the background (`--daemon`), and real file operations run through `std::fs` and
-//! libc on the mount point. Then: a clean unmount (SIGTERM) and remount keep everything; and a
+//! rustix (xattr calls, statvfs) on the mount point. Then: a clean unmount (SIGTERM) and remount keep everything; and a
 //! crash loop kills the daemon with SIGKILL at random moments while a writer creates, writes
 //! and fsyncs files, remounts, and checks that every file whose fsync returned is intact, and
 //! that fsck of the image is clean at the end.
@@ -9,10 +8,8 @@
 //! Without /dev/fuse (or, when not root, without fusermount3) these tests print `SKIPPED: ...`
 //! to stderr and return.
 
-use std::ffi::CString;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,6 +19,9 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rustix::fs::{StatVfs, XattrFlags};
+use rustix::io::Errno;
+use rustix::process::{Pid, Signal};
 
 const OSSD: &str = env!("CARGO_BIN_EXE_ossd");
 
@@ -30,8 +30,7 @@ fn missing_fuse() -> Option<String> {
     if !Path::new("/dev/fuse").exists() {
         return Some("/dev/fuse is missing".into());
     }
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = rustix::process::geteuid().is_root();
     let fusermount = Command::new("fusermount3").arg("-V").output().is_ok();
     if !root && !fusermount {
         return Some("not root and fusermount3 is missing (apt-get install fuse3)".into());
@@ -126,8 +125,7 @@ impl Rig {
     /// SIGTERM: the daemon unmounts cleanly and exits.
     fn unmount(&mut self) {
         let pid = self.pid.take().unwrap();
-        // SAFETY: sending a signal to a process we started.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
+        signal(pid, Signal::TERM);
         Self::wait_gone(pid);
         let log = fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default();
         assert!(log.contains("closed cleanly"), "daemon log: {log}");
@@ -137,8 +135,7 @@ impl Rig {
     /// with ENOTCONN) until [`Rig::detach`].
     fn kill9(&mut self) {
         let pid = self.pid.take().unwrap();
-        // SAFETY: sending a signal to a process we started.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+        signal(pid, Signal::KILL);
         Self::wait_gone(pid);
     }
 
@@ -161,8 +158,7 @@ impl Rig {
 impl Drop for Rig {
     fn drop(&mut self) {
         if let Some(pid) = self.pid.take() {
-            // SAFETY: ending a process we started.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            signal(pid, Signal::KILL);
             Self::wait_gone(pid);
         }
         let _ = mount::request_unmount(&self.mnt);
@@ -174,67 +170,42 @@ fn errno(r: std::io::Result<impl std::fmt::Debug>) -> i32 {
     r.expect_err("an error").raw_os_error().unwrap_or(0)
 }
 
-fn cpath(p: &Path) -> CString {
-    CString::new(p.as_os_str().as_bytes()).unwrap()
-}
-
-fn setxattr(p: &Path, name: &str, value: &[u8], flags: i32) -> i32 {
-    let n = CString::new(name).unwrap();
-    // SAFETY: valid C strings and a buffer of the given length.
-    let r = unsafe {
-        libc::setxattr(
-            cpath(p).as_ptr(),
-            n.as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            flags,
-        )
-    };
-    if r == 0 {
-        0
-    } else {
-        std::io::Error::last_os_error().raw_os_error().unwrap()
+/// Sends `sig` to a process the test started (ignoring a process gone already).
+fn signal(pid: i32, sig: Signal) {
+    if let Some(pid) = Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process(pid, sig);
     }
 }
 
+/// setxattr(2): 0, or the errno.
+fn setxattr(p: &Path, name: &str, value: &[u8], flags: XattrFlags) -> i32 {
+    match rustix::fs::setxattr(p, name, value, flags) {
+        Ok(()) => 0,
+        Err(e) => e.raw_os_error(),
+    }
+}
+
+/// getxattr(2) into a 256-byte buffer: the value, or the errno.
 fn getxattr(p: &Path, name: &str) -> Result<Vec<u8>, i32> {
-    let n = CString::new(name).unwrap();
     let mut buf = vec![0u8; 256];
-    // SAFETY: valid C strings and a buffer of the given length.
-    let r = unsafe {
-        libc::getxattr(
-            cpath(p).as_ptr(),
-            n.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if r < 0 {
-        return Err(std::io::Error::last_os_error().raw_os_error().unwrap());
-    }
-    buf.truncate(r as usize);
+    let n = rustix::fs::getxattr(p, name, &mut buf[..]).map_err(|e| e.raw_os_error())?;
+    buf.truncate(n);
     Ok(buf)
 }
 
+/// listxattr(2) into a 1,024-byte buffer: the names.
 fn listxattr(p: &Path) -> Vec<String> {
     let mut buf = vec![0u8; 1024];
-    // SAFETY: a valid C string and a buffer of the given length.
-    let r = unsafe { libc::listxattr(cpath(p).as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    assert!(r >= 0, "listxattr: {}", std::io::Error::last_os_error());
-    buf.truncate(r as usize);
+    let n = rustix::fs::listxattr(p, &mut buf[..]).unwrap_or_else(|e| panic!("listxattr: {e}"));
+    buf.truncate(n);
     buf.split(|&b| b == 0)
         .filter(|s| !s.is_empty())
         .map(|s| String::from_utf8_lossy(s).to_string())
         .collect()
 }
 
-fn statvfs(p: &Path) -> libc::statvfs {
-    // SAFETY: a valid C string and an out-struct.
-    unsafe {
-        let mut s: libc::statvfs = std::mem::zeroed();
-        assert_eq!(libc::statvfs(cpath(p).as_ptr(), &mut s), 0);
-        s
-    }
+fn statvfs(p: &Path) -> StatVfs {
+    rustix::fs::statvfs(p).unwrap()
 }
 
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
@@ -265,7 +236,10 @@ fn check_tree(r: &Rig) {
     let mut names = listxattr(&r.p("hard"));
     names.sort();
     assert_eq!(names, ["user.colour", "user.ossd.priority"]);
-    assert_eq!(getxattr(&r.p("hard"), "user.gone"), Err(libc::ENODATA));
+    assert_eq!(
+        getxattr(&r.p("hard"), "user.gone"),
+        Err(Errno::NODATA.raw_os_error())
+    );
     let log = fs::read(r.p("log")).unwrap();
     assert_eq!(log, b"one\ntwo\nthree\n");
     assert_eq!(fs::metadata(r.p("trunc")).unwrap().len(), 3000);
@@ -310,27 +284,44 @@ fn posix_operations_survive_a_clean_remount() {
     std::os::unix::fs::symlink("dir2/renamed", r.p("link")).unwrap();
     fs::hard_link(r.p("dir2/renamed"), r.p("hard")).unwrap();
     fs::set_permissions(r.p("hard"), fs::Permissions::from_mode(0o640)).unwrap();
-    assert_eq!(setxattr(&r.p("hard"), "user.colour", b"blue", 0), 0);
     assert_eq!(
-        setxattr(&r.p("hard"), "user.colour", b"red", libc::XATTR_CREATE),
-        libc::EEXIST
-    );
-    assert_eq!(setxattr(&r.p("hard"), "user.gone", b"x", 0), 0);
-    // SAFETY: a valid C string name.
-    let rm = unsafe { libc::removexattr(cpath(&r.p("hard")).as_ptr(), c"user.gone".as_ptr()) };
-    assert_eq!(rm, 0);
-    assert_eq!(setxattr(&r.p("hard"), "user.ossd.priority", b"2", 0), 0);
-    assert_eq!(
-        setxattr(&r.p("hard"), "user.ossd.priority", b"999", 0),
-        libc::EINVAL
+        setxattr(&r.p("hard"), "user.colour", b"blue", XattrFlags::empty()),
+        0
     );
     assert_eq!(
-        setxattr(&r.p("hard"), "trusted.x", b"1", 0),
-        libc::EOPNOTSUPP
+        setxattr(&r.p("hard"), "user.colour", b"red", XattrFlags::CREATE),
+        Errno::EXIST.raw_os_error()
     );
     assert_eq!(
-        setxattr(&r.p("hard"), "user.big", &[b'x'; 200], 0),
-        libc::ENOSPC
+        setxattr(&r.p("hard"), "user.gone", b"x", XattrFlags::empty()),
+        0
+    );
+    assert_eq!(rustix::fs::removexattr(r.p("hard"), "user.gone"), Ok(()));
+    assert_eq!(
+        setxattr(
+            &r.p("hard"),
+            "user.ossd.priority",
+            b"2",
+            XattrFlags::empty()
+        ),
+        0
+    );
+    assert_eq!(
+        setxattr(
+            &r.p("hard"),
+            "user.ossd.priority",
+            b"999",
+            XattrFlags::empty()
+        ),
+        Errno::INVAL.raw_os_error()
+    );
+    assert_eq!(
+        setxattr(&r.p("hard"), "trusted.x", b"1", XattrFlags::empty()),
+        Errno::OPNOTSUPP.raw_os_error()
+    );
+    assert_eq!(
+        setxattr(&r.p("hard"), "user.big", &[b'x'; 200], XattrFlags::empty()),
+        Errno::NOSPC.raw_os_error()
     );
     // O_APPEND
     for line in ["one\n", "two\n", "three\n"] {
@@ -359,28 +350,37 @@ fn posix_operations_survive_a_clean_remount() {
         fs::write(r.p(&format!("big/entry-{i:05}")), i.to_string()).unwrap();
     }
     // errors map to errno values
-    assert_eq!(errno(fs::read(r.p("nothing"))), libc::ENOENT);
-    assert_eq!(errno(fs::create_dir(r.p("dir1"))), libc::EEXIST);
-    assert_eq!(errno(fs::remove_dir(r.p("big"))), libc::ENOTEMPTY);
-    assert_eq!(errno(fs::remove_file(r.p("dir1"))), libc::EISDIR);
-    assert_eq!(errno(fs::read(r.p("log/x"))), libc::ENOTDIR);
+    assert_eq!(errno(fs::read(r.p("nothing"))), Errno::NOENT.raw_os_error());
+    assert_eq!(
+        errno(fs::create_dir(r.p("dir1"))),
+        Errno::EXIST.raw_os_error()
+    );
+    assert_eq!(
+        errno(fs::remove_dir(r.p("big"))),
+        Errno::NOTEMPTY.raw_os_error()
+    );
+    assert_eq!(
+        errno(fs::remove_file(r.p("dir1"))),
+        Errno::ISDIR.raw_os_error()
+    );
+    assert_eq!(errno(fs::read(r.p("log/x"))), Errno::NOTDIR.raw_os_error());
     assert_eq!(
         errno(fs::write(r.p(&"n".repeat(300)), b"")),
-        libc::ENAMETOOLONG
+        Errno::NAMETOOLONG.raw_os_error()
     );
     assert_eq!(
         errno(fs::rename(r.p("dir2"), r.p("dir2/inside"))),
-        libc::EINVAL
+        Errno::INVAL.raw_os_error()
     );
     assert_eq!(
         errno(fs::hard_link(r.p("dir1"), r.p("dirlink"))),
-        libc::EPERM
+        Errno::PERM.raw_os_error()
     );
     let excl = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(r.p("log"));
-    assert_eq!(errno(excl), libc::EEXIST);
+    assert_eq!(errno(excl), Errno::EXIST.raw_os_error());
     // statfs reports the device's space: what the files take is not free
     let s = statvfs(&r.mnt);
     assert!(

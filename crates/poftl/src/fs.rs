@@ -13,6 +13,8 @@ use vfs::{FileData, FileStat, FileSystem, FsCounters, FsError, Ino, ReadInto};
 
 use crate::store::{Data, PoftlError, PoftlStore, ReadOut};
 
+/// p-OFTL's thin file layer: each file is the store's object numbered by its inode; names and
+/// directories live in host memory only (lost at a remount).
 pub struct PoftlFs<F: Flash> {
     store: PoftlStore<F>,
     /// Files hold nothing in host memory: their data is object `ino` in the store.
@@ -31,6 +33,7 @@ fn fs_err(e: PoftlError) -> FsError {
 }
 
 impl<F: Flash> PoftlFs<F> {
+    /// A file layer over `store`, empty but for the root directory; `name` labels it in reports.
     pub fn new(store: PoftlStore<F>, name: &str) -> Self {
         PoftlFs {
             store,
@@ -39,6 +42,7 @@ impl<F: Flash> PoftlFs<F> {
         }
     }
 
+    /// The object store below.
     pub fn store(&self) -> &PoftlStore<F> {
         &self.store
     }

@@ -234,6 +234,7 @@ impl Regions {
     /// Lloyd iterations per recomputation.
     const ITERATIONS: usize = 8;
 
+    /// Grouping into `count` write regions (at least 1), with no history yet.
     pub fn new(count: usize) -> Regions {
         Regions {
             count: count.max(1),
@@ -242,6 +243,8 @@ impl Regions {
         }
     }
 
+    /// The natural log of hotness `h` (writes per second), floored at [`Regions::FLOOR`]: the scale
+    /// regions are formed on.
     pub fn log(h: f64) -> f64 {
         h.max(Self::FLOOR).ln()
     }
@@ -275,6 +278,7 @@ impl Regions {
         best
     }
 
+    /// The regions' centres, in log hotness (empty before the first observation).
     pub fn centers(&self) -> &[f64] {
         &self.centers
     }

@@ -1,3 +1,5 @@
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 //! p-OFTL (seed 002): an object-based flash translation layer with no device mapping table.
 //!
 //! - [`remap`]: static address remapping (III-A): bank bits shifted below the page bits so

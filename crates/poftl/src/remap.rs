@@ -14,16 +14,32 @@
 /// Errors of a remapping configuration.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RemapError {
+    /// The parallelism degree is not 1, 2, 4, 8 or 16.
     #[error("parallelism degree {0} is not one of 1, 2, 4, 8, 16")]
     Degree(u32),
+    /// The parallelism degree is larger than the device's bank count.
     #[error("parallelism degree {degree} exceeds the {banks} banks of the device")]
-    DegreeAboveBanks { degree: u32, banks: u32 },
+    DegreeAboveBanks {
+        /// The degree asked for.
+        degree: u32,
+        /// Banks the device has.
+        banks: u32,
+    },
+    /// A geometry field that must be a power of two is not.
     #[error("{what} = {value} is not a power of two; static remapping shifts bit fields")]
-    NotPowerOfTwo { what: &'static str, value: u32 },
+    NotPowerOfTwo {
+        /// The field: `banks` or `pages_per_block`.
+        what: &'static str,
+        /// Its value.
+        value: u32,
+    },
+    /// The device has no blocks per bank.
     #[error("blocks_per_bank must be at least 1")]
     NoBlocks,
+    /// The device has 2^32 pages or more.
     #[error("the device has 2^32 pages or more; addresses are 32-bit (seed 002 III-A)")]
     TooLarge,
+    /// A linear page address past the device's last page.
     #[error("linear address {0} lies beyond the device")]
     OutOfRange(u32),
 }
@@ -31,8 +47,11 @@ pub enum RemapError {
 /// A physical page: (bank, block in the bank, page in the block).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BankPage {
+    /// Bank (parallel unit) number.
     pub bank: u32,
+    /// Block within the bank.
     pub block: u32,
+    /// Page within the block.
     pub page: u32,
 }
 
@@ -61,6 +80,8 @@ impl Remap {
         }
     }
 
+    /// The remapping of a device of `banks` banks (a power of two), `blocks_per_bank` blocks each,
+    /// `pages_per_block` pages per block (a power of two), at parallelism degree `degree`.
     pub fn new(
         banks: u32,
         blocks_per_bank: u32,
@@ -90,6 +111,7 @@ impl Remap {
         })
     }
 
+    /// The parallelism degree, `2^k`: banks one super-block spans.
     pub fn degree(&self) -> u32 {
         1 << self.k
     }

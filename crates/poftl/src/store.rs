@@ -71,6 +71,8 @@ impl Default for PoftlConfig {
 }
 
 impl PoftlConfig {
+    /// Checks the settings (parallelism degree, write regions from 1 to 8, and the rest);
+    /// [`PoftlError::Config`] or [`PoftlError::Remap`] names what is wrong.
     pub fn validate(&self) -> Result<(), PoftlError> {
         Remap::check_degree(self.parallelism_degree)?;
         if !(1..=8).contains(&self.write_regions) {
@@ -112,26 +114,47 @@ impl PoftlConfig {
     }
 }
 
+/// Why a p-OFTL operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PoftlError {
+    /// The FML below failed (no space, a device error).
     #[error(transparent)]
     Fml(#[from] FmlError),
+    /// The device failed.
     #[error(transparent)]
     Flash(#[from] FlashError),
+    /// The static remapping does not fit the device.
     #[error("static remapping: {0}")]
     Remap(#[from] RemapError),
+    /// A setting is out of range (says which).
     #[error("p-OFTL configuration: {0}")]
     Config(String),
+    /// No object with this id.
     #[error("object {0:#x} does not exist")]
     NoObject(u64),
+    /// An object with this id exists already.
     #[error("object {0:#x} already exists")]
     Exists(u64),
+    /// The store is full: live pages at its capacity.
     #[error("no space: {live} pages live, capacity {capacity}")]
-    NoSpace { live: u64, capacity: u64 },
+    NoSpace {
+        /// Live pages.
+        live: u64,
+        /// Pages the store can hold.
+        capacity: u64,
+    },
+    /// An argument the call cannot take (says why).
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// A record read back from flash does not decode or check.
     #[error("corrupted: {what} at unit {unit}")]
-    Corrupted { what: &'static str, unit: u32 },
+    Corrupted {
+        /// What did not check.
+        what: &'static str,
+        /// The write unit (VPA) it was read from.
+        unit: u32,
+    },
+    /// An earlier write failed; every later write is refused (the reason of the first failure).
     #[error("an earlier write failed ({0}); the store refuses writes (its state is unknown)")]
     Poisoned(String),
 }
@@ -139,16 +162,20 @@ pub enum PoftlError {
 /// What a write carries.
 #[derive(Clone, Copy, Debug)]
 pub enum Data<'a> {
+    /// Real bytes, as long as the write.
     Bytes(&'a [u8]),
     /// Fingerprint mode: `len` bytes stood for by a token.
     Token {
+        /// Bytes the write stands for.
         len: u64,
+        /// The token standing for them.
         token: u64,
     },
 }
 
 /// Where a read puts the bytes.
 pub enum ReadOut<'a> {
+    /// Into this buffer, as long as the read.
     Bytes(&'a mut [u8]),
     /// Only the time and the I/O are wanted.
     Discard(u64),
@@ -157,7 +184,9 @@ pub enum ReadOut<'a> {
 /// Counters of p-OFTL's own work.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct PoftlStats {
+    /// Bytes the host asked to write.
     pub host_write_bytes: u64,
+    /// Bytes the host asked to read.
     pub host_read_bytes: u64,
     /// Pages the host's writes programmed (GC copies not counted).
     pub host_pages_written: u64,
@@ -284,8 +313,11 @@ struct Objects {
 pub mod record {
     /// Bytes of an OOB record (both kinds).
     pub const BYTES: usize = 32;
+    /// `kind` of the OOB record of a data page.
     pub const KIND_DATA: u8 = 1;
+    /// `kind` of the OOB record of a record page (logged creations, truncations, removals).
     pub const KIND_LOG: u8 = 2;
+    /// Format version every OOB record carries.
     pub const VERSION: u8 = 2;
     /// Bytes of one entry in a record page.
     pub const ENTRY_BYTES: usize = 32;
@@ -371,6 +403,7 @@ pub mod record {
         Some((count, crc))
     }
 
+    /// Writes entry `e` into the first `ENTRY_BYTES` of `out`.
     pub fn encode_entry(e: Entry, out: &mut [u8]) {
         let (op, object, size, seq) = e;
         out[..ENTRY_BYTES].fill(0);
@@ -380,6 +413,8 @@ pub mod record {
         out[24..32].copy_from_slice(&seq.to_le_bytes());
     }
 
+    /// Decodes an entry from the first `ENTRY_BYTES` of `b`; `None` if it is short or its op is
+    /// unknown.
     pub fn decode_entry(b: &[u8]) -> Option<Entry> {
         let op = match *b.first()? {
             1 => Op::Create,
@@ -450,6 +485,8 @@ pub fn page_fingerprint(object: u64, page: u64, token: u64) -> u64 {
     flash::fingerprint::mix(object.rotate_left(40) ^ page ^ flash::fingerprint::mix(token)) | 1
 }
 
+/// p-OFTL's object store: objects as extents of pages (no device mapping table), a write buffer
+/// grouped into write regions by hotness, whole-super-block GC over the shared FML.
 pub struct PoftlStore<F: Flash> {
     fml: Fml<F>,
     config: PoftlConfig,
@@ -661,6 +698,7 @@ impl<F: Flash> PoftlStore<F> {
         StreamId(self.config.write_regions as u8)
     }
 
+    /// The settings the store was made with.
     pub fn config(&self) -> &PoftlConfig {
         &self.config
     }
@@ -668,12 +706,15 @@ impl<F: Flash> PoftlStore<F> {
     pub fn into_flash(self) -> F {
         self.fml.into_flash()
     }
+    /// The FML below.
     pub fn fml(&self) -> &Fml<F> {
         &self.fml
     }
+    /// The static remapping in use.
     pub fn remap(&self) -> &Remap {
         &self.remap
     }
+    /// Counters of the store's work so far.
     pub fn stats(&self) -> PoftlStats {
         PoftlStats {
             units_lost: self.objects.lost,
@@ -685,12 +726,15 @@ impl<F: Flash> PoftlStore<F> {
     pub fn region_stats(&self) -> &[RegionStats] {
         &self.region_stats
     }
+    /// Bytes per page (the FML's write unit).
     pub fn page_bytes(&self) -> u64 {
         self.page_bytes
     }
+    /// Bytes the store can hold in live pages.
     pub fn capacity_bytes(&self) -> u64 {
         self.capacity_pages * self.page_bytes
     }
+    /// The store's clock (virtual ns): the issue time of the next call.
     pub fn now(&self) -> Nanos {
         self.now
     }
@@ -698,9 +742,11 @@ impl<F: Flash> PoftlStore<F> {
     pub fn set_time(&mut self, at: Nanos) {
         self.now = self.now.max(at);
     }
+    /// Whether object `id` exists.
     pub fn exists(&self, id: u64) -> bool {
         self.objects.map.contains_key(&id)
     }
+    /// Size in bytes of object `id`.
     pub fn size(&self, id: u64) -> Result<u64, PoftlError> {
         Ok(self.object(id)?.size)
     }
@@ -713,6 +759,7 @@ impl<F: Flash> PoftlStore<F> {
         self.objects.map.get(&id).ok_or(PoftlError::NoObject(id))
     }
 
+    /// Creates object `id`, empty; [`PoftlError::Exists`] if it exists.
     pub fn create(&mut self, id: u64) -> Result<(), PoftlError> {
         if self.objects.map.contains_key(&id) {
             return Err(PoftlError::Exists(id));
@@ -767,7 +814,11 @@ impl<F: Flash> PoftlStore<F> {
             }
         }
         let first_gone = size.div_ceil(pb);
-        let obj = self.objects.map.get_mut(&id).expect("checked above");
+        let obj = self
+            .objects
+            .map
+            .get_mut(&id)
+            .ok_or(PoftlError::NoObject(id))?;
         // Live pages past the end: those on flash, and those only in the buffer.
         let buffered: Vec<(u64, u64)> = self
             .buffer
@@ -886,7 +937,11 @@ impl<F: Flash> PoftlStore<F> {
             self.buffer.insert((id, p), page);
             // The size grows page by page, so that a flush in the middle of this write records
             // (docs/FORMAT.md) a size covering every page it programs.
-            let obj = self.objects.map.get_mut(&id).expect("checked above");
+            let obj = self
+                .objects
+                .map
+                .get_mut(&id)
+                .ok_or(PoftlError::NoObject(id))?;
             obj.size = obj.size.max(end.min((p + 1) * pb));
             if self.buffer.len() >= self.config.buffer_pages as usize {
                 self.flush()?;
@@ -1042,11 +1097,12 @@ impl<F: Flash> PoftlStore<F> {
             self.block_region[sb] = region as u8;
             self.region_stats[region].pages_written += 1;
             let now = self.now;
+            // Buffered pages belong to existing objects.
             let obj = self
                 .objects
                 .map
                 .get_mut(&id)
-                .expect("buffered pages belong to existing objects");
+                .ok_or(PoftlError::NoObject(id))?;
             if let Some(old) = obj.extents.insert(p, vpa) {
                 self.fml.invalidate(old);
             }

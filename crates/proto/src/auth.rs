@@ -12,8 +12,11 @@ use crate::msg::{Command, Status};
 /// operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Requirement {
+    /// The partition the capability must be for (`Capability::DEVICE` for device-level commands).
     pub partition: PartitionId,
+    /// The object it must cover; `None`: it must cover every object of the partition.
     pub object: Option<ObjectId>,
+    /// Operations it must allow.
     pub ops: Ops,
 }
 

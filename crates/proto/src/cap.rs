@@ -29,16 +29,25 @@ pub const KEY_LEN: usize = 32;
 pub struct Ops(pub u16);
 
 impl Ops {
+    /// READ.
     pub const READ: Ops = Ops(1 << 0);
+    /// WRITE, APPEND and TRUNCATE.
     pub const WRITE: Ops = Ops(1 << 1);
+    /// CREATE.
     pub const CREATE: Ops = Ops(1 << 2);
+    /// REMOVE.
     pub const REMOVE: Ops = Ops(1 << 3);
+    /// GET ATTRIBUTES.
     pub const GET_ATTR: Ops = Ops(1 << 4);
+    /// SET ATTRIBUTES.
     pub const SET_ATTR: Ops = Ops(1 << 5);
+    /// LIST and LIST PARTITIONS.
     pub const LIST: Ops = Ops(1 << 6);
+    /// FLUSH.
     pub const FLUSH: Ops = Ops(1 << 7);
     /// Create and remove partitions, bump key versions.
     pub const PARTITION_ADMIN: Ops = Ops(1 << 8);
+    /// Every operation.
     pub const ALL: Ops = Ops((1 << 9) - 1);
 
     const NAMES: [(&'static str, Ops); 9] = [
@@ -53,10 +62,12 @@ impl Ops {
         ("partition-admin", Ops::PARTITION_ADMIN),
     ];
 
+    /// Whether every operation of `other` is set here.
     pub fn contains(self, other: Ops) -> bool {
         self.0 & other.0 == other.0
     }
 
+    /// The operations of both.
     pub fn union(self, other: Ops) -> Ops {
         Ops(self.0 | other.0)
     }
@@ -101,6 +112,7 @@ impl Ops {
 pub enum CapObject {
     /// Every object of the partition, and the partition itself.
     All,
+    /// This object only.
     One(ObjectId),
 }
 
@@ -109,10 +121,15 @@ pub enum CapObject {
 /// issued under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Capability {
+    /// The partition it is for (`Capability::DEVICE`: the device).
     pub partition: PartitionId,
+    /// One object or all of the partition.
     pub object: CapObject,
+    /// Operations allowed.
     pub ops: Ops,
+    /// The partition key version it was issued under (older than the current one: revoked).
     pub key_version: u32,
+    /// Expiry, in seconds since the Unix epoch.
     pub expires_unix_s: u64,
 }
 
@@ -138,6 +155,7 @@ impl Capability {
         b
     }
 
+    /// Decodes the 32 bytes [`Capability::encode`] writes (no more, no fewer).
     pub fn decode(b: &[u8]) -> Result<Capability, ProtoError> {
         let mut r = Reader::new(b);
         let c = Capability::read(&mut r)?;
@@ -205,8 +223,17 @@ impl Capability {
     }
 }
 
+/// HMAC-SHA256 keyed with `key`.
+#[expect(
+    clippy::expect_used,
+    reason = "HMAC takes keys of any length (RFC 2104): new_from_slice never fails for Hmac"
+)]
+fn keyed(key: &[u8]) -> HmacSha256 {
+    HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length")
+}
+
 fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
-    let mut m = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
+    let mut m = keyed(key);
     for p in parts {
         m.update(p);
     }
@@ -224,6 +251,7 @@ impl std::fmt::Debug for MasterKey {
 }
 
 impl MasterKey {
+    /// A master key from its 32 bytes.
     pub fn from_bytes(b: [u8; KEY_LEN]) -> MasterKey {
         MasterKey(b)
     }
@@ -235,12 +263,16 @@ impl MasterKey {
             let t = text.trim();
             if t.len() == 2 * KEY_LEN {
                 return hex_decode(t)
-                    .map(|v| MasterKey(v.try_into().expect("32 bytes")))
+                    .and_then(|v| {
+                        <[u8; KEY_LEN]>::try_from(v)
+                            .map_err(|v| format!("{} bytes, not {KEY_LEN}", v.len()))
+                    })
+                    .map(MasterKey)
                     .map_err(|e| format!("key file: {e}"));
             }
         }
-        if file.len() == KEY_LEN {
-            return Ok(MasterKey(file.try_into().expect("32 bytes")));
+        if let Ok(raw) = <[u8; KEY_LEN]>::try_from(file) {
+            return Ok(MasterKey(raw));
         }
         Err(format!(
             "key file: expected 64 hex digits or 32 raw bytes, found {} bytes",
@@ -308,17 +340,19 @@ impl CapKey {
 
     /// Checks an integrity value in constant time (`hmac`'s `verify_slice`).
     pub fn verify(&self, parts: &[&[u8]], mac: &[u8]) -> bool {
-        let mut m = HmacSha256::new_from_slice(&self.0).expect("any key length");
+        let mut m = keyed(&self.0);
         for p in parts {
             m.update(p);
         }
         m.verify_slice(mac).is_ok()
     }
 
+    /// The key as 64 hex digits (what `ossd cap` hands a client).
     pub fn to_hex(&self) -> String {
         hex_encode(&self.0)
     }
 
+    /// Parses 64 hex digits (surrounding white space ignored).
     pub fn from_hex(s: &str) -> Result<CapKey, String> {
         let v = hex_decode(s.trim())?;
         let a: [u8; 32] = v
@@ -328,10 +362,12 @@ impl CapKey {
     }
 }
 
+/// Lower-case hex digits of `b`, two per byte.
 pub fn hex_encode(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// The bytes of an even number of hex digits (either case).
 pub fn hex_decode(s: &str) -> Result<Vec<u8>, String> {
     if !s.len().is_multiple_of(2) {
         return Err(format!("odd number of hex digits ({})", s.len()));

@@ -18,38 +18,78 @@ const KNOWN_FLAGS: u8 = FLAG_REPLY | FLAG_SECURED;
 /// offset (within the body, or the header for header fields) where decoding stopped.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProtoError {
+    /// Fewer bytes than the field needs.
     #[error("truncated {what} at byte {offset}: {needed} bytes needed, {have} left")]
     Truncated {
+        /// The field.
         what: &'static str,
+        /// Where it starts.
         offset: usize,
+        /// Bytes it needs.
         needed: usize,
+        /// Bytes left.
         have: usize,
     },
+    /// The frame does not start with [`MAGIC`].
     #[error("bad magic {found:02x?} (expected \"OSDW\")")]
-    BadMagic { found: [u8; 4] },
+    BadMagic {
+        /// The first four bytes.
+        found: [u8; 4],
+    },
+    /// A protocol version this build does not speak.
     #[error("protocol version {version} is not supported")]
-    UnsupportedVersion { version: u8 },
+    UnsupportedVersion {
+        /// The version.
+        version: u8,
+    },
+    /// An opcode that is not one of `Opcode`.
     #[error("unknown opcode {opcode:#06x}")]
-    UnknownOpcode { opcode: u16 },
+    UnknownOpcode {
+        /// The opcode.
+        opcode: u16,
+    },
+    /// A frame or a length over the limit.
     #[error("{what} of {len} bytes is too long (at most {max})")]
     TooLong {
+        /// What is too long.
         what: &'static str,
+        /// Its length in bytes.
         len: u64,
+        /// The limit in bytes.
         max: u64,
     },
+    /// A field whose value is not allowed.
     #[error("bad {what} value {value:#x} at byte {offset}")]
     BadValue {
+        /// The field.
         what: &'static str,
+        /// Its value.
         value: u64,
+        /// Where it starts.
         offset: usize,
     },
+    /// A string field that is not UTF-8.
     #[error("{what} is not UTF-8 at byte {offset}")]
-    BadUtf8 { what: &'static str, offset: usize },
+    BadUtf8 {
+        /// The field.
+        what: &'static str,
+        /// Where it starts.
+        offset: usize,
+    },
+    /// Bytes left over after the last field.
     #[error("{extra} unexpected bytes after {what}")]
-    TrailingBytes { what: &'static str, extra: usize },
+    TrailingBytes {
+        /// What was decoded.
+        what: &'static str,
+        /// Bytes left over.
+        extra: usize,
+    },
+    /// A structure that decodes but does not hold together.
     #[error("{what}: {why}")]
     Malformed {
+        /// What.
         what: &'static str,
+        /// Why.
         why: &'static str,
     },
 }
@@ -57,22 +97,30 @@ pub enum ProtoError {
 /// A frame header (20 bytes, big-endian): magic, version, flags, opcode, request id, body length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// Protocol version (of the frame, or any in HELLO).
     pub version: u8,
+    /// [`FLAG_REPLY`] and [`FLAG_SECURED`] bits.
     pub flags: u8,
+    /// The command's opcode (a reply carries its request's).
     pub opcode: u16,
+    /// Chosen by the client; a reply carries its request's.
     pub request_id: u64,
+    /// Bytes of body after the header.
     pub body_len: u32,
 }
 
 impl Header {
+    /// Whether the frame is a reply.
     pub fn is_reply(&self) -> bool {
         self.flags & FLAG_REPLY != 0
     }
 
+    /// Whether the body carries a capability (requests) and an integrity value.
     pub fn is_secured(&self) -> bool {
         self.flags & FLAG_SECURED != 0
     }
 
+    /// The 20 header bytes.
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[0..4].copy_from_slice(&MAGIC);
@@ -107,12 +155,14 @@ impl Header {
                 offset: 5,
             });
         }
+        let mut r = Reader::new(b);
+        r.bytes(6, "header")?;
         let h = Header {
             version: b[4],
             flags,
-            opcode: u16::from_be_bytes([b[6], b[7]]),
-            request_id: u64::from_be_bytes(b[8..16].try_into().expect("8 bytes")),
-            body_len: u32::from_be_bytes(b[16..20].try_into().expect("4 bytes")),
+            opcode: r.u16("opcode")?,
+            request_id: r.u64("request id")?,
+            body_len: r.u32("body length")?,
         };
         if h.body_len > max_body_bytes {
             return Err(ProtoError::TooLong {

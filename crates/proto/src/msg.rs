@@ -15,24 +15,40 @@ pub const SUPPORTED_VERSIONS: &[u8] = &[VERSION_1];
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u16)]
 pub enum Opcode {
+    /// HELLO: version negotiation.
     Hello = 0x0001,
+    /// CREATE PARTITION.
     CreatePartition = 0x0010,
+    /// REMOVE PARTITION.
     RemovePartition = 0x0011,
+    /// LIST PARTITIONS.
     ListPartitions = 0x0012,
+    /// SET KEY VERSION (revocation).
     SetKeyVersion = 0x0013,
+    /// CREATE (an object).
     Create = 0x0020,
+    /// REMOVE (an object).
     Remove = 0x0021,
+    /// READ.
     Read = 0x0022,
+    /// WRITE.
     Write = 0x0023,
+    /// APPEND.
     Append = 0x0024,
+    /// TRUNCATE.
     Truncate = 0x0025,
+    /// GET ATTRIBUTES.
     GetAttr = 0x0026,
+    /// SET ATTRIBUTES.
     SetAttr = 0x0027,
+    /// LIST (a partition's objects).
     List = 0x0028,
+    /// FLUSH.
     Flush = 0x0029,
 }
 
 impl Opcode {
+    /// Every opcode, in code order.
     pub const ALL: [Opcode; 15] = [
         Opcode::Hello,
         Opcode::CreatePartition,
@@ -51,6 +67,7 @@ impl Opcode {
         Opcode::Flush,
     ];
 
+    /// The opcode of a header's code; [`ProtoError::UnknownOpcode`] for any other.
     pub fn from_code(code: u16) -> Result<Opcode, ProtoError> {
         Opcode::ALL
             .into_iter()
@@ -64,68 +81,111 @@ impl Opcode {
 pub enum Command {
     /// Version negotiation: the versions the client speaks. Carries no capability.
     Hello {
+        /// Protocol versions the client speaks.
         versions: Vec<u8>,
     },
+    /// Creates a partition.
     CreatePartition {
+        /// The partition id wanted; `None`: the target picks one.
         id: Option<PartitionId>,
     },
+    /// Removes a partition.
     RemovePartition {
+        /// The partition to remove.
         id: PartitionId,
     },
+    /// Lists partition ids, `max` at a time.
     ListPartitions {
+        /// Where to continue: 0 first, then the previous reply's continuation.
         token: u64,
+        /// Most ids to return (the server caps it at 65,536).
         max: u32,
     },
     /// Revocation: sets a partition's current key version (it may only grow).
     SetKeyVersion {
+        /// The partition.
         partition: PartitionId,
+        /// The new key version; it must exceed the current one.
         version: u32,
     },
+    /// Creates an object in a partition.
     Create {
+        /// The partition to create it in.
         partition: PartitionId,
+        /// The object id wanted; `None`: the target picks one.
         id: Option<ObjectId>,
     },
+    /// Removes an object.
     Remove {
+        /// The object.
         oid: Oid,
     },
+    /// Reads a byte range of an object (shorter at the end of the object).
     Read {
+        /// The object.
         oid: Oid,
+        /// First byte.
         offset: u64,
+        /// Bytes wanted (at most the max frame size less 128).
         length: u32,
     },
+    /// Writes bytes at an offset of an object.
     Write {
+        /// The object.
         oid: Oid,
+        /// First byte written.
         offset: u64,
+        /// The bytes.
         data: Vec<u8>,
     },
+    /// Writes bytes at the end of an object; the reply says at which offset.
     Append {
+        /// The object.
         oid: Oid,
+        /// The bytes.
         data: Vec<u8>,
     },
+    /// Sets an object's logical length.
     Truncate {
+        /// The object.
         oid: Oid,
+        /// The new length in bytes.
         length: u64,
     },
+    /// Reads one attribute of an object.
     GetAttr {
+        /// The object.
         oid: Oid,
+        /// The attribute.
         attr: Attr,
     },
+    /// Sets one attribute of an object.
     SetAttr {
+        /// The object.
         oid: Oid,
+        /// The attribute.
         attr: Attr,
+        /// Its new value.
         value: AttrValue,
     },
+    /// Lists a partition's object ids, `max` at a time.
     List {
+        /// The partition.
         partition: PartitionId,
+        /// Where to continue: 0 first, then the previous reply's continuation.
         token: u64,
+        /// Most ids to return (the server caps it at 65,536).
         max: u32,
     },
+    /// Makes written data durable: one object, a partition or the device.
     Flush {
+        /// What to flush.
         scope: FlushScope,
     },
 }
 
 impl Command {
+    /// The command's opcode.
     pub fn opcode(&self) -> Opcode {
         match self {
             Command::Hello { .. } => Opcode::Hello,
@@ -150,7 +210,9 @@ impl Command {
 /// A request: its id (echoed in the reply, so replies may be pipelined) and its command.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
+    /// Chosen by the client; the reply carries it back.
     pub request_id: u64,
+    /// The command.
     pub command: Command,
 }
 
@@ -158,7 +220,9 @@ pub struct Request {
 /// body bytes the integrity value covers (after the header).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Security {
+    /// The capability the request was sent under.
     pub capability: Capability,
+    /// HMAC-SHA256 under the capability key over the header and the body before it.
     pub mac: [u8; MAC_LEN],
 }
 
@@ -177,8 +241,11 @@ impl Security {
 /// A decoded request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decoded {
+    /// The request's id.
     pub request_id: u64,
+    /// The command.
     pub command: Command,
+    /// Capability and integrity value; `None` for an unsecured frame (HELLO).
     pub security: Option<Security>,
 }
 
@@ -187,14 +254,23 @@ pub struct Decoded {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u16)]
 pub enum Status {
+    /// Success.
     Ok = 0,
+    /// `OsdError::NotFound`: no such partition or object.
     NotFound = 0x01,
+    /// `OsdError::AlreadyExists`.
     AlreadyExists = 0x02,
+    /// `OsdError::NoSpace`: the store is full.
     NoSpace = 0x03,
+    /// `OsdError::InvalidArgument`.
     InvalidArgument = 0x04,
+    /// `OsdError::ReadOnly`.
     ReadOnly = 0x05,
+    /// `OsdError::Corrupted`: what the store read back does not decode or check.
     Corrupted = 0x06,
+    /// `OsdError::Device` (or `Remote`): the device failed.
     Device = 0x07,
+    /// `OsdError::Poisoned`: an earlier failure left the store refusing writes.
     Poisoned = 0x08,
     /// A unit read back did not match its checksum: its contents are lost, never returned.
     Uncorrectable = 0x09,
@@ -202,7 +278,9 @@ pub enum Status {
     Internal = 0x0a,
     /// The frame's body could not be decoded.
     BadFrame = 0x100,
+    /// The HELLO offered no version the target speaks, or a frame carries another version.
     UnsupportedVersion = 0x101,
+    /// The header's opcode is not one of [`Opcode`].
     UnknownOpcode = 0x102,
     /// A frame or a requested length exceeds the limit.
     TooLong = 0x103,
@@ -215,8 +293,11 @@ pub enum Status {
     /// The integrity value does not match: the capability was forged or altered, or the request
     /// was altered.
     BadIntegrity = 0x201,
+    /// The capability's expiry time has passed.
     Expired = 0x202,
+    /// The capability is for another partition.
     WrongPartition = 0x203,
+    /// The capability covers another object.
     WrongObject = 0x204,
     /// The capability does not allow this operation.
     OperationDenied = 0x205,
@@ -229,6 +310,7 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, in code order.
     pub const ALL: [Status; 26] = [
         Status::Ok,
         Status::NotFound,
@@ -258,10 +340,12 @@ impl Status {
         Status::Reserved,
     ];
 
+    /// The status of a code, if it is one.
     pub fn from_code(code: u16) -> Option<Status> {
         Status::ALL.into_iter().find(|s| *s as u16 == code)
     }
 
+    /// Whether it is a security refusal (0x2xx).
     pub fn is_security(self) -> bool {
         (self as u16) & 0xff00 == 0x200
     }
@@ -289,10 +373,16 @@ pub enum Failure {
     /// The object store refused or failed it.
     Osd(OsdError),
     /// A protocol error or security refusal (status 0x1xx or 0x2xx) with a message.
-    Refused { status: Status, message: String },
+    Refused {
+        /// The status (0x1xx or 0x2xx).
+        status: Status,
+        /// What was wrong, for people.
+        message: String,
+    },
 }
 
 impl Failure {
+    /// The status code the reply carries.
     pub fn status(&self) -> Status {
         match self {
             Failure::Osd(e) => Status::of(e),
@@ -300,6 +390,7 @@ impl Failure {
         }
     }
 
+    /// A protocol error or security refusal with `status` and `message`.
     pub fn refused(status: Status, message: impl Into<String>) -> Failure {
         Failure::Refused {
             status,
@@ -327,20 +418,30 @@ impl PartialEq for Failure {
 /// What a successful command returns.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReplyBody {
+    /// HELLO: the version chosen and the target's frame limit.
     Hello {
+        /// The protocol version the rest of the connection uses.
         version: u8,
+        /// Largest frame body the target accepts, in bytes.
         max_frame_bytes: u32,
     },
     /// No result (REMOVE, WRITE, TRUNCATE, SET ATTRIBUTES, FLUSH, ...).
     Done,
+    /// The id of the partition created.
     Partition(PartitionId),
+    /// The id of the object created.
     Object(ObjectId),
+    /// READ: the bytes (shorter than asked at the end of the object).
     Data(Vec<u8>),
+    /// APPEND: the offset the data went to.
     Offset(u64),
+    /// GET ATTRIBUTES: the value.
     Attr(AttrValue),
     /// LIST and LIST PARTITIONS: ids and the continuation token.
     Ids {
+        /// The ids, in order.
         ids: Vec<u64>,
+        /// Where to continue; `None`: the listing is complete.
         next: Option<u64>,
     },
 }
@@ -348,8 +449,11 @@ pub enum ReplyBody {
 /// A reply to request `request_id`, which had opcode `opcode`.
 #[derive(Debug, PartialEq)]
 pub struct Reply {
+    /// The request's id.
     pub request_id: u64,
+    /// The request's opcode, as it came.
     pub opcode: u16,
+    /// The result, or why the command failed.
     pub result: Result<ReplyBody, Failure>,
 }
 
@@ -735,7 +839,8 @@ pub fn decode_request(header: &Header, body: &[u8]) -> Result<Decoded, ProtoErro
         }
         let mut r = Reader::new(&body[..CAPABILITY_LEN]);
         let capability = Capability::read(&mut r)?;
-        let mac: [u8; MAC_LEN] = body[body.len() - MAC_LEN..].try_into().expect("32 bytes");
+        let mac: [u8; MAC_LEN] =
+            Reader::new(&body[body.len() - MAC_LEN..]).array("integrity value")?;
         (
             &body[CAPABILITY_LEN..body.len() - MAC_LEN],
             Some(Security { capability, mac }),

@@ -1,3 +1,5 @@
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 //! OAQ, the host-side object-aware I/O scheduler of the OSSD prototype (seed 000 V-C).
 //!
 //! The object file system produces *object I/O instances* (OIOs): a read or a write of a range
@@ -36,17 +38,22 @@ pub struct Priority(pub u8);
 /// Direction of an I/O.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Direction {
+    /// Data from the object to the host.
     Read,
+    /// Data from the host to the object.
     Write,
 }
 
 /// An object I/O instance, as the file system submits it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Oio {
+    /// The object the I/O is for.
     pub oid: ObjectId,
+    /// Read or write.
     pub dir: Direction,
     /// First sector (512 bytes) of the range, within the object.
     pub offset_sectors: u64,
+    /// Length in sectors (512 bytes); at least 1.
     pub sectors: u32,
     /// This request's priority; `None` takes the object's.
     pub priority: Option<Priority>,
@@ -65,16 +72,22 @@ pub struct OioId(pub u64);
 /// An object request: merged, contiguous OIOs of one object, one direction, one priority.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Oreq {
+    /// The object all its OIOs are for.
     pub oid: ObjectId,
+    /// Read or write (OIOs of different directions never merge).
     pub dir: Direction,
+    /// First sector (512 bytes) of the merged range, within the object.
     pub offset_sectors: u64,
+    /// Length of the merged range in sectors (at most `max_request_sectors`).
     pub sectors: u32,
+    /// The queue it waits in: its OIOs' priority (or the object's).
     pub priority: Priority,
     /// The OIOs it carries, in the order they were merged.
     pub oios: Vec<OioId>,
 }
 
 impl Oreq {
+    /// One past the last sector of the range.
     pub fn end(&self) -> u64 {
         self.offset_sectors + self.sectors as u64
     }
@@ -102,16 +115,32 @@ impl Default for OaqConfig {
     }
 }
 
+/// Why OAQ refused a configuration or an OIO.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SchedError {
+    /// A setting is out of range (says which).
     #[error("OAQ configuration: {0}")]
     Config(String),
+    /// An OIO of zero sectors.
     #[error("an OIO of object {oid} has no sectors")]
-    Empty { oid: u64 },
+    Empty {
+        /// The object's id.
+        oid: u64,
+    },
+    /// An OIO whose range ends past sector 2^64.
     #[error("an OIO of object {oid} ends past sector 2^64")]
-    Overflow { oid: u64 },
+    Overflow {
+        /// The object's id.
+        oid: u64,
+    },
+    /// A priority at or above the configured number of levels.
     #[error("priority {got} is beyond the {levels} levels OAQ has")]
-    Priority { got: u8, levels: u8 },
+    Priority {
+        /// The priority asked for.
+        got: u8,
+        /// Levels OAQ has (`priority_levels`).
+        levels: u8,
+    },
 }
 
 /// Per-object I/O context: the object's priority attribute and its queued OREQs (oldest first).
@@ -144,6 +173,7 @@ pub struct Oaq {
 }
 
 impl Oaq {
+    /// An empty OAQ; [`SchedError::Config`] if a setting is 0.
     pub fn new(config: OaqConfig) -> Result<Oaq, SchedError> {
         if config.max_request_sectors == 0 {
             return Err(SchedError::Config(
@@ -171,6 +201,7 @@ impl Oaq {
         })
     }
 
+    /// The settings OAQ was made with.
     pub fn config(&self) -> &OaqConfig {
         &self.config
     }
@@ -180,6 +211,7 @@ impl Oaq {
         self.slots.len()
     }
 
+    /// Whether no OREQ waits for dispatch.
     pub fn is_empty(&self) -> bool {
         self.slots.is_empty()
     }
@@ -210,17 +242,18 @@ impl Oaq {
     fn context_mut(&mut self, oid: ObjectId) -> &mut IoContext {
         let b = self.bucket(oid);
         let chain = &mut self.buckets[b];
-        match chain.iter().position(|c| c.oid == oid) {
-            Some(i) => &mut chain[i],
+        let i = match chain.iter().position(|c| c.oid == oid) {
+            Some(i) => i,
             None => {
                 chain.push(IoContext {
                     oid,
                     priority: None,
                     pending: Vec::new(),
                 });
-                chain.last_mut().expect("just pushed")
+                chain.len() - 1
             }
-        }
+        };
+        &mut chain[i]
     }
 
     /// Drops a context that holds nothing (no attribute, no queued OREQ).
@@ -283,12 +316,11 @@ impl Oaq {
                 .copied()
                 .find(|n| self.slots[n].oreq.priority == priority)
         });
-        if let Some(n) = candidate {
-            let r = &mut self
-                .slots
-                .get_mut(&n)
-                .expect("pending OREQs are queued")
-                .oreq;
+        // A candidate has a slot (the search above read it).
+        if let Some(r) = candidate
+            .and_then(|n| self.slots.get_mut(&n))
+            .map(|s| &mut s.oreq)
+        {
             let fits = r.sectors as u64 + oio.sectors as u64 <= max;
             if r.dir == oio.dir && fits {
                 if r.end() == oio.offset_sectors {
@@ -329,8 +361,9 @@ impl Oaq {
     /// Takes the OREQ at the head of the highest-priority non-empty queue.
     pub fn dispatch(&mut self) -> Option<Oreq> {
         let q = self.queues.iter_mut().rev().find(|q| !q.is_empty())?;
-        let n = q.pop_front().expect("non-empty queue");
-        let slot = self.slots.remove(&n).expect("queued OREQs have a slot");
+        let n = q.pop_front()?;
+        // Every queued OREQ has a slot: submit makes both.
+        let slot = self.slots.remove(&n)?;
         let oid = slot.oreq.oid;
         self.context_mut(oid).pending.retain(|&m| m != n);
         self.tidy(oid);

@@ -1,3 +1,5 @@
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 //! The file-level interface of the host file systems the lab drives: OFS on the object store
 //! (seed 000 V-B, seed 001 III-A) and the EXT4-like block file system on the page-mapping FTL.
 //! Both run in-process on the same device model, in virtual time.
@@ -8,6 +10,7 @@
 //!
 //! [`oracle::MemFs`] is the simple in-memory model every implementation is tested against.
 
+pub mod le;
 pub mod namespace;
 pub mod oracle;
 
@@ -53,12 +56,14 @@ pub enum ReadInto<'a> {
 }
 
 impl ReadInto<'_> {
+    /// Bytes wanted: the buffer's length, or the count to discard.
     pub fn len(&self) -> u64 {
         match self {
             ReadInto::Bytes(b) => b.len() as u64,
             ReadInto::Discard(n) => *n,
         }
     }
+    /// Whether the read wants no bytes.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -67,7 +72,9 @@ impl ReadInto<'_> {
 /// A file, a directory or a symbolic link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FileKind {
+    /// A regular file.
     File,
+    /// A directory.
     Dir,
     /// A symbolic link: its target is its contents ([`FileSystem::readlink`]). Only file
     /// systems that implement [`FileSystem::symlink`] make them.
@@ -77,18 +84,24 @@ pub enum FileKind {
 /// What `stat` reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileStat {
+    /// Inode number.
     pub ino: Ino,
+    /// File, directory or symbolic link.
     pub kind: FileKind,
     /// Logical size in bytes (for a directory, what its entries occupy).
     pub size: u64,
+    /// Last modification time, in the file system's clock (ns).
     pub modified_ns: Nanos,
 }
 
 /// Who owns a new inode and its permission bits (the low 12 bits of `st_mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Owner {
+    /// Permission bits (`0o7777` at most).
     pub perm: u32,
+    /// Owning user id.
     pub uid: u32,
+    /// Owning group id.
     pub gid: u32,
 }
 
@@ -112,31 +125,43 @@ impl Owner {
 /// What `getattr` reports: [`FileStat`] plus the POSIX attributes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileAttr {
+    /// Inode number.
     pub ino: Ino,
+    /// File, directory or symbolic link.
     pub kind: FileKind,
+    /// Logical size in bytes (for a directory, what its entries occupy).
     pub size: u64,
     /// Permission bits (`0o7777` at most).
     pub perm: u32,
+    /// Owning user id.
     pub uid: u32,
+    /// Owning group id.
     pub gid: u32,
     /// Names the inode has (directories report 1: the count of subdirectories is not kept).
     pub nlink: u32,
     /// Times in the file system's clock (virtual ns in the lab; ns since the Unix epoch
     /// through a mount).
     pub atime_ns: Nanos,
+    /// Last modification of the contents.
     pub mtime_ns: Nanos,
+    /// Last change of the inode (attributes, links, contents).
     pub ctime_ns: Nanos,
 }
 
 /// What `setattr` changes; `None` leaves a field as it is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SetAttr {
+    /// New permission bits.
     pub perm: Option<u32>,
+    /// New owning user id.
     pub uid: Option<u32>,
+    /// New owning group id.
     pub gid: Option<u32>,
     /// Truncates or extends a file.
     pub size: Option<u64>,
+    /// New access time (ns, the file system's clock).
     pub atime_ns: Option<Nanos>,
+    /// New modification time (ns, the file system's clock).
     pub mtime_ns: Option<Nanos>,
 }
 
@@ -154,7 +179,9 @@ pub enum XattrMode {
 /// Space on the device below a file system, for `statfs`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SpaceInfo {
+    /// Bytes the file system can hold in all.
     pub total_bytes: u64,
+    /// Bytes still free.
     pub free_bytes: u64,
     /// Inode numbers handed out so far (at least the inodes in use).
     pub inodes_used: u64,
@@ -173,26 +200,37 @@ pub const XATTR_NAME_MAX: usize = 255;
 /// File system errors, each saying what it is about.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FsError {
+    /// No such name or inode (`ENOENT`); says which.
     #[error("{0}: no such file or directory")]
     NotFound(String),
+    /// The name is taken (`EEXIST`).
     #[error("{0}: already exists")]
     Exists(String),
+    /// A directory was expected (`ENOTDIR`).
     #[error("{0}: not a directory")]
     NotDir(String),
+    /// A non-directory was expected (`EISDIR`).
     #[error("{0}: is a directory")]
     IsDir(String),
+    /// The directory still has entries (`ENOTEMPTY`).
     #[error("{0}: directory not empty")]
     NotEmpty(String),
+    /// The device or the inode table is full (`ENOSPC`).
     #[error("no space left: {0}")]
     NoSpace(String),
+    /// An argument the call cannot take (`EINVAL`), e.g. a bad name or a rename into itself.
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// What the file system read from its device does not decode or check (`EIO`).
     #[error("corrupted: {0}")]
     Corrupted(String),
+    /// The device below failed (`EIO`), e.g. its power is off.
     #[error("device: {0}")]
     Device(String),
+    /// The file system does not implement the call (`EOPNOTSUPP`).
     #[error("not supported: {0}")]
     Unsupported(String),
+    /// The operation is not allowed on this inode (`EPERM`), e.g. a hard link to a directory.
     #[error("not permitted: {0}")]
     NotPermitted(String),
 }
@@ -231,6 +269,7 @@ pub trait FileSystem {
     fn read(&mut self, ino: Ino, offset: u64, into: ReadInto<'_>) -> Result<u64, FsError>;
     /// Sets the file's size (shrinking frees data; growing reads as zeros).
     fn truncate(&mut self, ino: Ino, size: u64) -> Result<(), FsError>;
+    /// Size, kind and modification time of an inode.
     fn stat(&mut self, ino: Ino) -> Result<FileStat, FsError>;
     /// Makes the file's data durable (`data_only`: fdatasync) or its data and metadata (fsync).
     fn fsync(&mut self, ino: Ino, data_only: bool) -> Result<(), FsError>;
@@ -320,6 +359,8 @@ pub trait FileSystem {
     fn getxattr(&mut self, _ino: Ino, _name: &str) -> Result<Option<Vec<u8>>, FsError> {
         unsupported("extended attributes")
     }
+    /// Sets an extended attribute (`name` without its `user.` namespace); `mode` says whether it
+    /// may or must exist already.
     fn setxattr(
         &mut self,
         _ino: Ino,

@@ -9,8 +9,11 @@ use rustc_hash::FxHashMap;
 use crate::oracle::check_name;
 use crate::{FileKind, FsError, Ino, ROOT};
 
+/// An inode of the namespace: a file holding a `T`, or a directory of names.
 pub enum Node<T> {
+    /// A file and what the file layer keeps for it.
     File(T),
+    /// A directory: its entries, by name.
     Dir(BTreeMap<String, Ino>),
 }
 
@@ -36,6 +39,8 @@ fn not_found(ino: Ino) -> FsError {
 }
 
 impl<T> Namespace<T> {
+    /// The entries of directory `dir`; [`FsError::NotDir`] for a file, [`FsError::NotFound`] if
+    /// absent.
     pub fn dir(&mut self, dir: Ino) -> Result<&mut BTreeMap<String, Ino>, FsError> {
         match self.nodes.get_mut(&dir) {
             Some((Node::Dir(d), _)) => Ok(d),
@@ -44,6 +49,7 @@ impl<T> Namespace<T> {
         }
     }
 
+    /// What file `ino` holds; [`FsError::IsDir`] for a directory, [`FsError::NotFound`] if absent.
     pub fn file(&mut self, ino: Ino) -> Result<&mut T, FsError> {
         match self.nodes.get_mut(&ino) {
             Some((Node::File(f), _)) => Ok(f),
@@ -88,6 +94,7 @@ impl<T> Namespace<T> {
             .ok_or_else(|| FsError::NotFound(name.into()))
     }
 
+    /// The inode `name` in `dir` names, if any.
     pub fn lookup(&mut self, dir: Ino, name: &str) -> Result<Option<Ino>, FsError> {
         Ok(self.dir(dir)?.get(name).copied())
     }
@@ -114,6 +121,7 @@ impl<T> Namespace<T> {
         Ok(ino)
     }
 
+    /// The entries of `dir`, sorted by name.
     pub fn readdir(&mut self, dir: Ino) -> Result<Vec<(String, Ino)>, FsError> {
         Ok(self
             .dir(dir)?
@@ -134,6 +142,7 @@ impl<T> Namespace<T> {
         self.nodes.len()
     }
 
+    /// Whether there are no inodes (never: the root always exists).
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
@@ -148,6 +157,7 @@ impl<T> Namespace<T> {
 }
 
 impl<T> Node<T> {
+    /// File or directory.
     pub fn kind(&self) -> FileKind {
         match self {
             Node::File(_) => FileKind::File,

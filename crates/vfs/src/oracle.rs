@@ -152,15 +152,20 @@ impl MemFs {
     }
 
     /// One name of `ino` is gone: the inode goes with its last.
-    fn drop_link(&mut self, ino: Ino) {
+    fn drop_link(&mut self, ino: Ino) -> Result<(), FsError> {
         let now = self.now;
-        let n = self.nodes.get_mut(&ino).expect("a named inode exists");
+        let Some(n) = self.nodes.get_mut(&ino) else {
+            return Err(FsError::Corrupted(format!(
+                "inode {ino} is named but missing"
+            )));
+        };
         if n.kind != FileKind::Dir && n.nlink > 1 {
             n.nlink -= 1;
             n.ctime = now;
         } else {
             self.nodes.remove(&ino);
         }
+        Ok(())
     }
 
     fn remove(&mut self, dir: Ino, name: &str, rmdir: bool) -> Result<(), FsError> {
@@ -179,8 +184,7 @@ impl MemFs {
         }
         self.dir(dir)?.remove(name);
         self.touch(dir);
-        self.drop_link(ino);
-        Ok(())
+        self.drop_link(ino)
     }
 
     /// Whether `a` is `d` or one of its ancestors.
@@ -423,7 +427,7 @@ impl FileSystem for MemFs {
         self.dir(new_dir)?.insert(new_name.into(), ino);
         self.dir(dir)?.remove(name);
         if let Some(t) = target {
-            self.drop_link(t);
+            self.drop_link(t)?;
         }
         let now = self.now;
         self.node(ino)?.ctime = now;
