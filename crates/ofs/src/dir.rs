@@ -15,6 +15,7 @@
 //!
 //! Pure functions only; the directory operations on the store are in `fs.rs`.
 
+use vfs::le;
 use vfs::{FileKind, FsError, Ino};
 
 use crate::layout::{kind_code, kind_from_code, valid_ino};
@@ -182,8 +183,8 @@ fn decode_entry(b: &[u8], names: bool) -> Result<(Entry, usize), String> {
     if b.len() < ENTRY_FIXED_BYTES {
         return Err("truncated entry".into());
     }
-    let hash = u32::from_le_bytes(b[..4].try_into().unwrap());
-    let ino = u64::from_le_bytes(b[4..12].try_into().unwrap());
+    let hash = le::u32_at(b, 0)?;
+    let ino = le::u64_at(b, 4)?;
     let kind = kind_from_code(b[12]).ok_or("bad entry kind")?;
     let n = ENTRY_FIXED_BYTES + b[13] as usize;
     let raw = b.get(ENTRY_FIXED_BYTES..n).ok_or("truncated name")?;

@@ -5,6 +5,7 @@
 
 use osd::id::FIRST_USER_ID;
 use osd::{Attr, ObjectId, Oid, PartitionId};
+use vfs::le;
 use vfs::{FileKind, FsError, Ino, Owner};
 
 /// The one partition OFS formats and lives in.
@@ -192,8 +193,8 @@ impl InodeRecord {
             return Err(bad("bad magic or version"));
         }
         let kind = kind_from_code(body[5]).ok_or_else(|| bad("bad kind"))?;
-        let u32_at = |i: usize| u32::from_le_bytes(body[i..i + 4].try_into().unwrap());
-        let parent = u64::from_le_bytes(body[8..16].try_into().unwrap());
+        let u32_at = |i: usize| le::u32_at(body, i);
+        let parent = le::u64_at(body, 8)?;
         if v1 {
             if kind == FileKind::Symlink {
                 return Err(bad("a version 1 record of a symbolic link"));
@@ -201,7 +202,7 @@ impl InodeRecord {
             return Ok(InodeRecord::new(kind, parent, Owner::default_for(kind)));
         }
         let perm = u16::from_le_bytes([body[6], body[7]]) as u32;
-        let nlink = u32_at(24);
+        let nlink = u32_at(24)?;
         if perm > 0o7777 || nlink == 0 {
             return Err(bad("bad permissions or link count"));
         }
@@ -210,8 +211,8 @@ impl InodeRecord {
             parent,
             owner: Owner {
                 perm,
-                uid: u32_at(16),
-                gid: u32_at(20),
+                uid: u32_at(16)?,
+                gid: u32_at(20)?,
             },
             nlink,
         })
@@ -240,8 +241,8 @@ impl DirSize {
             .flatten()
             .ok_or_else(|| corrupted("directory size", ino, "bad record"))?;
         Ok(DirSize {
-            entries: u64::from_le_bytes(body[..8].try_into().unwrap()),
-            bytes: u64::from_le_bytes(body[8..16].try_into().unwrap()),
+            entries: le::u64_at(body, 0)?,
+            bytes: le::u64_at(body, 8)?,
         })
     }
 }
@@ -310,8 +311,8 @@ impl Superblock {
             embed_inodes: flags & FLAG_EMBED_INODES != 0,
             dirent_objects: flags & FLAG_DIRENT_OBJECTS != 0,
             clean: flags & FLAG_CLEAN != 0,
-            dir_block_bytes: u32::from_le_bytes(body[8..12].try_into().unwrap()),
-            next_ino: u64::from_le_bytes(body[12..20].try_into().unwrap()),
+            dir_block_bytes: le::u32_at(body, 8)?,
+            next_ino: le::u64_at(body, 12)?,
         })
     }
 }
@@ -347,7 +348,7 @@ impl DirentRecord {
             .to_string();
         vfs::oracle::check_name(&name).map_err(|_| bad("bad name"))?;
         Ok(DirentRecord {
-            parent: u64::from_le_bytes(body[..8].try_into().unwrap()),
+            parent: le::u64_at(body, 0)?,
             kind: kind_from_code(body[8]).ok_or_else(|| bad("bad kind"))?,
             name,
         })

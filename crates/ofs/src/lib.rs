@@ -20,6 +20,8 @@
 //!
 //! See docs/OFS.md for the layout, the formats and what is not built.
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod check;
 pub mod config;
 pub mod dir;
