@@ -14,7 +14,10 @@ pub mod le;
 pub mod namespace;
 pub mod oracle;
 
-use flash::Nanos;
+/// Virtual time in nanoseconds: the same integer the device model's clock counts
+/// (`flash::Nanos`), named here so that the file-level interface does not depend on the device
+/// model for one type.
+pub type Nanos = u64;
 
 /// An inode number.
 pub type Ino = u64;

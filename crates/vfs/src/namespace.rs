@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use flash::Nanos;
+use crate::Nanos;
 use rustc_hash::FxHashMap;
 
 use crate::oracle::check_name;

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use flash::Nanos;
+use crate::Nanos;
 use rustc_hash::FxHashMap;
 
 use crate::{
