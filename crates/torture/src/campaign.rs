@@ -11,6 +11,7 @@ use crate::sim::{self, RunReport, SimConfig, Violation};
 /// A batch of runs.
 #[derive(Clone, Copy, Debug)]
 pub struct Campaign {
+    /// What each run does (stack, device, fault kinds, step budget).
     pub sim: SimConfig,
     /// Run `i` uses seed [`seed_of`]`(seed, i)`.
     pub seed: u64,
@@ -18,6 +19,7 @@ pub struct Campaign {
     pub runs: Option<u64>,
     /// ...or after this much wall time (whichever comes first; one of them must be set).
     pub seconds: Option<f64>,
+    /// Worker threads running seeds in parallel (at least one is used).
     pub threads: usize,
 }
 
@@ -33,18 +35,27 @@ pub fn seed_of(base: u64, i: u64) -> u64 {
 /// What a campaign found.
 #[derive(Clone, Debug, Default)]
 pub struct Summary {
+    /// Runs finished (a panicked run counts too).
     pub runs: u64,
+    /// Workload steps over all runs.
     pub steps: u64,
+    /// Recoveries (after a power loss or a clean shutdown) over all runs.
     pub recoveries: u64,
+    /// Reads whose bytes the oracle checked, over all runs.
     pub reads_checked: u64,
+    /// Errors the contract allowed after destructive faults, over all runs.
     pub errors_tolerated: u64,
+    /// Out-of-space refusals over all runs (a refusal, not a fault).
     pub no_space: u64,
     /// Runs a destructive fault ended early (the image refused with an error).
     pub ended_early: u64,
+    /// Faults that struck, summed over all runs.
     pub tally: FaultTally,
     /// Violations with their runs' fault schedules (the first [`KEEP`] only).
     pub violations: Vec<(Violation, Vec<String>)>,
+    /// Runs that broke the contract (all of them, not only the kept ones).
     pub violation_count: u64,
+    /// Wall time since the campaign started, in seconds.
     pub wall_seconds: f64,
 }
 
@@ -52,6 +63,8 @@ pub struct Summary {
 pub const KEEP: usize = 50;
 
 impl Summary {
+    /// Folds one run's report into the totals, keeping its violation if fewer than [`KEEP`]
+    /// are kept so far.
     pub fn add(&mut self, r: RunReport) {
         self.runs += 1;
         self.steps += r.steps as u64;

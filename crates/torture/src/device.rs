@@ -47,6 +47,8 @@ pub struct Watchdog<F: Flash> {
 }
 
 impl<F: Flash> Watchdog<F> {
+    /// Wraps `inner`; the watchdog panics on the command after `budget` flash commands
+    /// (reads, programs and erases each count one per call).
     pub fn new(inner: F, budget: u64) -> Self {
         Watchdog {
             inner,

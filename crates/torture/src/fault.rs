@@ -36,6 +36,7 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
+    /// Every kind, in `--faults` listing order.
     pub const ALL: [FaultKind; 8] = [
         FaultKind::PowerCut,
         FaultKind::Torn,
@@ -47,6 +48,7 @@ impl FaultKind {
         FaultKind::MisdirectedWrite,
     ];
 
+    /// The kind's `--faults` name (kebab-case, e.g. `power-cut`).
     pub fn name(self) -> &'static str {
         match self {
             FaultKind::PowerCut => "power-cut",
@@ -85,8 +87,10 @@ impl fmt::Display for FaultKind {
 pub struct FaultSet(u16);
 
 impl FaultSet {
+    /// The empty set: no faults injected.
     pub const NONE: FaultSet = FaultSet(0);
 
+    /// Every kind, masked and destructive.
     pub fn all() -> FaultSet {
         FaultKind::ALL.iter().copied().collect()
     }
@@ -94,15 +98,19 @@ impl FaultSet {
     pub fn power() -> FaultSet {
         [FaultKind::PowerCut, FaultKind::Torn].into_iter().collect()
     }
+    /// Whether `k` is in the set.
     pub fn contains(self, k: FaultKind) -> bool {
         self.0 & k.bit() != 0
     }
+    /// Adds `k` to the set.
     pub fn insert(&mut self, k: FaultKind) {
         self.0 |= k.bit();
     }
+    /// Whether the set holds no kind.
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
+    /// The kinds in the set, in [`FaultKind::ALL`] order.
     pub fn iter(self) -> impl Iterator<Item = FaultKind> {
         FaultKind::ALL
             .into_iter()
@@ -169,14 +177,23 @@ impl fmt::Display for FaultSet {
 /// programmed or erased again does not count.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FaultTally {
+    /// Every power cut, clean or not (torn programs and interrupted erases included).
     pub power_cuts: u64,
+    /// Power cuts that struck during a program.
     pub torn_programs: u64,
+    /// Power cuts that struck during an erase.
     pub interrupted_erases: u64,
+    /// Bit flips the ECC corrects.
     pub bit_flips_within_ecc: u64,
+    /// Bit flips beyond what the ECC corrects (the page reads as uncorrectable).
     pub bit_flips_beyond_ecc: u64,
+    /// Pages whose cells failed entirely.
     pub page_failures: u64,
+    /// Programs that reported status fail (each grows a bad block).
     pub program_failures: u64,
+    /// Erases that reported status fail (each grows a bad block).
     pub erase_failures: u64,
+    /// Programs that landed on the wrong page, or nowhere, while reporting success.
     pub misdirected_writes: u64,
 }
 

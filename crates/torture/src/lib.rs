@@ -10,6 +10,7 @@
 //! The contract checked, per fault kind, is written down in docs/RELIABILITY.md.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 
 pub mod campaign;
 pub mod device;

@@ -94,6 +94,8 @@ struct Slot {
 /// What a check found wrong with one sector or slot.
 pub type Mismatch = String;
 
+/// The expected state of every slot: per sector, the versions a read may return now and the
+/// versions a recovery may bring back after a crash, a clean shutdown or a destructive fault.
 pub struct Oracle {
     slots: Vec<Slot>,
     sectors_per_slot: u32,
@@ -103,6 +105,9 @@ pub struct Oracle {
 }
 
 impl Oracle {
+    /// `slots` empty slots of `sectors_per_slot` sectors each. With `discard_durable_at_flush`
+    /// (objects) a slot does not exist until written; otherwise (a block range) every slot
+    /// exists from the start and a discard is durable only at a checkpoint.
     pub fn new(slots: u32, sectors_per_slot: u32, discard_durable_at_flush: bool) -> Self {
         let slot = Slot {
             sectors: vec![Sector::new(); sectors_per_slot as usize],
@@ -118,12 +123,15 @@ impl Oracle {
         }
     }
 
+    /// How many slots the oracle tracks.
     pub fn slots(&self) -> u32 {
         self.slots.len() as u32
     }
+    /// Sectors each slot spans (its most, in 512-byte [`SECTOR`]s).
     pub fn sectors_per_slot(&self) -> u32 {
         self.sectors_per_slot
     }
+    /// The slot's length in sectors (0 after a discard).
     pub fn len(&self, slot: u32) -> u32 {
         self.slots[slot as usize].len
     }

@@ -18,7 +18,9 @@ use crate::subject::{discard_durable_at_flush, Fail, StackKind, Subject, Variant
 /// What one run does.
 #[derive(Clone, Copy, Debug)]
 pub struct SimConfig {
+    /// The stack under torture.
     pub stack: StackKind,
+    /// The device every run formats afresh (default [`device::small`]).
     pub device: DeviceConfig,
     /// Fault kinds a run may inject; each run draws a subset.
     pub faults: FaultSet,
@@ -31,6 +33,8 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
+    /// The defaults for `stack`: the [`device::small`] device, every fault kind, 300 steps, the
+    /// real recovery, no trace.
     pub fn new(stack: StackKind) -> Self {
         SimConfig {
             stack,
@@ -46,28 +50,40 @@ impl SimConfig {
 /// A broken promise, with what replays it.
 #[derive(Clone, Debug)]
 pub struct Violation {
+    /// The run's seed: replaying it reproduces the violation.
     pub seed: u64,
+    /// The workload step at which it was found (0 for a failed format or a panic).
     pub step: u32,
+    /// What went wrong, for a person.
     pub what: String,
 }
 
 /// What one run did.
 #[derive(Clone, Debug, Default)]
 pub struct RunReport {
+    /// The run's seed.
     pub seed: u64,
+    /// The stack settings the run drew (see [`Variant::describe`]).
     pub variant: String,
     /// Fault kinds this run drew.
     pub faults_drawn: String,
+    /// Workload steps taken (at most [`SimConfig::steps`]).
     pub steps: u32,
+    /// Faults that struck.
     pub tally: FaultTally,
+    /// Recoveries, after a power loss or a clean shutdown.
     pub recoveries: u64,
+    /// Reads whose bytes the oracle checked.
     pub reads_checked: u64,
-    /// Errors the contract allowed (after destructive faults), and out-of-space refusals.
+    /// Errors the contract allowed after a destructive fault (failed commands and reads, damage
+    /// fsck found, an image recovery refused).
     pub errors_tolerated: u64,
+    /// Out-of-space refusals.
     pub no_space: u64,
     /// Why the run stopped early without a violation (an image a destructive fault left
     /// unrecoverable, reported as an error).
     pub ended: Option<String>,
+    /// The broken promise that ended the run, if any.
     pub violation: Option<Violation>,
     /// The faults injected and the recoveries, in order: the fault schedule.
     pub schedule: Vec<String>,

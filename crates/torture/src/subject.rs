@@ -1,7 +1,7 @@
 //! The one interface every stack under torture implements: a few numbered *slots* of bytes.
 //! On the object store a slot is an object; on the block FTL it is a fixed range of sectors.
 //! A later stack (a file system, DFTL variants, a network client) plugs in by implementing
-//! [`Subject`] and adding a [`Stack`] variant.
+//! [`Subject`] and adding a [`StackKind`] variant.
 
 use fml::FmlConfig;
 use ftl::{Data, Ftl, FtlConfig, FtlError, Mapping, ReadOut};
@@ -59,6 +59,7 @@ pub trait Subject {
     fn exists(&mut self, slot: u32) -> Result<bool, Fail>;
     /// Whole-structure check; the problems found.
     fn fsck(&mut self) -> Result<Vec<String>, Fail>;
+    /// The device under the stack (to arm faults and cut power).
     fn device(&mut self) -> &mut Device;
     /// Drops all RAM state without writing anything: what a power cut leaves.
     fn crash(self: Box<Self>) -> Device;
@@ -96,11 +97,15 @@ pub fn discard_durable_at_flush(kind: StackKind) -> bool {
 /// The settings a run drew for its stack (so the run covers every policy and mode).
 #[derive(Clone, Copy, Debug)]
 pub enum Variant {
+    /// The object store, with the placement, index mode, buffer and checkpoint settings drawn.
     Osd(OsdConfig),
+    /// The block FTL (page mapping or DFTL), with the buffer size drawn.
     Ftl(FtlConfig),
 }
 
 impl Variant {
+    /// Draws settings for `stack` on `device` from the run's random stream (`ftl` and `dftl`
+    /// consume the same draws, so a seed's runs on the two differ only where `dftl` forces DFTL).
     pub fn draw(stack: StackKind, device: &flash::DeviceConfig, rng: &mut ChaCha8Rng) -> Variant {
         let blocks = device.gang.superblocks(&device.geometry);
         let fml = FmlConfig::for_blocks(blocks);
@@ -147,6 +152,7 @@ impl Variant {
         }
     }
 
+    /// The drawn settings on one line, for reports and replays.
     pub fn describe(&self) -> String {
         match self {
             Variant::Osd(c) => format!(

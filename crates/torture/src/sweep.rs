@@ -13,29 +13,42 @@ use crate::subject::{Fail, Subject, Variant};
 /// One scripted command on a slot (sector offsets and counts).
 #[derive(Clone, Copy, Debug)]
 pub enum Step {
+    /// Write `count` sectors from sector `first`.
     Write {
+        /// The slot written.
         slot: u32,
+        /// First sector written.
         first: u32,
+        /// Sectors written.
         count: u32,
     },
     /// Write at the slot's current end (object APPEND).
     Append {
+        /// The slot appended to.
         slot: u32,
+        /// Sectors appended.
         count: u32,
     },
     /// Object REMOVE, or TRIM of the slot's range.
     Discard(u32),
+    /// Read the whole slot and check every sector against the oracle.
     Read(u32),
+    /// Make every write before it durable.
     Flush,
 }
 
 /// A scripted workload and where it runs.
 #[derive(Clone, Debug)]
 pub struct Script {
+    /// The stack and its settings.
     pub variant: Variant,
+    /// The device each cut point formats afresh (default [`sweep_device`]).
     pub device: DeviceConfig,
+    /// Slots the script uses (default 4).
     pub slots: u32,
+    /// Sectors per slot (default 96, i.e. 48 KiB).
     pub slot_sectors: u32,
+    /// The commands, in order.
     pub steps: Vec<Step>,
 }
 
@@ -166,6 +179,7 @@ pub fn sweep_device() -> DeviceConfig {
 }
 
 impl Script {
+    /// `steps` on `variant` with the defaults: [`sweep_device`], 4 slots of 96 sectors.
     pub fn new(variant: Variant, steps: Vec<Step>) -> Self {
         Script {
             variant,
