@@ -21,10 +21,17 @@ use stacks::Counters;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum FileWorkload {
+    /// PostMark (seed 000 VI-F, seed 001 V-A/V-D): a file pool, then create/delete and
+    /// read/append transactions.
     PostMark(PostMark),
+    /// Seed 000 VI-D: small files rewritten whole, most rewrites on a few hot files.
     HotCold(HotColdFiles),
+    /// Seed 000 VI-C multi-threaded write: several writers' files interleaved on a full device.
     MultiStream(MultiStream),
+    /// Seed 000 VI-B base performance: one large file written and read sequentially.
     SeqBase(SeqBase),
+    /// Seltzer's largefile (seed 001 V-C): one large file written and read sequentially and at
+    /// random offsets.
     LargeFile(LargeFile),
     /// Not a file workload: seed 004's open-loop block requests through the device-side
     /// scheduler ([`crate::prio`]).
@@ -128,11 +135,13 @@ pub struct Claim {
     pub text: String,
     /// The phase and metric compared (a key of [`VariantResult::metric`]).
     pub phase: String,
+    /// The metric's name (see [`VariantResult::metric`] for the names).
     pub metric: String,
     /// Whether smaller is better for the metric.
     pub lower_is_better: bool,
     /// The variant the paper says wins, and the one it beats.
     pub better: String,
+    /// The label of the variant the paper says loses.
     pub worse: String,
     /// When set, the claim is that the two variants are alike: it agrees when they differ by
     /// at most this many percent (of `worse`), whichever is lower.
@@ -148,19 +157,28 @@ pub struct Claim {
     pub why: Option<String>,
 }
 
+/// One experiment of a seed paper, as its TOML file states it: a workload, the stack variants it
+/// runs on, and the paper's claims about them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Experiment {
+    /// Short name, by convention the file's stem (`000-vi-b-base`); report and plot files
+    /// are named after it.
     pub name: String,
+    /// One-line title for reports.
     pub title: String,
     /// Seed paper and section.
     pub source: String,
     /// Device preset.
     pub device: String,
+    /// The workload every variant runs (at paper scale; a variant may change its parameters).
     pub workload: FileWorkload,
+    /// The stack configurations compared (at least one).
     pub variants: Vec<Variant>,
+    /// What the paper claims about the variants (none: measure only).
     #[serde(default)]
     pub claims: Vec<Claim>,
+    /// Seed of the workload's random stream (default 42); every variant runs the same one.
     #[serde(default = "default_seed")]
     pub seed: u64,
     /// Share of the preset's blocks the device has at scale 1 (default 1; seed 004 Table 5's
@@ -178,6 +196,9 @@ fn default_seed() -> u64 {
 }
 
 impl Experiment {
+    /// Parses and checks an experiment: at least one variant, `device_scale` in (0, 1], every
+    /// variant's workload and device valid, every claim naming defined variants. Errors start
+    /// with `origin` (the file name).
     pub fn from_toml(text: &str, origin: &str) -> Result<Experiment, String> {
         let e: Experiment = toml::from_str(text).map_err(|e| format!("{origin}: {e}"))?;
         if e.variants.is_empty() {
@@ -228,6 +249,8 @@ impl Experiment {
         Ok(scale_device(flash::preset(name)?, self.device_scale))
     }
 
+    /// Reads and parses the experiment file at `path`; a trace workload's relative path is
+    /// taken from the file's directory.
     pub fn load(path: &Path) -> Result<Experiment, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -255,20 +278,33 @@ pub fn scale_device(mut d: DeviceConfig, s: f64) -> DeviceConfig {
 /// What one variant measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct VariantResult {
+    /// The variant's label.
     pub label: String,
+    /// One result per workload phase, in the order the phases ran.
     pub phases: Vec<PhaseResult>,
+    /// Fewest erases of any block at the end of the run (wear levelling).
     pub erase_count_min: u32,
+    /// Most erases of any block at the end of the run.
     pub erase_count_max: u32,
+    /// Mean erases per block at the end of the run.
     pub erase_count_mean: f64,
+    /// Problems the stack's consistency check found after the run (empty when sound).
     pub fsck_problems: Vec<String>,
+    /// Real (not virtual) seconds the variant took to run.
     pub wall_seconds: f64,
+    /// Why the variant stopped before finishing, if it did.
     pub error: Option<String>,
 }
 
+/// What one phase of a variant's run measured: file-level figures and the stack's counters over
+/// the phase.
 #[derive(Clone, Debug, Serialize)]
 pub struct PhaseResult {
+    /// The phase's name as the workload gives it ("buffered write", "transactions", ...).
     pub phase: String,
+    /// File-level throughput, latency and operation counts.
     pub files: FileSummary,
+    /// Bytes the workload wrote through the file system.
     pub host_write_bytes: u64,
     /// Physical pages, counted by the device model.
     pub flash_pages_programmed: u64,
@@ -276,15 +312,21 @@ pub struct PhaseResult {
     pub pages_per_unit: u64,
     /// Write units programmed with host data.
     pub data_units_written: u64,
+    /// Physical pages read, counted by the device model.
     pub flash_pages_read: u64,
+    /// Physical blocks erased, counted by the device model.
     pub flash_blocks_erased: u64,
+    /// Valid write units GC copied.
     pub gc_page_copies: u64,
     /// Bytes GC copied (valid units moved x unit size; seed 001 Fig. 6's "bytes copied").
     pub gc_bytes_copied: u64,
     /// Virtual seconds GC steps took, issue to completion (seed 004 Table 5's cleaning time).
     pub cleaning_seconds: f64,
+    /// Index write units written (the object store's index nodes, an FTL's mapping pages).
     pub index_pages_written: u64,
+    /// Index write units read on cache misses.
     pub index_pages_read: u64,
+    /// Metadata write units written (onodes, descriptors, checkpoints, access times, logs).
     pub metadata_pages_written: u64,
     /// Flash bytes programmed over bytes the file system was asked to write.
     pub write_amplification: f64,
@@ -467,12 +509,19 @@ pub fn run_variant(
 /// An experiment's results and how they compare with the paper.
 #[derive(Clone, Debug, Serialize)]
 pub struct ExperimentResult {
+    /// The experiment's name.
     pub name: String,
+    /// The experiment's title.
     pub title: String,
+    /// Seed paper and section.
     pub source: String,
+    /// Device preset.
     pub device: String,
+    /// The scale the workload and device ran at (1: paper scale).
     pub scale: f64,
+    /// Each variant's results, in the experiment's order.
     pub variants: Vec<VariantResult>,
+    /// One verdict per claim, in the experiment's order.
     pub verdicts: Vec<Verdict>,
     /// The (phase, metric) of each claim.
     pub claimed: Vec<(String, String)>,
@@ -513,9 +562,13 @@ impl ExperimentResult {
     }
 }
 
+/// How one claim fared against the measurements.
 #[derive(Clone, Debug, Serialize)]
 pub struct Verdict {
+    /// The claim's text.
     pub claim: String,
+    /// The measured values of both variants (and the improvement, for a claim with a range),
+    /// or why there are none.
     pub measured: String,
     /// Whether the measurement goes the paper's way (the better variant is better).
     pub agrees: Option<bool>,
@@ -526,6 +579,8 @@ pub struct Verdict {
     pub why: Option<String>,
 }
 
+/// Judges every claim of `e` on the variants' results: `agrees` is `None` when a variant's
+/// metric is missing (it failed, or has no such phase or metric).
 pub fn judge(e: &Experiment, variants: &[VariantResult]) -> Vec<Verdict> {
     e.claims
         .iter()

@@ -22,17 +22,26 @@ const SIZE: (u32, u32) = (760, 360);
 pub enum Figure {
     /// One bar per variant; optionally a second metric per variant as a line on the right axis.
     Bars {
+        /// The figure's title.
         title: String,
+        /// The left y axis's label (the bars' metric and unit).
         y_desc: String,
+        /// (variant label, value), one bar each, left to right.
         bars: Vec<(String, f64)>,
+        /// The right axis's label and one value per bar, drawn as a line.
         line: Option<(String, Vec<f64>)>,
     },
     /// One line per variant over a shared x axis, `log_x` for latencies spanning decades.
     Lines {
+        /// The figure's title.
         title: String,
+        /// The x axis's label.
         x_desc: String,
+        /// The y axis's label.
         y_desc: String,
+        /// (variant label, (x, y) points), one line each.
         series: Vec<(String, Vec<(f64, f64)>)>,
+        /// A logarithmic x axis.
         log_x: bool,
     },
 }
@@ -55,6 +64,7 @@ fn err<E: std::fmt::Debug>(e: E) -> String {
 }
 
 impl Figure {
+    /// The figure's title.
     pub fn title(&self) -> &str {
         match self {
             Figure::Bars { title, .. } | Figure::Lines { title, .. } => title,

@@ -54,6 +54,8 @@ impl Default for Synthetic {
 }
 
 impl Synthetic {
+    /// Checks the parameters: `request_bytes` a positive multiple of 512, the percentages in
+    /// 0..=100, `sequential_probability` in 0..=1, `utilisation` in (0, 1].
     pub fn validate(&self) -> Result<(), String> {
         if self.request_bytes == 0 || !self.request_bytes.is_multiple_of(512) {
             return Err(format!(
@@ -268,23 +270,30 @@ impl Chain {
     }
 }
 
-/// What [`run_variant`] runs.
+/// What [`crate::scheduled::run_variant`] runs.
 pub enum Plan<'a> {
+    /// Seed 004's open-loop synthetic requests.
     Synthetic(&'a Synthetic),
+    /// Seed 000 VI-E's video playback beside a background writer.
     Video(&'a Video),
+    /// Seed 000 VI-E's prioritized file writes beside a background writer.
     FileWrites(&'a FileWrites),
 }
 
 /// What a scheduled run measured: the priority requests (foreground, seed 004 Fig. 3) and the
 /// others (background), with scheduler counters.
 pub struct PrioOutcome {
+    /// The priority requests' statistics.
     pub foreground: FileStats,
+    /// The other requests' statistics.
     pub background: FileStats,
+    /// GC steps that did work.
     pub gc_steps: u64,
     /// Host writes issued as part of a merged stripe write, beyond the first of each.
     pub merged_writes: u64,
     /// Longest the request queues grew.
     pub max_queued: usize,
+    /// Virtual time the last request or GC step completed, in nanoseconds.
     pub end_ns: Nanos,
 }
 

@@ -49,7 +49,7 @@ pub(crate) fn scheduled_spec(
 
 /// Builds a variant of a scheduled experiment on a fresh device: stack `ftl` or `dftl` (the
 /// page-mapping FTL) or `osd` (the object store, the byte space cut into objects of
-/// `object_bytes`), with `prio.*` settings and the stack's own ([`scheduled_spec`]).
+/// `object_bytes`), with `prio.*` settings for the controller and the rest for the stack.
 pub fn build(
     v: &Variant,
     device: flash::DeviceConfig,
@@ -65,8 +65,11 @@ pub fn build(
 /// phases `foreground` (priority requests), `background` (the others) and `all` (both, with
 /// the stack's counters over the measured run).
 pub struct VariantRun {
+    /// The phases `foreground`, `background` and `all`, in that order.
     pub phases: Vec<(&'static str, FileStats)>,
+    /// Erase counts over usable blocks at the end: (min, max, mean).
     pub erase_counts: (u32, u32, f64),
+    /// Problems the stack's consistency check found after the run (empty when sound).
     pub fsck_problems: Vec<String>,
 }
 

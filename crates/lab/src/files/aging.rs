@@ -13,6 +13,8 @@ use vfs::{FsError, ROOT};
 
 use super::{Meter, Phases};
 
+/// How to age the file system before a benchmark: a hot/cold fill, then hot-skewed whole-file
+/// rewrites (off by default).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Aging {
@@ -21,6 +23,7 @@ pub struct Aging {
     pub bytes: u64,
     /// Rewrites after the fill, in bytes.
     pub rewrite_bytes: u64,
+    /// Size of each aging file, in bytes (default 128 KiB, as seed 000 VI-D).
     pub file_bytes: u64,
     /// Share of rewrites on the hot files (0.9, seed 000 VI-D).
     pub hot_access: f64,
@@ -52,6 +55,7 @@ impl Aging {
         }
     }
 
+    /// Whether aging runs (`bytes` above zero).
     pub fn is_on(&self) -> bool {
         self.bytes > 0
     }

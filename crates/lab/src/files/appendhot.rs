@@ -25,12 +25,15 @@ use vfs::{FsError, Ino, ROOT};
 use super::{Meter, Phases};
 use crate::workload::ZipfSampler;
 
+/// The append-heavy home02 stand-in's parameters (see the module docs).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AppendHot {
+    /// Files created by the initial fill (at least 1).
     pub files: u64,
     /// Initial file sizes: uniform in this range.
     pub file_bytes_min: u64,
+    /// Largest initial file size, in bytes.
     pub file_bytes_max: u64,
     /// A file is emptied before an append would take it past this many times its initial size.
     pub rotate_factor: f64,
@@ -41,14 +44,21 @@ pub struct AppendHot {
     /// Shares of the operations (normalized): append, overwrite in place, rewrite the whole
     /// file, delete and re-create, read.
     pub append_share: f64,
+    /// Share of in-place overwrites.
     pub overwrite_share: f64,
+    /// Share of whole-file rewrites (an editor's save).
     pub rewrite_share: f64,
+    /// Share of deletions followed by re-creation.
     pub recreate_share: f64,
+    /// Share of reads.
     pub read_share: f64,
-    /// Size of an append / an overwrite / a read.
+    /// Smallest append, in bytes.
     pub append_bytes_min: u64,
+    /// Largest append, in bytes.
     pub append_bytes_max: u64,
+    /// Smallest in-place overwrite or read, in bytes.
     pub overwrite_bytes_min: u64,
+    /// Largest in-place overwrite or read, in bytes.
     pub overwrite_bytes_max: u64,
     /// Probability that a transaction ends with an fsync of its file.
     pub fsync_probability: f64,
@@ -87,6 +97,9 @@ impl Default for AppendHot {
 }
 
 impl AppendHot {
+    /// Checks the parameters: `rotate_factor` and `run_transactions_mean` at least 1, at least
+    /// one file, `zipf_theta` above 0, shares non-negative and not all 0, every size range
+    /// `1 <= min <= max`. The error names the bad parameter.
     pub fn validate(&self) -> Result<(), String> {
         if !(self.rotate_factor.is_finite() && self.rotate_factor >= 1.0) {
             return Err(format!(

@@ -6,10 +6,13 @@ use vfs::{FsError, ROOT};
 
 use super::{Meter, Phases};
 
+/// The hot/cold files workload's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HotColdFiles {
+    /// Files created by the initial fill.
     pub files: u64,
+    /// Size of every file, in bytes; a rewrite writes it whole.
     pub file_bytes: u64,
     /// Share of transactions on the hot files (0.9 in the paper).
     pub hot_access: f64,

@@ -8,10 +8,13 @@ use vfs::{FsError, ROOT};
 
 use super::{Meter, Phases};
 
+/// The largefile benchmark's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LargeFile {
+    /// Size of the file, in bytes.
     pub file_bytes: u64,
+    /// Size of every read and write call (one chunk), in bytes.
     pub io_bytes: u64,
 }
 

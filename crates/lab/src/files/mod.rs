@@ -33,18 +33,29 @@ pub type Phases = Vec<(&'static str, FileStats)>;
 /// What a workload phase did, measured at the file interface.
 #[derive(Clone, Debug)]
 pub struct FileStats {
+    /// Bytes written by write calls.
     pub write_bytes: u64,
+    /// Bytes read calls returned.
     pub read_bytes: u64,
+    /// Write calls.
     pub writes: u64,
+    /// Read calls.
     pub reads: u64,
+    /// Files created.
     pub creates: u64,
+    /// Files unlinked.
     pub deletes: u64,
+    /// fsync, fdatasync and sync calls.
     pub syncs: u64,
     /// Completed PostMark transactions, files rewritten, ... (the workload's own unit).
     pub transactions: u64,
+    /// Virtual time the phase began, in nanoseconds.
     pub start_ns: Nanos,
+    /// Virtual time the phase's last call completed, in nanoseconds.
     pub end_ns: Nanos,
+    /// Read call latencies, in nanoseconds of virtual time.
     pub read_latency: Histogram<u64>,
+    /// Write call latencies (fsync and fdatasync included), in nanoseconds of virtual time.
     pub write_latency: Histogram<u64>,
     /// Bytes written and read in each virtual second since the start.
     pub per_second: Vec<(u64, u64)>,
@@ -55,6 +66,11 @@ pub struct FileStats {
     pub counters: Counters,
 }
 
+/// A latency histogram from 1 ns to one hour, three significant digits.
+#[expect(
+    clippy::expect_used,
+    reason = "constant bounds that new_with_bounds accepts: low 1, high above 2 x low, 3 digits"
+)]
 fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
 }
@@ -80,10 +96,12 @@ impl FileStats {
         }
     }
 
+    /// The phase's virtual duration, in seconds.
     pub fn seconds(&self) -> f64 {
         (self.end_ns - self.start_ns) as f64 / 1e9
     }
 
+    /// The figures a report shows: totals, rates per virtual second, latency percentiles.
     pub fn summary(&self) -> FileSummary {
         let secs = self.seconds().max(1e-9);
         FileSummary {
@@ -139,29 +157,44 @@ impl FileStats {
 /// The numbers a report shows for a phase.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct FileSummary {
+    /// The phase's virtual duration, in seconds.
     pub virtual_seconds: f64,
+    /// Bytes written.
     pub write_bytes: u64,
+    /// Bytes read.
     pub read_bytes: u64,
+    /// Files created.
     pub creates: u64,
+    /// Files deleted.
     pub deletes: u64,
+    /// Transactions completed (the workload's own unit).
     pub transactions: u64,
+    /// Write throughput, in MiB per virtual second.
     pub write_mib_s: f64,
+    /// Read throughput, in MiB per virtual second.
     pub read_mib_s: f64,
+    /// Read plus write throughput, in MiB per virtual second.
     pub throughput_mib_s: f64,
+    /// Transactions per virtual second.
     pub transactions_per_s: f64,
+    /// Read call latency percentiles.
     pub read_latency: LatencySummary,
+    /// Write call latency percentiles (syncs included).
     pub write_latency: LatencySummary,
     /// The fewest transactions in any whole second (see [`FileStats`]), if counted.
     pub min_transactions_per_s: Option<f64>,
 }
 
 /// Issues file system calls for a workload and measures them. Data is written in fingerprint
-/// mode (a fresh token per write) unless `bytes` is set, for tests that check contents.
+/// mode (a fresh token per write).
 pub struct Meter<'a> {
+    /// The stack under measurement.
     pub fs: &'a mut dyn FileStack,
     /// The stack's counters when the phase began.
     base: Counters,
+    /// The workload's random stream (sizes, choices, write tokens).
     pub rng: ChaCha8Rng,
+    /// What the current phase has done so far.
     pub stats: FileStats,
     /// Called with the bytes written so far, for progress bars.
     progress: Option<&'a mut dyn FnMut(u64)>,
@@ -170,6 +203,8 @@ pub struct Meter<'a> {
 }
 
 impl<'a> Meter<'a> {
+    /// A meter on `fs` whose first phase starts now, with no think time and no progress
+    /// callback.
     pub fn new(fs: &'a mut dyn FileStack, rng: ChaCha8Rng) -> Meter<'a> {
         let start = fs.now();
         Meter {
@@ -182,6 +217,7 @@ impl<'a> Meter<'a> {
         }
     }
 
+    /// Calls `p` with the bytes written so far in the phase after every write.
     pub fn with_progress(mut self, p: &'a mut dyn FnMut(u64)) -> Self {
         self.progress = Some(p);
         self
@@ -208,6 +244,8 @@ impl<'a> Meter<'a> {
         end - issued
     }
 
+    /// Writes `len` bytes at `offset` in one call (a fresh fingerprint token) and records its
+    /// latency; a zero-length write issues nothing.
     pub fn write(&mut self, ino: Ino, offset: u64, len: u64) -> Result<(), FsError> {
         if len == 0 {
             return Ok(());
@@ -243,6 +281,7 @@ impl<'a> Meter<'a> {
         Ok(())
     }
 
+    /// Reads up to `len` bytes at `offset` in one call; returns the bytes the file held there.
     pub fn read(&mut self, ino: Ino, offset: u64, len: u64) -> Result<u64, FsError> {
         let issued = self.fs.now();
         let n = self.fs.read(ino, offset, ReadInto::Discard(len))?;
@@ -264,6 +303,7 @@ impl<'a> Meter<'a> {
         Ok(size)
     }
 
+    /// Creates file `name` in directory `dir`.
     pub fn create(&mut self, dir: Ino, name: &str) -> Result<Ino, FsError> {
         let issued = self.fs.now();
         let ino = self.fs.create(dir, name)?;
@@ -272,6 +312,7 @@ impl<'a> Meter<'a> {
         Ok(ino)
     }
 
+    /// Makes directory `name` in `dir` (timed, but counted in no statistic).
     pub fn mkdir(&mut self, dir: Ino, name: &str) -> Result<Ino, FsError> {
         let issued = self.fs.now();
         let ino = self.fs.mkdir(dir, name)?;
@@ -279,6 +320,7 @@ impl<'a> Meter<'a> {
         Ok(ino)
     }
 
+    /// Removes `name` from directory `dir`.
     pub fn unlink(&mut self, dir: Ino, name: &str) -> Result<(), FsError> {
         let issued = self.fs.now();
         self.fs.unlink(dir, name)?;
@@ -287,6 +329,7 @@ impl<'a> Meter<'a> {
         Ok(())
     }
 
+    /// fsync (or fdatasync with `data_only`) of one file; its latency counts as a write's.
     pub fn fsync(&mut self, ino: Ino, data_only: bool) -> Result<(), FsError> {
         let issued = self.fs.now();
         self.fs.fsync(ino, data_only)?;
@@ -296,6 +339,7 @@ impl<'a> Meter<'a> {
         Ok(())
     }
 
+    /// Syncs the whole file system.
     pub fn sync(&mut self) -> Result<(), FsError> {
         let issued = self.fs.now();
         self.fs.sync()?;

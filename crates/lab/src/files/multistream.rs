@@ -8,15 +8,21 @@ use vfs::{FsError, Ino, ROOT};
 
 use super::{Meter, Phases};
 
+/// The multi-threaded write workload's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MultiStream {
+    /// Bytes of files written before the rounds (whole files of `file_bytes`).
     pub fill_bytes: u64,
     /// Deleted (whole files, at random) before each round; the round writes as much.
     pub round_bytes: u64,
+    /// Size of every file, in bytes.
     pub file_bytes: u64,
+    /// Writers in a round, each writing files of its own (at most the files in a round).
     pub threads: u64,
+    /// Rounds continue until this much is written (counting the fill).
     pub total_bytes: u64,
+    /// Write call size, in bytes.
     pub io_bytes: u64,
 }
 

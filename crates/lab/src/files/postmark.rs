@@ -9,13 +9,17 @@ use vfs::{FsError, Ino, ROOT};
 use super::aging::Aging;
 use super::{Meter, Phases};
 
+/// PostMark's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PostMark {
     /// Files in the initial pool.
     pub files: u64,
+    /// Smallest file size, in bytes (files are uniform in `size_lo..=size_hi`).
     pub size_lo: u64,
+    /// Largest file size, in bytes; appends stop there.
     pub size_hi: u64,
+    /// Transactions run after the pool is created.
     pub transactions: u64,
     /// Read and write call size.
     pub io_bytes: u64,

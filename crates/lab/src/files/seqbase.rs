@@ -6,10 +6,13 @@ use vfs::{FsError, ROOT};
 
 use super::{Meter, Phases};
 
+/// The base sequential test's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SeqBase {
+    /// Size of the file, in bytes.
     pub file_bytes: u64,
+    /// Size of every read and write call, in bytes.
     pub io_bytes: u64,
 }
 

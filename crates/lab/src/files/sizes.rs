@@ -20,6 +20,7 @@ pub const SIZES: [(u64, &str); 7] = [
     (256 << 10, "256k"),
 ];
 
+/// The latency-by-size workload's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SizeLatency {

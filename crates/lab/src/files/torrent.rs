@@ -17,6 +17,7 @@ use vfs::{FsError, Ino, ROOT};
 
 use super::{Meter, Phases};
 
+/// The torrent workload's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Torrent {
@@ -24,6 +25,7 @@ pub struct Torrent {
     pub downloads: u64,
     /// Mean file size; sizes are uniform in [3 mean/4, 5 mean/4], whole pieces.
     pub file_bytes_mean: u64,
+    /// Size of a piece, in bytes: each is written with one call.
     pub piece_bytes: u64,
     /// Preallocation write call size.
     pub io_bytes: u64,

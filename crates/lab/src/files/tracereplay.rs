@@ -29,6 +29,7 @@ use super::{Meter, Phases};
 use crate::request::Op;
 use crate::trace::{TraceFormat, TraceReader};
 
+/// A block trace to replay onto files, and how.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TraceReplay {
@@ -50,6 +51,7 @@ fn default_object_bytes() -> u64 {
 }
 
 impl TraceReplay {
+    /// Checks that `object_bytes` is at least one 512-byte sector.
     pub fn validate(&self) -> Result<(), String> {
         if self.object_bytes < 512 {
             return Err(format!(
@@ -60,6 +62,7 @@ impl TraceReplay {
         Ok(())
     }
 
+    /// The trace's format: `format` parsed, or detected from the file when absent.
     pub fn format(&self) -> Result<TraceFormat, String> {
         match &self.format {
             Some(f) => f.parse(),
@@ -89,11 +92,12 @@ pub struct Skipped {
     pub unwritten_reads: u64,
 }
 
-/// Runs the replay; one phase, "run". Returns the phases and what was skipped.
+/// Runs the replay; one phase, "run".
 pub fn run(m: &mut Meter, t: &TraceReplay) -> Result<Phases, FsError> {
     run_counted(m, t).map(|(p, _)| p)
 }
 
+/// Runs the replay like [`run`] and also returns what was skipped.
 pub fn run_counted(m: &mut Meter, t: &TraceReplay) -> Result<(Phases, Skipped), FsError> {
     t.validate().map_err(FsError::Invalid)?;
     let format = t.format().map_err(FsError::Invalid)?;

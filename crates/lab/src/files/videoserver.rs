@@ -9,11 +9,15 @@ use vfs::{FsError, Ino, ROOT};
 use super::aging::Aging;
 use super::{Meter, Phases};
 
+/// The videoserver workload's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct VideoServer {
+    /// Files kept live (at least 2).
     pub files: u64,
+    /// Size of every file, in bytes.
     pub file_bytes: u64,
+    /// Threads replacing files at once (at most `files - 1` are used).
     pub threads: u64,
     /// The replacements run until they have written this much.
     pub total_bytes: u64,
