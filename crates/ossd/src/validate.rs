@@ -23,6 +23,7 @@ pub struct Validation {
     pub source: String,
     /// A figure agrees when ossd's is within this many percent of the reference's.
     pub tolerance_percent: f64,
+    /// The scenarios, run in file order.
     pub scenarios: Vec<Scenario>,
 }
 
@@ -30,6 +31,7 @@ pub struct Validation {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
+    /// Short name; `--only` matches its start.
     pub name: String,
     /// Run settings, as `ossd run --set KEY=VALUE` takes them.
     pub set: Vec<String>,
@@ -58,24 +60,33 @@ pub struct Figures {
 /// One figure compared.
 #[derive(Clone, Debug, Serialize)]
 pub struct Comparison {
+    /// `iops` or `mean_us`.
     pub figure: &'static str,
+    /// The reference simulator's figure.
     pub reference: f64,
+    /// ossd's figure.
     pub ossd: f64,
     /// ossd's figure relative to the reference, in percent (+ is higher).
     pub difference_percent: f64,
+    /// Whether the difference is within the tolerance.
     pub agrees: bool,
 }
 
 /// A scenario's result.
 #[derive(Clone, Debug, Serialize)]
 pub struct ScenarioResult {
+    /// The scenario's name.
     pub name: String,
+    /// Its run settings.
     pub set: Vec<String>,
+    /// ossd's figures.
     pub ossd: Figures,
+    /// Each figure the reference gives, compared.
     pub comparisons: Vec<Comparison>,
     /// The scenario's explanation, when a figure disagrees.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// The whole run report.
     pub report: lab::RunReport,
 }
 
