@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::geometry::{Gang, Geometry, Timing};
+use crate::geometry::{Gang, Geometry, Scheduling, Timing};
 
 /// Everything that defines a simulated device. Serializes to TOML as the `[device]` table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,6 +59,7 @@ const K9GAG_TIMING: Timing = Timing {
     erase_ns: 1_500_000,
     bus_mb_s: 40,
     command_ns: 0,
+    scheduling: Scheduling::InOrder,
 };
 
 /// RawSSD ganging (seed 000 V-H): two dies with two-plane operation form one 16 KiB write unit,
@@ -110,6 +111,7 @@ fn ssd_004(gang: Gang) -> DeviceConfig {
             erase_ns: 1_500_000,
             bus_mb_s: 40,
             command_ns: 0,
+            scheduling: Scheduling::InOrder,
         },
         gang,
         endurance_cycles: 100_000,
@@ -152,6 +154,7 @@ pub fn presets() -> Vec<Preset> {
                     erase_ns: 2_000_000,
                     bus_mb_s: 100,
                     command_ns: 0,
+                    scheduling: Scheduling::InOrder,
                 },
                 gang: Gang::NONE,
                 endurance_cycles: 100_000,
@@ -181,6 +184,7 @@ pub fn presets() -> Vec<Preset> {
                     erase_ns: 1_500_000,
                     bus_mb_s: 400,
                     command_ns: 0,
+                    scheduling: Scheduling::InOrder,
                 },
                 gang: Gang { planes_per_unit: 1, dies_per_unit: 1, units_per_superblock: 16 },
                 endurance_cycles: 100_000,
@@ -202,13 +206,15 @@ pub fn presets() -> Vec<Preset> {
                     page_size_bytes: 8192,
                     oob_size_bytes: 64,
                 },
-                // MQSim defaults: 75 us read, 750 us program, 3.8 ms erase, 333 MT/s 8-bit bus.
+                // MQSim defaults: 75 us read, 750 us program, 3.8 ms erase, 333 MT/s 8-bit bus;
+                // commands queue per die and run in issue-time order, as MQSim's TSU runs them.
                 timing: Timing {
                     read_ns: 75_000,
                     program_ns: 750_000,
                     erase_ns: 3_800_000,
                     bus_mb_s: 333,
                     command_ns: 0,
+                    scheduling: Scheduling::Backfill,
                 },
                 gang: Gang { planes_per_unit: 1, dies_per_unit: 1, units_per_superblock: 128 },
                 endurance_cycles: 10_000,
@@ -246,6 +252,7 @@ pub fn presets() -> Vec<Preset> {
                     erase_ns: 1_500_000,
                     bus_mb_s: 400,
                     command_ns: 0,
+                    scheduling: Scheduling::InOrder,
                 },
                 gang: Gang { planes_per_unit: 1, dies_per_unit: 1, units_per_superblock: 4 },
                 endurance_cycles: 100_000,

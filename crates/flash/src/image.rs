@@ -8,11 +8,14 @@ use std::path::{Path, PathBuf};
 
 use crate::store::PageStore;
 use crate::{
-    BlockInfo, Content, DeviceConfig, FlashError, Gang, Geometry, PageAddr, Payload, Timing,
+    BlockInfo, Content, DeviceConfig, FlashError, Gang, Geometry, PageAddr, Payload, Scheduling,
+    Timing,
 };
 
 pub const IMAGE_MAGIC: &[u8; 8] = b"OSSDNAND";
-pub const IMAGE_VERSION: u32 = 1;
+/// The version this build writes. Version 1 (no scheduling word; the device ran `in-order`)
+/// is still read.
+pub const IMAGE_VERSION: u32 = 2;
 const HEADER_BYTES: u64 = 4096;
 const BLOCK_RECORD_BYTES: u64 = 16;
 const PAGE_HEADER_BYTES: u64 = 16;
@@ -96,14 +99,20 @@ fn encode_header(c: &DeviceConfig) -> Vec<u8> {
     w.u32(c.factory_bad_ppm);
     w.u32(c.ecc_correctable_bits);
     w.u64(c.seed);
+    w.u32(match c.timing.scheduling {
+        Scheduling::InOrder => 0,
+        Scheduling::Backfill => 1,
+    });
     let crc = crc32c::crc32c(&w.0);
     w.u32(crc);
     w.0
 }
 
-/// Header length: magic, version, 7 geometry words, 5 timing words, 3 gang words, 3 words,
-/// seed, CRC.
-const HEADER_LEN: usize = 8 + 4 + 7 * 4 + 5 * 8 + 3 * 4 + 3 * 4 + 8 + 4;
+/// Version 1 header length: magic, version, 7 geometry words, 5 timing words, 3 gang words,
+/// 3 words, seed, CRC.
+const HEADER_LEN_V1: usize = 8 + 4 + 7 * 4 + 5 * 8 + 3 * 4 + 3 * 4 + 8 + 4;
+/// Version 2 adds the scheduling word before the CRC.
+const HEADER_LEN: usize = HEADER_LEN_V1 + 4;
 
 fn decode_header(path: &Path, b: &[u8]) -> Result<DeviceConfig, FlashError> {
     if b.len() < HEADER_LEN || &b[..8] != IMAGE_MAGIC {
@@ -111,14 +120,20 @@ fn decode_header(path: &Path, b: &[u8]) -> Result<DeviceConfig, FlashError> {
     }
     let mut r = Reader(&b[8..]);
     let version = r.u32();
-    if version != IMAGE_VERSION {
-        return Err(err(
-            path,
-            format!("image format version {version} is not supported (this build reads version {IMAGE_VERSION})"),
-        ));
-    }
-    let stored_crc = u32::from_le_bytes(b[HEADER_LEN - 4..HEADER_LEN].try_into().unwrap());
-    if crc32c::crc32c(&b[..HEADER_LEN - 4]) != stored_crc {
+    let len = match version {
+        1 => HEADER_LEN_V1,
+        IMAGE_VERSION => HEADER_LEN,
+        _ => {
+            return Err(err(
+                path,
+                format!("image format version {version} is not supported (this build reads versions 1 and {IMAGE_VERSION})"),
+            ))
+        }
+    };
+    let mut crc_bytes = [0u8; 4];
+    crc_bytes.copy_from_slice(&b[len - 4..len]);
+    let stored_crc = u32::from_le_bytes(crc_bytes);
+    if crc32c::crc32c(&b[..len - 4]) != stored_crc {
         return Err(err(
             path,
             "header checksum mismatch: the header is corrupted",
@@ -139,13 +154,14 @@ fn decode_header(path: &Path, b: &[u8]) -> Result<DeviceConfig, FlashError> {
         erase_ns: r.u64(),
         bus_mb_s: r.u64(),
         command_ns: r.u64(),
+        scheduling: Scheduling::InOrder,
     };
     let gang = Gang {
         planes_per_unit: r.u32(),
         dies_per_unit: r.u32(),
         units_per_superblock: r.u32(),
     };
-    let c = DeviceConfig {
+    let mut c = DeviceConfig {
         geometry,
         timing,
         gang,
@@ -154,6 +170,20 @@ fn decode_header(path: &Path, b: &[u8]) -> Result<DeviceConfig, FlashError> {
         ecc_correctable_bits: r.u32(),
         seed: r.u64(),
     };
+    if version >= 2 {
+        c.timing.scheduling = match r.u32() {
+            0 => Scheduling::InOrder,
+            1 => Scheduling::Backfill,
+            other => {
+                return Err(err(
+                    path,
+                    format!(
+                        "header: scheduling = {other} is neither 0 (in-order) nor 1 (backfill)"
+                    ),
+                ))
+            }
+        };
+    }
     c.validate()
         .map_err(|e| err(path, format!("header holds an invalid device: {e}")))?;
     if c.geometry.oob_size_bytes > 255 {
@@ -492,6 +522,27 @@ mod tests {
             }],
         );
         assert!(r.is_err());
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn scheduling_survives_reopen_and_version_1_reads_as_in_order() {
+        let path = tmp("sched");
+        let mut c = preset("tiny").unwrap();
+        c.timing.scheduling = Scheduling::Backfill;
+        drop(ImageStore::create(&path, &c).unwrap());
+        let (got, _) = ImageStore::open(&path).unwrap();
+        assert_eq!(got, c);
+        // The same header written as version 1: no scheduling word, CRC right after the seed.
+        let mut v1 = encode_header(&c);
+        v1.truncate(HEADER_LEN_V1 - 4);
+        v1[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let crc = crc32c::crc32c(&v1);
+        v1.extend_from_slice(&crc.to_le_bytes());
+        v1.resize(HEADER_LEN, 0);
+        let old = decode_header(&path, &v1).unwrap();
+        assert_eq!(old.timing.scheduling, Scheduling::InOrder);
+        assert_eq!(old.geometry, c.geometry);
         std::fs::remove_file(&path).unwrap();
     }
 

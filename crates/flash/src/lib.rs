@@ -25,7 +25,7 @@ pub mod store;
 
 pub use config::{preset, presets, DeviceConfig, Preset};
 pub use gang::Ganged;
-pub use geometry::{BlockAddr, DieId, Gang, Geometry, Nanos, PageAddr, Timing};
+pub use geometry::{BlockAddr, DieId, Gang, Geometry, Nanos, PageAddr, Scheduling, Timing};
 pub use nand::Nand;
 
 /// What a program stores in a page.

@@ -10,8 +10,16 @@
 //!
 //! Pages of one batch on the same die at the same page index in distinct planes share one
 //! array operation (multi-plane); otherwise array operations on a die run one after another.
-//! Dies work in parallel; dies on one channel share its bus. Commands are served in the order
+//! Dies work in parallel; dies on one channel share its bus. Commands are timed in the order
 //! they are issued (a reservation model), so callers issue in time order.
+//!
+//! [`Scheduling`] decides what happens before a reservation that lies in a die's or bus's
+//! future. `in-order` keeps one "free at" time per die and bus: a command waits for every
+//! command issued before it, and a read holds its die while it waits for the bus. `backfill`
+//! keeps each resource's busy intervals and gives a command the earliest gap at or after its
+//! issue time that fits it whole (a read's die time and bus transfer, a program's transfer
+//! and array time), so a command issued for later (the program of a read-modify-write, issued
+//! when its read completes) no longer leaves the die idle for the commands issued after it.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -19,8 +27,78 @@ use rand_chacha::ChaCha8Rng;
 use crate::store::{MemStore, PageStore};
 use crate::{
     BlockAddr, BlockInfo, Content, DeviceConfig, Flash, FlashError, FlashStats, Nanos, Payload,
-    ProgramOp, ReadOp,
+    ProgramOp, ReadOp, Scheduling,
 };
+
+/// Busy intervals kept per die or bus under [`Scheduling::Backfill`]; older ones are merged
+/// into the floor (their gaps are no longer offered).
+const KEPT_INTERVALS: usize = 32;
+
+/// The busy intervals of one die or channel bus (backfill scheduling).
+#[derive(Clone, Debug, Default)]
+struct Timeline {
+    /// The resource counts as busy before this time.
+    floor: Nanos,
+    /// Busy intervals after `floor`: sorted, disjoint, never touching.
+    busy: Vec<(Nanos, Nanos)>,
+}
+
+impl Timeline {
+    /// The earliest start at or after `at` of an idle gap `len` long.
+    fn fit(&self, at: Nanos, len: Nanos) -> Nanos {
+        let mut s = at.max(self.floor);
+        for &(b, e) in &self.busy {
+            if e <= s {
+                continue;
+            }
+            if s + len <= b {
+                return s;
+            }
+            s = e;
+        }
+        s
+    }
+
+    /// The end of the first busy interval overlapping `[s, e)`, if any.
+    fn conflict(&self, s: Nanos, e: Nanos) -> Option<Nanos> {
+        if s < self.floor {
+            return Some(self.floor);
+        }
+        self.busy
+            .iter()
+            .find(|&&(b, x)| b < e && s < x)
+            .map(|&(_, x)| x)
+    }
+
+    /// Marks `[s, e)` busy (it must be idle).
+    fn reserve(&mut self, s: Nanos, e: Nanos) {
+        if e <= s {
+            return;
+        }
+        let i = self.busy.partition_point(|&(b, _)| b < s);
+        self.busy.insert(i, (s, e));
+        // Merge with the following and the preceding interval where they touch.
+        if i + 1 < self.busy.len() && self.busy[i + 1].0 <= e {
+            self.busy[i].1 = self.busy[i + 1].1.max(e);
+            self.busy.remove(i + 1);
+        }
+        if i > 0 && self.busy[i - 1].1 >= s {
+            self.busy[i - 1].1 = self.busy[i - 1].1.max(self.busy[i].1);
+            self.busy.remove(i);
+        }
+        if self.busy.len() > KEPT_INTERVALS {
+            let (_, end) = self.busy.remove(0);
+            self.floor = self.floor.max(end);
+        }
+    }
+
+    /// When the resource is free of every reservation.
+    fn free_at(&self) -> Nanos {
+        self.busy
+            .last()
+            .map_or(self.floor, |&(_, e)| e.max(self.floor))
+    }
+}
 
 pub struct Nand<S: PageStore = MemStore> {
     config: DeviceConfig,
@@ -28,6 +106,9 @@ pub struct Nand<S: PageStore = MemStore> {
     blocks: Vec<BlockInfo>,
     die_free: Vec<Nanos>,
     channel_free: Vec<Nanos>,
+    /// Busy intervals per die and per channel ([`Scheduling::Backfill`] only).
+    die_busy: Vec<Timeline>,
+    channel_busy: Vec<Timeline>,
     stats: FlashStats,
 }
 
@@ -74,6 +155,8 @@ impl<S: PageStore> Nand<S> {
             blocks,
             die_free: vec![0; g.dies() as usize],
             channel_free: vec![0; g.channels as usize],
+            die_busy: vec![Timeline::default(); g.dies() as usize],
+            channel_busy: vec![Timeline::default(); g.channels as usize],
             stats: FlashStats::default(),
         })
     }
@@ -119,6 +202,61 @@ impl<S: PageStore> Nand<S> {
         }
     }
 
+    /// Backfill: reserves a read of one die's pages (array time `array`, then `xfer` on the
+    /// bus, the die held until the transfer ends); returns when the transfer ends.
+    fn backfill_read(&mut self, d: usize, c: usize, at: Nanos, array: Nanos, xfer: Nanos) -> Nanos {
+        let mut s = at;
+        loop {
+            s = self.die_busy[d].fit(s, array + xfer);
+            let bus = self.channel_busy[c].fit(s + array, xfer);
+            let end = bus + xfer;
+            match self.die_busy[d].conflict(s, end) {
+                Some(next) => s = next,
+                None => {
+                    self.die_busy[d].reserve(s, end);
+                    self.channel_busy[c].reserve(bus, end);
+                    self.die_free[d] = self.die_busy[d].free_at();
+                    self.channel_free[c] = self.channel_busy[c].free_at();
+                    return end;
+                }
+            }
+        }
+    }
+
+    /// Backfill: reserves a program of one die's pages (`xfer` on the bus, the die held from
+    /// the transfer's start, then `array` of program time); returns when the program ends.
+    fn backfill_program(
+        &mut self,
+        d: usize,
+        c: usize,
+        at: Nanos,
+        xfer: Nanos,
+        array: Nanos,
+    ) -> Nanos {
+        let mut s = at;
+        loop {
+            s = self.die_busy[d].fit(s, xfer + array);
+            let bus = self.channel_busy[c].fit(s, xfer);
+            if bus == s {
+                let end = s + xfer + array;
+                self.die_busy[d].reserve(s, end);
+                self.channel_busy[c].reserve(s, s + xfer);
+                self.die_free[d] = self.die_busy[d].free_at();
+                self.channel_free[c] = self.channel_busy[c].free_at();
+                return end;
+            }
+            s = bus;
+        }
+    }
+
+    /// Backfill: reserves `len` of die time (an erase); returns when it ends.
+    fn backfill_die(&mut self, d: usize, at: Nanos, len: Nanos) -> Nanos {
+        let s = self.die_busy[d].fit(at, len);
+        self.die_busy[d].reserve(s, s + len);
+        self.die_free[d] = self.die_busy[d].free_at();
+        s + len
+    }
+
     fn finish(&mut self, done: Nanos) -> Nanos {
         self.stats.busy_until_ns = self.stats.busy_until_ns.max(done);
         done
@@ -152,7 +290,7 @@ impl<S: PageStore> Flash for Nand<S> {
                 self.store.get_page(bi, op.addr.page, op.data, op.oob)?
             };
         }
-        let t = &self.config.timing;
+        let t = self.config.timing;
         let mut done = at;
         for (i, op) in ops.iter().enumerate() {
             let die = op.addr.die;
@@ -163,6 +301,18 @@ impl<S: PageStore> Flash for Nand<S> {
             let n_array = Self::array_ops(mine().map(|o| (o.addr.page, o.addr.plane)));
             let d = die.0 as usize;
             let c = g.channel_of(die) as usize;
+            if t.scheduling == Scheduling::Backfill {
+                let mut xfer = 0;
+                for o in mine() {
+                    let bytes = (o.data.len() + o.oob.len()) as u32;
+                    xfer += t.transfer_ns(bytes);
+                    self.stats.bytes_transferred += bytes as u64;
+                    self.stats.pages_read += 1;
+                }
+                let end = self.backfill_read(d, c, at + t.command_ns, t.read_ns * n_array, xfer);
+                done = done.max(end);
+                continue;
+            }
             let mut now = (at + t.command_ns).max(self.die_free[d]) + t.read_ns * n_array;
             for o in mine() {
                 let bytes = (o.data.len() + o.oob.len()) as u32;
@@ -230,6 +380,18 @@ impl<S: PageStore> Flash for Nand<S> {
             let n_array = Self::array_ops(mine().map(|o| (o.addr.page, o.addr.plane)));
             let d = die.0 as usize;
             let c = g.channel_of(die) as usize;
+            if t.scheduling == Scheduling::Backfill {
+                let mut xfer = 0;
+                for o in mine() {
+                    let bytes = g.page_size_bytes + o.oob.len() as u32;
+                    xfer += t.transfer_ns(bytes);
+                    self.stats.bytes_transferred += bytes as u64;
+                }
+                let array = t.program_ns * n_array;
+                let end = self.backfill_program(d, c, at + t.command_ns, xfer, array);
+                done = done.max(end);
+                continue;
+            }
             let mut now = (at + t.command_ns).max(self.die_free[d]);
             for o in mine() {
                 let bytes = g.page_size_bytes + o.oob.len() as u32;
@@ -280,6 +442,11 @@ impl<S: PageStore> Flash for Nand<S> {
                     .map(|o| (0, o.plane)),
             );
             let d = b.die.0 as usize;
+            if t.scheduling == Scheduling::Backfill {
+                let end = self.backfill_die(d, at + t.command_ns, t.erase_ns * n_array);
+                done = done.max(end);
+                continue;
+            }
             let now = (at + t.command_ns).max(self.die_free[d]) + t.erase_ns * n_array;
             self.die_free[d] = now;
             done = done.max(now);
@@ -346,6 +513,71 @@ mod tests {
         let mut ops = [ReadOp::new(p, &mut [], &mut oob)];
         n.read(0, &mut ops)?;
         Ok(ops[0].content)
+    }
+
+    fn tiny_with(scheduling: Scheduling) -> Nand {
+        let mut c = preset("tiny").unwrap();
+        c.timing.scheduling = scheduling;
+        Nand::in_memory(c).unwrap()
+    }
+
+    #[test]
+    fn backfill_uses_the_idle_time_before_a_later_reservation() {
+        let later = 10_000_000;
+        for scheduling in [Scheduling::InOrder, Scheduling::Backfill] {
+            let mut n = tiny_with(scheduling);
+            let t = n.config().timing;
+            let one = t.transfer_ns(4096 + 2) + t.program_ns;
+            // A program issued for later (a read-modify-write's program, issued when its read
+            // completes), then one issued now on the same die.
+            assert_eq!(
+                program(&mut n, later, page(0, 0, 0), 1).unwrap(),
+                later + one
+            );
+            let now = program(&mut n, 0, page(0, 1, 0), 2).unwrap();
+            let read_done = {
+                let mut oob = [0u8; 2];
+                let mut ops = [ReadOp::new(page(2, 0, 0), &mut [], &mut oob)];
+                n.read(0, &mut ops).unwrap()
+            };
+            match scheduling {
+                Scheduling::InOrder => {
+                    assert_eq!(now, later + 2 * one);
+                    // Die 2 shares channel 0 with die 0: its read waits for the bus.
+                    assert!(read_done > later);
+                }
+                Scheduling::Backfill => {
+                    assert_eq!(now, one);
+                    assert_eq!(read_done, t.read_ns + t.transfer_ns(2));
+                }
+            }
+            let last = match scheduling {
+                Scheduling::InOrder => later + 2 * one,
+                Scheduling::Backfill => later + one,
+            };
+            assert_eq!(n.die_free_ns(DieId(0)), last);
+        }
+    }
+
+    #[test]
+    fn timelines_merge_touching_intervals_and_forget_old_gaps() {
+        let mut t = Timeline::default();
+        t.reserve(10, 20);
+        t.reserve(30, 40);
+        assert_eq!(t.fit(0, 10), 0);
+        assert_eq!(t.fit(0, 11), 40);
+        assert_eq!(t.fit(15, 10), 20);
+        t.reserve(20, 30);
+        assert_eq!(t.busy, vec![(10, 40)]);
+        assert_eq!(t.conflict(0, 11), Some(40));
+        assert_eq!(t.conflict(40, 50), None);
+        for i in 0..2 * KEPT_INTERVALS as u64 {
+            t.reserve(100 + 10 * i, 105 + 10 * i);
+        }
+        assert_eq!(t.busy.len(), KEPT_INTERVALS);
+        assert!(t.floor > 100);
+        assert_eq!(t.fit(0, 1), t.floor);
+        assert_eq!(t.free_at(), 105 + 10 * (2 * KEPT_INTERVALS as u64 - 1));
     }
 
     #[test]

@@ -43,6 +43,22 @@ pub enum Mapping {
     Dftl,
 }
 
+/// How the write buffer acknowledges a write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BufferPolicy {
+    /// A write into a full buffer programs the oldest buffered unit first and completes when
+    /// that program does (the seed papers' devices, seed 000 V-E).
+    #[default]
+    Evict,
+    /// A device-level write-back data cache (MQSim's, Tavakkol et al., FAST'18): a write
+    /// completes when it is in the buffer; units beyond `flush_percent` of the buffer are
+    /// programmed in the background, oldest first, and a write waits only when buffered and
+    /// in-flight units fill the whole buffer (then for the earliest flush to complete). A
+    /// `flush` waits for every flush in flight.
+    WriteBack,
+}
+
 /// FTL settings.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -52,6 +68,11 @@ pub struct FtlConfig {
     pub mapping: Mapping,
     /// Write buffer size (default 2 MiB, seed 000 V-E); 0 writes through.
     pub buffer_bytes: u64,
+    /// What a write waits for when the buffer is full (default `evict`).
+    pub buffer_policy: BufferPolicy,
+    /// `write-back` only: buffered units beyond this share of the buffer, in percent, are
+    /// flushed in the background as writes arrive (default 50).
+    pub flush_percent: f64,
     /// DFTL cache size; 8 bytes per cached entry (default 256 KiB).
     pub dftl_cache_bytes: u64,
     /// DFTL only: hold the mapping cache's hit rate at this percentage instead of letting the
@@ -72,6 +93,8 @@ impl Default for FtlConfig {
         FtlConfig {
             mapping: Mapping::Page,
             buffer_bytes: 2 << 20,
+            buffer_policy: BufferPolicy::Evict,
+            flush_percent: 50.0,
             dftl_cache_bytes: 256 << 10,
             dftl_hit_percent: 0.0,
             overprovision_percent: 7.0,
@@ -94,6 +117,17 @@ impl FtlConfig {
                 "ftl.dftl_hit_percent = {} must lie in 0..=100 (0 = the LRU decides)",
                 self.dftl_hit_percent
             ));
+        }
+        if !(self.flush_percent > 0.0 && self.flush_percent <= 100.0) {
+            return Err(format!(
+                "ftl.flush_percent = {} must lie in (0, 100]",
+                self.flush_percent
+            ));
+        }
+        if self.buffer_policy == BufferPolicy::WriteBack && self.buffer_bytes == 0 {
+            return Err(
+                "ftl.buffer_policy = write-back needs a buffer: ftl.buffer_bytes = 0".into(),
+            );
         }
         if self.mapping == Mapping::Dftl && self.dftl_cache_bytes < 8 {
             return Err("ftl.dftl_cache_bytes must hold at least one 8-byte entry".into());
@@ -301,6 +335,8 @@ pub struct Ftl<F: Flash> {
     stats: FtlStats,
     scratch: Vec<u8>,
     recovery: Recovery,
+    /// Completion times of background flushes still in flight (write-back buffer only).
+    inflight: std::collections::BinaryHeap<std::cmp::Reverse<Nanos>>,
 }
 
 impl<F: Flash> Ftl<F> {
@@ -375,6 +411,7 @@ impl<F: Flash> Ftl<F> {
             stats: FtlStats::default(),
             scratch: vec![0; unit_bytes],
             recovery: Recovery::default(),
+            inflight: std::collections::BinaryHeap::new(),
         };
         ftl.recover(roll_forward)?;
         Ok(ftl)
@@ -542,8 +579,12 @@ impl<F: Flash> Ftl<F> {
                 let old = self.buf.take(lpn).expect("entry exists");
                 done = done.max(self.program_entry(at, old)?);
             }
-            if self.buf.capacity() > 0 && self.buf.get(lpn).is_none() && self.buf.is_full() {
-                done = done.max(self.evict_one(at)?);
+            if self.buf.capacity() > 0 && self.buf.get(lpn).is_none() {
+                if self.config.buffer_policy == BufferPolicy::WriteBack {
+                    done = done.max(self.admit_write_back(at)?);
+                } else if self.buf.is_full() {
+                    done = done.max(self.evict_one(at)?);
+                }
             }
             let e = self.buf.entry(lpn, bytes_mode, unit);
             match (&mut e.fill, data) {
@@ -568,6 +609,36 @@ impl<F: Flash> Ftl<F> {
             }
         }
         Ok(done)
+    }
+
+    /// Write-back buffer: makes room for one more unit; returns when the unit may enter.
+    /// Flushes started by earlier writes that completed by `at` free their slots; units beyond
+    /// the flush threshold start flushing now; if buffered and in-flight units still fill the
+    /// buffer, the write waits for the earliest flush to complete.
+    fn admit_write_back(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
+        let cap = self.buf.capacity();
+        let threshold = ((cap as f64 * self.config.flush_percent / 100.0) as usize).clamp(1, cap);
+        let mut ready = at;
+        loop {
+            while self.inflight.peek().is_some_and(|r| r.0 <= ready) {
+                self.inflight.pop();
+            }
+            // Background flushes: the oldest units beyond the threshold, issued now.
+            while self.buf.len() >= threshold {
+                let Some(e) = self.buf.pop_oldest() else {
+                    break;
+                };
+                let d = self.program_entry(at, e)?;
+                self.inflight.push(std::cmp::Reverse(d));
+            }
+            if self.buf.len() + self.inflight.len() < cap {
+                return Ok(ready);
+            }
+            match self.inflight.pop() {
+                Some(r) => ready = ready.max(r.0),
+                None => return Ok(ready),
+            }
+        }
     }
 
     /// Writes the oldest buffered unit to flash.
@@ -916,6 +987,9 @@ impl<F: Flash> Ftl<F> {
         let mut done = at;
         while let Some(e) = self.buf.pop_oldest() {
             done = done.max(self.program_entry(at, e)?);
+        }
+        while let Some(r) = self.inflight.pop() {
+            done = done.max(r.0);
         }
         self.fml.flash_mut().sync()?;
         Ok(done)

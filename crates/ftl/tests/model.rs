@@ -12,9 +12,9 @@
 use std::collections::BTreeSet;
 
 use flash::fault::{CutMode, Faulty};
-use flash::{preset, DeviceConfig, FlashError, Nand};
+use flash::{preset, DeviceConfig, FlashError, Nand, Scheduling};
 use fml::{FmlConfig, FmlError};
-use ftl::{Data, Ftl, FtlConfig, FtlError, Mapping, ReadOut};
+use ftl::{BufferPolicy, Data, Ftl, FtlConfig, FtlError, Mapping, ReadOut};
 use proptest::prelude::*;
 
 const SECTOR: usize = 512;
@@ -326,10 +326,21 @@ proptest! {
     fn ftl_matches_the_oracle(
         dftl in any::<bool>(),
         buffer_units in prop_oneof![Just(0u64), Just(4u64)],
+        write_back in any::<bool>(),
+        backfill in any::<bool>(),
         ops in prop::collection::vec(op(), 1..250),
     ) {
-        let cfg = config(if dftl { Mapping::Dftl } else { Mapping::Page }, buffer_units);
-        let ftl = Ftl::open(Faulty::new(Nand::in_memory(device()).unwrap()), cfg).unwrap();
+        let mut cfg = config(if dftl { Mapping::Dftl } else { Mapping::Page }, buffer_units);
+        if write_back && buffer_units > 0 {
+            // The write-back buffer (MQSim's device-level cache): flushes in the background.
+            cfg.buffer_policy = BufferPolicy::WriteBack;
+            cfg.flush_percent = 50.0;
+        }
+        let mut dev = device();
+        if backfill {
+            dev.timing.scheduling = Scheduling::Backfill;
+        }
+        let ftl = Ftl::open(Faulty::new(Nand::in_memory(dev).unwrap()), cfg).unwrap();
         let sectors = (ftl.capacity_bytes() / 512) as u32;
         let mut rig = Rig { ftl: Some(ftl), cfg, oracle: Oracle::new(sectors as usize), t: 0, next_value: 0 };
         for op in &ops {

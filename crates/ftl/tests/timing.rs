@@ -38,3 +38,39 @@ fn a_read_costs_array_time_plus_transfer_in_both_payload_modes() {
     );
     assert_eq!(out, bytes);
 }
+
+/// The write-back buffer (MQSim's device-level data cache) acknowledges a write when it is
+/// buffered; the evicting buffer makes a write into a full buffer wait for a program. A flush
+/// waits for the background flushes in flight.
+#[test]
+fn write_back_acknowledges_from_the_buffer_and_flush_waits_for_the_flushes() {
+    let dev = preset("tiny").unwrap();
+    let run = |policy: ftl::BufferPolicy, writes: u64| {
+        let cfg = FtlConfig {
+            fml: FmlConfig::for_blocks(32),
+            buffer_bytes: 8 * 4096,
+            buffer_policy: policy,
+            flush_percent: 50.0,
+            ..FtlConfig::default()
+        };
+        let mut ftl = Ftl::open(Nand::in_memory(dev).unwrap(), cfg).unwrap();
+        let unit = ftl.unit_bytes() as u64;
+        let latest = (0..writes)
+            .map(|i| ftl.write(0, i * unit, unit, Data::Token(i)).unwrap())
+            .max()
+            .unwrap();
+        let flushed = ftl.flush(0).unwrap();
+        (latest, flushed)
+    };
+    // Twelve writes at time 0 into an 8-unit buffer: the last four wait for a program.
+    let (evict_latest, _) = run(ftl::BufferPolicy::Evict, 12);
+    assert!(evict_latest >= dev.timing.program_ns);
+    // Write-back: eight writes (half buffered, half flushing) are all acknowledged at once,
+    // and the flush waits for the four flushes in flight.
+    let (wb_latest, wb_flushed) = run(ftl::BufferPolicy::WriteBack, 8);
+    assert_eq!(wb_latest, 0);
+    assert!(wb_flushed >= dev.timing.program_ns);
+    // A ninth write finds buffered and in-flight units filling the buffer and waits.
+    let (wb_full, _) = run(ftl::BufferPolicy::WriteBack, 9);
+    assert!(wb_full >= dev.timing.program_ns);
+}

@@ -17,6 +17,7 @@ mod objects;
 mod reproduce;
 mod results;
 mod torture;
+mod validate;
 
 use ossd::settings;
 
@@ -68,6 +69,19 @@ enum Command {
         /// The repository's root.
         #[arg(long, default_value = ".")]
         root: PathBuf,
+    },
+    /// Replay another simulator's scenarios on ossd and judge ossd's figures against the
+    /// reference's, kept in the validation file (validation/mqsim.toml: MQSim, issue 22).
+    Validate {
+        /// The validation file.
+        #[arg(long, default_value = "validation/mqsim.toml")]
+        file: PathBuf,
+        /// Only scenarios whose names start with this.
+        #[arg(long)]
+        only: Option<String>,
+        /// Write every scenario's figures and full run report to this JSON file.
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
     /// List the built-in device presets.
     Presets,
@@ -334,6 +348,9 @@ fn main() -> ExitCode {
             check,
             root,
         }),
+        Command::Validate { file, only, json } => {
+            validate::run(&file, only.as_deref(), json.as_ref())
+        }
         Command::Presets => presets(),
         Command::Run(args) => run(args),
         Command::Format {

@@ -32,6 +32,9 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   load.queue_depth                   requests in flight per thread (default 1)
   load.think_time_ns                 pause between a completion and the thread's next request (default 0)
   ftl.buffer_bytes                   write buffer, 0 = write-through (default 2097152, seed 000 V-E)
+  ftl.buffer_policy                  evict | write-back: a write into a full buffer waits for a program, or the buffer
+                                     acknowledges writes and flushes in the background (MQSim's data cache) (default evict)
+  ftl.flush_percent                  write-back: buffered units beyond this share are flushed as writes arrive (default 50)
   ftl.dftl_cache_bytes               DFTL mapping cache, 8 bytes per entry (default 262144)
   ftl.dftl_hit_percent               hold DFTL's mapping-cache hit rate at this percentage, 0 = the LRU decides (default 0, seed 002 IV-C)
   ftl.overprovision_percent          flash held back from the logical space (default 7)
