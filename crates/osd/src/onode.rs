@@ -12,7 +12,9 @@ pub const FIRST_USER_ATTR: u16 = 0x1000;
 pub const USER_ATTR_MAX_BYTES: usize = 128;
 
 const MAGIC: u8 = 0xD5;
-const VERSION: u8 = 1;
+/// Version 2 added the object services (reliability, parity group); version 1 onodes decode
+/// with none.
+const VERSION: u8 = 2;
 const FLAG_REMOVED: u8 = 1;
 const FLAG_READ_ONLY: u8 = 2;
 const FLAG_INODE: u8 = 4;
@@ -20,8 +22,12 @@ const FLAG_INLINE: u8 = 8;
 /// Data of an inode object kept within its onode, at most (seed 001 V-D: inode embedding).
 pub const INLINE_MAX_BYTES: usize = 128;
 /// magic, version, flags, priority, access pattern, oid, length, used, 4 times, expected size,
-/// write count, sequence number, attribute count; then the attributes; then the CRC.
-const FIXED_BYTES: usize = 1 + 1 + 1 + 1 + 1 + 16 + 8 + 8 + 4 * 8 + 8 + 4 + 8 + 1;
+/// write count, sequence number, attribute count; then (version 2) the services; then the
+/// attributes; then the CRC.
+const FIXED_BYTES_V1: usize = 1 + 1 + 1 + 1 + 1 + 16 + 8 + 8 + 4 * 8 + 8 + 4 + 8 + 1;
+/// Version 2's services: parity units per group, data units per group, a reserved byte (0).
+const SERVICES_BYTES: usize = 3;
+const FIXED_BYTES: usize = FIXED_BYTES_V1 + SERVICES_BYTES;
 
 /// How the host expects an object to be accessed (a placement hint).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -80,6 +86,10 @@ pub struct Onode {
     /// Sequence number of the write that produced this version; recovery applies an onode only
     /// over an older version of it.
     pub seq: u64,
+    /// Object-level reliability (seed 001 III): parity units per parity group, 0 for none.
+    pub reliability: u8,
+    /// Data units per parity group (fixed once the object has parity; 0 when `reliability` is).
+    pub parity_group: u8,
     /// User attributes, sorted by id.
     pub attrs: Vec<(u16, Vec<u8>)>,
     /// The object's data, kept within the onode (an embedded inode); `None` when it lives in
@@ -141,6 +151,7 @@ impl Onode {
         out.extend_from_slice(&self.write_count.to_le_bytes());
         out.extend_from_slice(&self.seq.to_le_bytes());
         out.push(self.attrs.len() as u8);
+        out.extend_from_slice(&[self.reliability, self.parity_group, 0]);
         for (id, v) in &self.attrs {
             out.extend_from_slice(&id.to_le_bytes());
             out.push(v.len() as u8);
@@ -159,21 +170,27 @@ impl Onode {
     /// Decodes one onode from the front of `b`; returns it and the bytes it took.
     pub fn decode(b: &[u8]) -> Result<(Onode, usize), OnodeError> {
         let bad = |what: &str| OnodeError::Corrupted(what.to_string());
-        if b.len() < FIXED_BYTES + 4 {
+        if b.len() < FIXED_BYTES_V1 + 4 {
             return Err(bad("onode shorter than its fixed part"));
         }
         if b[0] != MAGIC {
             return Err(bad("bad onode magic"));
         }
-        if b[1] != VERSION {
-            return Err(OnodeError::Corrupted(format!(
-                "onode version {} is not supported",
-                b[1]
-            )));
+        let fixed = match b[1] {
+            1 => FIXED_BYTES_V1,
+            VERSION => FIXED_BYTES,
+            v => {
+                return Err(OnodeError::Corrupted(format!(
+                    "onode version {v} is not supported (this build reads 1 and {VERSION})"
+                )))
+            }
+        };
+        if b.len() < fixed + 4 {
+            return Err(bad("onode shorter than its fixed part"));
         }
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-        let mut at = FIXED_BYTES;
-        let n = b[FIXED_BYTES - 1] as usize;
+        let mut at = fixed;
+        let n = b[FIXED_BYTES_V1 - 1] as usize;
         let mut attrs = Vec::with_capacity(n);
         for _ in 0..n {
             if at + 3 > b.len() {
@@ -207,6 +224,17 @@ impl Onode {
             return Err(bad("onode checksum mismatch"));
         }
         let flags = b[2];
+        let (reliability, parity_group) = if fixed == FIXED_BYTES {
+            let s = &b[FIXED_BYTES_V1..FIXED_BYTES];
+            if s[2] != 0 || (s[0] == 0) != (s[1] == 0) || s[0] as usize + s[1] as usize > 256 {
+                return Err(OnodeError::Corrupted(format!(
+                    "onode services {s:?} are unknown or inconsistent"
+                )));
+            }
+            (s[0], s[1])
+        } else {
+            (0, 0)
+        };
         let onode = Onode {
             oid: Oid::from_u128(u128::from_le_bytes(b[5..21].try_into().unwrap())),
             removed: flags & FLAG_REMOVED != 0,
@@ -223,6 +251,8 @@ impl Onode {
             expected_size: u64_at(69),
             write_count: u32::from_le_bytes(b[77..81].try_into().unwrap()),
             seq: u64_at(81),
+            reliability,
+            parity_group,
             attrs,
             inline,
         };

@@ -97,6 +97,8 @@ impl<F: Flash> ObjectStore<F> {
             self.program_entry(e)?;
         }
         self.write_small_pages(true)?;
+        // Parity after the data it covers, before the onodes.
+        self.flush_parity()?;
         self.flush_onodes()
     }
 

@@ -140,9 +140,15 @@ impl<F: Flash> ObjectStore<F> {
             self.make_room()?;
         }
         let full = self.full_mask();
-        let old = self.unmap(e.key.0, e.key.1)?;
         if e.mask != full {
-            self.merge_old(&mut e, old)?;
+            // Before the unit leaves the index: a damaged old copy is rebuilt from its group.
+            let old = self.lookup(e.key.0, e.key.1)?;
+            self.merge_old(&mut e, old, false)?;
+        }
+        let old = self.unmap(e.key.0, e.key.1)?;
+        let protection = self.protection(e.key.0)?;
+        if let Some(p) = protection {
+            self.parity_before_program(e.key.0, e.key.1, old, p)?;
         }
         let hint = self.hint(e.key.0)?;
         let stream = self.placer.choose(&hint);
@@ -181,14 +187,25 @@ impl<F: Flash> ObjectStore<F> {
             }
         }
         self.map(e.key.0, e.key.1, v.0)?;
+        if let Some(p) = protection {
+            let payload = match &e.fill {
+                Fill::Bytes(b) => Payload::Bytes(b),
+                Fill::Token(fp) => Payload::Fingerprint(*fp),
+            };
+            self.parity_after_program(e.key.0, e.key.1, payload, p)?;
+        }
         self.buf.recycle(e);
         self.bound_dirty_index()
     }
 
+    /// Brings the old contents of the sectors `e` lacks in from `old`, the unit's current write
+    /// unit, which is still mapped (a damaged one is rebuilt from parity; `rewrite`: and the
+    /// rebuilt copy programmed in its place).
     pub(super) fn merge_old(
         &mut self,
         e: &mut Entry<(Oid, u64)>,
         old: Option<u32>,
+        rewrite: bool,
     ) -> Result<(), OsdError> {
         let Some(o) = old else {
             if let Fill::Bytes(b) = &mut e.fill {
@@ -200,14 +217,14 @@ impl<F: Flash> ObjectStore<F> {
             }
             return Ok(());
         };
-        if o == LOST {
+        if o == LOST && self.protection(e.key.0)?.is_none() {
             return Err(OsdError::Corrupted {
                 what: format!("unit {} of object {} (lost)", e.key.1, e.key.0),
                 location: "GC".into(),
             });
         }
         self.stats.rmw_reads += 1;
-        let content = self.read_data_unit(e.key.0, e.key.1, o)?;
+        let content = self.read_data_repairing(e.key.0, e.key.1, o, rewrite)?;
         // The merged unit's program needs this read's bytes.
         self.now = self.now();
         match (&mut e.fill, content) {
@@ -309,7 +326,7 @@ impl<F: Flash> ObjectStore<F> {
             if !aligned && e.mask & mask != mask {
                 // A write of part of a sector: bring the unit's old contents in first.
                 let old = self.lookup(oid, u)?;
-                self.merge_old(&mut e, old)?;
+                self.merge_old(&mut e, old, true)?;
                 e.mask = self.full_mask();
             }
             match (&mut e.fill, data) {
@@ -465,15 +482,9 @@ impl<F: Flash> ObjectStore<F> {
             }
             match self.lookup(oid, u)? {
                 None => out.push(0),
-                Some(LOST) => {
-                    return Err(OsdError::Corrupted {
-                        what: format!("unit {u} of object {oid} (lost)"),
-                        location: "GC".into(),
-                    })
-                }
                 Some(v) => {
                     self.stats.data_units_read += 1;
-                    let content = self.read_data_unit(oid, u, v)?;
+                    let content = self.read_data_repairing(oid, u, v, true)?;
                     out.push(if let Content::Fingerprint(f) = content {
                         f
                     } else {
@@ -527,15 +538,9 @@ impl<F: Flash> ObjectStore<F> {
     ) -> Result<(), OsdError> {
         match self.lookup(oid, u)? {
             None => dst.fill(0),
-            Some(LOST) => {
-                return Err(OsdError::Corrupted {
-                    what: format!("unit {u} of object {oid} (unreadable when GC moved it)"),
-                    location: "data".into(),
-                })
-            }
             Some(v) => {
                 self.stats.data_units_read += 1;
-                if self.read_data_unit(oid, u, v)? != Content::Bytes {
+                if self.read_data_repairing(oid, u, v, true)? != Content::Bytes {
                     return Err(OsdError::InvalidArgument(format!(
                         "unit {u} of {oid} was written in fingerprint mode"
                     )));
@@ -586,6 +591,7 @@ impl<F: Flash> ObjectStore<F> {
         self.with_index(|ix, io| {
             ix.remove_range(io, &data_key(oid, first), &data_key(oid, u64::MAX))
         })?;
+        self.drop_parity_from(oid, first)?;
         Ok(dropped)
     }
 }
