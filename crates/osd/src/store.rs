@@ -288,6 +288,9 @@ pub struct ObjectStore<F: Flash> {
     parity: FxHashMap<(Oid, u64), ParityGroup>,
     /// Use counter for the parity cache's LRU.
     parity_tick: u64,
+    /// Groups a drop of units cut into, whose parity on flash is stale until recomputed (by
+    /// the truncate, or at the end of recovery).
+    parity_suspect: FxHashSet<(Oid, u64)>,
     /// Reed-Solomon codes by (data, parity) units per group.
     codecs: FxHashMap<(u8, u8), std::sync::Arc<reed_solomon_erasure::galois_8::ReedSolomon>>,
 }
@@ -347,6 +350,7 @@ impl<F: Flash> ObjectStore<F> {
             foreign_version: None,
             parity: FxHashMap::default(),
             parity_tick: 0,
+            parity_suspect: FxHashSet::default(),
             codecs: FxHashMap::default(),
         })
     }

@@ -507,6 +507,9 @@ impl<F: Flash> ObjectStore<F> {
         };
         let from_group = first.div_ceil(k);
         self.parity.retain(|&(o, g), _| o != oid || g < first / k);
+        if first % k != 0 {
+            self.parity_suspect.insert((oid, first / k));
+        }
         let stale = self.with_index(|ix, io| {
             ix.range(
                 io,
@@ -532,6 +535,7 @@ impl<F: Flash> ObjectStore<F> {
             return Ok(());
         }
         let g = first / k as u64;
+        self.parity_suspect.remove(&(oid, g));
         let mut grp = self.rebuild_group(oid, g, k, m)?;
         self.parity_tick += 1;
         grp.used = self.parity_tick;
@@ -792,12 +796,15 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// After roll-forward: every group of a protected object that data written since the
-    /// checkpoint touched (or that holds the object's end) gets its parity checked against the
+    /// checkpoint touched (or that holds the object's end, or that a replayed truncate cut
+    /// into) gets its parity checked against the
     /// data's checksums (OOB records only) and recomputed when it is missing or stale: a crash
     /// between a data program and its parity's leaves parity that could not rebuild the group.
     pub(super) fn settle_parity(&mut self, groups: FxHashSet<(Oid, u64)>) -> Result<(), OsdError> {
-        let mut groups: Vec<(Oid, u64)> = groups.into_iter().collect();
+        let suspect = std::mem::take(&mut self.parity_suspect);
+        let mut groups: Vec<(Oid, u64)> = groups.into_iter().chain(suspect).collect();
         groups.sort_unstable();
+        groups.dedup();
         for (oid, g) in groups {
             if self.load_onode(oid)?.is_none() {
                 continue;
