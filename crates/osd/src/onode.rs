@@ -12,8 +12,9 @@ pub const FIRST_USER_ATTR: u16 = 0x1000;
 pub const USER_ATTR_MAX_BYTES: usize = 128;
 
 const MAGIC: u8 = 0xD5;
-/// Version 2 added the object services (reliability, parity group); version 1 onodes decode
-/// with none.
+/// Version 2 added the object services (reliability, parity group). An onode without services
+/// is still written as version 1 (so its size, and how many share a descriptor page, is
+/// unchanged); version 1 onodes decode with none.
 const VERSION: u8 = 2;
 const FLAG_REMOVED: u8 = 1;
 const FLAG_READ_ONLY: u8 = 2;
@@ -115,8 +116,18 @@ impl Onode {
         }
     }
 
+    /// Whether the onode needs version 2 (it has services).
+    fn has_services(&self) -> bool {
+        self.reliability != 0 || self.parity_group != 0
+    }
+
     pub fn encoded_len(&self) -> usize {
-        FIXED_BYTES
+        let fixed = if self.has_services() {
+            FIXED_BYTES
+        } else {
+            FIXED_BYTES_V1
+        };
+        fixed
             + self.attrs.iter().map(|(_, v)| 3 + v.len()).sum::<usize>()
             + self.inline.as_ref().map_or(0, |d| 1 + d.len())
             + 4
@@ -135,7 +146,8 @@ impl Onode {
             | flag(self.read_only, FLAG_READ_ONLY)
             | flag(self.inode, FLAG_INODE)
             | flag(self.inline.is_some(), FLAG_INLINE);
-        out.extend_from_slice(&[MAGIC, VERSION, flags, self.priority, self.access.code()]);
+        let version = if self.has_services() { VERSION } else { 1 };
+        out.extend_from_slice(&[MAGIC, version, flags, self.priority, self.access.code()]);
         out.extend_from_slice(&self.oid.as_u128().to_le_bytes());
         for v in [
             self.logical_length,
@@ -151,7 +163,9 @@ impl Onode {
         out.extend_from_slice(&self.write_count.to_le_bytes());
         out.extend_from_slice(&self.seq.to_le_bytes());
         out.push(self.attrs.len() as u8);
-        out.extend_from_slice(&[self.reliability, self.parity_group, 0]);
+        if self.has_services() {
+            out.extend_from_slice(&[self.reliability, self.parity_group, 0]);
+        }
         for (id, v) in &self.attrs {
             out.extend_from_slice(&id.to_le_bytes());
             out.push(v.len() as u8);
@@ -319,6 +333,31 @@ mod tests {
         assert_eq!(back, o);
         assert_eq!(used, o.encoded_len());
         assert_eq!(back.attrs[0].0, 0x1000, "attributes are sorted by id");
+    }
+
+    #[test]
+    fn services_take_version_2_and_plain_onodes_stay_version_1() {
+        let mut o = Onode::new(Oid::new(0x10000, 0x10001), 5);
+        let mut plain = Vec::new();
+        o.encode(&mut plain).unwrap();
+        assert_eq!(plain[1], 1);
+        o.reliability = 2;
+        o.parity_group = 16;
+        let mut buf = Vec::new();
+        o.encode(&mut buf).unwrap();
+        assert_eq!((buf[1], buf.len()), (2, plain.len() + SERVICES_BYTES));
+        assert_eq!(Onode::decode(&buf).unwrap().0, o);
+        // Inconsistent services (parity without a group size) are refused, not guessed.
+        let mut bad = buf.clone();
+        bad[FIXED_BYTES_V1 + 1] = 0;
+        let n = bad.len();
+        let crc = crc32c::crc32c(&bad[..n - 4]);
+        bad[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(Onode::decode(&bad), Err(OnodeError::Corrupted(m)) if m.contains("services")));
+        // A future version is refused by name.
+        let mut v3 = buf.clone();
+        v3[1] = 3;
+        assert!(matches!(Onode::decode(&v3), Err(OnodeError::Corrupted(m)) if m.contains("version 3")));
     }
 
     #[test]

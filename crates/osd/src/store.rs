@@ -59,7 +59,7 @@ mod unit_io;
 
 pub use fsck::FsckReport;
 pub use parity::{covers_term, MAX_RELIABILITY};
-use parity::{parity_key, ParityGroup, KIND_PARITY};
+use parity::{parity_key, ParityGroup, UnitFill, KIND_PARITY};
 pub use scrub::{ScrubFinding, ScrubOutcome, ScrubReport};
 use gc::GcLog;
 use small::{release_slot_in, SmallObject, KIND_SMALL};
@@ -288,6 +288,11 @@ pub struct ObjectStore<F: Flash> {
     parity: FxHashMap<(Oid, u64), ParityGroup>,
     /// Use counter for the parity cache's LRU.
     parity_tick: u64,
+    /// The contents of recently programmed units of protected objects, so that the delta
+    /// update of a unit reprogrammed soon after (a directory block, say) need not read its
+    /// old contents back: first in, first out.
+    recent: FxHashMap<(Oid, u64), (UnitFill, u64)>,
+    recent_order: std::collections::VecDeque<((Oid, u64), u64)>,
     /// Groups a drop of units cut into, whose parity on flash is stale until recomputed (by
     /// the truncate, or at the end of recovery).
     parity_suspect: FxHashSet<(Oid, u64)>,
@@ -350,6 +355,8 @@ impl<F: Flash> ObjectStore<F> {
             foreign_version: None,
             parity: FxHashMap::default(),
             parity_tick: 0,
+            recent: FxHashMap::default(),
+            recent_order: std::collections::VecDeque::new(),
             parity_suspect: FxHashSet::default(),
             codecs: FxHashMap::default(),
         })

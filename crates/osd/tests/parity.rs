@@ -98,6 +98,9 @@ fn a_failed_page_reads_back_right_with_parity_and_fails_without() {
     s.write(a, 0, &data).unwrap();
     s.write(b, 0, &data).unwrap();
     s.flush(FlushScope::Device).unwrap();
+    // Parity reaches flash at checkpoints.
+    assert_eq!(s.stats().parity_units_written, 0, "{:?}", s.stats());
+    s.checkpoint().unwrap();
     assert!(s.stats().parity_units_written >= 6, "{:?}", s.stats());
     for o in [a, b] {
         let v = unit_of(&s, o, 9 * unit);

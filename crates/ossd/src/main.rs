@@ -14,6 +14,7 @@ use lab::RunReport;
 mod mountcmd;
 mod net;
 mod objects;
+mod reliability;
 mod reproduce;
 mod torture;
 
@@ -158,6 +159,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Seed 001 Table III: PostMark on OFS with and without per-object parity (parity page
+    /// I/Os against all page I/Os), then one failed unit per parity group, read back.
+    Reliability(reliability::Args),
     /// Torture a stack: seeded workloads under power cuts and media faults, checked against an
     /// oracle; failures print a seed that `--replay` reruns exactly.
     Torture(torture::TortureArgs),
@@ -372,6 +376,7 @@ fn main() -> ExitCode {
             json,
         } => objects::scrub(&image, repair, json),
         Command::Torture(args) => torture::run(args),
+        Command::Reliability(args) => reliability::run(args),
         Command::Serve {
             image,
             memory,

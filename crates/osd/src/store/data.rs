@@ -140,15 +140,24 @@ impl<F: Flash> ObjectStore<F> {
             self.make_room()?;
         }
         let full = self.full_mask();
+        let protection = self.protection(e.key.0)?;
+        let mut old_fill = None;
         if e.mask != full {
             // Before the unit leaves the index: a damaged old copy is rebuilt from its group.
             let old = self.lookup(e.key.0, e.key.1)?;
-            self.merge_old(&mut e, old, false)?;
+            let content = self.merge_old(&mut e, old, false)?;
+            if protection.is_some() {
+                // The delta update needs the old contents the merge just read.
+                old_fill = match content {
+                    Some(Content::Bytes) => Some(UnitFill::Bytes(self.scratch.clone())),
+                    Some(Content::Fingerprint(fp)) => Some(UnitFill::Token(fp)),
+                    _ => None,
+                };
+            }
         }
         let old = self.unmap(e.key.0, e.key.1)?;
-        let protection = self.protection(e.key.0)?;
         if let Some(p) = protection {
-            self.parity_before_program(e.key.0, e.key.1, old, p)?;
+            self.parity_before_program(e.key.0, e.key.1, old, old_fill, p)?;
         }
         let hint = self.hint(e.key.0)?;
         let stream = self.placer.choose(&hint);
@@ -166,7 +175,14 @@ impl<F: Flash> ObjectStore<F> {
         };
         let mut oob = [0u8; RECORD_MAX_BYTES];
         let n = rec.encode(payload_crc(payload), &mut oob);
-        let (v, t) = match self.fml.write(self.now, stream, payload, &oob[..n]) {
+        let written = self.fml.write(self.now, stream, payload, &oob[..n]);
+        if written.is_err() {
+            if let Some((k, _)) = protection {
+                // The old contents already left the group's parity: it no longer matches.
+                self.parity_broken(e.key.0, e.key.1 / k as u64);
+            }
+        }
+        let (v, t) = match written {
             Ok(x) => x,
             Err(FmlError::NoSpace { .. }) => return Err(self.no_space(self.unit as u64)),
             Err(e) => return Err(fml_err(e)),
@@ -200,13 +216,14 @@ impl<F: Flash> ObjectStore<F> {
 
     /// Brings the old contents of the sectors `e` lacks in from `old`, the unit's current write
     /// unit, which is still mapped (a damaged one is rebuilt from parity; `rewrite`: and the
-    /// rebuilt copy programmed in its place).
+    /// rebuilt copy programmed in its place). Returns what the old unit held when it was read
+    /// (its bytes are then in the scratch buffer).
     pub(super) fn merge_old(
         &mut self,
         e: &mut Entry<(Oid, u64)>,
         old: Option<u32>,
         rewrite: bool,
-    ) -> Result<(), OsdError> {
+    ) -> Result<Option<Content>, OsdError> {
         let Some(o) = old else {
             if let Fill::Bytes(b) = &mut e.fill {
                 for s in 0..self.unit / SECTOR as usize {
@@ -215,7 +232,7 @@ impl<F: Flash> ObjectStore<F> {
                     }
                 }
             }
-            return Ok(());
+            return Ok(None);
         };
         if o == LOST && self.protection(e.key.0)?.is_none() {
             return Err(OsdError::Corrupted {
@@ -235,11 +252,11 @@ impl<F: Flash> ObjectStore<F> {
                         b[r.clone()].copy_from_slice(&self.scratch[r]);
                     }
                 }
-                Ok(())
+                Ok(Some(content))
             }
             (Fill::Token(fp), Content::Fingerprint(old)) => {
                 *fp = fold(old, *fp, e.mask);
-                Ok(())
+                Ok(Some(content))
             }
             _ => Err(OsdError::InvalidArgument(
                 "bytes and fingerprint writes mixed in one unit".into(),

@@ -26,8 +26,11 @@ use super::*;
 pub(super) const KIND_PARITY: u8 = 3;
 /// The most parity units a group may have (the `reliability` attribute's largest value).
 pub const MAX_RELIABILITY: u8 = 4;
-/// Parity groups kept in memory; past this the least recently used is written and dropped.
-const PARITY_CACHE_GROUPS: usize = 64;
+/// Bytes of parity kept in memory (at least 16 groups); past this the least recently used
+/// group is written and dropped.
+const PARITY_CACHE_BYTES: usize = 2 << 20;
+/// Bytes of recently programmed units kept for the delta update (at least 16 units).
+const RECENT_BYTES: usize = 2 << 20;
 
 /// The index key of parity unit `row` of group `group` of `oid`.
 pub(super) fn parity_key(oid: Oid, group: u64, row: u8) -> IndexKey {
@@ -59,7 +62,9 @@ fn token_term(fp: u64, row: usize) -> u64 {
 /// The contents of one unit, for parity arithmetic.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum UnitFill {
+    /// A bytes-mode unit.
     Bytes(Vec<u8>),
+    /// A fingerprint-mode unit.
     Token(u64),
 }
 
@@ -338,6 +343,7 @@ impl<F: Flash> ObjectStore<F> {
         oid: Oid,
         u: u64,
         old: Option<u32>,
+        old_fill: Option<UnitFill>,
         (k, m): (u8, u8),
     ) -> Result<(), OsdError> {
         let g = u / k as u64;
@@ -347,7 +353,13 @@ impl<F: Flash> ObjectStore<F> {
         }
         let Some(v) = old else { return Ok(()) };
         let rs = self.codec(k, m)?;
-        let fill = self.read_for_parity(oid, u, v)?;
+        // The old contents, unless the read-modify-write just read them or they were
+        // programmed recently.
+        let recent = self.recent.remove(&(oid, u)).map(|(f, _)| f);
+        let fill = match old_fill.or(recent) {
+            Some(f) => Some(f),
+            None => self.read_for_parity(oid, u, v)?,
+        };
         let unit = self.unit;
         let Some(grp) = self.parity.get_mut(&(oid, g)) else {
             return Err(OsdError::Internal("parity group left the cache".into()));
@@ -370,6 +382,7 @@ impl<F: Flash> ObjectStore<F> {
         (k, m): (u8, u8),
     ) -> Result<(), OsdError> {
         let g = u / k as u64;
+        self.remember(oid, u, &fill);
         self.parity_load(oid, g, k, m)?;
         let rebuild = self.parity.get(&(oid, g)).is_some_and(|p| p.needs_rebuild);
         if rebuild {
@@ -388,9 +401,44 @@ impl<F: Flash> ObjectStore<F> {
         self.trim_parity_cache()
     }
 
+    /// Group `g` of `oid` no longer matches its data: it is not used, and its parity units are
+    /// dropped at the next write-back (then recomputed from the data when next needed).
+    pub(super) fn parity_broken(&mut self, oid: Oid, g: u64) {
+        if let Some(p) = self.parity.get_mut(&(oid, g)) {
+            p.broken = true;
+            p.dirty = true;
+        }
+    }
+
+    /// Keeps the contents just programmed as unit `u` of `oid` for its next delta update.
+    fn remember(&mut self, oid: Oid, u: u64, fill: &Payload<'_>) {
+        self.parity_tick += 1;
+        let tick = self.parity_tick;
+        let f = match fill {
+            Payload::Bytes(b) => UnitFill::Bytes(b.to_vec()),
+            Payload::Fingerprint(fp) => UnitFill::Token(*fp),
+        };
+        self.recent.insert((oid, u), (f, tick));
+        self.recent_order.push_back(((oid, u), tick));
+        let cap = (RECENT_BYTES / self.unit).max(16);
+        while self.recent.len() > cap {
+            let Some((key, t)) = self.recent_order.pop_front() else {
+                break;
+            };
+            if self.recent.get(&key).is_some_and(|(_, x)| *x == t) {
+                self.recent.remove(&key);
+            }
+        }
+        if self.recent_order.len() > 4 * cap {
+            let recent = &self.recent;
+            self.recent_order
+                .retain(|(key, t)| recent.get(key).is_some_and(|(_, x)| x == t));
+        }
+    }
+
     /// Writes and drops the least recently used groups past the cache's bound.
     fn trim_parity_cache(&mut self) -> Result<(), OsdError> {
-        while self.parity.len() > PARITY_CACHE_GROUPS {
+        while self.parity.len() > (PARITY_CACHE_BYTES / self.unit).max(16) {
             let Some(key) = self
                 .parity
                 .iter()
@@ -405,7 +453,7 @@ impl<F: Flash> ObjectStore<F> {
         Ok(())
     }
 
-    /// Writes every dirty parity group (FLUSH: after the data units, before the onodes).
+    /// Writes every dirty parity group (at a checkpoint, before the index is committed).
     pub(super) fn flush_parity(&mut self) -> Result<(), OsdError> {
         let mut dirty: Vec<(Oid, u64)> = self
             .parity
@@ -507,6 +555,7 @@ impl<F: Flash> ObjectStore<F> {
         };
         let from_group = first.div_ceil(k);
         self.parity.retain(|&(o, g), _| o != oid || g < first / k);
+        self.recent.retain(|&(o, u), _| o != oid || u < first);
         if first % k != 0 {
             self.parity_suspect.insert((oid, first / k));
         }
