@@ -353,11 +353,15 @@ mod tests {
         let n = bad.len();
         let crc = crc32c::crc32c(&bad[..n - 4]);
         bad[n - 4..].copy_from_slice(&crc.to_le_bytes());
-        assert!(matches!(Onode::decode(&bad), Err(OnodeError::Corrupted(m)) if m.contains("services")));
+        assert!(
+            matches!(Onode::decode(&bad), Err(OnodeError::Corrupted(m)) if m.contains("services"))
+        );
         // A future version is refused by name.
         let mut v3 = buf.clone();
         v3[1] = 3;
-        assert!(matches!(Onode::decode(&v3), Err(OnodeError::Corrupted(m)) if m.contains("version 3")));
+        assert!(
+            matches!(Onode::decode(&v3), Err(OnodeError::Corrupted(m)) if m.contains("version 3"))
+        );
     }
 
     #[test]

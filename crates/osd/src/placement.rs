@@ -185,9 +185,7 @@ impl Placer {
             (
                 Placement::Split | Placement::SplitAtime,
                 PageKind::Data | PageKind::SmallObjects | PageKind::Parity,
-            ) => {
-                1
-            }
+            ) => 1,
             (Placement::SplitAtime, PageKind::Atime) => 2,
             (Placement::Split | Placement::SplitAtime, _) => 0,
             (Placement::Ossd, PageKind::Descriptor | PageKind::Checkpoint | PageKind::Atime) => {

@@ -58,10 +58,10 @@ mod small;
 mod unit_io;
 
 pub use fsck::FsckReport;
+use gc::GcLog;
 pub use parity::{covers_term, MAX_RELIABILITY};
 use parity::{parity_key, ParityGroup, UnitFill, KIND_PARITY};
 pub use scrub::{ScrubFinding, ScrubOutcome, ScrubReport};
-use gc::GcLog;
 use small::{release_slot_in, SmallObject, KIND_SMALL};
 use unit_io::{fml_err, index_err, read_checked, BadUnit, NodeFlash};
 

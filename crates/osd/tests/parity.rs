@@ -58,7 +58,10 @@ fn oid(n: u64) -> Oid {
 /// The write unit holding byte `offset` of `oid` (from the store's memory).
 fn unit_of(s: &Store, oid: Oid, offset: u64) -> Vpa {
     let mut v = Vec::new();
-    assert!(s.peek_read_units(oid, offset, 1, &mut v), "index not cached");
+    assert!(
+        s.peek_read_units(oid, offset, 1, &mut v),
+        "index not cached"
+    );
     v[0]
 }
 
@@ -90,10 +93,7 @@ fn a_failed_page_reads_back_right_with_parity_and_fails_without() {
         s.create(PartitionId(P), Some(o.object)).unwrap();
     }
     s.set_attr(a, Attr::Reliability, AttrValue::U64(1)).unwrap();
-    assert_eq!(
-        s.get_attr(a, Attr::Reliability).unwrap(),
-        AttrValue::U64(1)
-    );
+    assert_eq!(s.get_attr(a, Attr::Reliability).unwrap(), AttrValue::U64(1));
     let data = bytes(1, 40 * unit as usize + 123);
     s.write(a, 0, &data).unwrap();
     s.write(b, 0, &data).unwrap();
@@ -111,7 +111,10 @@ fn a_failed_page_reads_back_right_with_parity_and_fails_without() {
     assert_eq!(s.stats().units_rewritten, 1);
     match read_all(&mut s, b) {
         Err(OsdError::Uncorrectable { what, .. }) => {
-            assert!(what.contains(&format!("bytes {}..{}", 9 * unit, 10 * unit)), "{what}");
+            assert!(
+                what.contains(&format!("bytes {}..{}", 9 * unit, 10 * unit)),
+                "{what}"
+            );
         }
         other => panic!("unprotected object read {other:?}"),
     }
@@ -191,7 +194,10 @@ fn overwrites_keep_parity_current_by_delta() {
     s.truncate(a, (want.len() - unit - 100) as u64).unwrap();
     want.truncate(want.len() - unit - 100);
     s.flush(FlushScope::Device).unwrap();
-    assert!(s.stats().parity_data_reads > 0, "delta updates read old data");
+    assert!(
+        s.stats().parity_data_reads > 0,
+        "delta updates read old data"
+    );
     let r = s.scrub(false).unwrap();
     assert!(r.findings.is_empty(), "{r:?}");
     assert!(r.parity_groups_checked >= 3, "{r:?}");
@@ -301,8 +307,12 @@ fn tiny_image(path: &Path, reliability: u8) -> Vec<u8> {
     let mut s = ObjectStore::format(nand, cfg).unwrap();
     s.create_partition(Some(PartitionId(P))).unwrap();
     s.create(PartitionId(P), Some(ObjectId(P + 1))).unwrap();
-    s.set_attr(oid(1), Attr::Reliability, AttrValue::U64(reliability as u64))
-        .unwrap();
+    s.set_attr(
+        oid(1),
+        Attr::Reliability,
+        AttrValue::U64(reliability as u64),
+    )
+    .unwrap();
     let data = bytes(7, 300_000);
     s.write(oid(1), 0, &data).unwrap();
     s.close().unwrap();
@@ -326,8 +336,7 @@ fn flipped_bits_in_the_image_are_corrected_with_parity() {
         let targets: Vec<u64> = (0..g.pages())
             .map(|i| page_area + i * slot)
             .filter(|&at| {
-                let oob =
-                    &image[(at + 16) as usize..(at + 16 + DATA_RECORD_BYTES as u64) as usize];
+                let oob = &image[(at + 16) as usize..(at + 16 + DATA_RECORD_BYTES as u64) as usize];
                 matches!(Record::decode(oob), Ok(Some(Record::Data { oid: o, offset, .. }))
                     if o == oid(1) && offset % 16 == 3)
             })
@@ -336,7 +345,8 @@ fn flipped_bits_in_the_image_are_corrected_with_parity() {
         let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         for (i, at) in targets.iter().enumerate() {
             let byte = at + 16 + g.oob_size_bytes as u64 + 100 + i as u64 * 7;
-            f.write_all_at(&[image[byte as usize] ^ 0x04], byte).unwrap();
+            f.write_all_at(&[image[byte as usize] ^ 0x04], byte)
+                .unwrap();
         }
         drop(f);
         let (dev, store) = ImageStore::open(&path).unwrap();

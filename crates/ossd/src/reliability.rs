@@ -261,8 +261,15 @@ fn fault_trial(s: &mut ObjectStore<Dev>, args: &Args, row: &mut Row) -> Result<(
         let object = s.create(p, None).map_err(|e| anyhow!(e))?;
         let len = rng.gen_range(4096..256 << 10);
         let bytes: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
-        s.write(Oid { partition: p, object }, 0, &bytes)
-            .map_err(|e| anyhow!(e))?;
+        s.write(
+            Oid {
+                partition: p,
+                object,
+            },
+            0,
+            &bytes,
+        )
+        .map_err(|e| anyhow!(e))?;
     }
     s.checkpoint().map_err(|e| anyhow!(e))?;
     let truth = objects(s)?;

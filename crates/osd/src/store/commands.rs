@@ -77,7 +77,10 @@ impl<F: Flash> Osd for ObjectStore<F> {
         let now = self.now;
         self.trim_onode_cache();
         let mut onode = Onode::new(oid, now);
-        let (m, k) = (self.config.default_reliability, self.config.parity_group_units);
+        let (m, k) = (
+            self.config.default_reliability,
+            self.config.parity_group_units,
+        );
         if m > 0 {
             if m > MAX_RELIABILITY || k == 0 || k as usize + m as usize > 256 {
                 return Err(OsdError::InvalidArgument(format!(

@@ -54,11 +54,18 @@ impl<F: Flash> ObjectStore<F> {
                 let oid = Oid::from_u128(k.oid);
                 let (g, row) = (k.offset >> 8, k.offset & 0xFF);
                 let mut page = vec![0u8; self.unit];
-                if let Err(e) =
-                    read_checked(&mut self.fml, self.now, *v as u32, &mut page, PARITY_RECORD_BYTES)
-                {
+                if let Err(e) = read_checked(
+                    &mut self.fml,
+                    self.now,
+                    *v as u32,
+                    &mut page,
+                    PARITY_RECORD_BYTES,
+                ) {
                     keep(
-                        e.into_osd(format_args!("object {oid} parity group {g} row {row}"), *v as u32),
+                        e.into_osd(
+                            format_args!("object {oid} parity group {g} row {row}"),
+                            *v as u32,
+                        ),
                         report,
                     )?;
                 }

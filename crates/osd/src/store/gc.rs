@@ -161,7 +161,9 @@ impl<F: Flash> ObjectStore<F> {
                     self.relocate_small_page(from, to)?;
                     self.retarget_released(from, to);
                 }
-                Record::Parity { oid, group, row, .. } => {
+                Record::Parity {
+                    oid, group, row, ..
+                } => {
                     let key = parity_key(oid, group, row);
                     if self.with_index(|ix, io| ix.get(io, &key))? == Some(from as u64) {
                         self.with_index(|ix, io| ix.insert(io, key, to as u64))?;

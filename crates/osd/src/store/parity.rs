@@ -202,7 +202,14 @@ impl<F: Flash> ObjectStore<F> {
             }
             let (s, l) = extent(v);
             for u in k.offset.max(first)..(k.offset + l as u64).min(end) {
-                out.push((u, if s == LOST { LOST } else { s + (u - k.offset) as u32 }));
+                out.push((
+                    u,
+                    if s == LOST {
+                        LOST
+                    } else {
+                        s + (u - k.offset) as u32
+                    },
+                ));
             }
         };
         if let Some((k, v)) = self.with_index(|ix, io| ix.floor(io, &data_key(oid, first)))? {
@@ -277,7 +284,13 @@ impl<F: Flash> ObjectStore<F> {
             };
             self.stats.parity_units_read += 1;
             let mut page = vec![0u8; self.unit];
-            let r = read_checked(&mut self.fml, self.now, v as u32, &mut page, PARITY_RECORD_BYTES);
+            let r = read_checked(
+                &mut self.fml,
+                self.now,
+                v as u32,
+                &mut page,
+                PARITY_RECORD_BYTES,
+            );
             let (t, content, rec) = match r {
                 Ok(x) => x,
                 Err(BadUnit::Device(e)) => return Err(OsdError::Device(e)),
@@ -303,14 +316,19 @@ impl<F: Flash> ObjectStore<F> {
                 _ => return Ok(None),
             }
             match content {
-                Content::Bytes => grp
-                    .rows
-                    .get_or_insert_with(|| vec![Vec::new(); m as usize])[row as usize] = page,
+                Content::Bytes => {
+                    grp.rows.get_or_insert_with(|| vec![Vec::new(); m as usize])[row as usize] =
+                        page
+                }
                 Content::Fingerprint(fp) => grp.tokens[row as usize] = fp,
                 Content::Erased => return Ok(None),
             }
         }
-        if grp.rows.as_ref().is_some_and(|r| r.iter().any(|x| x.len() != self.unit)) {
+        if grp
+            .rows
+            .as_ref()
+            .is_some_and(|r| r.iter().any(|x| x.len() != self.unit))
+        {
             return Ok(None);
         }
         grp.covers = covers.unwrap_or(0);
@@ -556,7 +574,7 @@ impl<F: Flash> ObjectStore<F> {
         let from_group = first.div_ceil(k);
         self.parity.retain(|&(o, g), _| o != oid || g < first / k);
         self.recent.retain(|&(o, u), _| o != oid || u < first);
-        if first % k != 0 {
+        if !first.is_multiple_of(k) {
             self.parity_suspect.insert((oid, first / k));
         }
         let stale = self.with_index(|ix, io| {
@@ -580,7 +598,7 @@ impl<F: Flash> ObjectStore<F> {
         let Some((k, m)) = self.protection(oid)? else {
             return Ok(());
         };
-        if first % k as u64 == 0 {
+        if first.is_multiple_of(k as u64) {
             return Ok(());
         }
         let g = first / k as u64;
@@ -782,7 +800,10 @@ impl<F: Flash> ObjectStore<F> {
             Rebuilt::Not(why) => return Err(not_rebuilt(e, &why)),
         };
         let Some(fill) = units.iter().find(|(x, _)| *x == u).map(|(_, f)| f.clone()) else {
-            return Err(not_rebuilt(e, "the unit reads back whole when its group is read"));
+            return Err(not_rebuilt(
+                e,
+                "the unit reads back whole when its group is read",
+            ));
         };
         self.stats.units_corrected += 1;
         if rewrite {

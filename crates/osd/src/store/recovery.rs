@@ -275,7 +275,9 @@ impl<F: Flash> ObjectStore<F> {
                 Record::Descriptor { .. } => {
                     self.roll_descriptor(v, &mut onode_seq, &mut stored_len, &mut touched)?
                 }
-                Record::Parity { oid, group, row, .. } => {
+                Record::Parity {
+                    oid, group, row, ..
+                } => {
                     // Newer than what the checkpoint's index holds (records are in sequence
                     // order); settle_parity checks it against the data.
                     self.with_index(|ix, io| ix.insert(io, parity_key(oid, group, row), v as u64))?;
@@ -304,7 +306,11 @@ impl<F: Flash> ObjectStore<F> {
             self.settle_object(oid, stored_len.get(&oid).copied())?;
             if self.load_onode(oid)?.is_some() {
                 if let Some((k, _)) = self.protection(oid)? {
-                    let units = self.onode_mut(oid)?.onode.logical_length.div_ceil(self.unit as u64);
+                    let units = self
+                        .onode_mut(oid)?
+                        .onode
+                        .logical_length
+                        .div_ceil(self.unit as u64);
                     groups.insert((oid, units.saturating_sub(1) / k as u64));
                 }
             }
