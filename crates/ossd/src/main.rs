@@ -155,6 +155,10 @@ enum Command {
         /// Rewrite what parity can rebuild (and recompute stale parity).
         #[arg(long)]
         repair: bool,
+        /// The quick scan only: parity groups checked against their data units' OOB records,
+        /// no payload read (so damaged bytes are not seen).
+        #[arg(long, conflicts_with = "repair")]
+        quick: bool,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -373,8 +377,9 @@ fn main() -> ExitCode {
         Command::Scrub {
             image,
             repair,
+            quick,
             json,
-        } => objects::scrub(&image, repair, json),
+        } => objects::scrub(&image, repair, quick, json),
         Command::Torture(args) => torture::run(args),
         Command::Reliability(args) => reliability::run(args),
         Command::Serve {

@@ -288,10 +288,16 @@ pub fn fsck(image: &Path) -> Result<()> {
 }
 
 /// Scrubs the image's object store: every data unit checked, parity groups checked against
-/// their data, and with `repair` damaged units rebuilt from parity. Fails while damage is left.
-pub fn scrub(image: &Path, repair: bool, json: bool) -> Result<()> {
+/// their data, and with `repair` damaged units rebuilt from parity (`quick`: parity groups
+/// against their data's OOB records only). Fails while damage is left.
+pub fn scrub(image: &Path, repair: bool, quick: bool, json: bool) -> Result<()> {
     let mut s = open(image)?;
-    let report = s.scrub(repair).map_err(|e| anyhow!(e))?;
+    let report = if quick {
+        s.scrub_quick()
+    } else {
+        s.scrub(repair)
+    }
+    .map_err(|e| anyhow!(e))?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

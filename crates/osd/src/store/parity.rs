@@ -146,6 +146,11 @@ impl ParityGroup {
         Ok(())
     }
 
+    /// Whether the cache holds parity newer than flash's.
+    pub(super) fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
     /// Whether this parity was kept current and computed from data with signature `sig`.
     pub(super) fn usable_for(&self, sig: u32) -> bool {
         !self.broken && !self.needs_rebuild && self.covers == sig
@@ -897,7 +902,13 @@ impl<F: Flash> ObjectStore<F> {
 
     /// Whether group `g`'s parity units on flash carry the signature of its data units' OOB
     /// records (a quick check: no payload is read).
-    fn parity_current_by_oob(&mut self, oid: Oid, g: u64, k: u8, m: u8) -> Result<bool, OsdError> {
+    pub(super) fn parity_current_by_oob(
+        &mut self,
+        oid: Oid,
+        g: u64,
+        k: u8,
+        m: u8,
+    ) -> Result<bool, OsdError> {
         let first = g * k as u64;
         let mut sig = 0u32;
         for (u, v) in self.mapped_units(oid, first, first + k as u64)? {
