@@ -93,6 +93,11 @@ pub(super) struct ParityGroup {
     /// The old contents of a reprogrammed unit could not be read: rebuild from the data once
     /// the new unit is on flash.
     needs_rebuild: bool,
+    /// Units of the group (bit i: unit g·k + i) whose contents on flash are *not* in this
+    /// parity: the group is being rewritten whole from the write buffer (each bit clears when
+    /// the unit's new contents are programmed). Parity with bits left is not used or written
+    /// as it is: it is recomputed from the data.
+    pending: u128,
     /// Last use, for eviction.
     used: u64,
 }
@@ -106,6 +111,7 @@ impl ParityGroup {
             dirty: false,
             broken: false,
             needs_rebuild: false,
+            pending: 0,
             used: 0,
         }
     }
@@ -153,7 +159,7 @@ impl ParityGroup {
 
     /// Whether this parity was kept current and computed from data with signature `sig`.
     pub(super) fn usable_for(&self, sig: u32) -> bool {
-        !self.broken && !self.needs_rebuild && self.covers == sig
+        !self.broken && !self.needs_rebuild && self.pending == 0 && self.covers == sig
     }
 
     /// Parity row `row` as a payload.
@@ -370,6 +376,31 @@ impl<F: Flash> ObjectStore<F> {
         (k, m): (u8, u8),
     ) -> Result<(), OsdError> {
         let g = u / k as u64;
+        let i = u % k as u64;
+        let pending = self.parity.get(&(oid, g)).map_or(0, |p| p.pending);
+        if i < 128 && pending & 1 << i != 0 {
+            // The group is being rewritten whole: the old contents are not in its parity.
+            if let Some(p) = self.parity.get_mut(&(oid, g)) {
+                p.pending &= !(1 << i);
+            }
+            self.recent.remove(&(oid, u));
+            return Ok(());
+        }
+        let recent = self.recent.remove(&(oid, u)).map(|(f, _)| f);
+        let old_fill = old_fill.or(recent);
+        if old.is_some() && old_fill.is_none() && pending == 0 {
+            if let Some(rest) = self.whole_group_buffered(oid, g, u, k)? {
+                // Every other unit of the group on flash is about to be replaced from the
+                // buffer: start the group's parity afresh instead of reading old contents.
+                let mut grp = ParityGroup::empty(m);
+                grp.pending = rest;
+                grp.dirty = true;
+                self.parity_tick += 1;
+                grp.used = self.parity_tick;
+                self.parity.insert((oid, g), grp);
+                return Ok(());
+            }
+        }
         if self.parity_load(oid, g, k, m)? {
             // Computed from the data without unit `u`.
             return Ok(());
@@ -378,8 +409,7 @@ impl<F: Flash> ObjectStore<F> {
         let rs = self.codec(k, m)?;
         // The old contents, unless the read-modify-write just read them or they were
         // programmed recently.
-        let recent = self.recent.remove(&(oid, u)).map(|(f, _)| f);
-        let fill = match old_fill.or(recent) {
+        let fill = match old_fill {
             Some(f) => Some(f),
             None => self.read_for_parity(oid, u, v)?,
         };
@@ -393,6 +423,33 @@ impl<F: Flash> ObjectStore<F> {
         }
         grp.dirty = true;
         Ok(())
+    }
+
+    /// When every other mapped unit of group `g` (unit `u` being programmed) is in the write
+    /// buffer whole, the units (as a bit set of the group) that will be replaced; else `None`.
+    fn whole_group_buffered(
+        &mut self,
+        oid: Oid,
+        g: u64,
+        u: u64,
+        k: u8,
+    ) -> Result<Option<u128>, OsdError> {
+        if k > 128 {
+            return Ok(None);
+        }
+        let first = g * k as u64;
+        let full = self.full_mask();
+        let mut rest = 0u128;
+        for (x, _) in self.mapped_units(oid, first, first + k as u64)? {
+            if x == u {
+                continue;
+            }
+            match self.buf.get((oid, x)) {
+                Some(e) if e.mask == full => rest |= 1 << (x - first),
+                _ => return Ok(None),
+            }
+        }
+        Ok(Some(rest))
     }
 
     /// After unit `u` of a protected object was programmed with `fill` and mapped: adds its
@@ -507,6 +564,16 @@ impl<F: Flash> ObjectStore<F> {
             return Ok(());
         };
         let first = g * k as u64;
+        if self
+            .parity
+            .get(&key)
+            .is_some_and(|p| p.pending != 0 || p.needs_rebuild)
+        {
+            // Buffered units it counted on were dropped: recompute from what is on flash.
+            let mut grp = self.rebuild_group(oid, g, k, m)?;
+            grp.used = self.parity_tick;
+            self.parity.insert(key, grp);
+        }
         let empty = self.mapped_units(oid, first, first + k as u64)?.is_empty();
         if empty || self.parity.get(&key).is_some_and(|p| p.broken) {
             self.parity.remove(&key);
@@ -624,7 +691,7 @@ impl<F: Flash> ObjectStore<F> {
         };
         let cached = self.parity.get(&(oid, g)).map(|p| {
             (
-                p.broken || p.needs_rebuild,
+                p.broken || p.needs_rebuild || p.pending != 0,
                 p.rows.clone(),
                 p.tokens.clone(),
                 p.covers,
