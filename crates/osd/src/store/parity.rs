@@ -880,7 +880,13 @@ impl<F: Flash> ObjectStore<F> {
         self.stats.units_corrected += 1;
         if rewrite {
             for (x, f) in &units {
-                self.rewrite_rebuilt(oid, *x, f)?;
+                if let Err(e) = self.rewrite_rebuilt(oid, *x, f) {
+                    // The bytes are right; the device is not: no more writes until a reopen.
+                    self.poison(format!(
+                        "rewriting unit {x} of {oid} rebuilt from parity: {e}"
+                    ));
+                    break;
+                }
             }
         }
         Ok(match fill {
