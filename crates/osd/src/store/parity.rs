@@ -847,14 +847,9 @@ impl<F: Flash> ObjectStore<F> {
         rewrite: bool,
     ) -> Result<Content, OsdError> {
         let first = if v == LOST {
-            let unit = self.unit as u64;
-            Err(OsdError::Uncorrectable {
-                what: format!(
-                    "object {oid} bytes {}..{} (unit {u}): unreadable when GC moved it",
-                    u * unit,
-                    (u + 1) * unit
-                ),
-                location: "lost".into(),
+            Err(OsdError::Corrupted {
+                what: format!("unit {u} of object {oid} (unreadable when GC moved it)"),
+                location: "data".into(),
             })
         } else {
             self.read_data_unit(oid, u, v)
