@@ -24,6 +24,10 @@ pub enum Attr {
     ReadOnly,
     /// The object is a file system inode (seed 001 V-D).
     InodeEmbedded,
+    /// Object-level reliability (seed 001 III): parity units per parity group of the object's
+    /// data units, 0 for none (at most [`crate::store::MAX_RELIABILITY`]). Setting it on an
+    /// object with data recomputes its parity.
+    Reliability,
     User(u16),
 }
 

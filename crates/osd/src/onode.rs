@@ -12,7 +12,10 @@ pub const FIRST_USER_ATTR: u16 = 0x1000;
 pub const USER_ATTR_MAX_BYTES: usize = 128;
 
 const MAGIC: u8 = 0xD5;
-const VERSION: u8 = 1;
+/// Version 2 added the object services (reliability, parity group). An onode without services
+/// is still written as version 1 (so its size, and how many share a descriptor page, is
+/// unchanged); version 1 onodes decode with none.
+const VERSION: u8 = 2;
 const FLAG_REMOVED: u8 = 1;
 const FLAG_READ_ONLY: u8 = 2;
 const FLAG_INODE: u8 = 4;
@@ -20,8 +23,12 @@ const FLAG_INLINE: u8 = 8;
 /// Data of an inode object kept within its onode, at most (seed 001 V-D: inode embedding).
 pub const INLINE_MAX_BYTES: usize = 128;
 /// magic, version, flags, priority, access pattern, oid, length, used, 4 times, expected size,
-/// write count, sequence number, attribute count; then the attributes; then the CRC.
-const FIXED_BYTES: usize = 1 + 1 + 1 + 1 + 1 + 16 + 8 + 8 + 4 * 8 + 8 + 4 + 8 + 1;
+/// write count, sequence number, attribute count; then (version 2) the services; then the
+/// attributes; then the CRC.
+const FIXED_BYTES_V1: usize = 1 + 1 + 1 + 1 + 1 + 16 + 8 + 8 + 4 * 8 + 8 + 4 + 8 + 1;
+/// Version 2's services: parity units per group, data units per group, a reserved byte (0).
+const SERVICES_BYTES: usize = 3;
+const FIXED_BYTES: usize = FIXED_BYTES_V1 + SERVICES_BYTES;
 
 /// How the host expects an object to be accessed (a placement hint).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -80,6 +87,10 @@ pub struct Onode {
     /// Sequence number of the write that produced this version; recovery applies an onode only
     /// over an older version of it.
     pub seq: u64,
+    /// Object-level reliability (seed 001 III): parity units per parity group, 0 for none.
+    pub reliability: u8,
+    /// Data units per parity group (fixed once the object has parity; 0 when `reliability` is).
+    pub parity_group: u8,
     /// User attributes, sorted by id.
     pub attrs: Vec<(u16, Vec<u8>)>,
     /// The object's data, kept within the onode (an embedded inode); `None` when it lives in
@@ -105,8 +116,18 @@ impl Onode {
         }
     }
 
+    /// Whether the onode needs version 2 (it has services).
+    fn has_services(&self) -> bool {
+        self.reliability != 0 || self.parity_group != 0
+    }
+
     pub fn encoded_len(&self) -> usize {
-        FIXED_BYTES
+        let fixed = if self.has_services() {
+            FIXED_BYTES
+        } else {
+            FIXED_BYTES_V1
+        };
+        fixed
             + self.attrs.iter().map(|(_, v)| 3 + v.len()).sum::<usize>()
             + self.inline.as_ref().map_or(0, |d| 1 + d.len())
             + 4
@@ -125,7 +146,8 @@ impl Onode {
             | flag(self.read_only, FLAG_READ_ONLY)
             | flag(self.inode, FLAG_INODE)
             | flag(self.inline.is_some(), FLAG_INLINE);
-        out.extend_from_slice(&[MAGIC, VERSION, flags, self.priority, self.access.code()]);
+        let version = if self.has_services() { VERSION } else { 1 };
+        out.extend_from_slice(&[MAGIC, version, flags, self.priority, self.access.code()]);
         out.extend_from_slice(&self.oid.as_u128().to_le_bytes());
         for v in [
             self.logical_length,
@@ -141,6 +163,9 @@ impl Onode {
         out.extend_from_slice(&self.write_count.to_le_bytes());
         out.extend_from_slice(&self.seq.to_le_bytes());
         out.push(self.attrs.len() as u8);
+        if self.has_services() {
+            out.extend_from_slice(&[self.reliability, self.parity_group, 0]);
+        }
         for (id, v) in &self.attrs {
             out.extend_from_slice(&id.to_le_bytes());
             out.push(v.len() as u8);
@@ -159,21 +184,27 @@ impl Onode {
     /// Decodes one onode from the front of `b`; returns it and the bytes it took.
     pub fn decode(b: &[u8]) -> Result<(Onode, usize), OnodeError> {
         let bad = |what: &str| OnodeError::Corrupted(what.to_string());
-        if b.len() < FIXED_BYTES + 4 {
+        if b.len() < FIXED_BYTES_V1 + 4 {
             return Err(bad("onode shorter than its fixed part"));
         }
         if b[0] != MAGIC {
             return Err(bad("bad onode magic"));
         }
-        if b[1] != VERSION {
-            return Err(OnodeError::Corrupted(format!(
-                "onode version {} is not supported",
-                b[1]
-            )));
+        let fixed = match b[1] {
+            1 => FIXED_BYTES_V1,
+            VERSION => FIXED_BYTES,
+            v => {
+                return Err(OnodeError::Corrupted(format!(
+                    "onode version {v} is not supported (this build reads 1 and {VERSION})"
+                )))
+            }
+        };
+        if b.len() < fixed + 4 {
+            return Err(bad("onode shorter than its fixed part"));
         }
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-        let mut at = FIXED_BYTES;
-        let n = b[FIXED_BYTES - 1] as usize;
+        let mut at = fixed;
+        let n = b[FIXED_BYTES_V1 - 1] as usize;
         let mut attrs = Vec::with_capacity(n);
         for _ in 0..n {
             if at + 3 > b.len() {
@@ -207,6 +238,17 @@ impl Onode {
             return Err(bad("onode checksum mismatch"));
         }
         let flags = b[2];
+        let (reliability, parity_group) = if fixed == FIXED_BYTES {
+            let s = &b[FIXED_BYTES_V1..FIXED_BYTES];
+            if s[2] != 0 || (s[0] == 0) != (s[1] == 0) || s[0] as usize + s[1] as usize > 256 {
+                return Err(OnodeError::Corrupted(format!(
+                    "onode services {s:?} are unknown or inconsistent"
+                )));
+            }
+            (s[0], s[1])
+        } else {
+            (0, 0)
+        };
         let onode = Onode {
             oid: Oid::from_u128(u128::from_le_bytes(b[5..21].try_into().unwrap())),
             removed: flags & FLAG_REMOVED != 0,
@@ -223,6 +265,8 @@ impl Onode {
             expected_size: u64_at(69),
             write_count: u32::from_le_bytes(b[77..81].try_into().unwrap()),
             seq: u64_at(81),
+            reliability,
+            parity_group,
             attrs,
             inline,
         };
@@ -289,6 +333,35 @@ mod tests {
         assert_eq!(back, o);
         assert_eq!(used, o.encoded_len());
         assert_eq!(back.attrs[0].0, 0x1000, "attributes are sorted by id");
+    }
+
+    #[test]
+    fn services_take_version_2_and_plain_onodes_stay_version_1() {
+        let mut o = Onode::new(Oid::new(0x10000, 0x10001), 5);
+        let mut plain = Vec::new();
+        o.encode(&mut plain).unwrap();
+        assert_eq!(plain[1], 1);
+        o.reliability = 2;
+        o.parity_group = 16;
+        let mut buf = Vec::new();
+        o.encode(&mut buf).unwrap();
+        assert_eq!((buf[1], buf.len()), (2, plain.len() + SERVICES_BYTES));
+        assert_eq!(Onode::decode(&buf).unwrap().0, o);
+        // Inconsistent services (parity without a group size) are refused, not guessed.
+        let mut bad = buf.clone();
+        bad[FIXED_BYTES_V1 + 1] = 0;
+        let n = bad.len();
+        let crc = crc32c::crc32c(&bad[..n - 4]);
+        bad[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        assert!(
+            matches!(Onode::decode(&bad), Err(OnodeError::Corrupted(m)) if m.contains("services"))
+        );
+        // A future version is refused by name.
+        let mut v3 = buf.clone();
+        v3[1] = 3;
+        assert!(
+            matches!(Onode::decode(&v3), Err(OnodeError::Corrupted(m)) if m.contains("version 3"))
+        );
     }
 
     #[test]

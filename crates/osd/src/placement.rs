@@ -62,6 +62,8 @@ impl std::fmt::Display for Placement {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PageKind {
     Data,
+    /// Parity units of an object's data (seed 001 III), written with the hot data.
+    Parity,
     /// Onodes (descriptor page).
     Descriptor,
     /// Index (B+tree) node.
@@ -180,9 +182,10 @@ impl Placer {
     pub fn choose(&mut self, h: &Hint) -> StreamId {
         StreamId(match (self.policy, h.kind) {
             (Placement::One, _) => 0,
-            (Placement::Split | Placement::SplitAtime, PageKind::Data | PageKind::SmallObjects) => {
-                1
-            }
+            (
+                Placement::Split | Placement::SplitAtime,
+                PageKind::Data | PageKind::SmallObjects | PageKind::Parity,
+            ) => 1,
             (Placement::SplitAtime, PageKind::Atime) => 2,
             (Placement::Split | Placement::SplitAtime, _) => 0,
             (Placement::Ossd, PageKind::Descriptor | PageKind::Checkpoint | PageKind::Atime) => {
@@ -193,6 +196,8 @@ impl Placer {
             // Small objects (directory entries, say) are rewritten whole, so tau = 2 is soon
             // passed: they go with the hot data.
             (Placement::Ossd, PageKind::SmallObjects) => OSSD_HOT,
+            // Parity is rewritten whenever its group is: hot.
+            (Placement::Ossd, PageKind::Parity) => OSSD_HOT,
         })
     }
 

@@ -13,6 +13,8 @@ const VERSION: u8 = 2;
 pub const DATA_RECORD_BYTES: usize = 44;
 pub const INDEX_RECORD_BYTES: usize = 13 + IndexKey::ENCODED_BYTES + 4;
 pub const META_RECORD_BYTES: usize = 16;
+/// A parity unit's record is as long as a data unit's.
+pub const PARITY_RECORD_BYTES: usize = 44;
 /// Object lengths and unit indexes are stored in 48 bits in data records.
 pub const LENGTH_LIMIT_BYTES: u64 = 1 << 48;
 
@@ -55,6 +57,20 @@ pub enum Record {
     Atime { seq: u64 },
     /// A small-object page: the whole data of several small objects (seed 001 III-B).
     Small { seq: u64 },
+    /// Parity unit `row` of parity group `group` of `oid` (seed 001 III, "Object-level
+    /// reliability"): Reed-Solomon parity over the object's data units `group * data_units ..
+    /// (group + 1) * data_units`. `covers` is the signature of the data it was computed from
+    /// (the XOR of a hash of each present data unit's index and payload checksum,
+    /// [`crate::store::covers_term`]): a parity unit that is stale for the data on flash is
+    /// recognised as such and never used to rebuild a unit.
+    Parity {
+        oid: Oid,
+        group: u64,
+        row: u8,
+        data_units: u8,
+        covers: u32,
+        seq: u64,
+    },
 }
 
 /// A decoded record and the payload checksum it carries.
@@ -84,7 +100,8 @@ impl Record {
             | Record::Index { seq, .. }
             | Record::Checkpoint { seq }
             | Record::Atime { seq }
-            | Record::Small { seq } => seq,
+            | Record::Small { seq }
+            | Record::Parity { seq, .. } => seq,
         }
     }
 
@@ -95,7 +112,8 @@ impl Record {
             | Record::Index { seq, .. }
             | Record::Checkpoint { seq }
             | Record::Atime { seq }
-            | Record::Small { seq } => *seq = new,
+            | Record::Small { seq }
+            | Record::Parity { seq, .. } => *seq = new,
         }
         self
     }
@@ -109,6 +127,7 @@ impl Record {
             Record::Checkpoint { .. } => "checkpoint",
             Record::Atime { .. } => "atime page",
             Record::Small { .. } => "small-object page",
+            Record::Parity { .. } => "parity unit",
         }
     }
 
@@ -159,6 +178,23 @@ impl Record {
                 out[0] = 7;
                 12
             }
+            Record::Parity {
+                oid,
+                group,
+                row,
+                data_units,
+                covers,
+                ..
+            } => {
+                debug_assert!(group < LENGTH_LIMIT_BYTES);
+                out[0] = 8;
+                out[12..28].copy_from_slice(&oid.as_u128().to_le_bytes());
+                out[28..34].copy_from_slice(&group.to_le_bytes()[..6]);
+                out[34] = row;
+                out[35] = data_units;
+                out[36..40].copy_from_slice(&covers.to_le_bytes());
+                40
+            }
         };
         let crc = crc32c::crc32c(&out[..body]);
         out[body..body + 4].copy_from_slice(&crc.to_le_bytes());
@@ -197,7 +233,7 @@ impl Record {
             return damaged(format!("OOB record version {} is unknown or damaged", b[1]));
         }
         let body = match b[0] {
-            1 | 5 => 40,
+            1 | 5 | 8 => 40,
             2 | 4 | 6 | 7 => 12,
             3 => 13 + IndexKey::ENCODED_BYTES,
             k => return damaged(format!("OOB record kind {k} is unknown")),
@@ -229,6 +265,17 @@ impl Record {
             },
             6 => Record::Atime { seq },
             7 => Record::Small { seq },
+            8 => {
+                oid.copy_from_slice(&b[12..28]);
+                Record::Parity {
+                    oid: Oid::from_u128(u128::from_le_bytes(oid)),
+                    group: u48(&b[28..34]),
+                    row: b[34],
+                    data_units: b[35],
+                    covers: u32_at(b, 36),
+                    seq,
+                }
+            }
             _ => Record::Checkpoint { seq },
         };
         Ok(Some(Sealed {
@@ -266,6 +313,14 @@ mod tests {
             Record::Checkpoint { seq: 5 },
             Record::Atime { seq: 6 },
             Record::Small { seq: 7 },
+            Record::Parity {
+                oid: Oid::new(0x10000, 0x10009),
+                group: LENGTH_LIMIT_BYTES - 1,
+                row: 3,
+                data_units: 16,
+                covers: 0xFEED_F00D,
+                seq: 8,
+            },
         ]
     }
 
@@ -276,6 +331,7 @@ mod tests {
             let n = r.encode(0xDEAD_BEEF, &mut b);
             let expected = match r {
                 Record::Data { .. } => DATA_RECORD_BYTES,
+                Record::Parity { .. } => PARITY_RECORD_BYTES,
                 Record::Index { .. } => INDEX_RECORD_BYTES,
                 _ => META_RECORD_BYTES,
             };

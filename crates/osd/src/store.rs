@@ -39,8 +39,8 @@ use crate::index::{Index, IndexError, IndexKey, NodeAddr, NodeIo};
 use crate::onode::{Onode, FIRST_USER_ATTR, INLINE_MAX_BYTES, ONODE_MAX_BYTES};
 use crate::placement::{Hint, PageKind, Placement, Placer};
 use crate::record::{
-    content_crc, payload_crc, Record, RecordError, DATA_RECORD_BYTES, INDEX_RECORD_BYTES,
-    LENGTH_LIMIT_BYTES, META_RECORD_BYTES, RECORD_MAX_BYTES,
+    content_crc, payload_crc, Record, RecordError, Sealed, DATA_RECORD_BYTES, INDEX_RECORD_BYTES,
+    LENGTH_LIMIT_BYTES, META_RECORD_BYTES, PARITY_RECORD_BYTES, RECORD_MAX_BYTES,
 };
 use fml::buffer::{Entry, Fill, WriteBuffer};
 
@@ -51,12 +51,17 @@ mod data;
 mod fsck;
 mod gc;
 mod onodes;
+mod parity;
 mod recovery;
+mod scrub;
 mod small;
 mod unit_io;
 
 pub use fsck::FsckReport;
 use gc::GcLog;
+pub use parity::{covers_term, MAX_RELIABILITY};
+use parity::{parity_key, ParityGroup, UnitFill, KIND_PARITY};
+pub use scrub::{ScrubFinding, ScrubOutcome, ScrubReport};
 use small::{release_slot_in, SmallObject, KIND_SMALL};
 use unit_io::{fml_err, index_err, read_checked, BadUnit, NodeFlash};
 
@@ -112,6 +117,12 @@ pub struct OsdConfig {
     /// other object's. Combine with `fml.realtime_reserve_blocks` so that a real-time write
     /// also finds a free block without waiting for a collection.
     pub realtime_update_blocks: u8,
+    /// Object-level reliability given to every object at creation (seed 001 III: parity units
+    /// per parity group; default 0, none). An object's `reliability` attribute overrides it.
+    pub default_reliability: u8,
+    /// Data units per parity group (default 16) for objects given parity from now on; an
+    /// object keeps the group size it got.
+    pub parity_group_units: u8,
     /// The FML's settings (a run sets them once for whichever stack it builds).
     #[serde(skip)]
     pub fml: FmlConfig,
@@ -130,6 +141,8 @@ impl Default for OsdConfig {
             atime_merge_pages: 4,
             small_objects: true,
             realtime_update_blocks: 0,
+            default_reliability: 0,
+            parity_group_units: 16,
             fml: FmlConfig::default(),
         }
     }
@@ -152,6 +165,19 @@ pub struct OsdStats {
     pub small_pages_written: u64,
     pub small_pages_read: u64,
     pub atime_pages_written: u64,
+    /// Parity units programmed (seed 001 V-E's "parity write").
+    pub parity_units_written: u64,
+    /// Parity units read back (to update or rebuild a group; seed 001 V-E's "parity read").
+    pub parity_units_read: u64,
+    /// Data units read for parity work: the old contents of a reprogrammed unit (the delta
+    /// update), and the units of a group being recomputed or rebuilt.
+    pub parity_data_reads: u64,
+    /// Reads of damaged data units answered with bytes rebuilt from parity.
+    pub units_corrected: u64,
+    /// Rebuilt units programmed in place of their damaged copies.
+    pub units_rewritten: u64,
+    /// Groups whose parity recovery found stale or missing and recomputed.
+    pub parity_groups_recomputed: u64,
 }
 
 /// What recovery did.
@@ -258,6 +284,20 @@ pub struct ObjectStore<F: Flash> {
     poisoned: Option<String>,
     /// A whole OOB record of another version seen by recovery's scan.
     foreign_version: Option<u8>,
+    /// Parity groups in memory (the parity cache), by object and group.
+    parity: FxHashMap<(Oid, u64), ParityGroup>,
+    /// Use counter for the parity cache's LRU.
+    parity_tick: u64,
+    /// The contents of recently programmed units of protected objects, so that the delta
+    /// update of a unit reprogrammed soon after (a directory block, say) need not read its
+    /// old contents back: first in, first out.
+    recent: FxHashMap<(Oid, u64), (UnitFill, u64)>,
+    recent_order: std::collections::VecDeque<((Oid, u64), u64)>,
+    /// Groups a drop of units cut into, whose parity on flash is stale until recomputed (by
+    /// the truncate, or at the end of recovery).
+    parity_suspect: FxHashSet<(Oid, u64)>,
+    /// Reed-Solomon codes by (data, parity) units per group.
+    codecs: FxHashMap<(u8, u8), std::sync::Arc<reed_solomon_erasure::galois_8::ReedSolomon>>,
 }
 
 impl<F: Flash> ObjectStore<F> {
@@ -313,6 +353,12 @@ impl<F: Flash> ObjectStore<F> {
             recovery: Recovery::default(),
             poisoned: None,
             foreign_version: None,
+            parity: FxHashMap::default(),
+            parity_tick: 0,
+            recent: FxHashMap::default(),
+            recent_order: std::collections::VecDeque::new(),
+            parity_suspect: FxHashSet::default(),
+            codecs: FxHashMap::default(),
         })
     }
 

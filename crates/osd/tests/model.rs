@@ -46,6 +46,8 @@ fn config(placement: Placement, index_mode: IndexMode) -> OsdConfig {
         atime_merge_pages: 2,
         small_objects: true,
         realtime_update_blocks: 0,
+        default_reliability: 0,
+        parity_group_units: 4,
         fml: FmlConfig::for_blocks(64),
     }
 }
@@ -172,6 +174,12 @@ impl Rig {
             .fsck()
             .map_err(|e| TestCaseError::fail(format!("fsck: {e}")))?;
         prop_assert!(report.problems.is_empty(), "fsck: {:?}", report.problems);
+        // Parity (when objects have it) matches the data on flash, through crashes too.
+        let scrub = self
+            .store()
+            .scrub(false)
+            .map_err(|e| TestCaseError::fail(format!("scrub: {e}")))?;
+        prop_assert!(scrub.findings.is_empty(), "scrub: {:?}", scrub.findings);
         Ok(())
     }
 
@@ -523,10 +531,15 @@ proptest! {
         placement in prop_oneof![Just(Placement::One), Just(Placement::Ossd), Just(Placement::Split), Just(Placement::SplitAtime)],
         extents in any::<bool>(),
         small_objects in any::<bool>(),
+        reliability in prop_oneof![2 => Just(0u8), 2 => Just(1u8), 1 => Just(2u8)],
         ops in prop::collection::vec(op(), 1..600),
     ) {
         let mode = if extents { IndexMode::Extent } else { IndexMode::Page };
-        let mut rig = rig(OsdConfig { small_objects, ..config(placement, mode) });
+        let mut rig = rig(OsdConfig {
+            small_objects,
+            default_reliability: reliability,
+            ..config(placement, mode)
+        });
         for op in &ops {
             rig.run(op)?;
         }

@@ -14,6 +14,7 @@ use lab::RunReport;
 mod mountcmd;
 mod net;
 mod objects;
+mod reliability;
 mod reproduce;
 mod results;
 mod torture;
@@ -133,6 +134,10 @@ enum Command {
         /// Object id (at least 0x10000); the device assigns one when absent.
         #[arg(long)]
         id: Option<String>,
+        /// Parity units per parity group of the object's data (seed 001 III; 0 = none, at
+        /// most 4): damaged units are rebuilt on read and by `ossd scrub --repair`.
+        #[arg(long, default_value_t = 0)]
+        reliability: u8,
         file: String,
     },
     /// Write an object's bytes to a file, or to standard output.
@@ -173,6 +178,26 @@ enum Command {
         #[arg(long)]
         image: PathBuf,
     },
+    /// Read every data unit of every object and check it (and each parity group against its
+    /// data); with --repair, rebuild damaged units from parity. Non-zero exit while damage is
+    /// left.
+    Scrub {
+        #[arg(long)]
+        image: PathBuf,
+        /// Rewrite what parity can rebuild (and recompute stale parity).
+        #[arg(long)]
+        repair: bool,
+        /// The quick scan only: parity groups checked against their data units' OOB records,
+        /// no payload read (so damaged bytes are not seen).
+        #[arg(long, conflicts_with = "repair")]
+        quick: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Seed 001 Table III: PostMark on OFS with and without per-object parity (parity page
+    /// I/Os against all page I/Os), then one failed unit per parity group, read back.
+    Reliability(reliability::Args),
     /// Torture a stack: seeded workloads under power cuts and media faults, checked against an
     /// oracle; failures print a seed that `--replay` reruns exactly.
     Torture(torture::TortureArgs),
@@ -380,8 +405,9 @@ fn main() -> ExitCode {
             image,
             partition,
             id,
+            reliability,
             file,
-        } => objects::put(&image, partition, id.as_deref(), &file),
+        } => objects::put(&image, partition, id.as_deref(), reliability, &file),
         Command::Get { object: o, output } => {
             objects::get(&o.image, o.partition, &o.id, output.as_deref())
         }
@@ -394,7 +420,14 @@ fn main() -> ExitCode {
             value,
         } => objects::setattr(&o.image, o.partition, &o.id, &attr, &value),
         Command::Fsck { image } => objects::fsck(&image),
+        Command::Scrub {
+            image,
+            repair,
+            quick,
+            json,
+        } => objects::scrub(&image, repair, quick, json),
         Command::Torture(args) => torture::run(args),
+        Command::Reliability(args) => reliability::run(args),
         Command::Serve {
             image,
             memory,

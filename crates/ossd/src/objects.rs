@@ -1,4 +1,4 @@
-//! Object store commands on a device image: put, get, rm, ls, stat, setattr, fsck.
+//! Object store commands on a device image: put, get, rm, ls, stat, setattr, fsck, scrub.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -61,7 +61,13 @@ fn oid(partition: u64, id: &str) -> Result<Oid> {
 }
 
 /// Stores a file (or standard input, for `-`) as an object; prints its id.
-pub fn put(image: &Path, partition: u64, id: Option<&str>, file: &str) -> Result<()> {
+pub fn put(
+    image: &Path,
+    partition: u64,
+    id: Option<&str>,
+    reliability: u8,
+    file: &str,
+) -> Result<()> {
     let mut data = Vec::new();
     if file == "-" {
         std::io::stdin()
@@ -79,6 +85,10 @@ pub fn put(image: &Path, partition: u64, id: Option<&str>, file: &str) -> Result
         partition: PartitionId(partition),
         object,
     };
+    if reliability > 0 {
+        s.set_attr(oid, Attr::Reliability, AttrValue::U64(reliability as u64))
+            .map_err(|e| anyhow!(e))?;
+    }
     s.write(oid, 0, &data).map_err(|e| anyhow!(e))?;
     s.flush(FlushScope::Device).map_err(|e| anyhow!(e))?;
     close(s)?;
@@ -175,6 +185,7 @@ pub fn stat(image: &Path, partition: u64, id: &str) -> Result<()> {
         ("access pattern", Attr::AccessPattern),
         ("read-only", Attr::ReadOnly),
         ("inode", Attr::InodeEmbedded),
+        ("reliability", Attr::Reliability),
     ];
     println!("object {oid}");
     for (name, a) in attrs {
@@ -191,7 +202,8 @@ pub fn stat(image: &Path, partition: u64, id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Sets an attribute: a predefined name (priority, expected-size, read-only, inode) or a user
+/// Sets an attribute: a predefined name (priority, expected-size, read-only, inode,
+/// reliability) or a user
 /// attribute id (0x1000 and up) whose value is taken as text.
 pub fn setattr(image: &Path, partition: u64, id: &str, attr: &str, value: &str) -> Result<()> {
     let mut s = open(image)?;
@@ -214,8 +226,9 @@ pub fn setattr(image: &Path, partition: u64, id: &str, attr: &str, value: &str) 
         "length" => (Attr::LogicalLength, AttrValue::U64(num()?)),
         "read-only" => (Attr::ReadOnly, AttrValue::Bool(flag()?)),
         "inode" => (Attr::InodeEmbedded, AttrValue::Bool(flag()?)),
+        "reliability" => (Attr::Reliability, AttrValue::U64(num()?)),
         other => {
-            let id = parse_id(other).map_err(|_| anyhow!("unknown attribute '{other}': use priority, expected-size, length, read-only, inode, or a user attribute id (0x1000 and up)"))?;
+            let id = parse_id(other).map_err(|_| anyhow!("unknown attribute '{other}': use priority, expected-size, length, read-only, inode, reliability, or a user attribute id (0x1000 and up)"))?;
             let id = u16::try_from(id).map_err(|_| anyhow!("user attribute ids fit 16 bits"))?;
             (Attr::User(id), AttrValue::Bytes(value.as_bytes().to_vec()))
         }
@@ -272,4 +285,53 @@ pub fn fsck(image: &Path) -> Result<()> {
         problems.len(),
         damaged.len()
     )
+}
+
+/// Scrubs the image's object store: every data unit checked, parity groups checked against
+/// their data, and with `repair` damaged units rebuilt from parity (`quick`: parity groups
+/// against their data's OOB records only). Fails while damage is left.
+pub fn scrub(image: &Path, repair: bool, quick: bool, json: bool) -> Result<()> {
+    let mut s = open(image)?;
+    let report = if quick {
+        s.scrub_quick()
+    } else {
+        s.scrub(repair)
+    }
+    .map_err(|e| anyhow!(e))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "{}: {} objects ({} with parity), {} data units and {} parity groups checked; {} found, {} repaired, {} unrepairable",
+            image.display(),
+            report.objects,
+            report.protected_objects,
+            report.units_checked,
+            report.parity_groups_checked,
+            report.findings.len(),
+            report.repaired,
+            report.unrepairable
+        );
+        for f in &report.findings {
+            println!(
+                "  {:?}: object {} bytes {}..{} ({}): {}",
+                f.outcome,
+                f.object,
+                f.offset,
+                f.offset + f.length,
+                f.kind,
+                f.what
+            );
+        }
+    }
+    close(s)?;
+    let left = report
+        .findings
+        .iter()
+        .filter(|f| f.outcome != osd::store::ScrubOutcome::Repaired)
+        .count();
+    if left > 0 {
+        bail!("{left} damaged units or parity groups left");
+    }
+    Ok(())
 }

@@ -50,6 +50,8 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   osd.atime_merge_pages              atime journal pages on flash before they are merged into onodes (default 4)
   osd.small_objects                  small-object buffer: objects under a write unit share pages (default true, seed 001 V-D)
   osd.realtime_update_blocks         update blocks dedicated to real-time objects (priority > 0), ossd placement (default 0, at most 8, seed 000 IV-C)
+  osd.default_reliability            parity units per parity group given to every new object (default 0 = none, at most 4, seed 001 III)
+  osd.parity_group_units             data units per parity group for objects given parity (default 16)
   fml.low_watermark_blocks           GC before writes below this many free blocks (default 10, seed 000 V-F)
   fml.high_watermark_busy_blocks     background GC target while busy (default 11)
   fml.high_watermark_idle_blocks     background GC target while idle (default 15)

@@ -479,7 +479,7 @@ fn read_opt(r: &mut Reader<'_>, what: &'static str) -> Result<Option<u64>, Proto
     Ok(present.then_some(v))
 }
 
-/// Attribute: kind u8 (1..=11 predefined, 12 user) and id u16 (user attribute id, else 0).
+/// Attribute: kind u8 (1..=11 and 13 predefined, 12 user) and id u16 (user attribute id, else 0).
 fn write_attr(w: &mut Writer, a: Attr) {
     let (kind, id) = match a {
         Attr::LogicalLength => (1, 0),
@@ -494,6 +494,7 @@ fn write_attr(w: &mut Writer, a: Attr) {
         Attr::ReadOnly => (10, 0),
         Attr::InodeEmbedded => (11, 0),
         Attr::User(id) => (12, id),
+        Attr::Reliability => (13, 0),
     };
     w.u8(kind);
     w.u16(id);
@@ -516,6 +517,7 @@ fn read_attr(r: &mut Reader<'_>) -> Result<Attr, ProtoError> {
         10 => Attr::ReadOnly,
         11 => Attr::InodeEmbedded,
         12 => return Ok(Attr::User(id)),
+        13 => Attr::Reliability,
         k => {
             return Err(ProtoError::BadValue {
                 what: "attribute kind",

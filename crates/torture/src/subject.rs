@@ -146,6 +146,8 @@ impl Variant {
                     small_objects: rng.gen_bool(0.5),
                     // Drawn sequences stay as they were; real-time placement has its own tests.
                     realtime_update_blocks: 0,
+                    default_reliability: 0,
+                    parity_group_units: 16,
                     fml,
                 })
             }

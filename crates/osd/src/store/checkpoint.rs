@@ -25,6 +25,9 @@ impl<F: Flash> ObjectStore<F> {
         // No journal page outlives a checkpoint: recovery only looks for newer ones.
         self.merge_atimes()?;
         self.flush_all()?;
+        // Parity reaches flash here, not at every FLUSH: recovery recomputes the parity of the
+        // groups written since this checkpoint from their data (seed 001 V-E's overhead).
+        self.flush_parity()?;
         self.make_room()?;
         // Moves recorded so far are in the tree this commit writes; any made while the
         // checkpoint unit is written are not, and must wait for the next checkpoint.

@@ -76,10 +76,26 @@ impl<F: Flash> Osd for ObjectStore<F> {
         }
         let now = self.now;
         self.trim_onode_cache();
+        let mut onode = Onode::new(oid, now);
+        let (m, k) = (
+            self.config.default_reliability,
+            self.config.parity_group_units,
+        );
+        if m > 0 {
+            if m > MAX_RELIABILITY || k == 0 || k as usize + m as usize > 256 {
+                return Err(OsdError::InvalidArgument(format!(
+                    "default reliability {m} with parity groups of {k} data units: at most \
+                     {MAX_RELIABILITY} parity units, and 1 to {} data units",
+                    256 - m as usize
+                )));
+            }
+            onode.reliability = m;
+            onode.parity_group = k;
+        }
         self.onodes.insert(
             oid,
             CachedOnode {
-                onode: Onode::new(oid, now),
+                onode,
                 dirty: true,
                 loc: None,
             },
@@ -209,6 +225,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
             let first_gone = length.div_ceil(unit);
             self.buf.drop_where(|&(o, u)| o == oid && u >= first_gone);
             let freed = self.drop_units_from(oid, first_gone)?;
+            self.parity_after_truncate(oid, first_gone)?;
             let c = self.onode_mut(oid)?;
             c.onode.used_bytes = c.onode.used_bytes.saturating_sub(freed * unit);
             c.dirty = true;
@@ -231,6 +248,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
             Attr::AccessPattern => AttrValue::Pattern(o.access),
             Attr::ReadOnly => AttrValue::Bool(o.read_only),
             Attr::InodeEmbedded => AttrValue::Bool(o.inode),
+            Attr::Reliability => AttrValue::U64(o.reliability as u64),
             Attr::User(id) => o
                 .user_attr(id)
                 .map_or(AttrValue::Absent, |v| AttrValue::Bytes(v.to_vec())),
@@ -246,6 +264,17 @@ impl<F: Flash> Osd for ObjectStore<F> {
                 ));
             };
             return self.truncate(oid, l);
+        }
+        if attr == Attr::Reliability {
+            let AttrValue::U64(m) = value else {
+                return Err(OsdError::InvalidArgument(
+                    "reliability takes a number of parity units per group".into(),
+                ));
+            };
+            if self.onode_mut(oid)?.onode.read_only {
+                return Err(OsdError::ReadOnly(oid));
+            }
+            return self.set_reliability(oid, m);
         }
         let now = self.now;
         let c = self.onode_mut(oid)?;

@@ -140,9 +140,24 @@ impl<F: Flash> ObjectStore<F> {
             self.make_room()?;
         }
         let full = self.full_mask();
-        let old = self.unmap(e.key.0, e.key.1)?;
+        let protection = self.protection(e.key.0)?;
+        let mut old_fill = None;
         if e.mask != full {
-            self.merge_old(&mut e, old)?;
+            // Before the unit leaves the index: a damaged old copy is rebuilt from its group.
+            let old = self.lookup(e.key.0, e.key.1)?;
+            let content = self.merge_old(&mut e, old, false)?;
+            if protection.is_some() {
+                // The delta update needs the old contents the merge just read.
+                old_fill = match content {
+                    Some(Content::Bytes) => Some(UnitFill::Bytes(self.scratch.clone())),
+                    Some(Content::Fingerprint(fp)) => Some(UnitFill::Token(fp)),
+                    _ => None,
+                };
+            }
+        }
+        let old = self.unmap(e.key.0, e.key.1)?;
+        if let Some(p) = protection {
+            self.parity_before_program(e.key.0, e.key.1, old, old_fill, p)?;
         }
         let hint = self.hint(e.key.0)?;
         let stream = self.placer.choose(&hint);
@@ -160,7 +175,14 @@ impl<F: Flash> ObjectStore<F> {
         };
         let mut oob = [0u8; RECORD_MAX_BYTES];
         let n = rec.encode(payload_crc(payload), &mut oob);
-        let (v, t) = match self.fml.write(self.now, stream, payload, &oob[..n]) {
+        let written = self.fml.write(self.now, stream, payload, &oob[..n]);
+        if written.is_err() {
+            if let Some((k, _)) = protection {
+                // The old contents already left the group's parity: it no longer matches.
+                self.parity_broken(e.key.0, e.key.1 / k as u64);
+            }
+        }
+        let (v, t) = match written {
             Ok(x) => x,
             Err(FmlError::NoSpace { .. }) => return Err(self.no_space(self.unit as u64)),
             Err(e) => return Err(fml_err(e)),
@@ -181,15 +203,27 @@ impl<F: Flash> ObjectStore<F> {
             }
         }
         self.map(e.key.0, e.key.1, v.0)?;
+        if let Some(p) = protection {
+            let payload = match &e.fill {
+                Fill::Bytes(b) => Payload::Bytes(b),
+                Fill::Token(fp) => Payload::Fingerprint(*fp),
+            };
+            self.parity_after_program(e.key.0, e.key.1, payload, p)?;
+        }
         self.buf.recycle(e);
         self.bound_dirty_index()
     }
 
+    /// Brings the old contents of the sectors `e` lacks in from `old`, the unit's current write
+    /// unit, which is still mapped (a damaged one is rebuilt from parity; `rewrite`: and the
+    /// rebuilt copy programmed in its place). Returns what the old unit held when it was read
+    /// (its bytes are then in the scratch buffer).
     pub(super) fn merge_old(
         &mut self,
         e: &mut Entry<(Oid, u64)>,
         old: Option<u32>,
-    ) -> Result<(), OsdError> {
+        rewrite: bool,
+    ) -> Result<Option<Content>, OsdError> {
         let Some(o) = old else {
             if let Fill::Bytes(b) = &mut e.fill {
                 for s in 0..self.unit / SECTOR as usize {
@@ -198,16 +232,16 @@ impl<F: Flash> ObjectStore<F> {
                     }
                 }
             }
-            return Ok(());
+            return Ok(None);
         };
-        if o == LOST {
+        if o == LOST && self.protection(e.key.0)?.is_none() {
             return Err(OsdError::Corrupted {
                 what: format!("unit {} of object {} (lost)", e.key.1, e.key.0),
                 location: "GC".into(),
             });
         }
         self.stats.rmw_reads += 1;
-        let content = self.read_data_unit(e.key.0, e.key.1, o)?;
+        let content = self.read_data_repairing(e.key.0, e.key.1, o, rewrite)?;
         // The merged unit's program needs this read's bytes.
         self.now = self.now();
         match (&mut e.fill, content) {
@@ -218,11 +252,11 @@ impl<F: Flash> ObjectStore<F> {
                         b[r.clone()].copy_from_slice(&self.scratch[r]);
                     }
                 }
-                Ok(())
+                Ok(Some(content))
             }
             (Fill::Token(fp), Content::Fingerprint(old)) => {
                 *fp = fold(old, *fp, e.mask);
-                Ok(())
+                Ok(Some(content))
             }
             _ => Err(OsdError::InvalidArgument(
                 "bytes and fingerprint writes mixed in one unit".into(),
@@ -309,7 +343,7 @@ impl<F: Flash> ObjectStore<F> {
             if !aligned && e.mask & mask != mask {
                 // A write of part of a sector: bring the unit's old contents in first.
                 let old = self.lookup(oid, u)?;
-                self.merge_old(&mut e, old)?;
+                self.merge_old(&mut e, old, true)?;
                 e.mask = self.full_mask();
             }
             match (&mut e.fill, data) {
@@ -465,15 +499,9 @@ impl<F: Flash> ObjectStore<F> {
             }
             match self.lookup(oid, u)? {
                 None => out.push(0),
-                Some(LOST) => {
-                    return Err(OsdError::Corrupted {
-                        what: format!("unit {u} of object {oid} (lost)"),
-                        location: "GC".into(),
-                    })
-                }
                 Some(v) => {
                     self.stats.data_units_read += 1;
-                    let content = self.read_data_unit(oid, u, v)?;
+                    let content = self.read_data_repairing(oid, u, v, true)?;
                     out.push(if let Content::Fingerprint(f) = content {
                         f
                     } else {
@@ -527,15 +555,9 @@ impl<F: Flash> ObjectStore<F> {
     ) -> Result<(), OsdError> {
         match self.lookup(oid, u)? {
             None => dst.fill(0),
-            Some(LOST) => {
-                return Err(OsdError::Corrupted {
-                    what: format!("unit {u} of object {oid} (unreadable when GC moved it)"),
-                    location: "data".into(),
-                })
-            }
             Some(v) => {
                 self.stats.data_units_read += 1;
-                if self.read_data_unit(oid, u, v)? != Content::Bytes {
+                if self.read_data_repairing(oid, u, v, true)? != Content::Bytes {
                     return Err(OsdError::InvalidArgument(format!(
                         "unit {u} of {oid} was written in fingerprint mode"
                     )));
@@ -586,6 +608,7 @@ impl<F: Flash> ObjectStore<F> {
         self.with_index(|ix, io| {
             ix.remove_range(io, &data_key(oid, first), &data_key(oid, u64::MAX))
         })?;
+        self.drop_parity_from(oid, first)?;
         Ok(dropped)
     }
 }

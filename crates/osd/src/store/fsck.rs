@@ -50,6 +50,27 @@ impl<F: Flash> ObjectStore<F> {
         };
         let unit = self.unit as u64;
         for (k, v) in &all {
+            if k.kind == KIND_PARITY {
+                let oid = Oid::from_u128(k.oid);
+                let (g, row) = (k.offset >> 8, k.offset & 0xFF);
+                let mut page = vec![0u8; self.unit];
+                if let Err(e) = read_checked(
+                    &mut self.fml,
+                    self.now,
+                    *v as u32,
+                    &mut page,
+                    PARITY_RECORD_BYTES,
+                ) {
+                    keep(
+                        e.into_osd(
+                            format_args!("object {oid} parity group {g} row {row}"),
+                            *v as u32,
+                        ),
+                        report,
+                    )?;
+                }
+                continue;
+            }
             if k.kind != KIND_DATA {
                 continue;
             }
@@ -174,6 +195,7 @@ impl<F: Flash> ObjectStore<F> {
                         }
                     }
                 }
+                KIND_PARITY => add(*v as u32, "parity", &mut problems),
                 KIND_ONODE => objects += 1,
                 KIND_SMALL => small_pages
                     .entry((*v >> 16) as u32)

@@ -161,6 +161,14 @@ impl<F: Flash> ObjectStore<F> {
                     self.relocate_small_page(from, to)?;
                     self.retarget_released(from, to);
                 }
+                Record::Parity {
+                    oid, group, row, ..
+                } => {
+                    let key = parity_key(oid, group, row);
+                    if self.with_index(|ix, io| ix.get(io, &key))? == Some(from as u64) {
+                        self.with_index(|ix, io| ix.insert(io, key, to as u64))?;
+                    }
+                }
                 Record::Atime { .. } => {
                     for p in self.atime_pages.iter_mut().filter(|p| **p == from) {
                         *p = to;
@@ -191,6 +199,11 @@ impl<F: Flash> ObjectStore<F> {
         let all =
             self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
         for (k, v) in all {
+            if k.kind == KIND_PARITY && v == from as u64 {
+                // The group's parity is recomputed from its data when next needed.
+                self.with_index(|ix, io| ix.remove(io, &k))?;
+                return Ok(());
+            }
             if k.kind != KIND_DATA {
                 continue;
             }

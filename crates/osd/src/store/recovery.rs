@@ -145,6 +145,7 @@ impl<F: Flash> ObjectStore<F> {
                         | Record::Descriptor { .. }
                         | Record::Atime { .. }
                         | Record::Small { .. }
+                        | Record::Parity { .. }
                 ) {
                     later.push((r.seq(), v, r));
                 }
@@ -236,6 +237,8 @@ impl<F: Flash> ObjectStore<F> {
         // The length each object's newest durable onode states, before data records extend it.
         let mut stored_len: FxHashMap<Oid, u64> = FxHashMap::default();
         let mut touched: FxHashSet<Oid> = FxHashSet::default();
+        // Data units rolled forward: their parity groups are checked once the onodes settle.
+        let mut rolled: Vec<(Oid, u64)> = Vec::new();
         for (_, v, rec) in later {
             match rec {
                 Record::Data {
@@ -254,6 +257,7 @@ impl<F: Flash> ObjectStore<F> {
                     self.unmap(oid, offset)?;
                     self.map(oid, offset, v)?;
                     touched.insert(oid);
+                    rolled.push((oid, offset));
                     if moved {
                         continue;
                     }
@@ -270,6 +274,14 @@ impl<F: Flash> ObjectStore<F> {
                 }
                 Record::Descriptor { .. } => {
                     self.roll_descriptor(v, &mut onode_seq, &mut stored_len, &mut touched)?
+                }
+                Record::Parity {
+                    oid, group, row, ..
+                } => {
+                    // Newer than what the checkpoint's index holds (records are in sequence
+                    // order); settle_parity checks it against the data.
+                    self.with_index(|ix, io| ix.insert(io, parity_key(oid, group, row), v as u64))?;
+                    touched.insert(oid);
                 }
                 Record::Small { .. } => {
                     self.roll_small_page(v, ckpt_seq, &mut small_seq, &mut touched)?
@@ -289,8 +301,26 @@ impl<F: Flash> ObjectStore<F> {
         }
         // Data of objects that do not exist (created after the checkpoint, never flushed) is
         // garbage; lengths and used bytes follow the data.
-        for oid in touched {
+        let mut groups: FxHashSet<(Oid, u64)> = FxHashSet::default();
+        for &oid in &touched {
             self.settle_object(oid, stored_len.get(&oid).copied())?;
+            if self.load_onode(oid)?.is_some() {
+                if let Some((k, _)) = self.protection(oid)? {
+                    let units = self
+                        .onode_mut(oid)?
+                        .onode
+                        .logical_length
+                        .div_ceil(self.unit as u64);
+                    groups.insert((oid, units.saturating_sub(1) / k as u64));
+                }
+            }
+        }
+        for (oid, u) in rolled {
+            if self.load_onode(oid)?.is_some() {
+                if let Some((k, _)) = self.protection(oid)? {
+                    groups.insert((oid, u / k as u64));
+                }
+            }
         }
         // Rebuild the FML's valid units from what the store references.
         for n in nodes {
@@ -307,6 +337,8 @@ impl<F: Flash> ObjectStore<F> {
                         self.mark_valid(s + i)?;
                     }
                 }
+            } else if k.kind == KIND_PARITY {
+                self.mark_valid(v as u32)?;
             }
         }
         let pages: Vec<u32> = self.desc.keys().chain(self.packs.keys()).copied().collect();
@@ -320,6 +352,8 @@ impl<F: Flash> ObjectStore<F> {
                 self.mark_valid(r)?;
             }
         }
+        // Parity a crash left behind its data is recomputed (written by the checkpoint's flush).
+        self.settle_parity(groups)?;
         // Make what was rolled forward part of a new checkpoint, so the next recovery starts
         // here and everything pinned for this one can go.
         self.recovery.done_ns = self.now();
@@ -456,6 +490,10 @@ impl<F: Flash> ObjectStore<F> {
         stored_len: Option<u64>,
     ) -> Result<(), OsdError> {
         let exists = self.load_onode(oid)?.is_some();
+        if !exists || self.protection(oid)?.is_none() {
+            // Parity of objects that are gone, or no longer protected.
+            self.drop_parity_from(oid, 0)?;
+        }
         if !exists {
             self.drop_small(oid)?;
         } else if self.settle_small(oid, stored_len)? {

@@ -477,6 +477,7 @@ fn arb_attr() -> impl Strategy<Value = Attr> {
         Just(Attr::AccessPattern),
         Just(Attr::ReadOnly),
         Just(Attr::InodeEmbedded),
+        Just(Attr::Reliability),
         any::<u16>().prop_map(Attr::User),
     ]
 }
