@@ -2,6 +2,7 @@
 //! specified in `docs/FORMAT.md` ("Device image"); every multi-byte field is little-endian and
 //! every record carries a CRC-32C, so a damaged or foreign file is refused with a clear error.
 
+use codec::le;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -46,20 +47,6 @@ impl Writer {
     }
     fn u64(&mut self, v: u64) {
         self.0.extend_from_slice(&v.to_le_bytes());
-    }
-}
-
-struct Reader<'a>(&'a [u8]);
-impl Reader<'_> {
-    fn u32(&mut self) -> u32 {
-        let (a, b) = self.0.split_at(4);
-        self.0 = b;
-        u32::from_le_bytes(a.try_into().unwrap())
-    }
-    fn u64(&mut self) -> u64 {
-        let (a, b) = self.0.split_at(8);
-        self.0 = b;
-        u64::from_le_bytes(a.try_into().unwrap())
     }
 }
 
@@ -118,8 +105,10 @@ fn decode_header(path: &Path, b: &[u8]) -> Result<DeviceConfig, FlashError> {
     if b.len() < HEADER_LEN || &b[..8] != IMAGE_MAGIC {
         return Err(err(path, "not an ossd device image (bad magic)"));
     }
-    let mut r = Reader(&b[8..]);
-    let version = r.u32();
+    let mut r = le::Le::at(b, 8);
+    // The length is checked above; a short header is still an error, never a panic.
+    let short = |e: le::Truncated| err(path, format!("header: {e}"));
+    let version = r.u32().map_err(short)?;
     let len = match version {
         1 => HEADER_LEN_V1,
         IMAGE_VERSION => HEADER_LEN,
@@ -140,38 +129,38 @@ fn decode_header(path: &Path, b: &[u8]) -> Result<DeviceConfig, FlashError> {
         ));
     }
     let geometry = Geometry {
-        channels: r.u32(),
-        dies_per_channel: r.u32(),
-        planes_per_die: r.u32(),
-        blocks_per_plane: r.u32(),
-        pages_per_block: r.u32(),
-        page_size_bytes: r.u32(),
-        oob_size_bytes: r.u32(),
+        channels: r.u32().map_err(short)?,
+        dies_per_channel: r.u32().map_err(short)?,
+        planes_per_die: r.u32().map_err(short)?,
+        blocks_per_plane: r.u32().map_err(short)?,
+        pages_per_block: r.u32().map_err(short)?,
+        page_size_bytes: r.u32().map_err(short)?,
+        oob_size_bytes: r.u32().map_err(short)?,
     };
     let timing = Timing {
-        read_ns: r.u64(),
-        program_ns: r.u64(),
-        erase_ns: r.u64(),
-        bus_mb_s: r.u64(),
-        command_ns: r.u64(),
+        read_ns: r.u64().map_err(short)?,
+        program_ns: r.u64().map_err(short)?,
+        erase_ns: r.u64().map_err(short)?,
+        bus_mb_s: r.u64().map_err(short)?,
+        command_ns: r.u64().map_err(short)?,
         scheduling: Scheduling::InOrder,
     };
     let gang = Gang {
-        planes_per_unit: r.u32(),
-        dies_per_unit: r.u32(),
-        units_per_superblock: r.u32(),
+        planes_per_unit: r.u32().map_err(short)?,
+        dies_per_unit: r.u32().map_err(short)?,
+        units_per_superblock: r.u32().map_err(short)?,
     };
     let mut c = DeviceConfig {
         geometry,
         timing,
         gang,
-        endurance_cycles: r.u32(),
-        factory_bad_ppm: r.u32(),
-        ecc_correctable_bits: r.u32(),
-        seed: r.u64(),
+        endurance_cycles: r.u32().map_err(short)?,
+        factory_bad_ppm: r.u32().map_err(short)?,
+        ecc_correctable_bits: r.u32().map_err(short)?,
+        seed: r.u64().map_err(short)?,
     };
     if version >= 2 {
-        c.timing.scheduling = match r.u32() {
+        c.timing.scheduling = match r.u32().map_err(short)? {
             0 => Scheduling::InOrder,
             1 => Scheduling::Backfill,
             other => {
@@ -285,15 +274,18 @@ impl ImageStore {
         };
         let mut blocks = Vec::with_capacity(g.blocks() as usize);
         for (i, rec) in table.chunks_exact(16).enumerate() {
-            let crc = u32::from_le_bytes(rec[12..16].try_into().unwrap());
+            let field = |at: usize| {
+                le::u32_at(rec, at).map_err(|e| err(path, format!("block record {i}: {e}")))
+            };
+            let crc = field(12)?;
             if crc32c::crc32c(&rec[..12]) != crc {
                 return Err(err(
                     path,
                     format!("block record {i} is corrupted (checksum mismatch)"),
                 ));
             }
-            let erase_count = u32::from_le_bytes(rec[0..4].try_into().unwrap());
-            let flags = u32::from_le_bytes(rec[4..8].try_into().unwrap());
+            let erase_count = field(0)?;
+            let flags = field(4)?;
             let mut info = BlockInfo {
                 erase_count,
                 next_page: 0,
@@ -401,9 +393,11 @@ impl PageStore for ImageStore {
         let n = len.min(oob.len());
         oob[..n].copy_from_slice(&head[16..16 + n]);
         match head[4] {
-            KIND_FINGERPRINT => Ok(Content::Fingerprint(u64::from_le_bytes(
-                head[8..16].try_into().unwrap(),
-            ))),
+            KIND_FINGERPRINT => {
+                Ok(Content::Fingerprint(le::u64_at(&head, 8).map_err(|e| {
+                    err(&self.path, format!("page header: {e}"))
+                })?))
+            }
             KIND_BYTES => {
                 if !data.is_empty() {
                     self.file

@@ -15,6 +15,7 @@
 pub mod dftl;
 pub mod oob;
 
+use codec::le;
 use flash::gang::Vpa;
 use flash::{Content, Flash, FlashError, Nanos, Payload};
 use fml::{Fml, FmlConfig, FmlError, GcStep, Owner, StreamId};
@@ -1290,21 +1291,21 @@ struct CkptPart {
 }
 
 fn decode_ckpt(page: &[u8], seq: u64, part: u32, logical: u32) -> Option<CkptPart> {
-    let u32_at = |o: usize| u32::from_le_bytes(page[o..o + 4].try_into().unwrap());
-    if &page[0..4] != CKPT_MAGIC || u32_at(4) != CKPT_VERSION {
+    let u32_at = |o: usize| le::u32_at(page, o).ok();
+    if page.get(0..4) != Some(CKPT_MAGIC.as_slice()) || u32_at(4)? != CKPT_VERSION {
         return None;
     }
-    let count = u32_at(32) as usize;
+    let count = u32_at(32)? as usize;
     let end = CKPT_HEADER + 4 * count;
-    if end + 4 > page.len() || crc32c::crc32c(&page[..end]) != u32_at(end) {
+    if end + 4 > page.len() || crc32c::crc32c(&page[..end]) != u32_at(end)? {
         return None;
     }
     let (s, p, parts, l, first) = (
-        u64::from_le_bytes(page[8..16].try_into().unwrap()),
-        u32_at(16),
-        u32_at(20),
-        u32_at(24),
-        u32_at(28),
+        le::u64_at(page, 8).ok()?,
+        u32_at(16)?,
+        u32_at(20)?,
+        u32_at(24)?,
+        u32_at(28)?,
     );
     if s != seq || p != part || l != logical || first as usize + count > logical as usize {
         return None;
@@ -1312,7 +1313,9 @@ fn decode_ckpt(page: &[u8], seq: u64, part: u32, logical: u32) -> Option<CkptPar
     Some(CkptPart {
         parts,
         first,
-        entries: (0..count).map(|i| u32_at(CKPT_HEADER + 4 * i)).collect(),
+        entries: (0..count)
+            .map(|i| u32_at(CKPT_HEADER + 4 * i))
+            .collect::<Option<Vec<u32>>>()?,
     })
 }
 

@@ -3,6 +3,7 @@
 //! share one descriptor page on flash.
 
 use crate::id::Oid;
+use codec::le;
 
 /// An onode never exceeds this (seed 000 V-D).
 pub const ONODE_MAX_BYTES: usize = 256;
@@ -96,6 +97,12 @@ pub struct Onode {
     /// The object's data, kept within the onode (an embedded inode); `None` when it lives in
     /// data units.
     pub inline: Option<Vec<u8>>,
+}
+
+impl From<le::Truncated> for OnodeError {
+    fn from(t: le::Truncated) -> Self {
+        OnodeError::Corrupted(t.to_string())
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -202,7 +209,7 @@ impl Onode {
         if b.len() < fixed + 4 {
             return Err(bad("onode shorter than its fixed part"));
         }
-        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+        let u64_at = |o: usize| le::u64_at(b, o);
         let mut at = fixed;
         let n = b[FIXED_BYTES_V1 - 1] as usize;
         let mut attrs = Vec::with_capacity(n);
@@ -233,7 +240,7 @@ impl Onode {
         if at + 4 > b.len() || at + 4 > ONODE_MAX_BYTES {
             return Err(bad("onode checksum runs past the end"));
         }
-        let crc = u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        let crc = le::u32_at(b, at)?;
         if crc32c::crc32c(&b[..at]) != crc {
             return Err(bad("onode checksum mismatch"));
         }
@@ -250,21 +257,21 @@ impl Onode {
             (0, 0)
         };
         let onode = Onode {
-            oid: Oid::from_u128(u128::from_le_bytes(b[5..21].try_into().unwrap())),
+            oid: Oid::from_u128(u128::from_le_bytes(le::array_at(b, 5)?)),
             removed: flags & FLAG_REMOVED != 0,
             read_only: flags & FLAG_READ_ONLY != 0,
             inode: flags & FLAG_INODE != 0,
             priority: b[3],
             access: AccessPattern::from_code(b[4]).ok_or_else(|| bad("unknown access pattern"))?,
-            logical_length: u64_at(21),
-            used_bytes: u64_at(29),
-            created_ns: u64_at(37),
-            modified_ns: u64_at(45),
-            accessed_ns: u64_at(53),
-            attr_changed_ns: u64_at(61),
-            expected_size: u64_at(69),
-            write_count: u32::from_le_bytes(b[77..81].try_into().unwrap()),
-            seq: u64_at(81),
+            logical_length: u64_at(21)?,
+            used_bytes: u64_at(29)?,
+            created_ns: u64_at(37)?,
+            modified_ns: u64_at(45)?,
+            accessed_ns: u64_at(53)?,
+            attr_changed_ns: u64_at(61)?,
+            expected_size: u64_at(69)?,
+            write_count: le::u32_at(b, 77)?,
+            seq: u64_at(81)?,
             reliability,
             parity_group,
             attrs,

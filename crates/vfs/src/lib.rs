@@ -10,7 +10,13 @@
 //!
 //! [`oracle::MemFs`] is the simple in-memory model every implementation is tested against.
 
-pub mod le;
+pub use codec::le;
+
+impl From<le::Truncated> for FsError {
+    fn from(t: le::Truncated) -> Self {
+        FsError::Corrupted(t.to_string())
+    }
+}
 pub mod namespace;
 pub mod oracle;
 

@@ -2,6 +2,22 @@
 //! (docs/FORMAT.md, "Recovery").
 
 use super::*;
+use codec::le;
+
+/// What [`ObjectStore::discover`] found: the newest readable checkpoint and what was written
+/// after it.
+pub(super) struct Discovered {
+    /// The checkpoint's sequence number.
+    ckpt_seq: u64,
+    /// Where it is.
+    ckpt_vpa: u32,
+    /// Its page.
+    page: Vec<u8>,
+    /// Records written after it: (sequence number, unit, record).
+    later: Vec<(u64, u32, Record)>,
+    /// Units whose records were read to find them.
+    scanned: u64,
+}
 
 impl<F: Flash> ObjectStore<F> {
     /// Opens a formatted store: the newest checkpoint, then everything written after it.
@@ -60,10 +76,7 @@ impl<F: Flash> ObjectStore<F> {
     /// page written after it, reading as little as it can: units of a block are programmed in
     /// sequence order, so after one read of each block's last record, only blocks written since
     /// the checkpoint are read, from their end back to the checkpoint.
-    #[allow(clippy::type_complexity)]
-    pub(super) fn discover(
-        &mut self,
-    ) -> Result<(u64, u32, Vec<u8>, Vec<(u64, u32, Record)>, u64), OsdError> {
+    pub(super) fn discover(&mut self) -> Result<Discovered, OsdError> {
         let layout = *self.fml.layout();
         let mut spans: Vec<(u32, u32, u64)> = Vec::new();
         let mut max_seq = 0;
@@ -100,7 +113,10 @@ impl<F: Flash> ObjectStore<F> {
                 if let Record::Checkpoint { .. } = r {
                     if let Some(page) = self.checkpoint_page(v) {
                         // A checkpoint GC moved carries a newer record than its own number.
-                        let logical = u64::from_le_bytes(page[40..48].try_into().unwrap());
+                        // A page too short to carry its number is no candidate.
+                        let Ok(logical) = le::u64_at(&page, 40) else {
+                            continue;
+                        };
                         if best.as_ref().is_none_or(|b| logical > b.0) {
                             best = Some((logical, v, page));
                         }
@@ -152,16 +168,33 @@ impl<F: Flash> ObjectStore<F> {
             }
         }
         self.gc.seq = max_seq;
-        Ok((ckpt_seq, ckpt_vpa, page, later, scanned))
+        Ok(Discovered {
+            ckpt_seq,
+            ckpt_vpa,
+            page,
+            later,
+            scanned,
+        })
     }
 
     pub(super) fn recover(&mut self) -> Result<(), OsdError> {
-        let (ckpt_seq, ckpt_vpa, page, mut later, scanned) = self.discover()?;
-        let version = u32::from_le_bytes(page[4..8].try_into().unwrap());
+        let Discovered {
+            ckpt_seq,
+            ckpt_vpa,
+            page,
+            mut later,
+            scanned,
+        } = self.discover()?;
+        // A checkpoint page shorter than its fields is damage, never a panic.
+        let short = |e: le::Truncated| OsdError::Corrupted {
+            what: format!("checkpoint: {e}"),
+            location: format!("unit {ckpt_vpa}"),
+        };
+        let version = le::u32_at(&page, 4).map_err(short)?;
         if version != CKPT_VERSION && version != 1 {
             return Err(OsdError::Corrupted { what: format!("checkpoint version {version} is not supported (this build reads {CKPT_VERSION})"), location: format!("unit {ckpt_vpa}") });
         }
-        let unit = u32::from_le_bytes(page[32..36].try_into().unwrap());
+        let unit = le::u32_at(&page, 32).map_err(short)?;
         if unit as usize != self.unit {
             return Err(OsdError::Corrupted {
                 what: format!(
@@ -171,7 +204,7 @@ impl<F: Flash> ObjectStore<F> {
                 location: format!("unit {ckpt_vpa}"),
             });
         }
-        let root = u32::from_le_bytes(page[8..12].try_into().unwrap());
+        let root = le::u32_at(&page, 8).map_err(short)?;
         let height = page[12];
         // The store keeps the placement and index mode it was formatted with.
         self.config.placement = match page[13] {
@@ -198,8 +231,8 @@ impl<F: Flash> ObjectStore<F> {
             layout.write_unit_bytes as u64 * layout.units_per_superblock as u64,
             self.config.realtime_update_blocks,
         );
-        self.next_object = u64::from_le_bytes(page[16..24].try_into().unwrap());
-        self.next_partition = u64::from_le_bytes(page[24..32].try_into().unwrap());
+        self.next_object = le::u64_at(&page, 16).map_err(short)?;
+        self.next_partition = le::u64_at(&page, 24).map_err(short)?;
         self.index = if root == u32::MAX {
             Index::new(self.unit, self.config.index_cache_bytes as usize)
         } else {

@@ -11,6 +11,7 @@
 //! instead, and fingerprint-mode writes never pack.
 
 use super::*;
+use codec::le;
 
 pub(super) const KIND_SMALL: u8 = 2;
 const SMALL_MAGIC: &[u8; 4] = b"OSML";
@@ -67,9 +68,9 @@ fn decode_page(page: &[u8]) -> Result<Vec<(Oid, u64, Vec<u8>)>, String> {
         if at + ENTRY_HEADER > page.len() {
             return Err(format!("entry {i} runs past the page"));
         }
-        let oid = Oid::from_u128(u128::from_le_bytes(page[at..at + 16].try_into().unwrap()));
-        let seq = u64::from_le_bytes(page[at + 16..at + 24].try_into().unwrap());
-        let len = u32::from_le_bytes(page[at + 24..at + 28].try_into().unwrap()) as usize;
+        let oid = Oid::from_u128(u128::from_le_bytes(le::array_at(page, at)?));
+        let seq = le::u64_at(page, at + 16)?;
+        let len = le::u32_at(page, at + 24)? as usize;
         at += ENTRY_HEADER;
         if len > page.len() - at {
             return Err(format!("entry {i} of {len} bytes runs past the page"));

@@ -1,17 +1,14 @@
 //! One little-endian reader for the hand-written on-flash codecs (inodes, directory blocks,
 //! superblocks, OOB records), so that a record shorter than its decoder expects is an error,
-//! [`Truncated`], never a panic. A file system maps it to its "corrupted" error
-//! ([`FsError::Corrupted`] here through `From`, `String` for decoders that report a reason).
+//! [`Truncated`], never a panic. Each layer maps it to its own "corrupted" error through `From`
+//! (`vfs::FsError`, `osd`'s `OnodeError`, `ftl::FtlError`, `flash::FlashError`), or to a
+//! `String` for decoders that report a reason.
 //!
 //! Two ways to read:
 //! - in sequence: [`Le::new`] then [`Le::u8`], [`Le::u16`], [`Le::u32`], [`Le::u64`],
 //!   [`Le::bytes`], [`Le::array`] and [`Le::skip`], each advancing the position;
 //! - at fixed offsets: [`u16_at`], [`u32_at`], [`u64_at`] and [`array_at`].
 //!
-//! Apart from the `From<Truncated> for FsError` conversion the module depends on nothing else in
-//! `vfs` (only `std` and `thiserror`), so it can move to a lower crate (flash) unchanged.
-
-use crate::FsError;
 
 /// A read past the end of a record: `wanted` bytes at offset `at` of a `len`-byte buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -23,12 +20,6 @@ pub struct Truncated {
     pub wanted: usize,
     /// Length of the buffer.
     pub len: usize,
-}
-
-impl From<Truncated> for FsError {
-    fn from(t: Truncated) -> Self {
-        FsError::Corrupted(t.to_string())
-    }
 }
 
 impl From<Truncated> for String {
@@ -179,6 +170,6 @@ mod tests {
         assert!(u32_at(&b, usize::MAX).is_err());
         assert!(Le::at(&b, 10).u8().is_err());
         assert_eq!(Le::at(&b, 10).remaining(), 0);
-        assert!(matches!(FsError::from(t), FsError::Corrupted(_)));
+        assert!(String::from(t).contains("truncated record"));
     }
 }
