@@ -155,6 +155,10 @@ impl<F: Flash> Ganged<F> {
 
     /// Reads one write unit. `data` is a whole write unit, or empty to read only the OOB record
     /// (from the first physical page).
+    #[expect(
+        clippy::unwrap_used,
+        reason = "the caller's OOB buffer is taken exactly once, for the unit's first page (i == 0)"
+    )]
     pub fn read(
         &mut self,
         at: Nanos,

@@ -14,6 +14,8 @@
 //! A page holds either real bytes or a 64-bit fingerprint of them ([`Payload`]); the writer
 //! chooses per program, so multi-gigabyte simulations stay small and are still checkable.
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod config;
 pub mod fault;
 pub mod fingerprint;

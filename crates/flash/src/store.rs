@@ -148,6 +148,10 @@ impl PageStore for MemStore {
         Ok(())
     }
 
+    #[expect(
+        clippy::expect_used,
+        reason = "a page stored as bytes always has its block's bytes area (both are set together when it is programmed)"
+    )]
     fn get_page(
         &mut self,
         block: u32,

@@ -12,6 +12,8 @@
 //! TRIM allows), until data written there after the trim is flushed. It never reads back bytes
 //! that were not written to it.
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod dftl;
 pub mod oob;
 
@@ -266,6 +268,10 @@ impl Owner for Map {
         None
     }
 
+    #[expect(
+        clippy::expect_used,
+        reason = "the FML relocates only units whose record this owner recognized (Owner::recognizes) before the copy"
+    )]
     fn relocated(&mut self, from: Vpa, to: Vpa, oob: &[u8]) {
         let r = Record::decode(oob)
             .ok()
@@ -542,6 +548,10 @@ impl<F: Flash> Ftl<F> {
 
     /// Host write. Returns when the write is accepted (in the buffer, or programmed when the
     /// buffer is off or had to make room).
+    #[expect(
+        clippy::expect_used,
+        reason = "each buffer entry taken was found in the buffer just above, with no change in between"
+    )]
     pub fn write(
         &mut self,
         at: Nanos,
@@ -875,6 +885,11 @@ impl<F: Flash> Ftl<F> {
     }
 
     /// Host read.
+    #[expect(
+        clippy::expect_used,
+        clippy::unwrap_used,
+        reason = "each buffer entry read or taken was found in the buffer just above, with no change in between"
+    )]
     pub fn read(
         &mut self,
         at: Nanos,
@@ -998,6 +1013,10 @@ impl<F: Flash> Ftl<F> {
 
     /// Flushes, then writes the whole map as a checkpoint (and DFTL's dirty translation pages),
     /// so that TRIMs become durable and recovery has a base. Returns when it is durable.
+    #[expect(
+        clippy::unwrap_used,
+        reason = "only DFTL has dirty translation pages, and DFTL always has its cached mapping table"
+    )]
     pub fn checkpoint(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
         let mut t = self.flush(at)?;
         if let Some(cmt) = self.map.cmt.as_mut() {
@@ -1068,6 +1087,10 @@ impl<F: Flash> Ftl<F> {
     ///    than the checkpoint (a unit erased and reused since belongs to another page, and the
     ///    page was trimmed), and roll forward every data unit written after the checkpoint,
     ///    the newest per page winning.
+    #[expect(
+        clippy::expect_used,
+        reason = "debug builds assert the recovered FTL's invariants (docs/DESIGN.md: expensive checks in debug builds)"
+    )]
     fn recover(&mut self, roll_forward: bool) -> Result<(), FtlError> {
         let mut rec = Recovery::default();
         let mut ckpts: Vec<(u64, u32, u32)> = Vec::new();

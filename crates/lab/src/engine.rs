@@ -45,6 +45,10 @@ pub struct Latencies {
     pub all: Histogram<u64>,
 }
 
+#[expect(
+    clippy::expect_used,
+    reason = "fixed bounds (1 ns to 1 h, 3 digits) that hdrhistogram always accepts"
+)]
 fn histogram() -> Histogram<u64> {
     // 1 ns to 1 hour at 3 significant digits.
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")

@@ -1,6 +1,8 @@
 //! The lab: a virtual-time engine, workloads, trace readers, the stacks under test and the
 //! run report with every metric.
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod engine;
 pub mod experiment;
 pub mod files;

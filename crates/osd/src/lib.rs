@@ -1,6 +1,8 @@
 //! The object store on flash: the OSD command set over an object management layer (OML)
 //! that shares the FML with the block baselines (seed 000 IV-V, seed 001 III-IV).
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod api;
 pub mod id;
 pub mod index;

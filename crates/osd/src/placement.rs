@@ -201,6 +201,10 @@ impl Placer {
         })
     }
 
+    #[expect(
+        clippy::expect_used,
+        reason = "the ossd policy is built with at least one dedicated stream (Placer::new)"
+    )]
     fn data_stream(&mut self, h: &Hint) -> u8 {
         self.clock += 1;
         if h.priority > 0 && self.realtime > 0 {

@@ -2,5 +2,7 @@
 //! files, `--set` values) and the fuzz entry points (the `fuzz/` crate and a stable test share
 //! them).
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod fuzz;
 pub mod settings;

@@ -1,5 +1,7 @@
 //! `ossd`: run experiments on the simulated device, format and inspect device images.
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -522,6 +524,10 @@ fn human(b: u64) -> String {
     }
 }
 
+#[expect(
+    clippy::unwrap_used,
+    reason = "the progress bar's template is a constant that indicatif accepts"
+)]
 fn run(args: RunArgs) -> Result<()> {
     // Checked here, not by clap: clap drops a `requires` whose target conflicts with another
     // argument given (e.g. --scale with --workload).

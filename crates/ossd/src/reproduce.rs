@@ -87,6 +87,11 @@ fn publish(out: &Path, results: &[ExperimentResult]) -> Result<()> {
 }
 
 /// Runs every (experiment, variant) pair on `jobs` threads.
+#[expect(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "constant progress templates; the job mutexes are never poisoned (a panicking job aborts the run anyway); every job slot is filled before the scope ends"
+)]
 pub fn run_all(
     experiments: &[Experiment],
     scale: f64,

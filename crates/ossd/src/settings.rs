@@ -118,6 +118,7 @@ pub fn build(file: Option<&Path>, sets: &[String]) -> Result<RunConfig> {
 }
 
 /// [`build`] from the text of a TOML file (and its name, for errors) instead of its path.
+#[expect(clippy::unwrap_used, reason = "the defaults serialize to a TOML table")]
 pub fn build_text(file: Option<(&str, &str)>, sets: &[String]) -> Result<RunConfig> {
     let mut root = Value::try_from(RunConfig::default()).context("serializing defaults")?;
     if let Some((text, name)) = file {

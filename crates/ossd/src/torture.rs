@@ -144,6 +144,10 @@ pub fn run(args: TortureArgs) -> Result<()> {
     Ok(())
 }
 
+#[expect(
+    clippy::expect_used,
+    reason = "the progress bar's template is a constant that indicatif accepts"
+)]
 fn campaign_with_bar(c: &Campaign) -> Summary {
     let (len, template) = match (c.runs, c.seconds) {
         (Some(n), _) => (n, "{prefix} [{bar:40}] {pos}/{len} runs ({per_sec}) {msg}"),

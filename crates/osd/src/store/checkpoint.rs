@@ -21,6 +21,10 @@ impl<F: Flash> ObjectStore<F> {
         r
     }
 
+    #[expect(
+        clippy::unwrap_used,
+        reason = "the pinned descriptor pages were collected from the descriptor map just above"
+    )]
     pub(super) fn checkpoint_inner(&mut self) -> Result<Nanos, OsdError> {
         // No journal page outlives a checkpoint: recovery only looks for newer ones.
         self.merge_atimes()?;

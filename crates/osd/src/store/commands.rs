@@ -113,6 +113,10 @@ impl<F: Flash> Osd for ObjectStore<F> {
         self.maybe_checkpoint()
     }
 
+    #[expect(
+        clippy::unwrap_used,
+        reason = "the buffered unit taken was found in the buffer just above"
+    )]
     fn read(&mut self, oid: Oid, offset: u64, out: &mut [u8]) -> Result<usize, OsdError> {
         let c = self.onode_mut(oid)?;
         let len = c.onode.logical_length;

@@ -409,6 +409,10 @@ impl<F: Flash> ObjectStore<F> {
     /// [`INLINE_MAX_BYTES`] of data within its onode, saving a page read per inode operation.
     /// Returns whether the write was absorbed there; a write that outgrows the onode spills the
     /// embedded bytes into a data unit first.
+    #[expect(
+        clippy::unwrap_used,
+        reason = "an inline write is a candidate only with its bytes (data.is_some() is part of the condition)"
+    )]
     pub(super) fn write_inline(
         &mut self,
         oid: Oid,
@@ -473,6 +477,10 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// Fingerprint-mode read: the fingerprint of each unit the range touches (0 if unwritten).
+    #[expect(
+        clippy::unwrap_used,
+        reason = "the buffered unit taken was found in the buffer just above"
+    )]
     pub fn read_fingerprints(
         &mut self,
         oid: Oid,

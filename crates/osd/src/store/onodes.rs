@@ -5,6 +5,10 @@ use super::*;
 
 impl<F: Flash> ObjectStore<F> {
     /// The current onode of `oid`, loaded into the cache; `None` if the object does not exist.
+    #[expect(
+        clippy::unwrap_used,
+        reason = "the onode was found in, or just inserted into, the cache above"
+    )]
     pub(super) fn load_onode(&mut self, oid: Oid) -> Result<Option<&mut CachedOnode>, OsdError> {
         if !self.onodes.contains_key(&oid) {
             let Some(loc) = self.with_index(|ix, io| ix.get(io, &onode_key(oid)))? else {
@@ -96,6 +100,10 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// Writes every dirty onode into descriptor pages and points the index at them.
+    #[expect(
+        clippy::unwrap_used,
+        reason = "the members are dirty onodes taken from the cache, which nothing evicts while they are written"
+    )]
     pub(super) fn flush_onodes(&mut self) -> Result<(), OsdError> {
         if !self.onodes.values().any(|c| c.dirty) {
             return Ok(());

@@ -171,6 +171,10 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// Changes a cached small object's bytes, keeping the count of buffered bytes.
+    #[expect(
+        clippy::expect_used,
+        reason = "callers edit only small objects they have just loaded into the cache"
+    )]
     fn edit_small(&mut self, oid: Oid, edit: impl FnOnce(&mut Vec<u8>)) {
         let s = self
             .smalls
@@ -187,6 +191,10 @@ impl<F: Flash> ObjectStore<F> {
     /// Absorbs a write into the small-object buffer if the object is (or, being empty, can
     /// become) small and stays small; otherwise spills a small object into data units and
     /// returns false for the write to go there too.
+    #[expect(
+        clippy::unwrap_used,
+        reason = "the small path is taken only with bytes (data.is_some() is part of `fits`)"
+    )]
     pub(super) fn write_small(
         &mut self,
         oid: Oid,
@@ -332,6 +340,10 @@ impl<F: Flash> ObjectStore<F> {
         Ok(())
     }
 
+    #[expect(
+        clippy::unwrap_used,
+        reason = "the members are cached small objects, which nothing evicts while their page is written"
+    )]
     fn write_small_page(&mut self, members: &[Oid]) -> Result<(), OsdError> {
         let seqs: Vec<u64> = members.iter().map(|_| self.gc.take_seq()).collect();
         let entries: Vec<(Oid, u64, &[u8])> = members
