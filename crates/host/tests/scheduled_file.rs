@@ -3,21 +3,16 @@
 
 use flash::Nand;
 use host::ScheduledFile;
-use ofs::{Ofs, OfsConfig};
-use osd::{ObjectStore, Osd, OsdConfig};
+use ofs::Ofs;
+use osd::Osd;
 use sched::{Direction, Oaq, OaqConfig, Priority};
 use vfs::{FileData, FileSystem, FsError, ReadInto, ROOT};
 
 /// OFS on a fresh in-memory `tiny` device.
 fn fresh() -> Ofs<Nand> {
-    let device = flash::preset("tiny").unwrap();
-    let blocks = flash::gang::Layout::new(&device).superblocks;
-    let cfg = OsdConfig {
-        fml: fml::FmlConfig::for_blocks(blocks),
-        ..OsdConfig::default()
-    };
-    let store = ObjectStore::format(Nand::in_memory(device).unwrap(), cfg).unwrap();
-    Ofs::format(store, OfsConfig::default()).unwrap()
+    let spec = stacks::StackSpec::new(stacks::StackKind::Ofs);
+    let store = spec.object_store(flash::preset("tiny").unwrap()).unwrap();
+    Ofs::format(store, spec.ofs).unwrap()
 }
 
 #[test]

@@ -305,17 +305,10 @@ mod tests {
 
     /// Two files of 1 MiB on a small OFS, laid end to end.
     fn files() -> Files {
-        let device = flash::preset("tiny").unwrap();
-        let blocks = flash::gang::Layout::new(&device).superblocks;
-        let store = osd::ObjectStore::format(
-            flash::Nand::in_memory(device).unwrap(),
-            osd::OsdConfig {
-                fml: fml::FmlConfig::for_blocks(blocks),
-                ..osd::OsdConfig::default()
-            },
-        )
-        .unwrap();
-        let mut ofs = Ofs::format(store, ofs::OfsConfig::default()).unwrap();
+        // The one builder's object store, with the FML sized for the device.
+        let spec = stacks::StackSpec::new(stacks::StackKind::Ofs);
+        let store = spec.object_store(flash::preset("tiny").unwrap()).unwrap();
+        let mut ofs = Ofs::format(store, spec.ofs).unwrap();
         let mut files = Files::default();
         for name in ["a", "b"] {
             let ino = ofs.create(vfs::ROOT, name).unwrap();
