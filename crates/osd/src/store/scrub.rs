@@ -64,6 +64,19 @@ impl ScrubReport {
     }
 }
 
+/// Every object with at least one data extent in the index, each once (the index is
+/// ordered by object, so equal ids are adjacent).
+fn data_objects(&mut self) -> Result<Vec<Oid>, OsdError> {
+    let all = self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
+    let mut objects: Vec<Oid> = all
+        .iter()
+        .filter(|(k, _)| k.kind == KIND_DATA)
+        .map(|(k, _)| Oid::from_u128(k.oid))
+        .collect();
+    objects.dedup();
+    Ok(objects)
+}
+
 impl<F: Flash> ObjectStore<F> {
     /// Scrubs the store (with `repair`, after a flush), reading every data unit of every object
     /// and checks it, and checks every parity group of a protected object against its data's
@@ -75,14 +88,7 @@ impl<F: Flash> ObjectStore<F> {
             self.check_writable()?;
             self.flush_all()?;
         }
-        let all =
-            self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
-        let mut objects: Vec<Oid> = all
-            .iter()
-            .filter(|(k, _)| k.kind == KIND_DATA)
-            .map(|(k, _)| Oid::from_u128(k.oid))
-            .collect();
-        objects.dedup();
+        let objects = self.data_objects()?;
         let mut report = ScrubReport::default();
         for oid in objects {
             report.objects += 1;
@@ -102,14 +108,7 @@ impl<F: Flash> ObjectStore<F> {
     /// findings are `Repairable` (`scrub` with `repair` recomputes such parity) when the
     /// group's data reads back, which the quick scan does not check.
     pub fn scrub_quick(&mut self) -> Result<ScrubReport, OsdError> {
-        let all =
-            self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
-        let mut objects: Vec<Oid> = all
-            .iter()
-            .filter(|(k, _)| k.kind == KIND_DATA)
-            .map(|(k, _)| Oid::from_u128(k.oid))
-            .collect();
-        objects.dedup();
+        let objects = self.data_objects()?;
         let unit = self.unit as u64;
         let mut report = ScrubReport::default();
         for oid in objects {
