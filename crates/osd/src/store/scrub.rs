@@ -64,20 +64,21 @@ impl ScrubReport {
     }
 }
 
-/// Every object with at least one data extent in the index, each once (the index is
-/// ordered by object, so equal ids are adjacent).
-fn data_objects(&mut self) -> Result<Vec<Oid>, OsdError> {
-    let all = self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
-    let mut objects: Vec<Oid> = all
-        .iter()
-        .filter(|(k, _)| k.kind == KIND_DATA)
-        .map(|(k, _)| Oid::from_u128(k.oid))
-        .collect();
-    objects.dedup();
-    Ok(objects)
-}
-
 impl<F: Flash> ObjectStore<F> {
+    /// Every object with at least one data extent in the index, each once (the index is
+    /// ordered by object, so equal ids are adjacent).
+    fn data_objects(&mut self) -> Result<Vec<Oid>, OsdError> {
+        let all =
+            self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
+        let mut objects: Vec<Oid> = all
+            .iter()
+            .filter(|(k, _)| k.kind == KIND_DATA)
+            .map(|(k, _)| Oid::from_u128(k.oid))
+            .collect();
+        objects.dedup();
+        Ok(objects)
+    }
+
     /// Scrubs the store (with `repair`, after a flush), reading every data unit of every object
     /// and checks it, and checks every parity group of a protected object against its data's
     /// signature. With `repair`, damaged units parity can rebuild are rewritten and stale or
