@@ -19,11 +19,11 @@ pub struct BlockFsConfig {
     /// unit of the FTL never holds both metadata (always real bytes) and fingerprint-mode data.
     pub meta_zone_percent: f64,
     /// mount: discard (TRIM) the write units a delete or truncate leaves entirely free
-    /// (default true: seed 000 VI-A mounts ext4 with discard; seed 004 Table 5 compares both).
+    /// (default true: OSSD-13 VI-A mounts ext4 with discard; BLOCKMGMT-09 Table 5 compares both).
     pub discard: bool,
     /// mount: fdatasync writes the inode when the file's size or block map changed (default
     /// true, what a file system without a journal must do for the data to be readable after a
-    /// power cut). false mimics seed 000 VI-B, where ext4's inode went to a journal on a RAM
+    /// power cut). false mimics OSSD-13 VI-B, where ext4's inode went to a journal on a RAM
     /// drive and only the block bitmap reached the device.
     pub fdatasync_writes_inode: bool,
     /// mount: every this many virtual nanoseconds, dirty metadata is written back without a

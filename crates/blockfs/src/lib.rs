@@ -1,7 +1,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
-//! `blockfs`: an EXT4-like block file system on the page-mapping FTL, the block baseline the
-//! lab compares with the object file system (seed 000 VI-A: ext4 on sFTL, discard on, no
+//! `blockfs`: an ext4-like block file system (no journal) on the page-mapping FTL, the block baseline the
+//! lab compares with the object file system (OSSD-13 VI-A: ext4 on sFTL, discard on, no
 //! journal traffic on the device).
 //!
 //! The file system lays a superblock, a block bitmap, an inode bitmap, an inode table,

@@ -242,7 +242,7 @@ fn fdatasync_writes_the_bitmap_and_inode_an_append_dirtied() {
     fs.fsync(f, false).unwrap();
     assert_eq!(fs.stats().inode_blocks_written, s.inode_blocks_written + 1);
 
-    // The seed 000 VI-B variant: the inode goes elsewhere, only the bitmap reaches the device.
+    // The OSSD-13 VI-B variant: the inode goes elsewhere, only the bitmap reaches the device.
     let paper = BlockFsConfig {
         fdatasync_writes_inode: false,
         ..cfg()

@@ -1,4 +1,4 @@
-//! Seed 000 VI-B on the block stack, measured (ignored by default; run with
+//! OSSD-13 VI-B on the block stack, measured (ignored by default; run with
 //! `cargo test -p blockfs --test measure -- --ignored --nocapture`): 1 GiB written
 //! sequentially in 128 KiB requests, buffered and with fdatasync after each, then read back,
 //! on the `rawssd` preset in fingerprint mode. Prints virtual throughput, the metadata blocks
@@ -32,7 +32,7 @@ fn base_performance_on_rawssd() {
         ("write-buffered", false, BlockFsConfig::default()),
         ("write-dsync", true, BlockFsConfig::default()),
         (
-            "write-dsync (inode not written, as in seed 000)",
+            "write-dsync (inode not written, as in OSSD-13)",
             true,
             BlockFsConfig {
                 fdatasync_writes_inode: false,

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Which queued request the controller issues next (seed 004 3.2).
+/// Which queued request the controller issues next (BLOCKMGMT-09 3.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DieScheduler {
@@ -12,7 +12,7 @@ pub enum DieScheduler {
     Swtf,
 }
 
-/// Whether cleaning looks at outstanding priority requests (seed 004 3.6).
+/// Whether cleaning looks at outstanding priority requests (BLOCKMGMT-09 3.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Cleaning {
@@ -22,7 +22,7 @@ pub enum Cleaning {
     Agnostic,
 }
 
-/// Whether a prioritized request may run between two GC steps (seed 000 V-F).
+/// Whether a prioritized request may run between two GC steps (OSSD-13 V-F).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum GcPreemption {
@@ -37,7 +37,7 @@ pub enum GcPreemption {
     Interleave,
 }
 
-/// Whether writes are merged and aligned to the stripe (seed 004 3.4).
+/// Whether writes are merged and aligned to the stripe (BLOCKMGMT-09 3.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StripeMerge {
@@ -72,12 +72,12 @@ pub struct ControllerConfig {
     pub scheduler: DieScheduler,
     /// Default priority-aware.
     pub cleaning: Cleaning,
-    /// Cleaning starts below this share of free blocks, in percent (default 5, seed 004 3.6).
+    /// Cleaning starts below this share of free blocks, in percent (default 5, BLOCKMGMT-09 3.6).
     pub low_free_percent: f64,
     /// With priority requests outstanding, priority-aware cleaning waits until free blocks fall
-    /// below this share, in percent (default 2, seed 004 3.6).
+    /// below this share, in percent (default 2, BLOCKMGMT-09 3.6).
     pub critical_free_percent: f64,
-    /// Default step (seed 000 V-F).
+    /// Default step (OSSD-13 V-F).
     pub gc_preemption: GcPreemption,
     /// Default unaligned (writes issued as they come).
     pub stripe_merge: StripeMerge,

@@ -1,5 +1,5 @@
 //! The device-side controller: one controller that orders host requests and GC steps onto the
-//! dies, with priorities end to end (seed 000 IV-C, V-F, VI-E; seed 004 3.2, 3.4, 3.6).
+//! dies, with priorities end to end (OSSD-13 IV-C, V-F, VI-E; BLOCKMGMT-09 3.2, 3.4, 3.6).
 //!
 //! The policy is one pure function, [`policy::decide`], from a [`policy::View`] of the queues,
 //! the dies and the FML to an [`policy::Action`]; [`Controller::run`] is the mechanism that
@@ -10,7 +10,7 @@
 //! Requests arrive open-loop (each has an arrival time) into per-priority FIFOs. The controller
 //! has its own clock and makes one decision at a time:
 //!
-//! - **GC as a preemptible sequence of steps** (seed 000 V-F). A step copies one valid unit or
+//! - **GC as a preemptible sequence of steps** (OSSD-13 V-F). A step copies one valid unit or
 //!   erases one victim ([`Target::gc_step`]). The controller issues the next step once the dies
 //!   it uses ([`Target::gc_dies`]) are free, so steps on distinct dies overlap and each die has
 //!   at most one step under way. With [`GcPreemption::Step`] a prioritized request is issued
@@ -20,21 +20,21 @@
 //!   that always has a request queued would otherwise starve GC until the FML, at its floor,
 //!   collects a whole victim inside one of its writes; so each write unit a prioritized write
 //!   programs while GC wants to run owes GC one step, and owed steps go first. A prioritized
-//!   write then waits for at most as many steps as it programs units (seed 000 VI-E's
+//!   write then waits for at most as many steps as it programs units (OSSD-13 VI-E's
 //!   prioritized write); reads owe nothing, so a prioritized read still waits for at most the
 //!   step under way.
-//! - **When cleaning runs** (seed 004 3.6). Cleaning starts when free blocks fall below
+//! - **When cleaning runs** (BLOCKMGMT-09 3.6). Cleaning starts when free blocks fall below
 //!   `low_free_percent` of all blocks. With [`Cleaning::Aware`], while priority requests are
 //!   outstanding (queued or in flight) it is postponed until free blocks fall below
 //!   `critical_free_percent`; [`Cleaning::Agnostic`] ignores priorities. A collection once
 //!   begun runs to its erase (or is preempted step by step, as above).
-//! - **Die scheduling** (seed 004 3.2). The controller issues a request only once every die it
+//! - **Die scheduling** (BLOCKMGMT-09 3.2). The controller issues a request only once every die it
 //!   needs has finished the work issued to it (one operation per die in flight), so a request
 //!   behind a busy die holds up the controller. [`DieScheduler::Fcfs`] takes the oldest request
 //!   of the highest priority class; [`DieScheduler::Swtf`] (shortest wait time first) takes the
 //!   one, among the first `queue_depth` of that class, whose dies are free soonest. Priority
 //!   classes always come first.
-//! - **Stripe-aligned write merging** (seed 004 3.4). With [`StripeMerge::Aligned`], a write is
+//! - **Stripe-aligned write merging** (BLOCKMGMT-09 3.4). With [`StripeMerge::Aligned`], a write is
 //!   issued together with the queued writes of its class that extend it contiguously within
 //!   the stripes (write units, the FTL's logical pages) it touches: one program, or one
 //!   read-modify-write, for all of them. [`StripeMerge::Unaligned`] issues writes as they come.
@@ -384,7 +384,7 @@ impl Controller {
     }
 }
 
-/// Seed 004 3.4: moves the queued writes that extend `req` contiguously within the stripes it
+/// BLOCKMGMT-09 3.4: moves the queued writes that extend `req` contiguously within the stripes it
 /// touches from `q` into `group`, growing `req` over them; returns how many it merged.
 fn merge_stripe(
     q: &mut VecDeque<Waiting>,

@@ -71,7 +71,7 @@ pub struct Decision {
     pub want_gc: bool,
 }
 
-/// Whether cleaning wants to run (seed 004 3.6): a collection under way runs on; otherwise below
+/// Whether cleaning wants to run (BLOCKMGMT-09 3.6): a collection under way runs on; otherwise below
 /// the low threshold, or, with priority-aware cleaning and priority requests outstanding, only
 /// below the critical one.
 pub fn wants_gc(cfg: &ControllerConfig, v: &View) -> bool {
@@ -85,7 +85,7 @@ pub fn wants_gc(cfg: &ControllerConfig, v: &View) -> bool {
             || v.gc.free_blocks < ControllerConfig::blocks_below(percent, v.gc.blocks))
 }
 
-/// The candidate of a class the scheduler takes (seed 004 3.2): the oldest under FCFS, the one
+/// The candidate of a class the scheduler takes (BLOCKMGMT-09 3.2): the oldest under FCFS, the one
 /// whose dies are free soonest under SWTF (the oldest among equals). `None` for an empty class.
 pub fn pick(scheduler: DieScheduler, ready_ns: &[Nanos]) -> Option<(usize, Nanos)> {
     match scheduler {
@@ -113,7 +113,7 @@ pub fn decide(cfg: &ControllerConfig, v: &View) -> Decision {
     // distinct dies overlap and each die has at most one step under way.
     let gc_at = want_gc.then(|| v.gc_dies_free_ns.max(t).max(v.gc_hold_ns));
     // Steps owed to prioritized writes go first; otherwise a prioritized request goes before
-    // the next step (seed 000 V-F: it is served between two successive steps).
+    // the next step (OSSD-13 V-F: it is served between two successive steps).
     let owed = preempt && want_gc && v.gc_debt > 0;
     if gc_at.is_some_and(|g| g <= t) && (!(preempt && priority_queued) || owed) {
         return decision(Action::GcStep);

@@ -51,8 +51,8 @@ pub struct Preset {
     pub config: DeviceConfig,
 }
 
-/// Samsung K9GAG08U0M (seed 000 Table I): 2 planes, 2,048 blocks per plane, 128 pages of 4 KiB,
-/// t_R 60 us, t_PROG 0.8 ms, t_BERS 1.5 ms; MLC endurance 5K-10K cycles (seed 000 II-B).
+/// Samsung K9GAG08U0M (OSSD-13 Table I): 2 planes, 2,048 blocks per plane, 128 pages of 4 KiB,
+/// t_R 60 us, t_PROG 0.8 ms, t_BERS 1.5 ms; MLC endurance 5K-10K cycles (OSSD-13 II-B).
 const K9GAG_TIMING: Timing = Timing {
     read_ns: 60_000,
     program_ns: 800_000,
@@ -62,7 +62,7 @@ const K9GAG_TIMING: Timing = Timing {
     scheduling: Scheduling::InOrder,
 };
 
-/// RawSSD ganging (seed 000 V-H): two dies with two-plane operation form one 16 KiB write unit,
+/// RawSSD ganging (OSSD-13 V-H): two dies with two-plane operation form one 16 KiB write unit,
 /// and four such units form a virtual erase block of 8 MiB.
 const RAWSSD_GANG: Gang = Gang {
     planes_per_unit: 2,
@@ -90,7 +90,7 @@ fn rawssd(dies_per_channel: u32, blocks_per_plane: u32) -> DeviceConfig {
     }
 }
 
-/// The SSD of seed 004's simulator (Agrawal et al., "Design Tradeoffs for SSD Performance",
+/// The SSD of BLOCKMGMT-09's simulator (Agrawal et al., "Design Tradeoffs for SSD Performance",
 /// USENIX ATC 2008, Table 1): 25 us page read, 200 us program, 1.5 ms erase, 100 us to move a
 /// 4 KiB page over a package's serial interface (about 40 MB/s); eight 4 GiB packages of two
 /// dies, each package with its own data path.
@@ -125,17 +125,17 @@ pub fn presets() -> Vec<Preset> {
     vec![
         Preset {
             name: "rawssd",
-            about: "seed 000 RawSSD as used: 8 buses x 2 dies of K9GAG08U0M, 16 KiB write unit, 8 MiB virtual erase block, 4 GiB",
+            about: "OSSD-13 RawSSD as used: 8 buses x 2 dies of K9GAG08U0M, 16 KiB write unit, 8 MiB virtual erase block, 4 GiB",
             config: rawssd(2, 256),
         },
         Preset {
             name: "rawssd-256g",
-            about: "seed 000 RawSSD, the whole device: 8 buses x 16 dies of K9GAG08U0M, 256 GiB",
+            about: "OSSD-13 RawSSD, the whole device: 8 buses x 16 dies of K9GAG08U0M, 256 GiB",
             config: rawssd(16, 2048),
         },
         Preset {
             name: "nandsim-128m",
-            about: "seed 001 NANDsim: one 128 MiB chip, 2 KiB pages, 128 KiB erase blocks",
+            about: "OSCM-11 NANDsim: one 128 MiB chip, 2 KiB pages, 128 KiB erase blocks",
             config: DeviceConfig {
                 geometry: Geometry {
                     channels: 1,
@@ -165,7 +165,7 @@ pub fn presets() -> Vec<Preset> {
         },
         Preset {
             name: "poftl",
-            about: "seed 002 Table I: 3.64 GiB in 16 banks, 4 KiB pages, 64-page blocks, read 0.05 / program 0.2 / erase 1.5 ms, parallelism 16",
+            about: "POFTL-14 Table I: 3.64 GiB in 16 banks, 4 KiB pages, 64-page blocks, read 0.05 / program 0.2 / erase 1.5 ms, parallelism 16",
             config: DeviceConfig {
                 geometry: Geometry {
                     channels: 16,
@@ -225,12 +225,12 @@ pub fn presets() -> Vec<Preset> {
         },
         Preset {
             name: "ssd-004",
-            about: "seed 004 3.6's 32 GiB SSD (the simulator of Agrawal et al. 2008): 8 packages of 2 dies as independent elements, 4 KiB pages, 64-page blocks striped over all 16 dies",
+            about: "BLOCKMGMT-09 3.6's 32 GiB SSD (the simulator of Agrawal et al. 2008): 8 packages of 2 dies as independent elements, 4 KiB pages, 64-page blocks striped over all 16 dies",
             config: ssd_004(Gang { planes_per_unit: 1, dies_per_unit: 1, units_per_superblock: 16 }),
         },
         Preset {
             name: "ssd-004-gang",
-            about: "seed 004 3.4's 32 GiB SSD: one gang of the 8 packages, a 32 KiB logical page striped over all of them",
+            about: "BLOCKMGMT-09 3.4's 32 GiB SSD: one gang of the 8 packages, a 32 KiB logical page striped over all of them",
             config: ssd_004(Gang { planes_per_unit: 1, dies_per_unit: 8, units_per_superblock: 2 }),
         },
         Preset {
@@ -290,7 +290,7 @@ mod tests {
     }
 
     #[test]
-    fn rawssd_matches_seed_000() {
+    fn rawssd_matches_ossd_13() {
         let c = preset("rawssd").unwrap();
         assert_eq!(c.write_unit_bytes(), 16 * 1024);
         assert_eq!(c.gang.superblock_bytes(&c.geometry), 8 << 20);

@@ -1,5 +1,5 @@
 //! Ganging physical pages into write units (virtual pages) and blocks into virtual erase blocks
-//! (super-blocks), as RawSSD does (seed 000 V-H) and p-OFTL's static remapping does (seed 002
+//! (super-blocks), as RawSSD does (OSSD-13 V-H) and p-OFTL's static remapping does (POFTL-14
 //! III-A). The FML works only in these units; see [`crate::Gang`] for the layout.
 
 use crate::{

@@ -7,7 +7,7 @@ use crate::FlashError;
 /// Virtual time in integer nanoseconds. The whole lab runs on it.
 pub type Nanos = u64;
 
-/// Physical organisation of the NAND array (seed 000 II-B).
+/// Physical organisation of the NAND array (OSSD-13 II-B).
 ///
 /// Dies are numbered channel-first: die `d` sits on channel `d % channels`, so consecutive dies
 /// are on different buses and ganging consecutive dies spreads a write over channels.
@@ -114,7 +114,7 @@ impl Geometry {
     }
 }
 
-/// Operation latencies (seed 000 Table I; seed 002 Table I).
+/// Operation latencies (OSSD-13 Table I; POFTL-14 Table I).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Timing {
@@ -186,7 +186,7 @@ impl Timing {
 /// unit* (virtual page) is one page in each member of a parallel unit. A *virtual erase block*
 /// (super-block) is one block in each of `units_per_superblock` consecutive parallel units;
 /// successive write units of a super-block rotate over its parallel units (page-wise striping,
-/// seed 000 V-H), and it is erased as a whole.
+/// OSSD-13 V-H), and it is erased as a whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Gang {

@@ -1,4 +1,4 @@
-//! The NAND flash device: the papers' RawSSD behind the FAL (seed 000 V-G, V-H).
+//! The NAND flash device: the papers' RawSSD behind the FAL (OSSD-13 V-G, V-H).
 //!
 //! # The NAND contract ([`Flash`])
 //! - A page is read, programmed or (with its block) erased; nothing else.
@@ -173,7 +173,7 @@ pub trait Flash {
     /// Makes everything written so far durable (image backends).
     fn sync(&mut self) -> Result<(), FlashError>;
     /// When `die` finishes the work issued to it so far (a scheduler's view of the queue wait
-    /// of one parallel element, seed 004 3.2). The default, the whole device's busy horizon, is
+    /// of one parallel element, BLOCKMGMT-09 3.2). The default, the whole device's busy horizon, is
     /// a safe over-estimate for devices that do not track dies.
     fn die_free_ns(&self, _die: DieId) -> Nanos {
         self.stats().busy_until_ns

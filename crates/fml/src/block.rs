@@ -55,7 +55,7 @@ impl BlockState {
     }
 }
 
-/// What kind of pages a block holds, for per-segment-type cleaning thresholds (seed 001 V-B).
+/// What kind of pages a block holds, for per-segment-type cleaning thresholds (OSCM-11 V-B).
 /// A block takes the class of the stream that filled it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub enum SegmentClass {

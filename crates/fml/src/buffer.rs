@@ -1,5 +1,5 @@
-//! The write buffer every mapping layer puts in front of the FML (seed 000 V-E, V-H: FIFO,
-//! 2 MiB by default; seed 000 V-I gives the block baseline the same one). It absorbs overwrites
+//! The write buffer every mapping layer puts in front of the FML (OSSD-13 V-E, V-H: FIFO,
+//! 2 MiB by default; OSSD-13 V-I gives the block baseline the same one). It absorbs overwrites
 //! of units still in RAM and gathers sectors into whole write units, so a unit reaches flash once
 //! even when the host writes it piecewise. Entries leave in arrival order; a unit still partial
 //! when it leaves is merged with its old contents by the mapping layer (read-modify-write).

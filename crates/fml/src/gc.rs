@@ -1,6 +1,6 @@
 //! Garbage collection: victim policies as pure functions of a view of the blocks, and the
 //! incremental job that carries a choice out one page copy or one erase at a time, so a
-//! prioritized request can run between two steps (seed 000 V-F).
+//! prioritized request can run between two steps (OSSD-13 V-F).
 
 use serde::{Deserialize, Serialize};
 
@@ -10,7 +10,7 @@ use crate::block::{Block, BlockState, SegmentClass};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum VictimPolicy {
-    /// Fewest valid units (seed 000 V-F: "the erase block containing the largest number of
+    /// Fewest valid units (OSSD-13 V-F: "the erase block containing the largest number of
     /// invalid pages").
     Greedy,
     /// Largest benefit/cost = (1 - u) * age / 2u (Rosenblum and Ousterhout's LFS cleaner).
@@ -34,7 +34,7 @@ impl std::str::FromStr for VictimPolicy {
 }
 
 /// Largest share of live data, in percent, a victim of each segment class may hold
-/// (seed 001 V-B); 100 everywhere is the pure policy.
+/// (OSCM-11 V-B); 100 everywhere is the pure policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Thresholds {
     /// Threshold for `Data` victims (file and object data).
@@ -68,7 +68,7 @@ impl Thresholds {
 ///
 /// With greedy victims, an atime block goes first; otherwise the fewest live units win, and at
 /// equal live data a data block goes before a metadata block, whose pages are likely to be
-/// invalidated soon (seed 001 IV).
+/// invalidated soon (OSCM-11 IV).
 pub fn choose_victim(
     policy: VictimPolicy,
     blocks: &[Block],
@@ -171,7 +171,7 @@ mod tests {
         }
     }
 
-    /// Found at seed 001's scale on `nandsim-128m`: atime blocks rank first under greedy, and
+    /// Found at OSCM-11's scale on `nandsim-128m`: atime blocks rank first under greedy, and
     /// a fully valid one used to win the ranking and then be refused, leaving GC idle with
     /// hundreds of reclaimable blocks and the store out of space.
     #[test]

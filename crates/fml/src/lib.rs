@@ -1,8 +1,8 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
-//! The flash management layer (FML, seed 000 V-F), written once for every mapping layer above
+//! The flash management layer (FML, OSSD-13 V-F), written once for every mapping layer above
 //! it, so the object store and the block baselines are compared on the same mechanism
-//! (seed 000 V-I).
+//! (OSSD-13 V-I).
 //!
 //! The FML manages super-blocks ("blocks") of write units ("units"). A mapping layer writes a
 //! unit into a *stream* (an open update block) it chooses per write, invalidates units it no
@@ -24,7 +24,7 @@ pub use block::{Block, BlockState, BlockTable, Loaded, SegmentClass};
 pub use gc::{choose_victim, GcJob, GcStep, Thresholds, VictimPolicy};
 use wear::FreePool;
 
-/// FML settings. Defaults are seed 000 V-F's.
+/// FML settings. Defaults are OSSD-13 V-F's.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FmlConfig {
@@ -34,15 +34,15 @@ pub struct FmlConfig {
     pub high_watermark_busy_blocks: u32,
     /// Background GC stops at this many free blocks when the device is idle (default 15).
     pub high_watermark_idle_blocks: u32,
-    /// Victim selection (default greedy, seed 000 V-F).
+    /// Victim selection (default greedy, OSSD-13 V-F).
     pub victim_policy: VictimPolicy,
     /// Erase-count spread over usable blocks that triggers static wear leveling; 0 disables it
     /// (default 1000).
     pub static_wear_threshold: u32,
     /// Share of blocks held back to replace grown bad blocks, in per mille (default 15 = 1.5%,
-    /// seed 000 V-H).
+    /// OSSD-13 V-H).
     pub bad_block_reserve_permille: u32,
-    /// Largest live share, in percent, of a data / metadata / atime victim (seed 001 V-B; 100 =
+    /// Largest live share, in percent, of a data / metadata / atime victim (OSCM-11 V-B; 100 =
     /// the pure policy). While free blocks are below the low watermark and no block qualifies,
     /// GC ignores them rather than run out of space.
     pub data_victim_threshold_percent: u8,
@@ -50,7 +50,7 @@ pub struct FmlConfig {
     pub metadata_victim_threshold_percent: u8,
     /// As `data_victim_threshold_percent`, for access-time journal blocks.
     pub atime_victim_threshold_percent: u8,
-    /// Free blocks held back for real-time writes (seed 000 IV-C: "reserving a number of
+    /// Free blocks held back for real-time writes (OSSD-13 IV-C: "reserving a number of
     /// update blocks"), default 0. A normal write must collect once free blocks fall below
     /// `low_watermark_blocks + realtime_reserve_blocks`; a real-time write only below
     /// `low_watermark_blocks` ([`Fml::must_collect_realtime`]), so while the reserve lasts it
@@ -224,7 +224,7 @@ pub struct FmlStats {
     /// Victims GC chose.
     pub gc_victims: u64,
     /// Virtual time GC steps took, each from its issue to its completion (copies and erases;
-    /// seed 004 Table 5's "cleaning time"). Steps on distinct dies may overlap, so this can
+    /// BLOCKMGMT-09 Table 5's "cleaning time"). Steps on distinct dies may overlap, so this can
     /// exceed the elapsed time.
     pub gc_busy_ns: u64,
     /// Blocks erased (GC victims, and free blocks erased again before first use).
@@ -425,7 +425,7 @@ impl<F: Flash> Fml<F> {
     }
 
     /// Where the next unit written to `stream` lands, if its update block is open (a die
-    /// scheduler's look-ahead, seed 004 3.2); `None` when the next write opens a new block.
+    /// scheduler's look-ahead, BLOCKMGMT-09 3.2); `None` when the next write opens a new block.
     pub fn next_unit(&self, stream: StreamId) -> Option<Vpa> {
         let id = (*self.open.get(stream.0 as usize)?)?;
         let next = self.table.blocks()[id as usize].next;
@@ -433,7 +433,7 @@ impl<F: Flash> Fml<F> {
     }
 
     /// What the next GC step will touch, so a scheduler can issue it once its dies are free
-    /// (seed 000 V-F: a prioritized request waits for at most the step under way on its die).
+    /// (OSSD-13 V-F: a prioritized request waits for at most the step under way on its die).
     pub fn next_gc_step(&self) -> NextGc {
         match self.job {
             GcJob::Idle => NextGc::Choose,
@@ -496,7 +496,7 @@ impl<F: Flash> Fml<F> {
     }
 
     /// As [`Fml::must_collect`] for a real-time write, which may use the blocks held back by
-    /// `realtime_reserve_blocks` (seed 000 IV-C).
+    /// `realtime_reserve_blocks` (OSSD-13 IV-C).
     pub fn must_collect_realtime(&self) -> bool {
         self.free.len() < self.config.low_watermark_blocks
     }
@@ -769,7 +769,7 @@ impl<F: Flash> Fml<F> {
             .or_else(|| choose_victim(c.victim_policy, blocks, units, now, &thresholds))
             .or_else(|| {
                 // Short of space and nothing within the thresholds: the pure policy, rather than
-                // running out of space (seed 001 V-B reports that outcome for low thresholds).
+                // running out of space (OSCM-11 V-B reports that outcome for low thresholds).
                 (self.free.len() < c.low_watermark_blocks)
                     .then(|| choose_victim(c.victim_policy, blocks, units, now, &Thresholds::NONE))
                     .flatten()
@@ -923,7 +923,7 @@ impl<F: Flash> Fml<F> {
 mod realtime_tests {
     use super::*;
 
-    /// Seed 000 IV-C's reserved update blocks: normal writes must collect earlier, real-time
+    /// OSSD-13 IV-C's reserved update blocks: normal writes must collect earlier, real-time
     /// ones only at the low watermark; the reserve is no capacity; a high watermark below the
     /// normal writes' threshold is refused.
     #[test]

@@ -36,7 +36,7 @@ pub struct Cmt {
     dirty_by_tpage: HashMap<u32, Vec<u32>>,
     pub hits: u64,
     pub misses: u64,
-    /// Seed 002 IV-C: the hit rate held at this fraction instead of decided by the LRU.
+    /// POFTL-14 IV-C: the hit rate held at this fraction instead of decided by the LRU.
     forced_hit_rate: Option<f64>,
     lookups: u64,
 }
@@ -59,7 +59,7 @@ impl Cmt {
         }
     }
 
-    /// A cache whose hit rate is held at `rate` (0..=1), as seed 002 IV-C sets it
+    /// A cache whose hit rate is held at `rate` (0..=1), as POFTL-14 IV-C sets it
     /// "artificially": each lookup hits with that probability, drawn from a hash of the
     /// lookup's number (deterministic; no seed needed). A miss reads the entry's translation page; a miss that changes the mapping
     /// also writes that translation page back (the entry it displaces is dirty in a

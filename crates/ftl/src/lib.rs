@@ -2,7 +2,7 @@
 //!
 //! A logical page (`lpn`) is one write unit. Host I/O is in 512-byte sectors; a write that
 //! covers part of a unit is gathered in the write buffer and, if still partial when it leaves,
-//! merged with the unit's old contents (read-modify-write, seed 000 VI-F).
+//! merged with the unit's old contents (read-modify-write, OSSD-13 VI-F).
 //!
 //! Durability: a write is durable once a [`Ftl::flush`] that followed it completed. Recovery
 //! rebuilds the map from the newest complete checkpoint (written by [`Ftl::checkpoint`] and at
@@ -51,7 +51,7 @@ pub enum Mapping {
 #[serde(rename_all = "kebab-case")]
 pub enum BufferPolicy {
     /// A write into a full buffer programs the oldest buffered unit first and completes when
-    /// that program does (the seed papers' devices, seed 000 V-E).
+    /// that program does (the seed papers' devices, OSSD-13 V-E).
     #[default]
     Evict,
     /// A device-level write-back data cache (MQSim's, Tavakkol et al., FAST'18): a write
@@ -69,7 +69,7 @@ pub struct FtlConfig {
     /// Chosen by the stack (`ftl` or `dftl`), not a setting of its own.
     #[serde(skip)]
     pub mapping: Mapping,
-    /// Write buffer size (default 2 MiB, seed 000 V-E); 0 writes through.
+    /// Write buffer size (default 2 MiB, OSSD-13 V-E); 0 writes through.
     pub buffer_bytes: u64,
     /// What a write waits for when the buffer is full (default `evict`).
     pub buffer_policy: BufferPolicy,
@@ -79,7 +79,7 @@ pub struct FtlConfig {
     /// DFTL cache size; 8 bytes per cached entry (default 256 KiB).
     pub dftl_cache_bytes: u64,
     /// DFTL only: hold the mapping cache's hit rate at this percentage instead of letting the
-    /// LRU decide (seed 002 IV-C sets it "artificially" to 100..80%); 0 (the default) = off.
+    /// LRU decide (POFTL-14 IV-C sets it "artificially" to 100..80%); 0 (the default) = off.
     pub dftl_hit_percent: f64,
     /// Share of the usable flash held back from the logical space, in percent (default 7).
     pub overprovision_percent: f64,
@@ -457,7 +457,7 @@ impl<F: Flash> Ftl<F> {
         self.buf.len()
     }
 
-    /// The write units a request would touch if issued now, for a die scheduler (seed 004
+    /// The write units a request would touch if issued now, for a die scheduler (BLOCKMGMT-09
     /// 3.2): a read touches the units holding its logical pages; a write touches the unit the
     /// data stream programs next (when its update block is open) and, where it covers a unit
     /// only in part, the unit read to merge. Unmapped pages and an out-of-range request touch

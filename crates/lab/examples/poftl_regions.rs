@@ -5,12 +5,12 @@
 
 use flash::Nand;
 use lab::experiment::scale_device;
-use lab::files::appendhot::{self, AppendHot};
-use lab::files::Meter;
 use poftl::fs::PoftlFs;
 use poftl::{GroupingPolicy, PoftlConfig, PoftlStore};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use workload::files::appendhot::{self, AppendHot};
+use workload::files::Meter;
 
 fn main() -> std::process::ExitCode {
     match run() {

@@ -10,46 +10,46 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::files::{
+use stacks::Counters;
+use workload::files::{
     appendhot::AppendHot, hotcold::HotColdFiles, largefile::LargeFile, multistream::MultiStream,
     postmark::PostMark, seqbase::SeqBase, sizes::SizeLatency, tracereplay::TraceReplay, FileStack,
     FileSummary, Meter,
 };
-use stacks::Counters;
 
 /// A file-level workload with its parameters at paper scale.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum FileWorkload {
-    /// PostMark (seed 000 VI-F, seed 001 V-A/V-D): a file pool, then create/delete and
+    /// PostMark (OSSD-13 VI-F, OSCM-11 V-A/V-D): a file pool, then create/delete and
     /// read/append transactions.
     PostMark(PostMark),
-    /// Seed 000 VI-D: small files rewritten whole, most rewrites on a few hot files.
+    /// OSSD-13 VI-D: small files rewritten whole, most rewrites on a few hot files.
     HotCold(HotColdFiles),
-    /// Seed 000 VI-C multi-threaded write: several writers' files interleaved on a full device.
+    /// OSSD-13 VI-C multi-threaded write: several writers' files interleaved on a full device.
     MultiStream(MultiStream),
-    /// Seed 000 VI-B base performance: one large file written and read sequentially.
+    /// OSSD-13 VI-B base performance: one large file written and read sequentially.
     SeqBase(SeqBase),
-    /// Seltzer's largefile (seed 001 V-C): one large file written and read sequentially and at
+    /// Seltzer's largefile (OSCM-11 V-C): one large file written and read sequentially and at
     /// random offsets.
     LargeFile(LargeFile),
-    /// Not a file workload: seed 004's open-loop block requests through the device-side
+    /// Not a file workload: BLOCKMGMT-09's open-loop block requests through the device-side
     /// scheduler ([`crate::prio`]).
     Synthetic(crate::prio::Synthetic),
-    /// Not a file workload: seed 000 VI-E's video played at a fixed frame rate while a
+    /// Not a file workload: OSSD-13 VI-E's video played at a fixed frame rate while a
     /// background writer runs, through the device-side scheduler.
     Video(crate::prio::Video),
-    /// Not a file workload: seed 000 VI-E's prioritized files written while a background
+    /// Not a file workload: OSSD-13 VI-E's prioritized files written while a background
     /// writer runs, through the device-side scheduler.
     FileWrites(crate::prio::FileWrites),
-    /// Seed 002's home02 stand-in (skewed, append-heavy file updates).
+    /// POFTL-14's home02 stand-in (skewed, append-heavy file updates).
     AppendHot(AppendHot),
-    /// Seed 002 Fig. 2 and 3: latency by data size.
+    /// POFTL-14 Fig. 2 and 3: latency by data size.
     SizeLatency(SizeLatency),
-    /// Seed 000 VI-F FILEB: Filebench videoserver, threads replacing large files.
-    VideoServer(crate::files::videoserver::VideoServer),
-    /// Seed 000 VI-C torrent: concurrent downloads, preallocated, pieces in random order.
-    Torrent(crate::files::torrent::Torrent),
+    /// OSSD-13 VI-F FILEB: Filebench videoserver, threads replacing large files.
+    VideoServer(workload::files::videoserver::VideoServer),
+    /// OSSD-13 VI-C torrent: concurrent downloads, preallocated, pieces in random order.
+    Torrent(workload::files::torrent::Torrent),
     /// A user's block trace replayed onto files (fixed address regions as files).
     Trace(TraceReplay),
 }
@@ -105,18 +105,18 @@ impl FileWorkload {
         }
     }
 
-    fn run(&self, m: &mut Meter) -> Result<crate::files::Phases, String> {
+    fn run(&self, m: &mut Meter) -> Result<workload::files::Phases, String> {
         let r = match self {
-            FileWorkload::PostMark(p) => crate::files::postmark::run(m, p),
-            FileWorkload::HotCold(h) => crate::files::hotcold::run(m, h),
-            FileWorkload::MultiStream(w) => crate::files::multistream::run(m, w),
-            FileWorkload::SeqBase(s) => crate::files::seqbase::run(m, s),
-            FileWorkload::LargeFile(l) => crate::files::largefile::run(m, l),
-            FileWorkload::AppendHot(a) => crate::files::appendhot::run(m, a),
-            FileWorkload::SizeLatency(z) => crate::files::sizes::run(m, z),
-            FileWorkload::VideoServer(v) => crate::files::videoserver::run(m, v),
-            FileWorkload::Torrent(t) => crate::files::torrent::run(m, t),
-            FileWorkload::Trace(t) => crate::files::tracereplay::run(m, t),
+            FileWorkload::PostMark(p) => workload::files::postmark::run(m, p),
+            FileWorkload::HotCold(h) => workload::files::hotcold::run(m, h),
+            FileWorkload::MultiStream(w) => workload::files::multistream::run(m, w),
+            FileWorkload::SeqBase(s) => workload::files::seqbase::run(m, s),
+            FileWorkload::LargeFile(l) => workload::files::largefile::run(m, l),
+            FileWorkload::AppendHot(a) => workload::files::appendhot::run(m, a),
+            FileWorkload::SizeLatency(z) => workload::files::sizes::run(m, z),
+            FileWorkload::VideoServer(v) => workload::files::videoserver::run(m, v),
+            FileWorkload::Torrent(t) => workload::files::torrent::run(m, t),
+            FileWorkload::Trace(t) => workload::files::tracereplay::run(m, t),
             FileWorkload::Synthetic(_) | FileWorkload::Video(_) | FileWorkload::FileWrites(_) => {
                 return Err("a block workload does not run on a file system".into())
             }
@@ -181,7 +181,7 @@ pub struct Experiment {
     /// Seed of the workload's random stream (default 42); every variant runs the same one.
     #[serde(default = "default_seed")]
     pub seed: u64,
-    /// Share of the preset's blocks the device has at scale 1 (default 1; seed 004 Table 5's
+    /// Share of the preset's blocks the device has at scale 1 (default 1; BLOCKMGMT-09 Table 5's
     /// 8 GB SSD is `ssd-004` at 0.25). `--scale` shrinks it further.
     #[serde(default = "default_device_scale")]
     pub device_scale: f64,
@@ -318,9 +318,9 @@ pub struct PhaseResult {
     pub flash_blocks_erased: u64,
     /// Valid write units GC copied.
     pub gc_page_copies: u64,
-    /// Bytes GC copied (valid units moved x unit size; seed 001 Fig. 6's "bytes copied").
+    /// Bytes GC copied (valid units moved x unit size; OSCM-11 Fig. 6's "bytes copied").
     pub gc_bytes_copied: u64,
-    /// Virtual seconds GC steps took, issue to completion (seed 004 Table 5's cleaning time).
+    /// Virtual seconds GC steps took, issue to completion (BLOCKMGMT-09 Table 5's cleaning time).
     pub cleaning_seconds: f64,
     /// Index write units written (the object store's index nodes, an FTL's mapping pages).
     pub index_pages_written: u64,
@@ -365,7 +365,7 @@ impl VariantResult {
             "read_p99_us" => f.read_latency.p99_us,
             "read_mean_us" => f.read_latency.mean_us,
             "write_mean_us" => f.write_latency.mean_us,
-            // Mean response time over reads and writes (seed 004 Tables 3 and 6).
+            // Mean response time over reads and writes (BLOCKMGMT-09 Tables 3 and 6).
             "response_mean_us" => {
                 let (r, w) = (&f.read_latency, &f.write_latency);
                 let n = r.count + w.count;
@@ -374,7 +374,7 @@ impl VariantResult {
                 }
                 (r.mean_us * r.count as f64 + w.mean_us * w.count as f64) / n as f64
             }
-            // Seed 002 Fig. 4(b): pages moved by GC divided by the erase count (physical blocks).
+            // POFTL-14 Fig. 4(b): pages moved by GC divided by the erase count (physical blocks).
             "pages_moved_per_erased_block" => {
                 if p.flash_blocks_erased == 0 {
                     0.0
@@ -387,7 +387,7 @@ impl VariantResult {
     }
 }
 
-fn phase_result(name: &str, s: &crate::files::FileStats, page_bytes: u64) -> PhaseResult {
+fn phase_result(name: &str, s: &workload::files::FileStats, page_bytes: u64) -> PhaseResult {
     let c: Counters = s.counters;
     let files = s.summary();
     PhaseResult {
@@ -651,7 +651,7 @@ mod tests {
     const HOTCOLD: &str = r#"
 name = "hotcold"
 title = "Hot/cold files"
-source = "seed 000 VI-D"
+source = "OSSD-13 VI-D"
 device = "tiny"
 
 [workload]

@@ -1,11 +1,11 @@
-//! The lab: a virtual-time engine, workloads, trace readers, the stacks under test and the
-//! run report with every metric.
+//! The lab measures: a virtual-time engine that runs the `workload` crate's workloads and
+//! traces on the `stacks` crate's stacks, the papers' experiments as TOML definitions, and the
+//! report with every metric, claim and plot.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod engine;
 pub mod experiment;
-pub mod files;
 pub mod ofsprio;
 pub mod plot;
 pub mod prio;
@@ -13,9 +13,7 @@ pub use controller::request;
 pub mod report;
 pub mod run;
 pub mod scheduled;
-pub mod trace;
 pub mod variant;
-pub mod workload;
 
 pub use request::{Op, Request};
 pub use run::{run, RunConfig, RunReport, StackKind};

@@ -20,7 +20,7 @@ use sched::{Direction, Oaq, Oio, Priority};
 
 pub use host::{HostConfig, HostStats, PriorityBy};
 
-use crate::files::FileStats;
+use workload::files::FileStats;
 
 use crate::prio::Host;
 use crate::request::{Op, Request};
@@ -35,7 +35,7 @@ enum Kind {
     File,
 }
 
-/// Seed 000 VI-E's prioritized writer on files: file after file (each as a burst of writes,
+/// OSSD-13 VI-E's prioritized writer on files: file after file (each as a burst of writes,
 /// the next once the last write of the previous one completed), taking `slots` files in turn.
 struct Writer {
     slots: Vec<ScheduledFile>,

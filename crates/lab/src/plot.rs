@@ -1,6 +1,6 @@
 //! The report's figures, shaped like the papers': bars per variant (with a line on a second
-//! axis, as seed 000 plots throughput against valid-page copies), lines over virtual time
-//! (frames per second, seed 000 Fig. 7) and latency CDFs (seed 000 Fig. 8). Each figure is drawn
+//! axis, as OSSD-13 plots throughput against valid-page copies), lines over virtual time
+//! (frames per second, OSSD-13 Fig. 7) and latency CDFs (OSSD-13 Fig. 8). Each figure is drawn
 //! once as SVG, for the self-contained HTML report, and once as PNG.
 //!
 //! PNG text needs a font in the binary (a fresh machine may have none): DejaVu Sans, from the
@@ -345,7 +345,7 @@ mod tests {
         let bars = Figure::Bars {
             title: "t".into(),
             y_desc: "MiB/s".into(),
-            bars: vec![("OFS".into(), 54.5), ("EXT4".into(), 24.4)],
+            bars: vec![("OFS".into(), 54.5), ("ext4-like".into(), 24.4)],
             line: Some(("GC copies".into(), vec![75916.0, 448350.0])),
         };
         let lines = Figure::Lines {

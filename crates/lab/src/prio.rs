@@ -1,4 +1,4 @@
-//! The scheduled experiments: seed 004's open-loop synthetic workload, seed 000 VI-E's video
+//! The scheduled experiments: BLOCKMGMT-09's open-loop synthetic workload, OSSD-13 VI-E's video
 //! and prioritized file writes, run through the device-side controller ([`controller`]) on a
 //! stack of the lab, with each request's latency accounted for by the host side that issued it.
 
@@ -12,11 +12,11 @@ use serde::{Deserialize, Serialize};
 use controller::{Completion, Controller, ControllerConfig, RunError, Source, Target};
 
 use crate::engine::{EngineError, Verifier};
-use crate::files::FileStats;
 use crate::request::{Op, Request};
 use stacks::{GcState, Stack};
+use workload::files::FileStats;
 
-/// The open-loop synthetic workload of seed 004 (3.2, 3.4, 3.6): fixed-size requests with
+/// The open-loop synthetic workload of BLOCKMGMT-09 (3.2, 3.4, 3.6): fixed-size requests with
 /// uniformly distributed inter-arrival times, a share of writes, a share of priority
 /// requests, and a probability that a request continues where the previous one ended.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -28,14 +28,14 @@ pub struct Synthetic {
     pub request_bytes: u64,
     /// Share of writes, in percent (default 50).
     pub write_percent: f64,
-    /// Share of priority requests, in percent (default 10, seed 004 3.6).
+    /// Share of priority requests, in percent (default 10, BLOCKMGMT-09 3.6).
     pub priority_percent: f64,
     /// Inter-arrival times are uniform in `[0, interarrival_max_ns]` (default 0.1 ms).
     pub interarrival_max_ns: Nanos,
     /// Probability that a request starts where the previous one ended (default 0).
     pub sequential_probability: f64,
     /// Share of the logical capacity the workload touches, written before measuring (default
-    /// 0.75; seed 004 does not give it).
+    /// 0.75; BLOCKMGMT-09 does not give it).
     pub utilisation: f64,
 }
 
@@ -122,16 +122,16 @@ impl Synthetic {
     }
 }
 
-/// Seed 000 VI-E's prioritized read: a video played at a fixed frame rate (one read of
+/// OSSD-13 VI-E's prioritized read: a video played at a fixed frame rate (one read of
 /// `frame_bytes` per frame, sequentially through the video) while a background writer runs.
 /// The video occupies the start of the footprint, the writer the rest; a frame is shown on
 /// time when its read completes within one frame period.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Video {
-    /// Default 30 (seed 000 VI-E).
+    /// Default 30 (OSSD-13 VI-E).
     pub frames_per_second: u32,
-    /// Length of the video (default 200 s, seed 000 VI-E); `--scale` shortens it.
+    /// Length of the video (default 200 s, OSSD-13 VI-E); `--scale` shortens it.
     pub seconds: u64,
     /// Bytes read per frame (default 64 KiB, about a 15 Mbit/s stream; the paper does not
     /// give its video's bit rate).
@@ -159,16 +159,16 @@ impl Default for Video {
     }
 }
 
-/// Seed 000 VI-E's prioritized write: files written one after another with priority (each as
+/// OSSD-13 VI-E's prioritized write: files written one after another with priority (each as
 /// a burst of requests, the next file once the last request of the previous one completes)
 /// while the background writer runs. A file is one transaction; its write latency is from its
 /// first request's issue by the host to its last request's completion.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FileWrites {
-    /// Files written (default 1,000, seed 000 VI-E); `--scale` shrinks it.
+    /// Files written (default 1,000, OSSD-13 VI-E); `--scale` shrinks it.
     pub files: u64,
-    /// Bytes per file (default 2 MiB, seed 000 VI-E).
+    /// Bytes per file (default 2 MiB, OSSD-13 VI-E).
     pub file_bytes: u64,
     /// Bytes per request (default 128 KiB: 256 sectors, OAQ's and RawSSD's largest request).
     pub request_bytes: u64,
@@ -272,15 +272,15 @@ impl Chain {
 
 /// What [`crate::scheduled::run_variant`] runs.
 pub enum Plan<'a> {
-    /// Seed 004's open-loop synthetic requests.
+    /// BLOCKMGMT-09's open-loop synthetic requests.
     Synthetic(&'a Synthetic),
-    /// Seed 000 VI-E's video playback beside a background writer.
+    /// OSSD-13 VI-E's video playback beside a background writer.
     Video(&'a Video),
-    /// Seed 000 VI-E's prioritized file writes beside a background writer.
+    /// OSSD-13 VI-E's prioritized file writes beside a background writer.
     FileWrites(&'a FileWrites),
 }
 
-/// What a scheduled run measured: the priority requests (foreground, seed 004 Fig. 3) and the
+/// What a scheduled run measured: the priority requests (foreground, BLOCKMGMT-09 Fig. 3) and the
 /// others (background), with scheduler counters.
 pub struct PrioOutcome {
     /// The priority requests' statistics.
@@ -310,7 +310,7 @@ pub(crate) fn fill_and_age(
     let unit = stack.unit_bytes();
     let fill = crate::engine::run_closed(
         stack,
-        &mut crate::workload::prefill(footprint, unit),
+        &mut workload::block::prefill(footprint, unit),
         crate::engine::Load::SET_UP,
         0,
         seed ^ 0xF111,
@@ -627,7 +627,7 @@ fn engine_error(e: RunError<String>) -> EngineError {
 
 /// Runs `requests` (each with its arrival time, in arrival order) through the controller. A
 /// foreground request counts as a transaction when it completes within `deadline_ns` of its
-/// arrival (a frame shown on time, seed 000 VI-E), or always without a deadline; background
+/// arrival (a frame shown on time, OSSD-13 VI-E), or always without a deadline; background
 /// requests always count.
 pub fn run(
     stack: &mut dyn Stack,
@@ -674,7 +674,7 @@ pub(crate) fn run_with(
 /// Brings a freshly filled device to steady state: random unit writes over the footprint, at
 /// least one footprint's worth and until free blocks are down to the cleaning threshold, so
 /// the measured run cleans from its start with victims as a long-running device has them
-/// (seed 004's simulated SSD is measured full). At most three footprints are written.
+/// (BLOCKMGMT-09's simulated SSD is measured full). At most three footprints are written.
 pub(crate) fn age(
     stack: &mut dyn Stack,
     footprint: u64,

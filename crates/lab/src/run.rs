@@ -9,11 +9,12 @@ use ftl::{BufferPolicy, FtlConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{self, Latencies, Load, Verifier};
-use crate::trace::{TraceFormat, TraceReader};
-use crate::workload::{prefill, Workload, WorkloadConfig, WorkloadKind};
 use fml::FmlConfig;
 use osd::{OsdConfig, Placement};
 use stacks::{Counters, FmlBase, Stack, StackSpec};
+use workload::block::{prefill, Workload, WorkloadConfig, WorkloadKind};
+pub use workload::latency::{summarize, LatencySummary};
+use workload::trace::{TraceFormat, TraceReader};
 
 pub use stacks::StackKind;
 
@@ -70,7 +71,7 @@ impl Default for RunConfig {
             },
             fml: FmlConfig::default(),
             ftl: FtlConfig::default(),
-            placement: Placement::Ossd,
+            placement: Placement::Semantic,
             object_bytes: 128 << 10,
             osd: OsdConfig::default(),
         }
@@ -151,32 +152,6 @@ impl RunWorkload {
             hot_access_fraction: self.hot_access_fraction,
             seed,
         }
-    }
-}
-
-/// Latency percentiles of one class, in microseconds.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct LatencySummary {
-    pub count: u64,
-    pub mean_us: f64,
-    pub p50_us: f64,
-    pub p99_us: f64,
-    pub p999_us: f64,
-    pub max_us: f64,
-}
-
-pub(crate) fn summarize(h: &hdrhistogram::Histogram<u64>) -> LatencySummary {
-    if h.is_empty() {
-        return LatencySummary::default();
-    }
-    let us = |ns: u64| ns as f64 / 1000.0;
-    LatencySummary {
-        count: h.len(),
-        mean_us: h.mean() / 1000.0,
-        p50_us: us(h.value_at_quantile(0.5)),
-        p99_us: us(h.value_at_quantile(0.99)),
-        p999_us: us(h.value_at_quantile(0.999)),
-        max_us: us(h.max()),
     }
 }
 

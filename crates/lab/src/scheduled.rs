@@ -12,7 +12,6 @@ use stacks::{Stack, StackKind};
 use vfs::FileSystem;
 
 use crate::engine::Verifier;
-use crate::files::FileStats;
 use crate::ofsprio::{HostConfig, HostStats, OfsHost, PriorityBy};
 use crate::prio::{
     file_writes_region, fill_and_age, run_with, video_requests, Arrivals, Chain, Plan, PrioOutcome,
@@ -20,6 +19,7 @@ use crate::prio::{
 };
 use crate::request::Request;
 use crate::variant::Variant;
+use workload::files::FileStats;
 
 /// A scheduled variant's controller config (its `prio.*` settings) and stack spec (the rest):
 /// the FML's watermarks leave cleaning to the controller ([`stacks::FmlBase::Controlled`]),
@@ -189,7 +189,7 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-/// Runs a variant with `stack = "ofs"`: seed 000 VI-E's video, or its prioritized file writer,
+/// Runs a variant with `stack = "ofs"`: OSSD-13 VI-E's video, or its prioritized file writer,
 /// on OFS through OAQ (see the module doc). Settings: `prio.*`, `osd.*`, `fml.*` (on top of
 /// the watermarks [`stacks::controlled_fml`] derives), `oaq.*` ([`OaqConfig`]) and `host.*`
 /// ([`HostConfig`]). Returns the run and what OAQ did.

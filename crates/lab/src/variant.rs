@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Variant {
-    /// Its name in tables and plots ("OFS", "OFS-ONE", "ext4").
+    /// Its name in tables and plots ("OFS", "OFS-ONE", "ext4-like").
     pub label: String,
     /// The stack: file-level workloads run on `ofs`, `blockfs` or `poftl`; scheduled ones
     /// (synthetic, video, file-writes) on `ftl`, `dftl`, `osd` or `ofs`.
@@ -15,11 +15,11 @@ pub struct Variant {
     /// `fs.*`), as strings.
     #[serde(default)]
     pub set: std::collections::BTreeMap<String, String>,
-    /// A device preset for this variant instead of the experiment's (seed 004 Table 2 sets
+    /// A device preset for this variant instead of the experiment's (BLOCKMGMT-09 Table 2 sets
     /// devices side by side).
     #[serde(default)]
     pub device: Option<String>,
-    /// Workload parameters this variant changes (any field but `kind`), e.g. seed 004
+    /// Workload parameters this variant changes (any field but `kind`), e.g. BLOCKMGMT-09
     /// Table 2's `{ write_percent = 0.0, sequential_probability = 1.0 }`.
     #[serde(default)]
     pub workload: Option<toml::Table>,

@@ -1,4 +1,4 @@
-//! Must-show of seed 000 V-F / VI-E on a small device: under full GC pressure, a prioritized
+//! Must-show of OSSD-13 V-F / VI-E on a small device: under full GC pressure, a prioritized
 //! read waits for at most the GC step under way on its die. Its p99 latency is at most one page
 //! copy + one erase + its own read and transfer, computed from the preset's timing; a device
 //! that cannot preempt its collection does not keep that bound.
@@ -9,11 +9,11 @@ use fml::FmlConfig;
 use ftl::{Ftl, FtlConfig};
 use lab::engine::{run_closed, Load, Verifier};
 use lab::prio;
-use lab::workload::prefill;
 use lab::{Op, Request};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use stacks::{FtlStack, Stack};
+use workload::block::prefill;
 
 /// Normal random writes arriving faster than the device absorbs them, and a prioritized reader
 /// (a video player) issuing one unit read every 2 ms.
@@ -160,7 +160,7 @@ fn without_preemption_a_read_waits_for_the_whole_collection() {
     );
 }
 
-/// Seed 004 3.4 on a small ganged device: with sequential 4 KiB writes queued behind one
+/// BLOCKMGMT-09 3.4 on a small ganged device: with sequential 4 KiB writes queued behind one
 /// another, stripe-aligned merging programs fewer pages than issuing writes one by one and
 /// answers sooner, the device stays consistent, and a random stream is served nearly alike.
 #[test]
@@ -207,7 +207,7 @@ fn stripe_aligned_merging_programs_less_for_sequential_writes() {
     assert!(a <= u && (u - a) * 50 <= u, "{a} vs {u} pages");
 }
 
-/// Must-show of seed 000 VI-E (Fig. 7) on the object store: the experiment's video, at a
+/// Must-show of OSSD-13 VI-E (Fig. 7) on the object store: the experiment's video, at a
 /// tenth of its length on a device scaled alike, plays at 30 FPS in every second with priority
 /// and dips without. Pins the cause of the dips the prioritized object store once showed: the
 /// controller could not tell which dies an object request would use, so it issued a backlog
@@ -218,7 +218,7 @@ fn prioritized_video_on_the_object_store_holds_its_frame_rate_every_second() {
         .join("../../experiments/000-vi-e-prioritized-read.toml");
     let e = lab::experiment::Experiment::load(&path).unwrap();
     let no_files = |_: &lab::experiment::Variant, _: flash::DeviceConfig| {
-        Err::<(Box<dyn lab::files::FileStack>, u64), String>("not a file stack".into())
+        Err::<(Box<dyn workload::files::FileStack>, u64), String>("not a file stack".into())
     };
     let fps = |label: &str| {
         let v = e.variants.iter().find(|v| v.label == label).unwrap();
@@ -237,7 +237,7 @@ fn prioritized_video_on_the_object_store_holds_its_frame_rate_every_second() {
     assert!(normal.iter().any(|&f| f < 30), "{normal:?}");
 }
 
-/// Seed 000 VI-E's prioritized write at a fiftieth of its files: every file is written and
+/// OSSD-13 VI-E's prioritized write at a fiftieth of its files: every file is written and
 /// accounted for once (one latency each, files per second over time), on every variant.
 #[test]
 fn prioritized_file_writes_account_for_every_file() {
@@ -245,7 +245,7 @@ fn prioritized_file_writes_account_for_every_file() {
         .join("../../experiments/000-vi-e-prioritized-write.toml");
     let e = lab::experiment::Experiment::load(&path).unwrap();
     let no_files = |_: &lab::experiment::Variant, _: flash::DeviceConfig| {
-        Err::<(Box<dyn lab::files::FileStack>, u64), String>("not a file stack".into())
+        Err::<(Box<dyn workload::files::FileStack>, u64), String>("not a file stack".into())
     };
     for v in &e.variants {
         let r = lab::experiment::run_variant(&e, v, 0.02, &no_files, &mut |_| {});

@@ -1,4 +1,4 @@
-//! Must-show of seed 000 VI-E (Fig. 7) on files: the video is a file on OFS, its reads and the
+//! Must-show of OSSD-13 VI-E (Fig. 7) on files: the video is a file on OFS, its reads and the
 //! background writer's writes go as OIOs through OAQ to the device-side controller and the
 //! object store. At a tenth of the experiment's length on a device scaled alike, under
 //! background GC throughout, the video whose priority the player set through OFS plays at 30
@@ -65,7 +65,7 @@ fn variant(e: &Experiment, label: &str) -> Variant {
         .clone()
 }
 
-fn phase<'a>(r: &'a VariantRun, name: &str) -> &'a lab::files::FileStats {
+fn phase<'a>(r: &'a VariantRun, name: &str) -> &'a workload::files::FileStats {
     &r.phases.iter().find(|(n, _)| *n == name).unwrap().1
 }
 
@@ -134,7 +134,7 @@ fn prioritized_video_file_through_oaq_holds_30_fps_every_second_and_unprioritize
     assert_eq!(variant(&e, "OFS (normal)").set, normal.set);
 }
 
-/// Seed 000 VI-E's prioritized write on files, at a fiftieth of its files: every file is
+/// OSSD-13 VI-E's prioritized write on files, at a fiftieth of its files: every file is
 /// written through OAQ and accounted for once, at the files' priority when the camcorder set
 /// it and at 0 when it did not.
 #[test]

@@ -2,7 +2,7 @@
 //! and counted, and the per-run counters agree with the trace's own summary.
 
 use lab::run::{run, RunConfig, StackKind};
-use lab::trace::{summarize, TraceFormat, TraceReader};
+use workload::trace::{summarize, TraceFormat, TraceReader};
 
 fn trace(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -66,7 +66,7 @@ pub fn format(
 pub fn open_store(path: &Path) -> Result<ObjectStore<Nand<ImageStore>>, ImageError> {
     let (device, image) = ImageStore::open(path)?;
     let nand = Nand::open(device, image)?;
-    ObjectStore::open(nand, store_config(&device, Placement::Ossd))
+    ObjectStore::open(nand, store_config(&device, Placement::Semantic))
         .map_err(|e| ImageError::Store(path.to_owned(), e))
 }
 

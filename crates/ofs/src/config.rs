@@ -1,6 +1,6 @@
 //! OFS settings. They fix the on-flash layout, so they are chosen at format and kept in the
 //! superblock; mount takes them from there. Placement is the object store's business
-//! (`OsdConfig::placement`): OFS on `ossd` is the papers' "OFS", on `one` "OFS-ONE".
+//! (`OsdConfig::placement`): OFS on `semantic` is the papers' "OFS", on `one` "OFS-ONE".
 
 use serde::{Deserialize, Serialize};
 use vfs::FsError;
@@ -8,16 +8,16 @@ use vfs::FsError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OfsConfig {
-    /// Keep each file's inode record in a small inode object of its own (seed 001 IV, Figure
+    /// Keep each file's inode record in a small inode object of its own (OSCM-11 IV, Figure
     /// 4: "two objects per file; one for file data and one for inode") instead of in an
     /// attribute of its data object. Default false.
     pub inode_objects: bool,
     /// Hint inode objects as inodes (`Attr::InodeEmbedded`), so the store keeps them inside
-    /// their onodes (seed 001 V-D "inode embedding"). Only matters with `inode_objects`.
+    /// their onodes (OSCM-11 V-D "inode embedding"). Only matters with `inode_objects`.
     /// Default true.
     pub embed_inodes: bool,
     /// Keep each directory entry's name in an object of its own, the directory's buckets then
-    /// holding (hash, inode) only (seed 001 III-A: "assign an object for each directory entry",
+    /// holding (hash, inode) only (OSCM-11 III-A: "assign an object for each directory entry",
     /// the small objects of V-D). Default false: entries packed in the directory object.
     pub dirent_objects: bool,
     /// Size of a directory bucket block in bytes; 0 (the default) means the store's write unit

@@ -1,6 +1,6 @@
 //! The directory format: a directory object is a linear-hashing table (Litwin) of fixed-size
 //! bucket blocks holding its entries, so a lookup reads one bucket, whatever the directory's
-//! size (seed 001 IV: "a hashed directory ... helps to reduce lookup time when there are many
+//! size (OSCM-11 IV: "a hashed directory ... helps to reduce lookup time when there are many
 //! subdirectories or files under one directory").
 //!
 //! The number of buckets is the only state of the table, and it is the object's logical length

@@ -79,7 +79,7 @@ pub(crate) fn osd_err(e: OsdError) -> FsError {
 impl<F: Flash> Ofs<F> {
     fn new(store: ObjectStore<F>, sb: Superblock) -> Self {
         let name = match store.config().placement {
-            osd::Placement::Ossd => "OFS".to_string(),
+            osd::Placement::Semantic => "OFS".to_string(),
             osd::Placement::One => "OFS-ONE".to_string(),
             p => format!("OFS-{p}"),
         };

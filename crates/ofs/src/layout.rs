@@ -11,13 +11,13 @@ use vfs::{FileKind, FsError, Ino, Owner};
 /// The one partition OFS formats and lives in.
 pub const PARTITION: PartitionId = PartitionId(FIRST_USER_ID);
 
-/// The data object of inode `ino` is `ino + OBJECT_OFFSET` (seed 000 V-B, as in EXOFS).
+/// The data object of inode `ino` is `ino + OBJECT_OFFSET` (OSSD-13 V-B, as in EXOFS).
 pub const OBJECT_OFFSET: u64 = FIRST_USER_ID;
 /// Inode numbers stay below this, so the ranges below never meet the data objects.
 pub const INO_LIMIT: u64 = 1 << 48;
-/// The inode object of `ino` (option `inode_objects`, seed 001 IV) is `INODE_OBJECT_BASE + ino`.
+/// The inode object of `ino` (option `inode_objects`, OSCM-11 IV) is `INODE_OBJECT_BASE + ino`.
 pub const INODE_OBJECT_BASE: u64 = 1 << 49;
-/// The directory entry object of `ino` (option `dirent_objects`, seed 001 III-A) is
+/// The directory entry object of `ino` (option `dirent_objects`, OSCM-11 III-A) is
 /// `DIRENT_OBJECT_BASE + ino`: a file has exactly one name, so its entry can be named after it.
 pub const DIRENT_OBJECT_BASE: u64 = 2 << 49;
 

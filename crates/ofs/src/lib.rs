@@ -1,12 +1,12 @@
-//! OFS, the object file system (seed 000 V-B, seed 001 III-A and IV): files and directories as
+//! OFS, the object file system (OSSD-13 V-B, OSCM-11 III-A and IV): files and directories as
 //! objects on the object store, behind the [`vfs::FileSystem`] interface the lab drives.
 //!
-//! - Each inode is one data object, id = inode number + 0x10000 (as EXOFS and seed 000 do), in
+//! - Each inode is one data object, id = inode number + 0x10000 (as EXOFS and OSSD-13 do), in
 //!   one partition made at format. The root directory is inode [`vfs::ROOT`].
 //! - A file's bytes are its object's bytes; its size and modification time are the object's
 //!   logical length and modified time, kept by the store in the onode. Its kind and link (the
 //!   parent directory) are an inode record in a user attribute, or, with `inode_objects`, in a
-//!   small inode object of its own that the store embeds in its onode (seed 001 V-D).
+//!   small inode object of its own that the store embeds in its onode (OSCM-11 V-D).
 //! - A directory's object is a linear-hashing table of name -> inode entries ([`dir`]), so a
 //!   lookup reads one bucket however large the directory; with `dirent_objects` the names are
 //!   in one small object per entry.

@@ -21,7 +21,7 @@ fn name(i: usize) -> String {
 fn large_directory(config: OfsConfig, units_per_lookup: u64) {
     // Entry objects take a write unit each until the store packs small objects.
     let blocks = if config.dirent_objects { 512 } else { 128 };
-    let (mut fs, cfg) = common::fresh(Placement::Ossd, blocks, config);
+    let (mut fs, cfg) = common::fresh(Placement::Semantic, blocks, config);
     for i in 0..FILES {
         fs.create(ROOT, &name(i)).unwrap();
     }
@@ -142,7 +142,7 @@ fn is_corrupted<T: std::fmt::Debug>(r: Result<T, FsError>) -> bool {
 
 #[test]
 fn damaged_directory_bytes_are_corruption() {
-    let (mut fs, _) = common::fresh(Placement::Ossd, 64, OfsConfig::default());
+    let (mut fs, _) = common::fresh(Placement::Semantic, 64, OfsConfig::default());
     let d = fs.mkdir(ROOT, "d").unwrap();
     for i in 0..20 {
         fs.create(d, &name(i)).unwrap();
@@ -198,7 +198,7 @@ fn random_directory_damage_never_panics() {
             dir_block_bytes: 512,
             ..OfsConfig::default()
         };
-        let (mut fs, _) = common::fresh(Placement::Ossd, 32, config);
+        let (mut fs, _) = common::fresh(Placement::Semantic, 32, config);
         let d = fs.mkdir(ROOT, "d").unwrap();
         for i in 0..60 {
             fs.create(d, &name(i)).unwrap();
@@ -289,7 +289,7 @@ fn repair_puts_misplaced_entries_home() {
             dir_block_bytes: 512,
             ..OfsConfig::default()
         };
-        let (mut fs, cfg) = common::fresh(Placement::Ossd, 64, config);
+        let (mut fs, cfg) = common::fresh(Placement::Semantic, 64, config);
         let d = fs.mkdir(ROOT, "d").unwrap();
         for i in 0..80 {
             fs.create(d, &name(i)).unwrap();

@@ -544,7 +544,7 @@ impl Rig {
 fn placement() -> impl Strategy<Value = Placement> {
     prop_oneof![
         Just(Placement::One),
-        Just(Placement::Ossd),
+        Just(Placement::Semantic),
         Just(Placement::Split),
         Just(Placement::SplitAtime),
     ]

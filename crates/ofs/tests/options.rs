@@ -1,4 +1,4 @@
-//! The layout options (seed 001 V-D: inode objects with and without embedding, directory entries
+//! The layout options (OSCM-11 V-D: inode objects with and without embedding, directory entries
 //! as objects), the superblock that keeps them, fingerprint mode, and the FLUSH mapping.
 
 mod common;
@@ -14,7 +14,7 @@ const FILES: usize = 40;
 /// Makes a directory of files with a little data each; returns the objects of the partition
 /// by role (data, inode, entry) and the store's counters.
 fn populate(config: OfsConfig) -> (Ofs<flash::fault::Faulty<flash::Nand>>, [usize; 3], OsdStats) {
-    let (mut fs, cfg) = common::fresh(Placement::Ossd, 64, config);
+    let (mut fs, cfg) = common::fresh(Placement::Semantic, 64, config);
     let d = fs.mkdir(ROOT, "dir").unwrap();
     for i in 0..FILES {
         let f = fs.create(d, &format!("some-file-{i}")).unwrap();
@@ -86,7 +86,7 @@ fn inode_objects_are_embedded_in_their_onodes() {
         "an embedded inode takes no data unit"
     );
     assert!(u64_attr(&mut apart, inode_oid(f), Attr::UsedCapacity) > 0);
-    // Seed 001 Table II: without embedding every inode object costs page writes.
+    // OSCM-11 Table II: without embedding every inode object costs page writes.
     // (Data units and small-object pages: the store packs small objects together.)
     let pages = |s: &OsdStats| s.data_units_written + s.small_pages_written;
     assert!(
@@ -134,7 +134,7 @@ fn entry_objects_hold_the_names() {
 #[test]
 fn format_and_mount_refuse_what_they_cannot_use() {
     let nand = || flash::Nand::in_memory(common::device(32)).unwrap();
-    let cfg = common::store_config(Placement::Ossd, 64);
+    let cfg = common::store_config(Placement::Semantic, 64);
     let bad = OfsConfig {
         dir_block_bytes: 1000,
         ..OfsConfig::default()
@@ -154,7 +154,7 @@ fn format_and_mount_refuse_what_they_cannot_use() {
 
 #[test]
 fn names_follow_the_placement() {
-    let (fs, _) = common::fresh(Placement::Ossd, 32, OfsConfig::default());
+    let (fs, _) = common::fresh(Placement::Semantic, 32, OfsConfig::default());
     assert_eq!(fs.name(), "OFS");
     let (fs, _) = common::fresh(Placement::One, 32, OfsConfig::default());
     assert_eq!(fs.name(), "OFS-ONE");
@@ -164,7 +164,7 @@ fn names_follow_the_placement() {
 
 #[test]
 fn fingerprint_mode_does_the_io() {
-    let (mut fs, _) = common::fresh(Placement::Ossd, 64, OfsConfig::default());
+    let (mut fs, _) = common::fresh(Placement::Semantic, 64, OfsConfig::default());
     let f = fs.create(ROOT, "big").unwrap();
     for k in 0..64u64 {
         fs.write(f, k * 16384, 16384, FileData::Token(k + 1))
@@ -189,7 +189,7 @@ fn fingerprint_mode_does_the_io() {
 
 #[test]
 fn fsync_and_sync_are_flushes() {
-    let (mut fs, _) = common::fresh(Placement::Ossd, 32, OfsConfig::default());
+    let (mut fs, _) = common::fresh(Placement::Semantic, 32, OfsConfig::default());
     let f = fs.create(ROOT, "f").unwrap();
     fs.write(f, 0, 3, FileData::Bytes(b"abc")).unwrap();
     let flushes = fs.ofs_counters().flushes;

@@ -270,7 +270,7 @@ fn small_buckets() -> OfsConfig {
 
 #[test]
 fn power_cuts_keep_what_was_synced() {
-    run(1, Placement::Ossd, small_buckets(), 200);
+    run(1, Placement::Semantic, small_buckets(), 200);
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The OSD command set (T10 OSD, as seed 000 IV-A and seed 001 III use it) as one trait that a
+//! The OSD command set (T10 OSD, as OSSD-13 IV-A and OSCM-11 III use it) as one trait that a
 //! local store and, later, a network client both implement.
 
 use crate::id::{ObjectId, Oid, PartitionId};
@@ -22,9 +22,9 @@ pub enum Attr {
     /// Placement hint: how the object will be accessed.
     AccessPattern,
     ReadOnly,
-    /// The object is a file system inode (seed 001 V-D).
+    /// The object is a file system inode (OSCM-11 V-D).
     InodeEmbedded,
-    /// Object-level reliability (seed 001 III): parity units per parity group of the object's
+    /// Object-level reliability (OSCM-11 III): parity units per parity group of the object's
     /// data units, 0 for none (at most [`crate::store::MAX_RELIABILITY`]). Setting it on an
     /// object with data recomputes its parity.
     Reliability,

@@ -1,5 +1,5 @@
 //! The object store on flash: the OSD command set over an object management layer (OML)
-//! that shares the FML with the block baselines (seed 000 IV-V, seed 001 III-IV).
+//! that shares the FML with the block baselines (OSSD-13 IV-V, OSCM-11 III-IV).
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,11 +1,11 @@
 //! Onodes: object descriptors of at most 256 bytes holding the predefined attributes and the
-//! user attributes as (id, length, value) tuples (seed 000 V-D, seed 001 III-A). Several onodes
+//! user attributes as (id, length, value) tuples (OSSD-13 V-D, OSCM-11 III-A). Several onodes
 //! share one descriptor page on flash.
 
 use crate::id::Oid;
 use codec::le;
 
-/// An onode never exceeds this (seed 000 V-D).
+/// An onode never exceeds this (OSSD-13 V-D).
 pub const ONODE_MAX_BYTES: usize = 256;
 /// User attribute ids start here; lower ids are the predefined attributes.
 pub const FIRST_USER_ATTR: u16 = 0x1000;
@@ -21,7 +21,7 @@ const FLAG_REMOVED: u8 = 1;
 const FLAG_READ_ONLY: u8 = 2;
 const FLAG_INODE: u8 = 4;
 const FLAG_INLINE: u8 = 8;
-/// Data of an inode object kept within its onode, at most (seed 001 V-D: inode embedding).
+/// Data of an inode object kept within its onode, at most (OSCM-11 V-D: inode embedding).
 pub const INLINE_MAX_BYTES: usize = 128;
 /// magic, version, flags, priority, access pattern, oid, length, used, 4 times, expected size,
 /// write count, sequence number, attribute count; then (version 2) the services; then the
@@ -69,7 +69,7 @@ pub struct Onode {
     /// A tombstone: the object was removed (kept on flash until recovery no longer needs it).
     pub removed: bool,
     pub read_only: bool,
-    /// The host marked the object as an inode (seed 001 V-D: inode embedding).
+    /// The host marked the object as an inode (OSCM-11 V-D: inode embedding).
     pub inode: bool,
     pub priority: u8,
     pub access: AccessPattern,
@@ -82,13 +82,13 @@ pub struct Onode {
     pub attr_changed_ns: u64,
     /// Placement hint: the size the host expects the object to reach (0 = unknown).
     pub expected_size: u64,
-    /// Writes counted in write units, for hot/cold placement (seed 000 V-F); GC copies of the
+    /// Writes counted in write units, for hot/cold placement (OSSD-13 V-F); GC copies of the
     /// object's units decrement it.
     pub write_count: u32,
     /// Sequence number of the write that produced this version; recovery applies an onode only
     /// over an older version of it.
     pub seq: u64,
-    /// Object-level reliability (seed 001 III): parity units per parity group, 0 for none.
+    /// Object-level reliability (OSCM-11 III): parity units per parity group, 0 for none.
     pub reliability: u8,
     /// Data units per parity group (fixed once the object has parity; 0 when `reliability` is).
     pub parity_group: u8,

@@ -2,17 +2,17 @@
 //! device knows about the page's object. A policy is a small state machine over pure decisions,
 //! chosen in config.
 //!
-//! - `one` (OFS-ONE, seed 000 VI-A): every page into one update block.
-//! - `ossd` (seed 000 V-F): descriptors, index nodes and data in separate update blocks; an object
+//! - `one` (OFS-ONE, OSSD-13 VI-A): every page into one update block.
+//! - `semantic` (OSSD-13 V-F; `ossd` is accepted as its old name): descriptors, index nodes and data in separate update blocks; an object
 //!   larger than a virtual erase block gets an update block of its own; smaller objects go to a
 //!   hot or a cold update block by their write count against tau = 2 x object size / write unit,
 //!   the count being decremented when GC copies the object's pages. As an option
 //!   (`osd.realtime_update_blocks`), the data of real-time objects (priority attribute above
-//!   0) goes to update blocks dedicated to them (seed 000 IV-C), so a real-time write never
+//!   0) goes to update blocks dedicated to them (OSSD-13 IV-C), so a real-time write never
 //!   shares a block, or its fill rate, with background data.
-//! - `split` (seed 001 III-B): metadata (onodes, index nodes) in metadata segments, data in data
+//! - `split` (OSCM-11 III-B): metadata (onodes, index nodes) in metadata segments, data in data
 //!   segments.
-//! - `split+atime` (seed 001 IV): as `split`, with access times journaled in segments of their own.
+//! - `split+atime` (OSCM-11 IV): as `split`, with access times journaled in segments of their own.
 
 use fml::{SegmentClass, StreamId};
 use serde::{Deserialize, Serialize};
@@ -24,8 +24,8 @@ pub enum Placement {
     #[serde(rename = "one")]
     One,
     #[default]
-    #[serde(rename = "ossd")]
-    Ossd,
+    #[serde(rename = "semantic", alias = "ossd")]
+    Semantic,
     #[serde(rename = "split")]
     Split,
     #[serde(rename = "split+atime")]
@@ -37,11 +37,11 @@ impl std::str::FromStr for Placement {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "one" => Ok(Placement::One),
-            "ossd" => Ok(Placement::Ossd),
+            "semantic" | "ossd" => Ok(Placement::Semantic),
             "split" => Ok(Placement::Split),
             "split+atime" => Ok(Placement::SplitAtime),
             _ => Err(format!(
-                "unknown placement '{s}'; use one, ossd, split or split+atime"
+                "unknown placement '{s}'; use one, semantic, split or split+atime"
             )),
         }
     }
@@ -51,7 +51,7 @@ impl std::fmt::Display for Placement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Placement::One => "one",
-            Placement::Ossd => "ossd",
+            Placement::Semantic => "semantic",
             Placement::Split => "split",
             Placement::SplitAtime => "split+atime",
         })
@@ -62,7 +62,7 @@ impl std::fmt::Display for Placement {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PageKind {
     Data,
-    /// Parity units of an object's data (seed 001 III), written with the hot data.
+    /// Parity units of an object's data (OSCM-11 III), written with the hot data.
     Parity,
     /// Onodes (descriptor page).
     Descriptor,
@@ -90,11 +90,11 @@ pub struct Hint {
 }
 
 // Streams of the `ossd` policy.
-const OSSD_DESCRIPTOR: u8 = 0;
-const OSSD_INDEX: u8 = 1;
-const OSSD_HOT: u8 = 2;
-const OSSD_COLD: u8 = 3;
-const OSSD_FIRST_DEDICATED: u8 = 4;
+const SEMANTIC_DESCRIPTOR: u8 = 0;
+const SEMANTIC_INDEX: u8 = 1;
+const SEMANTIC_HOT: u8 = 2;
+const SEMANTIC_COLD: u8 = 3;
+const SEMANTIC_FIRST_DEDICATED: u8 = 4;
 /// Objects larger than a virtual erase block written at the same time, each with an update
 /// block of its own; the least recently written gives its block up to a newcomer.
 pub const DEDICATED_STREAMS: u8 = 8;
@@ -119,7 +119,7 @@ impl Placer {
         erase_block_bytes: u64,
         realtime: u8,
     ) -> Placer {
-        let n = if policy == Placement::Ossd {
+        let n = if policy == Placement::Semantic {
             DEDICATED_STREAMS as usize
         } else {
             0
@@ -130,7 +130,7 @@ impl Placer {
             erase_block_bytes,
             dedicated: vec![None; n],
             clock: 0,
-            realtime: if policy == Placement::Ossd {
+            realtime: if policy == Placement::Semantic {
                 realtime
             } else {
                 0
@@ -146,7 +146,7 @@ impl Placer {
     pub fn streams(policy: Placement, realtime: u8) -> u8 {
         match policy {
             Placement::One => 1,
-            Placement::Ossd => OSSD_FIRST_DEDICATED + DEDICATED_STREAMS + realtime,
+            Placement::Semantic => SEMANTIC_FIRST_DEDICATED + DEDICATED_STREAMS + realtime,
             Placement::Split => 2,
             Placement::SplitAtime => 3,
         }
@@ -160,21 +160,23 @@ impl Placer {
             Placement::One => vec![data(0)],
             Placement::Split => vec![meta(0), data(1)],
             Placement::SplitAtime => vec![meta(0), data(1), (2, SegmentClass::Atime)],
-            Placement::Ossd => {
+            Placement::Semantic => {
                 let mut v = vec![
-                    meta(OSSD_DESCRIPTOR),
-                    meta(OSSD_INDEX),
-                    data(OSSD_HOT),
-                    data(OSSD_COLD),
+                    meta(SEMANTIC_DESCRIPTOR),
+                    meta(SEMANTIC_INDEX),
+                    data(SEMANTIC_HOT),
+                    data(SEMANTIC_COLD),
                 ];
-                v.extend((0..DEDICATED_STREAMS + realtime).map(|i| data(OSSD_FIRST_DEDICATED + i)));
+                v.extend(
+                    (0..DEDICATED_STREAMS + realtime).map(|i| data(SEMANTIC_FIRST_DEDICATED + i)),
+                );
                 v
             }
         };
         v.into_iter().map(|(s, c)| (StreamId(s), c)).collect()
     }
 
-    /// The hot/cold threshold of seed 000 V-F: tau = 2 x object size / write unit.
+    /// The hot/cold threshold of OSSD-13 V-F: tau = 2 x object size / write unit.
     pub fn tau(&self, object_bytes: u64) -> u64 {
         2 * object_bytes.div_ceil(self.write_unit_bytes).max(1)
     }
@@ -188,16 +190,17 @@ impl Placer {
             ) => 1,
             (Placement::SplitAtime, PageKind::Atime) => 2,
             (Placement::Split | Placement::SplitAtime, _) => 0,
-            (Placement::Ossd, PageKind::Descriptor | PageKind::Checkpoint | PageKind::Atime) => {
-                OSSD_DESCRIPTOR
-            }
-            (Placement::Ossd, PageKind::Index) => OSSD_INDEX,
-            (Placement::Ossd, PageKind::Data) => self.data_stream(h),
+            (
+                Placement::Semantic,
+                PageKind::Descriptor | PageKind::Checkpoint | PageKind::Atime,
+            ) => SEMANTIC_DESCRIPTOR,
+            (Placement::Semantic, PageKind::Index) => SEMANTIC_INDEX,
+            (Placement::Semantic, PageKind::Data) => self.data_stream(h),
             // Small objects (directory entries, say) are rewritten whole, so tau = 2 is soon
             // passed: they go with the hot data.
-            (Placement::Ossd, PageKind::SmallObjects) => OSSD_HOT,
+            (Placement::Semantic, PageKind::SmallObjects) => SEMANTIC_HOT,
             // Parity is rewritten whenever its group is: hot.
-            (Placement::Ossd, PageKind::Parity) => OSSD_HOT,
+            (Placement::Semantic, PageKind::Parity) => SEMANTIC_HOT,
         })
     }
 
@@ -208,9 +211,9 @@ impl Placer {
     fn data_stream(&mut self, h: &Hint) -> u8 {
         self.clock += 1;
         if h.priority > 0 && self.realtime > 0 {
-            // Seed 000 IV-C: real-time objects spread over the update blocks dedicated to them.
+            // OSSD-13 IV-C: real-time objects spread over the update blocks dedicated to them.
             let slot = (h.oid.object.0 % self.realtime as u64) as u8;
-            return OSSD_FIRST_DEDICATED + DEDICATED_STREAMS + slot;
+            return SEMANTIC_FIRST_DEDICATED + DEDICATED_STREAMS + slot;
         }
         if h.object_bytes > self.erase_block_bytes {
             let slot = match self
@@ -232,12 +235,12 @@ impl Placer {
                 }
             };
             self.dedicated[slot] = Some((h.oid, self.clock));
-            return OSSD_FIRST_DEDICATED + slot as u8;
+            return SEMANTIC_FIRST_DEDICATED + slot as u8;
         }
         if h.write_count as u64 > self.tau(h.object_bytes) {
-            OSSD_HOT
+            SEMANTIC_HOT
         } else {
-            OSSD_COLD
+            SEMANTIC_COLD
         }
     }
 
@@ -294,30 +297,30 @@ mod tests {
 
     #[test]
     fn ossd_hot_cold_by_tau() {
-        let mut p = Placer::new(Placement::Ossd, 16384, 8 << 20, 0);
+        let mut p = Placer::new(Placement::Semantic, 16384, 8 << 20, 0);
         // A 128 KiB object: tau = 2 x 8 units = 16.
         assert_eq!(p.tau(128 << 10), 16);
         assert_eq!(
             p.choose(&hint(PageKind::Data, 1, 128 << 10, 16)),
-            StreamId(OSSD_COLD)
+            StreamId(SEMANTIC_COLD)
         );
         assert_eq!(
             p.choose(&hint(PageKind::Data, 1, 128 << 10, 17)),
-            StreamId(OSSD_HOT)
+            StreamId(SEMANTIC_HOT)
         );
         assert_eq!(
             p.choose(&hint(PageKind::Descriptor, 1, 0, 0)),
-            StreamId(OSSD_DESCRIPTOR)
+            StreamId(SEMANTIC_DESCRIPTOR)
         );
         assert_eq!(
             p.choose(&hint(PageKind::Index, 1, 0, 0)),
-            StreamId(OSSD_INDEX)
+            StreamId(SEMANTIC_INDEX)
         );
     }
 
     #[test]
     fn ossd_dedicates_streams_to_large_objects_lru() {
-        let mut p = Placer::new(Placement::Ossd, 16384, 8 << 20, 0);
+        let mut p = Placer::new(Placement::Semantic, 16384, 8 << 20, 0);
         let big = 9 << 20;
         let first: Vec<StreamId> = (0..8)
             .map(|o| p.choose(&hint(PageKind::Data, o, big, 0)))
@@ -337,9 +340,9 @@ mod tests {
             priority: 1,
             ..hint(PageKind::Data, object, object_bytes, 0)
         };
-        let first_rt = OSSD_FIRST_DEDICATED + DEDICATED_STREAMS;
-        let mut p = Placer::new(Placement::Ossd, 16384, 8 << 20, 2);
-        assert_eq!(Placer::streams(Placement::Ossd, 2), first_rt + 2);
+        let first_rt = SEMANTIC_FIRST_DEDICATED + DEDICATED_STREAMS;
+        let mut p = Placer::new(Placement::Semantic, 16384, 8 << 20, 2);
+        assert_eq!(Placer::streams(Placement::Semantic, 2), first_rt + 2);
         // Small or large, a real-time object's data goes to a real-time block; metadata does not.
         assert_eq!(p.choose(&rt(4, 128 << 10)), StreamId(first_rt));
         assert_eq!(p.choose(&rt(5, 9 << 20)), StreamId(first_rt + 1));
@@ -348,17 +351,17 @@ mod tests {
                 kind: PageKind::Index,
                 ..rt(4, 0)
             }),
-            StreamId(OSSD_INDEX)
+            StreamId(SEMANTIC_INDEX)
         );
         assert_eq!(
             p.choose(&hint(PageKind::Data, 4, 128 << 10, 0)),
-            StreamId(OSSD_COLD)
+            StreamId(SEMANTIC_COLD)
         );
-        let classes = Placer::stream_classes(Placement::Ossd, 2);
+        let classes = Placer::stream_classes(Placement::Semantic, 2);
         assert!(classes.contains(&(StreamId(first_rt + 1), SegmentClass::Data)));
         // Without dedicated blocks (the default), priority does not change placement.
-        let mut q = Placer::new(Placement::Ossd, 16384, 8 << 20, 0);
-        assert_eq!(q.choose(&rt(4, 128 << 10)), StreamId(OSSD_COLD));
+        let mut q = Placer::new(Placement::Semantic, 16384, 8 << 20, 0);
+        assert_eq!(q.choose(&rt(4, 128 << 10)), StreamId(SEMANTIC_COLD));
         let mut s = Placer::new(Placement::Split, 16384, 8 << 20, 2);
         assert_eq!(s.choose(&rt(4, 128 << 10)), StreamId(1));
     }

@@ -53,11 +53,11 @@ pub enum Record {
     },
     /// The checkpoint record.
     Checkpoint { seq: u64 },
-    /// A page of access-time journal entries (seed 001 IV).
+    /// A page of access-time journal entries (OSCM-11 IV).
     Atime { seq: u64 },
-    /// A small-object page: the whole data of several small objects (seed 001 III-B).
+    /// A small-object page: the whole data of several small objects (OSCM-11 III-B).
     Small { seq: u64 },
-    /// Parity unit `row` of parity group `group` of `oid` (seed 001 III, "Object-level
+    /// Parity unit `row` of parity group `group` of `oid` (OSCM-11 III, "Object-level
     /// reliability"): Reed-Solomon parity over the object's data units `group * data_units ..
     /// (group + 1) * data_units`. `covers` is the signature of the data it was computed from
     /// (the XOR of a hash of each present data unit's index and payload checksum,

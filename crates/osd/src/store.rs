@@ -81,9 +81,9 @@ const LOST: u32 = u32::MAX - 1;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum IndexMode {
-    /// Runs of consecutive units as one entry (seed 001 III-C).
+    /// Runs of consecutive units as one entry (OSCM-11 III-C).
     Extent,
-    /// One entry per unit, for comparison (seed 001 V-C).
+    /// One entry per unit, for comparison (OSCM-11 V-C).
     Page,
 }
 
@@ -95,9 +95,9 @@ pub struct OsdConfig {
     #[serde(skip)]
     pub placement: Placement,
     pub index_mode: IndexMode,
-    /// Object data buffer (default 2 MiB, seed 000 V-E); 0 writes through.
+    /// Object data buffer (default 2 MiB, OSSD-13 V-E); 0 writes through.
     pub buffer_bytes: u64,
-    /// Index node cache (default 8 MiB, seed 000 V-E).
+    /// Index node cache (default 8 MiB, OSSD-13 V-E).
     pub index_cache_bytes: u64,
     /// Onodes kept in memory (clean ones beyond this are dropped; default 32768).
     pub onode_cache_entries: usize,
@@ -109,15 +109,15 @@ pub struct OsdConfig {
     pub atime: bool,
     /// Atime pages on flash before their entries are merged into the onodes (default 4).
     pub atime_merge_pages: usize,
-    /// The small-object buffer (default true, seed 001 III-B and V-D): objects shorter than a
+    /// The small-object buffer (default true, OSCM-11 III-B and V-D): objects shorter than a
     /// write unit (less 36 bytes of headers), written with bytes, share small-object pages.
     pub small_objects: bool,
     /// Update blocks dedicated to real-time objects (priority attribute above 0) under the
-    /// `ossd` placement (seed 000 IV-C), at most 8; default 0: their data is placed as any
+    /// `semantic` placement (OSSD-13 IV-C), at most 8; default 0: their data is placed as any
     /// other object's. Combine with `fml.realtime_reserve_blocks` so that a real-time write
     /// also finds a free block without waiting for a collection.
     pub realtime_update_blocks: u8,
-    /// Object-level reliability given to every object at creation (seed 001 III: parity units
+    /// Object-level reliability given to every object at creation (OSCM-11 III: parity units
     /// per parity group; default 0, none). An object's `reliability` attribute overrides it.
     pub default_reliability: u8,
     /// Data units per parity group (default 16) for objects given parity from now on; an
@@ -131,7 +131,7 @@ pub struct OsdConfig {
 impl Default for OsdConfig {
     fn default() -> Self {
         OsdConfig {
-            placement: Placement::Ossd,
+            placement: Placement::Semantic,
             index_mode: IndexMode::Extent,
             buffer_bytes: 2 << 20,
             index_cache_bytes: 8 << 20,
@@ -165,9 +165,9 @@ pub struct OsdStats {
     pub small_pages_written: u64,
     pub small_pages_read: u64,
     pub atime_pages_written: u64,
-    /// Parity units programmed (seed 001 V-E's "parity write").
+    /// Parity units programmed (OSCM-11 V-E's "parity write").
     pub parity_units_written: u64,
-    /// Parity units read back (to update or rebuild a group; seed 001 V-E's "parity read").
+    /// Parity units read back (to update or rebuild a group; OSCM-11 V-E's "parity read").
     pub parity_units_read: u64,
     /// Data units read for parity work: the old contents of a reprogrammed unit (the delta
     /// update), and the units of a group being recomputed or rebuilt.
@@ -309,7 +309,7 @@ impl<F: Flash> ObjectStore<F> {
                 "realtime_update_blocks = {realtime}: at most 8"
             )));
         }
-        let streams = Placer::streams(Placement::Ossd, realtime);
+        let streams = Placer::streams(Placement::Semantic, realtime);
         let fml = Fml::open(flash, config.fml, streams, RECORD_MAX_BYTES).map_err(fml_err)?;
         let layout = *fml.layout();
         let unit = layout.write_unit_bytes as usize;

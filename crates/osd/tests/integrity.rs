@@ -145,7 +145,7 @@ fn flipped_bits_are_reported_never_returned() {
     let dir = std::env::temp_dir().join(format!("ossd-integrity-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let clean = dir.join("clean.img");
-    make_image(&clean, osd::Placement::Ossd);
+    make_image(&clean, osd::Placement::Semantic);
     let live = live_ranges(&clean);
     let len = std::fs::metadata(&clean).unwrap().len();
     let mut t = Tally::default();
@@ -209,7 +209,7 @@ fn one_flipped_data_bit_is_an_uncorrectable_read() {
     let dir = std::env::temp_dir().join(format!("ossd-integrity1-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("one.img");
-    make_image(&path, osd::Placement::Ossd);
+    make_image(&path, osd::Placement::Semantic);
     // Find a data unit of object 5 (700,000 bytes): its second unit.
     let dev = preset("tiny").unwrap();
     let g = dev.geometry;

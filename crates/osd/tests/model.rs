@@ -528,7 +528,7 @@ proptest! {
 
     #[test]
     fn store_matches_the_oracle(
-        placement in prop_oneof![Just(Placement::One), Just(Placement::Ossd), Just(Placement::Split), Just(Placement::SplitAtime)],
+        placement in prop_oneof![Just(Placement::One), Just(Placement::Semantic), Just(Placement::Split), Just(Placement::SplitAtime)],
         extents in any::<bool>(),
         small_objects in any::<bool>(),
         reliability in prop_oneof![2 => Just(0u8), 2 => Just(1u8), 1 => Just(2u8)],
@@ -551,7 +551,7 @@ proptest! {
 
 #[test]
 fn basic_round_trip_reopen_and_attributes() {
-    let cfg = config(Placement::Ossd, IndexMode::Extent);
+    let cfg = config(Placement::Semantic, IndexMode::Extent);
     let mut r = rig(cfg);
     let s = r.store();
     let o = s.create(PartitionId(P), None).unwrap();
@@ -597,7 +597,7 @@ fn basic_round_trip_reopen_and_attributes() {
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
 
-/// Seed 001 IV: under split+atime a read journals the access time instead of rewriting the
+/// OSCM-11 IV: under split+atime a read journals the access time instead of rewriting the
 /// onode; the time is visible at once, merged into the onode at a checkpoint or when the object
 /// is written, and survives a reopen and a crash after a flush.
 #[test]
@@ -656,7 +656,7 @@ fn access_times_are_journaled_under_split_atime() {
 
 /// Pending access times wait for a full page or a device-wide FLUSH: a removal's internal
 /// flush and an object's FLUSH write no partial atime page (one per PostMark delete outweighed
-/// the onode rewrites split+atime saves, seed 001 V-A).
+/// the onode rewrites split+atime saves, OSCM-11 V-A).
 #[test]
 fn only_a_device_flush_writes_a_partial_atime_page() {
     let cfg = config(Placement::SplitAtime, IndexMode::Extent);
@@ -713,7 +713,7 @@ fn a_journaled_access_time_does_not_revive_a_removed_object() {
     }
 }
 
-/// Seed 001 V-D: an object hinted as an inode keeps its small data within its onode (no data
+/// OSCM-11 V-D: an object hinted as an inode keeps its small data within its onode (no data
 /// unit written or read), survives a reopen, and spills to a data unit once it outgrows the
 /// onode.
 #[test]
@@ -761,7 +761,7 @@ fn inodes_are_embedded_in_their_onodes() {
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
 
-/// Seed 001 V-D: with the small-object buffer, objects shorter than a page share pages (200
+/// OSCM-11 V-D: with the small-object buffer, objects shorter than a page share pages (200
 /// objects of 300 bytes fit in 15 pages instead of taking 200 data units), read back after a
 /// crash that follows a flush, spill into data units when they grow past a page, and become
 /// small again once emptied.

@@ -1,4 +1,4 @@
-//! Issue 16, part 2: per-object Reed-Solomon parity (seed 001 III, "Object-level reliability").
+//! Issue 16, part 2: per-object Reed-Solomon parity (OSCM-11 III, "Object-level reliability").
 //! Damage to a protected object's units (a whole page the device cannot read, bits flipped in
 //! the image file past the device's ECC, a power cut between a data program and its parity's)
 //! is corrected from parity; without parity the same damage is an error, never wrong bytes.

@@ -1,10 +1,10 @@
 //! The placement and index claims of the seed papers, measured on small devices:
-//! - seed 000 VI-C multi-stream write: objects larger than a virtual erase block written
-//!   concurrently, some deleted, rewritten; `ossd` placement gives each its own update block,
+//! - OSSD-13 VI-C multi-stream write: objects larger than a virtual erase block written
+//!   concurrently, some deleted, rewritten; `semantic` placement gives each its own update block,
 //!   so deleting one frees whole blocks and GC copies next to nothing, unlike `one`;
-//! - seed 000 VI-D hot/cold: whole-object rewrites with 90% of them on 10% of the objects;
+//! - OSSD-13 VI-D hot/cold: whole-object rewrites with 90% of them on 10% of the objects;
 //!   `ossd` separates hot from cold and copies fewer pages than `one`;
-//! - seed 001 V-C largefile: extent mapping writes fewer index pages than per-page mapping when
+//! - OSCM-11 V-C largefile: extent mapping writes fewer index pages than per-page mapping when
 //!   one large object is written sequentially and rewritten at random.
 
 use flash::{preset, DeviceConfig, Nand};
@@ -41,7 +41,7 @@ fn oid(k: u64) -> Oid {
     Oid::new(P, P + k)
 }
 
-/// Seed 000 VI-C at small scale: 16 MiB objects, 6 written at a time in 256 KiB pieces
+/// OSSD-13 VI-C at small scale: 16 MiB objects, 6 written at a time in 256 KiB pieces
 /// round-robin; each round deletes 6 random live objects first. Returns GC unit copies.
 fn multi_stream(placement: Placement) -> u64 {
     let mut s = store(placement, IndexMode::Extent, rawssd_small());
@@ -83,7 +83,7 @@ fn multi_stream(placement: Placement) -> u64 {
 #[test]
 fn multi_stream_ossd_copies_next_to_nothing() {
     let one = multi_stream(Placement::One);
-    let ossd = multi_stream(Placement::Ossd);
+    let ossd = multi_stream(Placement::Semantic);
     println!("multi-stream GC unit copies: one {one}, ossd {ossd}");
     assert!(
         one > 1000,
@@ -92,7 +92,7 @@ fn multi_stream_ossd_copies_next_to_nothing() {
     assert!(ossd * 20 < one, "ossd copied {ossd}, one {one}");
 }
 
-/// Seed 000 VI-D at quarter scale: 2,000 objects of 128 KiB on a 768 MiB device, whole-object
+/// OSSD-13 VI-D at quarter scale: 2,000 objects of 128 KiB on a 768 MiB device, whole-object
 /// rewrites, 90% on 10% of the objects, 6x the data written.
 fn hot_cold(placement: Placement) -> u64 {
     let mut s = store(placement, IndexMode::Extent, rawssd_small());
@@ -123,16 +123,16 @@ fn hot_cold(placement: Placement) -> u64 {
 #[test]
 fn hot_cold_ossd_copies_fewer_pages_than_one() {
     let one = hot_cold(Placement::One);
-    let ossd = hot_cold(Placement::Ossd);
+    let ossd = hot_cold(Placement::Semantic);
     println!("hot/cold GC unit copies: one {one}, ossd {ossd}");
     assert!(one > 0, "the benchmark must make `one` collect garbage");
     assert!(ossd < one, "ossd copied {ossd}, one {one}");
 }
 
-/// Seed 001 V-C largefile: one 64 MiB object written sequentially, then 4,096 random 16 KiB
+/// OSCM-11 V-C largefile: one 64 MiB object written sequentially, then 4,096 random 16 KiB
 /// rewrites, with a checkpoint after each phase. Returns index nodes written.
 fn largefile(mode: IndexMode) -> u64 {
-    let mut s = store(Placement::Ossd, mode, rawssd_small());
+    let mut s = store(Placement::Semantic, mode, rawssd_small());
     s.create(PartitionId(P), Some(ObjectId(P))).unwrap();
     let size = 64u64 << 20;
     let unit = 16u64 << 10;
@@ -163,7 +163,7 @@ fn extents_write_fewer_index_pages_than_per_page_mapping() {
     );
 }
 
-/// Seed 001 V-C at its own scale: a 64 MiB object on the 128 MiB NANDsim device with a
+/// OSCM-11 V-C at its own scale: a 64 MiB object on the 128 MiB NANDsim device with a
 /// per-page index, rewritten at random with no flush until the end. A per-page index dirties a
 /// leaf for nearly every unit flushed; before dirty nodes were written back as they
 /// accumulated, the checkpoint's commit outgrew the free blocks ("no space" with half the
@@ -206,7 +206,7 @@ struct RealtimeRun {
     rt_units: u64,
 }
 
-/// Seed 000 IV-C: a real-time object (priority 1) written unit by unit among random overwrites
+/// OSSD-13 IV-C: a real-time object (priority 1) written unit by unit among random overwrites
 /// of normal objects on a full device, write-through (every write programs), with
 /// `reserve` free blocks held back for real-time writes and `dedicated` update blocks for
 /// real-time objects.

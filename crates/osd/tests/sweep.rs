@@ -303,7 +303,7 @@ fn sweep(placement: Placement) {
 
 #[test]
 fn power_cut_after_every_flash_operation_ossd() {
-    sweep(Placement::Ossd);
+    sweep(Placement::Semantic);
 }
 
 #[test]

@@ -135,8 +135,8 @@ pub fn parse_trace(data: &[u8]) {
     if std::fs::write(&path, data).is_err() {
         return;
     }
-    for format in lab::trace::TraceFormat::ALL {
-        if let Ok(reader) = lab::trace::TraceReader::open(&path, format) {
+    for format in workload::trace::TraceFormat::ALL {
+        if let Ok(reader) = workload::trace::TraceReader::open(&path, format) {
             for r in reader.take(4096) {
                 let _ = r;
             }

@@ -97,8 +97,8 @@ enum Command {
         image: PathBuf,
         #[arg(long, default_value = "rawssd")]
         device: String,
-        /// Placement policy: one, ossd, split, split+atime.
-        #[arg(long, default_value = "ossd")]
+        /// Placement policy: one, semantic, split, split+atime.
+        #[arg(long, default_value = "semantic")]
         policy: String,
         /// Seed of the factory bad-block draw.
         #[arg(long, default_value_t = 0)]
@@ -136,7 +136,7 @@ enum Command {
         /// Object id (at least 0x10000); the device assigns one when absent.
         #[arg(long)]
         id: Option<String>,
-        /// Parity units per parity group of the object's data (seed 001 III; 0 = none, at
+        /// Parity units per parity group of the object's data (OSCM-11 III; 0 = none, at
         /// most 4): damaged units are rebuilt on read and by `ossd scrub --repair`.
         #[arg(long, default_value_t = 0)]
         reliability: u8,
@@ -197,7 +197,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Seed 001 Table III: PostMark on OFS with and without per-object parity (parity page
+    /// OSCM-11 Table III: PostMark on OFS with and without per-object parity (parity page
     /// I/Os against all page I/Os), then one failed unit per parity group, read back.
     Reliability(reliability::Args),
     /// Torture a stack: seeded workloads under power cuts and media faults, checked against an

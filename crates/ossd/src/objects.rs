@@ -44,7 +44,7 @@ pub fn open(image: &Path) -> Result<Store> {
     std::mem::forget(mount::image::lock(image)?);
     let (device, store) = ImageStore::open(image)?;
     let nand = Nand::open(device, store)?;
-    ObjectStore::open(nand, config(&device, Placement::Ossd))
+    ObjectStore::open(nand, config(&device, Placement::Semantic))
         .map_err(|e| anyhow!("{}: {e}", image.display()))
 }
 

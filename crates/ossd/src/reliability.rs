@@ -1,4 +1,4 @@
-//! `ossd reliability`: seed 001 V-E (Table III) on the simulated NANDsim device, with the parity
+//! `ossd reliability`: OSCM-11 V-E (Table III) on the simulated NANDsim device, with the parity
 //! counters the lab's generic metrics do not have, and a fault trial.
 //!
 //! For each file count, PostMark (V-D's parameters: read/append 5, 30,000 transactions, files
@@ -16,13 +16,13 @@ use anyhow::{anyhow, bail, Result};
 use flash::fault::Faulty;
 use flash::{preset, Flash, Nand};
 use fml::FmlConfig;
-use lab::files::postmark::PostMark;
-use lab::files::Meter;
 use ofs::{Ofs, OfsConfig};
 use osd::{Attr, AttrValue, ObjectStore, Oid, Osd, OsdConfig, OsdError, PartitionId, Placement};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
+use workload::files::postmark::PostMark;
+use workload::files::Meter;
 
 /// Arguments of `ossd reliability`.
 #[derive(clap::Args)]
@@ -110,7 +110,7 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 fn print(rows: &[Row]) {
-    println!("Seed 001 Table III (paper: parity under 10% of page I/Os; 500 files 93,633 reads 43,822 writes 2,437 parity reads 3,388 parity writes 16.50 s vs 15.25 s)");
+    println!("OSCM-11 Table III (paper: parity under 10% of page I/Os; 500 files 93,633 reads 43,822 writes 2,437 parity reads 3,388 parity writes 16.50 s vs 15.25 s)");
     println!(
         "{:>6} {:>4} {:>11} {:>11} {:>8} {:>8} {:>8} {:>9} {:>8} | {:>6} {:>6} {:>6} {:>6} {:>9}",
         "files",
@@ -183,7 +183,7 @@ fn one(args: &Args, files: u64, reliability: u8) -> Result<Row> {
     };
     {
         let mut m = Meter::new(&mut fs, ChaCha8Rng::seed_from_u64(args.seed));
-        lab::files::postmark::run(&mut m, &p).map_err(|e| anyhow!("PostMark: {e}"))?;
+        workload::files::postmark::run(&mut m, &p).map_err(|e| anyhow!("PostMark: {e}"))?;
     }
     let mut s = fs.unmount().map_err(|e| anyhow!("{e}"))?;
     // The parity still in memory goes to flash: counted with the run.

@@ -290,7 +290,7 @@ mod tests {
             Experiment {
                 name: "000-x".into(),
                 title: "X".into(),
-                source: "seed 000 VI-B".into(),
+                source: "OSSD-13 VI-B".into(),
                 device: "rawssd".into(),
                 scale: 1.0,
                 claims: vec![claim(Some(true)), claim(Some(false))],

@@ -1,4 +1,4 @@
-//! CPU time of semantic-aware grouping (seed 002 III-B) per flush of the data buffer: the greedy
+//! CPU time of semantic-aware grouping (POFTL-14 III-B) per flush of the data buffer: the greedy
 //! merge over the `L` pages' hotness, and the regions' k-means update with the closest-region
 //! lookup of every group. Run: `cargo bench -p poftl --bench grouping`; numbers and machine in
 //! docs/PERFORMANCE.md.

@@ -1,6 +1,6 @@
 //! A thin file layer over [`PoftlStore`], so the lab's file-level workloads can run on p-OFTL:
 //! each file is one object (its inode number is the object id); directories live in host
-//! memory. The paper keeps file metadata in object attributes (seed 002 III); this layer
+//! memory. The paper keeps file metadata in object attributes (POFTL-14 III); this layer
 //! writes none of its own (names, times, directories are lost at a remount), so what reaches
 //! the device is file data and the store's log of creations, truncations and removals. That
 //! favours p-OFTL slightly against stacks that write full metadata.

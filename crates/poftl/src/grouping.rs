@@ -1,4 +1,4 @@
-//! Semantic-aware data grouping (seed 002 III-B) and its baselines.
+//! Semantic-aware data grouping (POFTL-14 III-B) and its baselines.
 //!
 //! The pieces are pure functions so they can be tested on hand-computed cases:
 //! - [`hotness`]: a page's degree of hot and cold, `h_p = W_p / (T - T_p^m)` (writes per
@@ -29,10 +29,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum GroupingPolicy {
-    /// Seed 002 III-B: contiguous groups by hotness and continuity, each to its closest region.
+    /// POFTL-14 III-B: contiguous groups by hotness and continuity, each to its closest region.
     #[default]
     SemanticAware,
-    /// SFS-style (seed 002 \[8\]): every page to the region closest to its own update frequency,
+    /// SFS-style (POFTL-14 \[8\]): every page to the region closest to its own update frequency,
     /// from its own write history only (a page with none counts as cold: without object
     /// semantics there is nothing to infer it from).
     Sfs,
@@ -54,7 +54,7 @@ impl std::str::FromStr for GroupingPolicy {
     }
 }
 
-/// Pages `h_0` averages over (seed 002 III-B-1: "limited to 5 pages at most").
+/// Pages `h_0` averages over (POFTL-14 III-B-1: "limited to 5 pages at most").
 pub const ADJACENT_PAGES: usize = 5;
 
 /// `h_p = W_p / (T - T_p^m)` in writes per second of virtual time, or `None` for a page never
@@ -136,7 +136,7 @@ impl Ord for Candidate {
     }
 }
 
-/// The greedy merge of seed 002 III-B-2 over the hotness of `L` pages in logical order; returns
+/// The greedy merge of POFTL-14 III-B-2 over the hotness of `L` pages in logical order; returns
 /// the groups as contiguous ranges, left to right. Non-finite hotness is treated as 0.
 pub fn group(h: &[f64], lambda: f64) -> Vec<Range<usize>> {
     group_traced(h, lambda, &mut |_, _| {})
@@ -209,7 +209,7 @@ pub fn group_traced(
     out
 }
 
-/// The write regions and their update frequencies (seed 002 III-B-2, last step: "find the
+/// The write regions and their update frequencies (POFTL-14 III-B-2, last step: "find the
 /// region that is the most proximal in update frequency from the whole write regions").
 ///
 /// The paper does not say how a region's update frequency is set. Here the regions' frequencies

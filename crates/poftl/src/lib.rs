@@ -1,6 +1,6 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
-//! p-OFTL (seed 002): an object-based flash translation layer with no device mapping table.
+//! p-OFTL (POFTL-14): an object-based flash translation layer with no device mapping table.
 //!
 //! - [`remap`]: static address remapping (III-A): bank bits shifted below the page bits so
 //!   that consecutive pages of a super-block spread over `2^k` banks.

@@ -1,4 +1,4 @@
-//! Static address remapping (seed 002 III-A).
+//! Static address remapping (POFTL-14 III-A).
 //!
 //! A physical page address is `(A, B, C)` = (bank, block in the bank, page in the block). The
 //! bank address `A` is split into high bits `A1` and low bits `A2`, where `A2` has `k` bits and
@@ -37,7 +37,7 @@ pub enum RemapError {
     #[error("blocks_per_bank must be at least 1")]
     NoBlocks,
     /// The device has 2^32 pages or more.
-    #[error("the device has 2^32 pages or more; addresses are 32-bit (seed 002 III-A)")]
+    #[error("the device has 2^32 pages or more; addresses are 32-bit (POFTL-14 III-A)")]
     TooLarge,
     /// A linear page address past the device's last page.
     #[error("linear address {0} lies beyond the device")]
@@ -68,7 +68,7 @@ pub struct Remap {
 }
 
 impl Remap {
-    /// Largest parallelism degree (seed 002 IV-B: the simulator's 16).
+    /// Largest parallelism degree (POFTL-14 IV-B: the simulator's 16).
     pub const MAX_DEGREE: u32 = 16;
 
     /// A parallelism degree p-OFTL supports: 1, 2, 4, 8 or 16.

@@ -1,4 +1,4 @@
-//! The p-OFTL object store (seed 002 III): objects located by their own extents only, written
+//! The p-OFTL object store (POFTL-14 III): objects located by their own extents only, written
 //! through a data buffer whose contents are grouped (III-B) into write regions, over super-blocks
 //! of `2^k` banks (III-A) managed by the shared FML.
 //!
@@ -36,7 +36,7 @@ use crate::remap::{Remap, RemapError};
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PoftlConfig {
-    /// `2^k` banks a super-block spans (seed 002 III-A; 16 in IV-B). One of 1, 2, 4, 8, 16.
+    /// `2^k` banks a super-block spans (POFTL-14 III-A; 16 in IV-B). One of 1, 2, 4, 8, 16.
     pub parallelism_degree: u32,
     /// Data grouping policy (default semantic-aware, III-B).
     pub grouping: GroupingPolicy,
@@ -213,7 +213,7 @@ pub struct RegionStats {
     pub pages_moved: u64,
 }
 
-/// A page's write history: `W_p` and `T_p^m` (seed 002 III-B-1).
+/// A page's write history: `W_p` and `T_p^m` (POFTL-14 III-B-1).
 #[derive(Clone, Copy, Debug, Default)]
 struct Heat {
     writes: u32,
@@ -840,7 +840,7 @@ impl<F: Flash> PoftlStore<F> {
         // The pages cut keep their write history under object semantics: the same page of the
         // same object written again is an update of it (a rotated log, a rewritten file). A
         // block-level grouping (SFS) sees the freed logical blocks reused for other data
-        // instead, so their history is gone (seed 002 III-B).
+        // instead, so their history is gone (POFTL-14 III-B).
         if self.config.grouping == GroupingPolicy::Sfs {
             obj.heat.truncate(first_gone as usize);
         }

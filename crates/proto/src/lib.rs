@@ -1,7 +1,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
 //! The OSD wire protocol of ossd: framed binary codecs of the OSD command set (`osd::Osd`) and
-//! capabilities after T10 OSD's CAPKEY security method (seed 000 IV-A: "each object is accessed
+//! capabilities after T10 OSD's CAPKEY security method (OSSD-13 IV-A: "each object is accessed
 //! by a cryptographically signed capability which specifies the object and allowable
 //! operations").
 //!

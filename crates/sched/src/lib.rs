@@ -1,6 +1,6 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
-//! OAQ, the host-side object-aware I/O scheduler of the OSSD prototype (seed 000 V-C).
+//! OAQ, the host-side object-aware I/O scheduler of the OSSD prototype (OSSD-13 V-C).
 //!
 //! The object file system produces *object I/O instances* (OIOs): a read or a write of a range
 //! of sectors of one object. OAQ merges them into *object requests* (OREQs) and hands OREQs to
@@ -9,7 +9,7 @@
 //! - An OIO is merged into the newest queued OREQ of the same object and the same priority when
 //!   it has the same direction, is contiguous to it (just after or just before its range), and
 //!   the merged request stays within [`OaqConfig::max_request_sectors`] (256 sectors, the
-//!   largest request the RawSSD hardware takes, seed 000 V-C footnote 2). Otherwise it starts a
+//!   largest request the RawSSD hardware takes, OSSD-13 V-C footnote 2). Otherwise it starts a
 //!   new OREQ. Merges therefore never cross objects, directions, priorities or gaps.
 //! - The OREQs of one object are summarized in a per-object *I/O context*; contexts are found
 //!   by object id through a hash table of [`OaqConfig::hash_buckets`] buckets (16 in the
@@ -93,7 +93,7 @@ impl Oreq {
     }
 }
 
-/// OAQ settings; the defaults are the prototype's (seed 000 V-C).
+/// OAQ settings; the defaults are the prototype's (OSSD-13 V-C).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OaqConfig {

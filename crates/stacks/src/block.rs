@@ -40,7 +40,7 @@ pub trait Stack {
     fn check(&mut self) -> Result<(), String>;
     /// Free space and GC progress, for the device-side controller's cleaning thresholds.
     fn gc_state(&self) -> GcState;
-    /// The dies a request would use if issued now (seed 004 3.2's parallel elements); nothing
+    /// The dies a request would use if issued now (BLOCKMGMT-09 3.2's parallel elements); nothing
     /// when the stack cannot tell.
     fn dies_of(&self, _req: &Request, _out: &mut Vec<DieId>) {}
     /// When a die finishes the work issued to it so far.
@@ -245,7 +245,7 @@ impl<F: Flash> OsdStack<F> {
         })
     }
 
-    /// A prioritized write makes its object real-time (seed 000 IV-C: the priority is an
+    /// A prioritized write makes its object real-time (OSSD-13 IV-C: the priority is an
     /// object attribute the device places and cleans by).
     fn make_realtime(&mut self, k: u64, priority: u8) -> Result<(), osd::OsdError> {
         use osd::Osd;

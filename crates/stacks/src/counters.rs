@@ -108,7 +108,7 @@ pub fn osd_counters<F: Flash>(store: &osd::ObjectStore<F>) -> Counters {
     }
 }
 
-/// The counters of a p-OFTL store (seed 002): data pages, and its record pages (the log of
+/// The counters of a p-OFTL store (POFTL-14): data pages, and its record pages (the log of
 /// creations, truncations and removals) as metadata; it has no index on flash.
 pub fn poftl_counters<F: Flash>(store: &poftl::PoftlStore<F>) -> Counters {
     let s = store.stats();

@@ -17,7 +17,7 @@ pub enum StackKind {
     Ofs,
     /// The ext4-like block file system (no journal) on the page-mapping FTL (file-level).
     Blockfs,
-    /// p-OFTL (seed 002) with its thin file layer (file-level).
+    /// p-OFTL (POFTL-14) with its thin file layer (file-level).
     Poftl,
 }
 

@@ -126,7 +126,7 @@ impl Variant {
             _ => {
                 let placement = [
                     Placement::One,
-                    Placement::Ossd,
+                    Placement::Semantic,
                     Placement::Split,
                     Placement::SplitAtime,
                 ][rng.gen_range(0..4)];

@@ -35,7 +35,7 @@ fn blocks() -> u32 {
 #[test]
 fn object_store_survives_a_cut_after_every_flash_command() {
     let cfg = OsdConfig {
-        placement: Placement::Ossd,
+        placement: Placement::Semantic,
         buffer_bytes: 8 << 10,
         checkpoint_units: 24,
         fml: FmlConfig::for_blocks(blocks()),

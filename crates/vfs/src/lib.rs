@@ -1,7 +1,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
 //! The file-level interface of the host file systems the lab drives: OFS on the object store
-//! (seed 000 V-B, seed 001 III-A) and the EXT4-like block file system on the page-mapping FTL.
+//! (OSSD-13 V-B, OSCM-11 III-A) and the ext4-like block file system (no journal) on the page-mapping FTL.
 //! Both run in-process on the same device model, in virtual time.
 //!
 //! Files hold either real bytes or, in fingerprint mode, a token per write that stands for the

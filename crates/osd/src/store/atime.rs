@@ -1,4 +1,4 @@
-//! Access times (seed 001 IV): journaled in atime pages under `split+atime`, merged into onodes.
+//! Access times (OSCM-11 IV): journaled in atime pages under `split+atime`, merged into onodes.
 
 use super::*;
 

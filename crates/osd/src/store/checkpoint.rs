@@ -30,7 +30,7 @@ impl<F: Flash> ObjectStore<F> {
         self.merge_atimes()?;
         self.flush_all()?;
         // Parity reaches flash here, not at every FLUSH: recovery recomputes the parity of the
-        // groups written since this checkpoint from their data (seed 001 V-E's overhead).
+        // groups written since this checkpoint from their data (OSCM-11 V-E's overhead).
         self.flush_parity()?;
         self.make_room()?;
         // Moves recorded so far are in the tree this commit writes; any made while the
@@ -45,7 +45,7 @@ impl<F: Flash> ObjectStore<F> {
         page[12] = height;
         page[13] = match self.config.placement {
             Placement::One => 0,
-            Placement::Ossd => 1,
+            Placement::Semantic => 1,
             Placement::Split => 2,
             Placement::SplitAtime => 3,
         };
@@ -95,7 +95,7 @@ impl<F: Flash> ObjectStore<F> {
     /// leave the object reading zeros it never held.
     ///
     /// Pending access times stay in RAM: no ordering depends on them, and a partly filled
-    /// atime page per removal (every PostMark delete flushes here) cost seed 001's read-heavy
+    /// atime page per removal (every PostMark delete flushes here) cost OSCM-11's read-heavy
     /// PostMark as many atime pages as descriptor pages, more than the onode rewrites
     /// `split+atime` exists to save. A device-wide FLUSH writes them
     /// ([`Self::flush_access_times`]); a crash loses at most the entries since.
@@ -146,7 +146,7 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// A per-page index dirties a leaf for nearly every unit a flush programs, more than any
-    /// checkpoint could then commit (seed 001 V-C's 64 MiB file on NANDsim ran out of space
+    /// checkpoint could then commit (OSCM-11 V-C's 64 MiB file on NANDsim ran out of space
     /// in the commit with half its data units invalid). So under a per-page index the dirty
     /// nodes are written back, without a checkpoint, once they pass
     /// [`Self::write_back_limit`]. The nodes this replaces stay on flash until the next
@@ -156,7 +156,7 @@ impl<F: Flash> ObjectStore<F> {
     /// flush the whole buffer while GC may be waiting for the checkpoint to erase a block.
     ///
     /// Not done under the extent index: there it made GC-triggered checkpoints at the low
-    /// watermark run out of space (seed 000 VI-E's aging on RawSSD, 2-block watermark of
+    /// watermark run out of space (OSSD-13 VI-E's aging on RawSSD, 2-block watermark of
     /// 8 MiB blocks), and extents grow few dirty leaves per flush.
     pub(super) fn bound_dirty_index(&mut self) -> Result<(), OsdError> {
         if self.config.index_mode != IndexMode::Page

@@ -129,7 +129,7 @@ impl<F: Flash> ObjectStore<F> {
 
     /// Programs one buffered unit, merging in its old contents when the buffer has only part.
     pub(super) fn program_entry(&mut self, mut e: Entry<(Oid, u64)>) -> Result<(), OsdError> {
-        // A real-time object's unit may use the free blocks held back for it (seed 000 IV-C).
+        // A real-time object's unit may use the free blocks held back for it (OSSD-13 IV-C).
         if self.onode_mut(e.key.0)?.onode.priority > 0 {
             while self.fml.must_collect_realtime() {
                 if !self.step_gc()? {
@@ -290,7 +290,7 @@ impl<F: Flash> ObjectStore<F> {
         token: u64,
     ) -> Result<(), OsdError> {
         self.check_writable()?;
-        // The onode is rewritten anyway: take its journaled access time along (seed 001 IV).
+        // The onode is rewritten anyway: take its journaled access time along (OSCM-11 IV).
         if let Some(t) = self.atime_journal.remove(&oid) {
             self.merge_atime_into(oid, t)?;
         }
@@ -405,7 +405,7 @@ impl<F: Flash> ObjectStore<F> {
         Ok(())
     }
 
-    /// Inode embedding (seed 001 V-D): an object hinted as an inode keeps up to
+    /// Inode embedding (OSCM-11 V-D): an object hinted as an inode keeps up to
     /// [`INLINE_MAX_BYTES`] of data within its onode, saving a page read per inode operation.
     /// Returns whether the write was absorbed there; a write that outgrows the onode spills the
     /// embedded bytes into a data unit first.
@@ -524,7 +524,7 @@ impl<F: Flash> ObjectStore<F> {
 
     /// The write units a fingerprint read of `len` bytes at `offset` of `oid` would read from
     /// flash, answered from memory only (nothing read, no time spent): a device-side
-    /// scheduler's look-ahead (seed 004 3.2). False when the store cannot tell without a flash
+    /// scheduler's look-ahead (BLOCKMGMT-09 3.2). False when the store cannot tell without a flash
     /// read (the onode or an index node is not cached, or the object keeps its data in
     /// small-object pages); units in the data buffer read no flash and are left out.
     pub fn peek_read_units(&self, oid: Oid, offset: u64, len: u64, out: &mut Vec<Vpa>) -> bool {

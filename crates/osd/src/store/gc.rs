@@ -124,7 +124,7 @@ impl<F: Flash> ObjectStore<F> {
                     self.unmap(oid, offset)?;
                     self.map(oid, offset, to)?;
                     if let Ok(c) = self.onode_mut(oid) {
-                        // Seed 000 V-F: a page GC copies is cold; lower the object's count.
+                        // OSSD-13 V-F: a page GC copies is cold; lower the object's count.
                         c.onode.write_count = c.onode.write_count.saturating_sub(1);
                     }
                 }

@@ -1,4 +1,4 @@
-//! Object-level reliability (seed 001 III, "Object-level reliability"; V-E): Reed-Solomon parity
+//! Object-level reliability (OSCM-11 III, "Object-level reliability"; V-E): Reed-Solomon parity
 //! per object over parity groups of `k` data units (`m` parity units each, the object's
 //! `reliability`), kept current by delta on every data-unit program, used to rebuild a unit that
 //! fails its checksum, reads erased, holds another unit, or could not be read, and checked by the
@@ -682,7 +682,7 @@ impl<F: Flash> ObjectStore<F> {
         self.trim_parity_cache()
     }
 
-    /// Rebuilds the damaged data units of group `g` of `oid` from its parity (seed 001 III):
+    /// Rebuilds the damaged data units of group `g` of `oid` from its parity (OSCM-11 III):
     /// every other unit of the group is read, the ones that fail are erasures, and the result
     /// is accepted only if the group's covers signature then equals the parity's.
     pub(super) fn reconstruct_group(&mut self, oid: Oid, g: u64) -> Result<Rebuilt, OsdError> {

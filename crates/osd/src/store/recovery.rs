@@ -209,7 +209,7 @@ impl<F: Flash> ObjectStore<F> {
         // The store keeps the placement and index mode it was formatted with.
         self.config.placement = match page[13] {
             0 => Placement::One,
-            1 => Placement::Ossd,
+            1 => Placement::Semantic,
             2 => Placement::Split,
             3 => Placement::SplitAtime,
             p => {

@@ -1,4 +1,4 @@
-//! The scrub (seed 001 III, "Object-level reliability"): every data unit of every object read
+//! The scrub (OSCM-11 III, "Object-level reliability"): every data unit of every object read
 //! and checked against its checksum, every parity group of a protected object checked against
 //! the signature of its data, and (when asked) what parity can rebuild rewritten.
 
@@ -101,7 +101,7 @@ impl<F: Flash> ObjectStore<F> {
         Ok(report)
     }
 
-    /// The quick scan (seed 001 III's "quick scan", from the OOB records alone): for every
+    /// The quick scan (OSCM-11 III's "quick scan", from the OOB records alone): for every
     /// parity group of every protected object, the signature of its data units' payload
     /// checksums must equal its parity units' covers signature. No payload is read, so damage
     /// to a unit's bytes is not seen (the full scrub, [`Self::scrub`], reads them); what it

@@ -1,4 +1,4 @@
-//! The small-object buffer (seed 001 III-B and V-D): an object shorter than a write unit,
+//! The small-object buffer (OSCM-11 III-B and V-D): an object shorter than a write unit,
 //! written with real bytes, keeps its whole data as one entry of a small-object page shared with
 //! other small objects, located through the global index (key kind 2 -> page and slot), instead
 //! of each object taking a write unit and an extent of its own.

@@ -1,4 +1,4 @@
-//! Seed 000 VI-D: many small files, each transaction rewriting a whole file, most of them on a
+//! OSSD-13 VI-D: many small files, each transaction rewriting a whole file, most of them on a
 //! few hot files; the measure is how much GC copies.
 
 use serde::{Deserialize, Serialize};
@@ -27,7 +27,7 @@ pub struct HotColdFiles {
 }
 
 impl Default for HotColdFiles {
-    /// Seed 000 VI-D: 8,000 files of 128 KiB, 90% of rewrites on 10% of them, 8 GiB written.
+    /// OSSD-13 VI-D: 8,000 files of 128 KiB, 90% of rewrites on 10% of them, 8 GiB written.
     fn default() -> Self {
         HotColdFiles {
             files: 8_000,

@@ -1,4 +1,4 @@
-//! Seltzer's largefile benchmark, as seed 001 V-C runs it: one large file written sequentially,
+//! Seltzer's largefile benchmark, as OSCM-11 V-C runs it: one large file written sequentially,
 //! read sequentially, rewritten at random offsets and read at random offsets, in calls of one
 //! size.
 
@@ -19,7 +19,7 @@ pub struct LargeFile {
 }
 
 impl Default for LargeFile {
-    /// A 64 MiB file in 8 KiB calls, on the 128 MiB NANDsim of seed 001.
+    /// A 64 MiB file in 8 KiB calls, on the 128 MiB NANDsim of OSCM-11.
     fn default() -> Self {
         LargeFile {
             file_bytes: 64 << 20,

@@ -1,4 +1,4 @@
-//! Replays a user's block trace on a file-level stack (seed 002 IV-B replays home02 on p-OFTL),
+//! Replays a user's block trace on a file-level stack (POFTL-14 IV-B replays home02 on p-OFTL),
 //! in any format [`crate::trace`] reads: MQSim, MSR Cambridge, blkparse, FIU.
 //!
 //! **Block addresses to objects.** A block trace names no files, so the block address space is
@@ -26,8 +26,8 @@ use serde::{Deserialize, Serialize};
 use vfs::{FsError, Ino, ROOT};
 
 use super::{Meter, Phases};
-use crate::request::Op;
 use crate::trace::{TraceFormat, TraceReader};
+use controller::request::Op;
 
 /// A block trace to replay onto files, and how.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

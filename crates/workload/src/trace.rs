@@ -31,7 +31,7 @@ use std::str::FromStr;
 
 use flash::Nanos;
 
-use crate::request::{Op, Request};
+use controller::request::{Op, Request};
 
 /// Bytes per sector in every trace format.
 pub const SECTOR_BYTES: u64 = 512;

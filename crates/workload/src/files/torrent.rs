@@ -1,4 +1,4 @@
-//! Seed 000 VI-C torrent benchmark: several downloads at once, as µTorrent writes them. Each
+//! OSSD-13 VI-C torrent benchmark: several downloads at once, as µTorrent writes them. Each
 //! download first preallocates its file with a sequential dummy write of the whole size, then
 //! fills it piece by piece in random order, its pieces interleaved with the other downloads'.
 //! When a download completes while the files take more than `usage_limit_bytes`, randomly
@@ -36,7 +36,7 @@ pub struct Torrent {
 }
 
 impl Default for Torrent {
-    /// Seed 000 VI-C: 4 downloads of 400 MiB on average, delete above 3.2 GiB, until 24 GiB.
+    /// OSSD-13 VI-C: 4 downloads of 400 MiB on average, delete above 3.2 GiB, until 24 GiB.
     fn default() -> Self {
         Torrent {
             downloads: 4,

@@ -1,4 +1,4 @@
-//! Aging before a benchmark (seed 000 VI-F): "the device is aged by running the hot/cold
+//! Aging before a benchmark (OSSD-13 VI-F): "the device is aged by running the hot/cold
 //! benchmark shown in Section VI-D ... the total 85% of the disk space (3.4GB) has been filled".
 //! Files of the hot/cold benchmark fill `bytes` of the file system, then whole-file rewrites,
 //! most of them on the hot files, scatter live and dead pages over the blocks until
@@ -18,16 +18,16 @@ use super::{Meter, Phases};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Aging {
-    /// Bytes of hot/cold files left on the device (0: no aging). Seed 000: 3.4 GiB, 85% of
+    /// Bytes of hot/cold files left on the device (0: no aging). OSSD-13: 3.4 GiB, 85% of
     /// its 4 GiB RawSSD.
     pub bytes: u64,
     /// Rewrites after the fill, in bytes.
     pub rewrite_bytes: u64,
-    /// Size of each aging file, in bytes (default 128 KiB, as seed 000 VI-D).
+    /// Size of each aging file, in bytes (default 128 KiB, as OSSD-13 VI-D).
     pub file_bytes: u64,
-    /// Share of rewrites on the hot files (0.9, seed 000 VI-D).
+    /// Share of rewrites on the hot files (0.9, OSSD-13 VI-D).
     pub hot_access: f64,
-    /// Share of the files that are hot (0.1, seed 000 VI-D).
+    /// Share of the files that are hot (0.1, OSSD-13 VI-D).
     pub hot_files: f64,
 }
 
@@ -45,8 +45,8 @@ impl Default for Aging {
 }
 
 impl Aging {
-    /// Seed 000 VI-F: 85% of the 4 GiB device, rewritten once.
-    pub fn seed000() -> Aging {
+    /// OSSD-13 VI-F: 85% of the 4 GiB device, rewritten once.
+    pub fn ossd13() -> Aging {
         let bytes = 3482 << 20;
         Aging {
             bytes,

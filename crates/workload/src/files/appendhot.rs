@@ -1,4 +1,4 @@
-//! A synthetic stand-in for the home02 trace of seed 002 IV-B (Harvard SOS traces of a campus
+//! A synthetic stand-in for the home02 trace of POFTL-14 IV-B (Harvard SOS traces of a campus
 //! general-purpose server's home directories), which ossd cannot ship: many files of skewed
 //! popularity, updated mostly by appends, some in-place overwrites, whole-file rewrites (an
 //! editor's save), deletions and re-creations, and reads, until a total volume is written.
@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use vfs::{FsError, Ino, ROOT};
 
 use super::{Meter, Phases};
-use crate::workload::ZipfSampler;
+use crate::block::ZipfSampler;
 
 /// The append-heavy home02 stand-in's parameters (see the module docs).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -69,7 +69,7 @@ pub struct AppendHot {
 }
 
 impl Default for AppendHot {
-    /// Scaled for the 3.64 GB p-OFTL device of seed 002: 8,000 files of 16 KiB to 600 KiB
+    /// Scaled for the 3.64 GB p-OFTL device of POFTL-14: 8,000 files of 16 KiB to 600 KiB
     /// (about 2.3 GiB live, 63% of the device), 20 GB written in total (IV-E). Half of the
     /// operations append, and appends are the largest share of the bytes written (about 40%,
     /// against 20% for in-place overwrites and 40% for whole-file rewrites and re-creations).

@@ -1,4 +1,4 @@
-//! Seed 000 VI-F FILEB, its modified Filebench videoserver: 64 files of 32 MiB; then four
+//! OSSD-13 VI-F FILEB, its modified Filebench videoserver: 64 files of 32 MiB; then four
 //! threads each delete a randomly chosen file, fsync so the delete reaches the device, and
 //! create a file of the same size; their write calls interleave. The paper does not say how
 //! long it ran; here until `total_bytes` are written by the replacements.
@@ -28,7 +28,7 @@ pub struct VideoServer {
 }
 
 impl Default for VideoServer {
-    /// Seed 000 VI-F: 64 files of 32 MiB, 4 threads; 4 GiB of replacements (ours).
+    /// OSSD-13 VI-F: 64 files of 32 MiB, 4 threads; 4 GiB of replacements (ours).
     fn default() -> Self {
         VideoServer {
             files: 64,

@@ -1,4 +1,4 @@
-//! PostMark (Katcher, NetApp TR-3022), as seed 000 VI-F and seed 001 V-A/V-D run it: a pool of
+//! PostMark (Katcher, NetApp TR-3022), as OSSD-13 VI-F and OSCM-11 V-A/V-D run it: a pool of
 //! files of random sizes, then transactions each made of a create or a delete and a read (of the
 //! whole file) or an append (of a random amount below the size bound, none once a file is at
 //! it), then every file deleted.
@@ -31,17 +31,17 @@ pub struct PostMark {
     pub subdirs: u64,
     /// fsync each file after writing it (a mail server's habit; PostMark itself does not).
     pub fsync: bool,
-    /// Largest append (seed 000 VI-F: up to 16 KiB; PostMark itself: up to the size bound).
+    /// Largest append (OSSD-13 VI-F: up to 16 KiB; PostMark itself: up to the size bound).
     pub append_max: u64,
     /// Whether a transaction also creates or deletes a file; false is PostMark's create bias
-    /// -1 (seed 000 VI-F POST2: only reads and appends, no directory updates).
+    /// -1 (OSSD-13 VI-F POST2: only reads and appends, no directory updates).
     pub create_delete: bool,
-    /// Hot/cold aging of the device before the pool is created (seed 000 VI-F).
+    /// Hot/cold aging of the device before the pool is created (OSSD-13 VI-F).
     pub aging: Aging,
 }
 
 impl Default for PostMark {
-    /// Seed 000 VI-F POST1.
+    /// OSSD-13 VI-F POST1.
     fn default() -> Self {
         PostMark {
             files: 2_000,

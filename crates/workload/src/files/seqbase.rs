@@ -1,4 +1,4 @@
-//! Seed 000 VI-B base performance: one large file written sequentially (buffered, or with an
+//! OSSD-13 VI-B base performance: one large file written sequentially (buffered, or with an
 //! fdatasync after every call), then read back sequentially.
 
 use serde::{Deserialize, Serialize};
@@ -17,7 +17,7 @@ pub struct SeqBase {
 }
 
 impl Default for SeqBase {
-    /// Seed 000 VI-B: 1 GiB in 128 KiB calls.
+    /// OSSD-13 VI-B: 1 GiB in 128 KiB calls.
     fn default() -> Self {
         SeqBase {
             file_bytes: 1 << 30,

@@ -23,7 +23,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use vfs::{FileData, FsError, Ino, ReadInto};
 
-use crate::run::{summarize, LatencySummary};
+use crate::latency::{summarize, LatencySummary};
 
 pub use ::stacks::{Counters, FileStack};
 
@@ -60,7 +60,7 @@ pub struct FileStats {
     /// Bytes written and read in each virtual second since the start.
     pub per_second: Vec<(u64, u64)>,
     /// Transactions completed in each virtual second since the start, for workloads that
-    /// count them over time (frames shown on time, seed 000 VI-E); empty otherwise.
+    /// count them over time (frames shown on time, OSSD-13 VI-E); empty otherwise.
     pub per_second_transactions: Vec<u64>,
     /// What the stack beneath did during the phase.
     pub counters: Counters,
@@ -76,7 +76,8 @@ fn histogram() -> Histogram<u64> {
 }
 
 impl FileStats {
-    pub(crate) fn new(start_ns: Nanos) -> FileStats {
+    /// Empty statistics of a phase that starts at `start_ns` (per-second series count from it).
+    pub fn new(start_ns: Nanos) -> FileStats {
         FileStats {
             write_bytes: 0,
             read_bytes: 0,
@@ -136,7 +137,7 @@ impl FileStats {
     }
 
     /// Counts a transaction completed at `at` in its second.
-    pub(crate) fn account_transaction(&mut self, at: Nanos) {
+    pub fn account_transaction(&mut self, at: Nanos) {
         let s = ((at - self.start_ns) / 1_000_000_000) as usize;
         if self.per_second_transactions.len() <= s {
             self.per_second_transactions.resize(s + 1, 0);
@@ -144,7 +145,8 @@ impl FileStats {
         self.per_second_transactions[s] += 1;
     }
 
-    pub(crate) fn account_second(&mut self, at: Nanos, written: u64, read: u64) {
+    /// Adds bytes written and read by a request completed at `at` to its second.
+    pub fn account_second(&mut self, at: Nanos, written: u64, read: u64) {
         let s = ((at - self.start_ns) / 1_000_000_000) as usize;
         if self.per_second.len() <= s {
             self.per_second.resize(s + 1, (0, 0));

@@ -1,4 +1,4 @@
-//! Seed 000 VI-C multi-threaded write: fill the device with files, then rounds of deleting files
+//! OSSD-13 VI-C multi-threaded write: fill the device with files, then rounds of deleting files
 //! at random and several writers each writing files of their own at the same time (their calls
 //! interleaved), until a total is written. Streams of different files mixed in one update block
 //! are what makes GC copy on a block device; the object store gives large objects their own.
@@ -27,7 +27,7 @@ pub struct MultiStream {
 }
 
 impl Default for MultiStream {
-    /// Seed 000 VI-C: fill 3.2 GiB, rounds of 800 MiB, 25 MiB files, 4 threads, 24 GiB.
+    /// OSSD-13 VI-C: fill 3.2 GiB, rounds of 800 MiB, 25 MiB files, 4 threads, 24 GiB.
     fn default() -> Self {
         MultiStream {
             fill_bytes: 3200 << 20,

@@ -20,7 +20,7 @@ use rand::distributions::{Distribution, Uniform};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::request::{Op, Request};
+use controller::request::{Op, Request};
 
 /// Sector size (a power of two): request sizes must be a multiple of it.
 const SECTOR_BYTES: u64 = 512;

@@ -1,4 +1,4 @@
-//! Seed 002 IV-C and IV-D: read and write latency by data size. For each size, files of that
+//! POFTL-14 IV-C and IV-D: read and write latency by data size. For each size, files of that
 //! size are written one call each, each followed by an fsync so the data reaches flash (the
 //! latency measured is the write and the fsync together), then read back one call each. The
 //! device is fresh, so GC plays no part ("enough free space in flash so as not to be affected
