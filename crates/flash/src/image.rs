@@ -14,9 +14,52 @@ use crate::{
 };
 
 pub const IMAGE_MAGIC: &[u8; 8] = b"OSSDNAND";
-/// The version this build writes. Version 1 (no scheduling word; the device ran `in-order`)
-/// is still read.
-pub const IMAGE_VERSION: u32 = 2;
+/// The version this build writes. Versions 1 (no scheduling word; the device ran `in-order`)
+/// and 2 (no content word) are still read.
+pub const IMAGE_VERSION: u32 = 3;
+
+/// Which mapping layer an image was formatted for (header word 116 of version 3), so a command
+/// for one layer refuses an image of the other instead of reading its records as its own and
+/// collecting the other's data as garbage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageContent {
+    /// Not recorded: images of versions 1 and 2, or made by [`ImageStore::create`] (tests,
+    /// tools that manage the content themselves).
+    Unspecified,
+    /// The object store (`osd`), possibly with OFS on it.
+    ObjectStore,
+    /// The page-mapping FTL (`ftl`), exported as a block device.
+    BlockFtl,
+}
+
+impl ImageContent {
+    fn code(self) -> u32 {
+        match self {
+            ImageContent::Unspecified => 0,
+            ImageContent::ObjectStore => 1,
+            ImageContent::BlockFtl => 2,
+        }
+    }
+
+    fn from_code(code: u32) -> Option<ImageContent> {
+        match code {
+            0 => Some(ImageContent::Unspecified),
+            1 => Some(ImageContent::ObjectStore),
+            2 => Some(ImageContent::BlockFtl),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ImageContent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ImageContent::Unspecified => "unspecified",
+            ImageContent::ObjectStore => "an object store",
+            ImageContent::BlockFtl => "a block device (page-mapping FTL)",
+        })
+    }
+}
 const HEADER_BYTES: u64 = 4096;
 const BLOCK_RECORD_BYTES: u64 = 16;
 const PAGE_HEADER_BYTES: u64 = 16;
@@ -31,6 +74,7 @@ pub struct ImageStore {
     blocks: Option<Vec<BlockInfo>>,
     page_area: u64,
     slot_bytes: u64,
+    content: ImageContent,
 }
 
 fn err(path: &Path, msg: impl Into<String>) -> FlashError {
@@ -50,7 +94,7 @@ impl Writer {
     }
 }
 
-fn encode_header(c: &DeviceConfig) -> Vec<u8> {
+fn encode_header(c: &DeviceConfig, content: ImageContent) -> Vec<u8> {
     let mut w = Writer(IMAGE_MAGIC.to_vec());
     w.u32(IMAGE_VERSION);
     let g = &c.geometry;
@@ -90,6 +134,7 @@ fn encode_header(c: &DeviceConfig) -> Vec<u8> {
         Scheduling::InOrder => 0,
         Scheduling::Backfill => 1,
     });
+    w.u32(content.code());
     let crc = crc32c::crc32c(&w.0);
     w.u32(crc);
     w.0
@@ -99,10 +144,12 @@ fn encode_header(c: &DeviceConfig) -> Vec<u8> {
 /// 3 words, seed, CRC.
 const HEADER_LEN_V1: usize = 8 + 4 + 7 * 4 + 5 * 8 + 3 * 4 + 3 * 4 + 8 + 4;
 /// Version 2 adds the scheduling word before the CRC.
-const HEADER_LEN: usize = HEADER_LEN_V1 + 4;
+const HEADER_LEN_V2: usize = HEADER_LEN_V1 + 4;
+/// Version 3 adds the content word before the CRC.
+const HEADER_LEN: usize = HEADER_LEN_V2 + 4;
 
-fn decode_header(path: &Path, b: &[u8]) -> Result<DeviceConfig, FlashError> {
-    if b.len() < HEADER_LEN || &b[..8] != IMAGE_MAGIC {
+fn decode_header(path: &Path, b: &[u8]) -> Result<(DeviceConfig, ImageContent), FlashError> {
+    if b.len() < HEADER_LEN_V1 || &b[..8] != IMAGE_MAGIC {
         return Err(err(path, "not an ossd device image (bad magic)"));
     }
     let mut r = le::Le::at(b, 8);
@@ -111,11 +158,12 @@ fn decode_header(path: &Path, b: &[u8]) -> Result<DeviceConfig, FlashError> {
     let version = r.u32().map_err(short)?;
     let len = match version {
         1 => HEADER_LEN_V1,
+        2 => HEADER_LEN_V2,
         IMAGE_VERSION => HEADER_LEN,
         _ => {
             return Err(err(
                 path,
-                format!("image format version {version} is not supported (this build reads versions 1 and {IMAGE_VERSION})"),
+                format!("image format version {version} is not supported (this build reads versions 1 to {IMAGE_VERSION})"),
             ))
         }
     };
@@ -173,6 +221,16 @@ fn decode_header(path: &Path, b: &[u8]) -> Result<DeviceConfig, FlashError> {
             }
         };
     }
+    let mut content = ImageContent::Unspecified;
+    if version >= 3 {
+        let code = r.u32().map_err(short)?;
+        content = ImageContent::from_code(code).ok_or_else(|| {
+            err(
+                path,
+                format!("header: content = {code} is none of 0 (unspecified), 1 (object store), 2 (block FTL)"),
+            )
+        })?;
+    }
     c.validate()
         .map_err(|e| err(path, format!("header holds an invalid device: {e}")))?;
     if c.geometry.oob_size_bytes > 255 {
@@ -181,7 +239,7 @@ fn decode_header(path: &Path, b: &[u8]) -> Result<DeviceConfig, FlashError> {
             "oob_size_bytes over 255 is not supported in images",
         ));
     }
-    Ok(c)
+    Ok((c, content))
 }
 
 fn encode_block(info: &BlockInfo) -> [u8; 16] {
@@ -203,8 +261,19 @@ impl ImageStore {
         (page_area, slot)
     }
 
-    /// Creates a blank image (all blocks erased); fails if the file exists.
+    /// Creates a blank image (all blocks erased) whose content is not recorded; fails if the
+    /// file exists.
     pub fn create(path: &Path, config: &DeviceConfig) -> Result<Self, FlashError> {
+        Self::create_for(path, config, ImageContent::Unspecified)
+    }
+
+    /// Creates a blank image (all blocks erased) recorded as holding `content`; fails if the
+    /// file exists.
+    pub fn create_for(
+        path: &Path,
+        config: &DeviceConfig,
+        content: ImageContent,
+    ) -> Result<Self, FlashError> {
         config.validate().map_err(FlashError::Config)?;
         if config.geometry.oob_size_bytes > 255 {
             return Err(FlashError::Config(
@@ -221,7 +290,7 @@ impl ImageStore {
         let len = page_area + config.geometry.pages() * slot_bytes;
         file.set_len(len)
             .map_err(|e| err(path, format!("cannot size to {len} bytes: {e}")))?;
-        file.write_all_at(&encode_header(config), 0)
+        file.write_all_at(&encode_header(config, content), 0)
             .map_err(|e| err(path, e.to_string()))?;
         let empty = encode_block(&BlockInfo::default());
         let table: Vec<u8> = (0..config.geometry.blocks()).flat_map(|_| empty).collect();
@@ -234,7 +303,13 @@ impl ImageStore {
             blocks: None,
             page_area,
             slot_bytes,
+            content,
         })
+    }
+
+    /// What the image was formatted for (`Unspecified` for images older than version 3).
+    pub fn content(&self) -> ImageContent {
+        self.content
     }
 
     /// Opens an existing image, returning the device configuration it was created with.
@@ -254,7 +329,7 @@ impl ImageStore {
         let mut header = vec![0u8; HEADER_LEN];
         file.read_exact_at(&mut header, 0)
             .map_err(|e| err(path, format!("cannot read the header: {e}")))?;
-        let config = decode_header(path, &header)?;
+        let (config, content) = decode_header(path, &header)?;
         let g = config.geometry;
         let (page_area, slot_bytes) = Self::layout(&g);
         let expected = page_area + g.pages() * slot_bytes;
@@ -271,6 +346,7 @@ impl ImageStore {
             blocks: None,
             page_area,
             slot_bytes,
+            content,
         };
         let mut blocks = Vec::with_capacity(g.blocks() as usize);
         for (i, rec) in table.chunks_exact(16).enumerate() {
@@ -528,15 +604,44 @@ mod tests {
         let (got, _) = ImageStore::open(&path).unwrap();
         assert_eq!(got, c);
         // The same header written as version 1: no scheduling word, CRC right after the seed.
-        let mut v1 = encode_header(&c);
+        let mut v1 = encode_header(&c, ImageContent::Unspecified);
         v1.truncate(HEADER_LEN_V1 - 4);
         v1[8..12].copy_from_slice(&1u32.to_le_bytes());
         let crc = crc32c::crc32c(&v1);
         v1.extend_from_slice(&crc.to_le_bytes());
         v1.resize(HEADER_LEN, 0);
-        let old = decode_header(&path, &v1).unwrap();
+        let (old, content) = decode_header(&path, &v1).unwrap();
         assert_eq!(old.timing.scheduling, Scheduling::InOrder);
         assert_eq!(old.geometry, c.geometry);
+        assert_eq!(content, ImageContent::Unspecified);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn the_content_survives_reopen_version_2_reads_as_unspecified_and_unknown_is_refused() {
+        let path = tmp("content");
+        let c = preset("tiny").unwrap();
+        drop(ImageStore::create_for(&path, &c, ImageContent::BlockFtl).unwrap());
+        let (_, store) = ImageStore::open(&path).unwrap();
+        assert_eq!(store.content(), ImageContent::BlockFtl);
+        // Version 2: the scheduling word, then the CRC.
+        let mut v2 = encode_header(&c, ImageContent::BlockFtl);
+        v2.truncate(HEADER_LEN_V2 - 4);
+        v2[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32c::crc32c(&v2);
+        v2.extend_from_slice(&crc.to_le_bytes());
+        v2.resize(HEADER_LEN, 0);
+        let (old, content) = decode_header(&path, &v2).unwrap();
+        assert_eq!(old, c);
+        assert_eq!(content, ImageContent::Unspecified);
+        // An unknown content code with a valid CRC is refused by value.
+        let mut bad = encode_header(&c, ImageContent::BlockFtl);
+        bad.truncate(HEADER_LEN - 4);
+        bad[HEADER_LEN - 8..HEADER_LEN - 4].copy_from_slice(&7u32.to_le_bytes());
+        let crc = crc32c::crc32c(&bad);
+        bad.extend_from_slice(&crc.to_le_bytes());
+        let e = decode_header(&path, &bad).unwrap_err().to_string();
+        assert!(e.contains("content = 7"), "{e}");
         std::fs::remove_file(&path).unwrap();
     }
 

@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use flash::image::ImageStore;
+use flash::image::{ImageContent, ImageStore};
 use flash::{DeviceConfig, Nand};
 use fml::FmlConfig;
 use ofs::{Ofs, OfsConfig};
@@ -23,9 +23,15 @@ pub enum ImageError {
     /// The object store on the image (path) could not be opened.
     #[error("{path}: {err}", path = .0.display(), err = .1)]
     Store(PathBuf, osd::OsdError),
+    /// The FTL on the image (path) could not be opened or formatted.
+    #[error("{path}: {err}", path = .0.display(), err = .1)]
+    Ftl(PathBuf, ftl::FtlError),
     /// OFS on the image (path) could not be mounted.
     #[error("{path}: {err}", path = .0.display(), err = .1)]
     Fs(PathBuf, FsError),
+    /// The image (path) was formatted for another mapping layer.
+    #[error("{path}: the image holds {found}, not {wanted}", path = .0.display(), found = .1, wanted = .2)]
+    WrongContent(PathBuf, ImageContent, ImageContent),
     /// The image (path) could not be locked: in use by another process, or the lock failed.
     #[error("{path}: {err}", path = .0.display(), err = .1)]
     Lock(PathBuf, String),
@@ -48,7 +54,7 @@ pub fn format(
     placement: Placement,
     config: OfsConfig,
 ) -> Result<(), ImageError> {
-    let image = ImageStore::create(path, &device)?;
+    let image = ImageStore::create_for(path, &device, ImageContent::ObjectStore)?;
     let nand = Nand::open(device, image)?;
     let store = ObjectStore::format(nand, store_config(&device, placement))
         .map_err(|e| ImageError::Store(path.to_owned(), e))?;
@@ -62,12 +68,32 @@ pub fn format(
     Ok(())
 }
 
-/// Opens the object store on an image (recovering it after a crash).
+/// Opens the object store on an image (recovering it after a crash). An image formatted for
+/// another layer is refused before any of its records is read.
 pub fn open_store(path: &Path) -> Result<ObjectStore<Nand<ImageStore>>, ImageError> {
     let (device, image) = ImageStore::open(path)?;
+    expect_content(path, &image, ImageContent::ObjectStore)?;
     let nand = Nand::open(device, image)?;
     ObjectStore::open(nand, store_config(&device, Placement::Semantic))
         .map_err(|e| ImageError::Store(path.to_owned(), e))
+}
+
+/// Refuses an image recorded as holding another layer than `wanted` (images that record
+/// nothing, from before the content word, are accepted as object stores: nothing else could be
+/// formatted on an image then).
+pub fn expect_content(
+    path: &Path,
+    image: &ImageStore,
+    wanted: ImageContent,
+) -> Result<(), ImageError> {
+    let found = image.content();
+    let ok = found == wanted
+        || (found == ImageContent::Unspecified && wanted == ImageContent::ObjectStore);
+    if ok {
+        Ok(())
+    } else {
+        Err(ImageError::WrongContent(path.to_owned(), found, wanted))
+    }
 }
 
 /// An exclusive lock on an image file, held while it is mounted (released by the kernel when

@@ -25,6 +25,7 @@
 //!   then [`Backend::shutdown`] marks OFS clean, flushes and closes the store (its checkpoint).
 //!   After a crash (kill -9) the next mount finds OFS not clean and repairs it.
 
+pub mod blockdev;
 pub mod fuse;
 pub mod image;
 
@@ -108,6 +109,9 @@ pub enum MountError {
     /// The backend's clean shutdown (OFS marked clean, store flushed and closed) failed.
     #[error("unmounting: {0}")]
     Shutdown(FsError),
+    /// Checkpointing the exported FTL and closing its image failed.
+    #[error("closing the FTL: {0}")]
+    Ftl(ftl::FtlError),
     /// The FUSE session loop failed.
     #[error("the FUSE session failed: {0}")]
     Session(std::io::Error),
@@ -213,10 +217,32 @@ pub fn mount<B: Backend>(
     handle_signals: bool,
     ready: impl FnOnce(),
 ) -> Result<(), MountError> {
+    if !mountpoint.is_dir() {
+        return Err(MountError::NotADirectory(mountpoint.to_owned()));
+    }
+    let shared: Shared<B> = Arc::new(Mutex::new(Some(backend)));
+    let fs = OssdFuse::new(shared.clone(), opts.timing);
+    let run = serve_until_unmounted(fs, mountpoint, &fuse_options(opts), handle_signals, ready);
+    let done = finish(&shared);
+    run?;
+    done
+}
+
+/// Mounts any FUSE file system `fs` at `mountpoint` and serves it on this thread until it is
+/// unmounted (`fusermount3 -u`, or SIGINT / SIGTERM / SIGHUP when `handle_signals`). `ready`
+/// is called once the mount is in place. What is behind `fs` is the caller's to close.
+pub(crate) fn serve_until_unmounted<F: fuser::Filesystem>(
+    fs: F,
+    mountpoint: &Path,
+    options: &[fuser::MountOption],
+    handle_signals: bool,
+    ready: impl FnOnce(),
+) -> Result<(), MountError> {
     if handle_signals {
         block_signals().map_err(|e| MountError::Signals(e.into()))?;
     }
-    let (mut s, shared) = session(backend, mountpoint, opts)?;
+    let mut s = fuser::Session::new(fs, mountpoint, options)
+        .map_err(|e| MountError::Fuse(mountpoint.to_owned(), e))?;
     if handle_signals {
         let mp = mountpoint.to_owned();
         std::thread::spawn(move || loop {
@@ -236,9 +262,7 @@ pub fn mount<B: Backend>(
     ready();
     let run = s.run();
     drop(s);
-    let done = finish(&shared);
-    run.map_err(MountError::Session)?;
-    done
+    run.map_err(MountError::Session)
 }
 
 /// A mount served by a thread of this process (tests, and programs embedding ossd).

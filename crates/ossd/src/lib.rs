@@ -3,6 +3,7 @@
 //! them).
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 
 pub mod fuzz;
 pub mod settings;

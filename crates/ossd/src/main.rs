@@ -1,6 +1,7 @@
 //! `ossd`: run experiments on the simulated device, format and inspect device images.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -106,27 +107,19 @@ enum Command {
         /// Also make a file system on the store: `ofs` (mount it with `ossd mount`).
         #[arg(long)]
         fs: Option<String>,
+        /// Format for the page-mapping FTL instead of the object store: a block device, to
+        /// export with `ossd blockdev` (the block baseline for real ext4).
+        #[arg(long, conflicts_with_all = ["fs", "policy"])]
+        block: bool,
     },
     /// Mount the OFS on an image (made by `format --fs ofs`) with FUSE. Runs in the
     /// foreground until Ctrl-C, SIGTERM or `fusermount3 -u MOUNTPOINT`, then unmounts cleanly.
-    Mount {
-        #[arg(long)]
-        image: PathBuf,
-        mountpoint: PathBuf,
-        /// Run in the background; returns once the mount is in place.
-        #[arg(long)]
-        daemon: bool,
-        /// Where the background daemon's messages go (with --daemon).
-        #[arg(long)]
-        log: Option<PathBuf>,
-        /// none: reply when done; emulate: hold each reply until the device model's
-        /// completion time, so programs feel the simulated device.
-        #[arg(long, default_value = "none")]
-        timing: String,
-        /// Let other users use the mount (FUSE allow_other).
-        #[arg(long)]
-        allow_other: bool,
-    },
+    Mount(MountArgs),
+    /// Export the page-mapping FTL on an image (made by `format --block`) through FUSE as one
+    /// file, MOUNTPOINT/disk: reads and writes are sectors, fallocate punch-hole is TRIM, fsync
+    /// is FLUSH. Put a loop device on it for a real file system: `losetup -f --show
+    /// MOUNTPOINT/disk`, then `mkfs.ext4` and `mount -o discard`. Runs like `ossd mount`.
+    Blockdev(MountArgs),
     /// Store a file (or standard input, with -) as an object; prints the object id.
     Put {
         #[arg(long)]
@@ -350,6 +343,15 @@ struct RunArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Rust ignores SIGPIPE, so printing into a closed pipe (`ossd presets | head`) would
+    // panic; restore the default (end quietly, as other tools do) for every command that
+    // does not write to sockets, where a vanished peer must be an error, not death.
+    if !matches!(
+        cli.command,
+        Command::Serve { .. } | Command::BenchNet { .. }
+    ) {
+        sigpipe::reset();
+    }
     let result = match cli.command {
         Command::Reproduce {
             scale,
@@ -386,22 +388,16 @@ fn main() -> ExitCode {
             policy,
             seed,
             fs,
-        } => format(&image, &device, &policy, seed, fs.as_deref()),
-        Command::Mount {
-            image,
-            mountpoint,
-            daemon,
-            log,
-            timing,
-            allow_other,
-        } => mountcmd::run(mountcmd::Args {
-            image,
-            mountpoint,
-            daemon,
-            log,
-            timing,
-            allow_other,
-        }),
+            block,
+        } => {
+            if block {
+                format_block(&image, &device, seed)
+            } else {
+                format(&image, &device, &policy, seed, fs.as_deref())
+            }
+        }
+        Command::Mount(m) => mountcmd::run(m.into_args(mountcmd::Export::Ofs)),
+        Command::Blockdev(m) => mountcmd::run(m.into_args(mountcmd::Export::Block)),
         Command::Info { image, json } => info(&image, json.as_deref()),
         Command::Put {
             image,
@@ -689,6 +685,19 @@ fn print_report(r: &RunReport) {
     );
 }
 
+fn format_block(image: &Path, device: &str, seed: u64) -> Result<()> {
+    let mut cfg = flash::preset(device).map_err(|e| anyhow!(e))?;
+    cfg.seed = seed;
+    let capacity = mount::blockdev::format(image, cfg)?;
+    println!(
+        "formatted {} as a block device on {device}: the page-mapping FTL, {} of logical space; export it with: ossd blockdev --image {} DIR",
+        image.display(),
+        human(capacity),
+        image.display()
+    );
+    Ok(())
+}
+
 fn format(image: &Path, device: &str, policy: &str, seed: u64, fs: Option<&str>) -> Result<()> {
     let mut cfg = flash::preset(device).map_err(|e| anyhow!(e))?;
     cfg.seed = seed;
@@ -717,9 +726,46 @@ fn format(image: &Path, device: &str, policy: &str, seed: u64, fs: Option<&str>)
     Ok(())
 }
 
+/// The options of `ossd mount` and `ossd blockdev`.
+#[derive(clap::Args)]
+struct MountArgs {
+    #[arg(long)]
+    image: PathBuf,
+    mountpoint: PathBuf,
+    /// Run in the background; returns once the mount is in place.
+    #[arg(long)]
+    daemon: bool,
+    /// Where the background daemon's messages go (with --daemon).
+    #[arg(long)]
+    log: Option<PathBuf>,
+    /// none: reply when done; emulate: hold each reply until the device model's
+    /// completion time, so programs feel the simulated device.
+    #[arg(long, default_value = "none")]
+    timing: String,
+    /// Let other users use the mount (FUSE allow_other).
+    #[arg(long)]
+    allow_other: bool,
+}
+
+impl MountArgs {
+    fn into_args(self, export: mountcmd::Export) -> mountcmd::Args {
+        mountcmd::Args {
+            export,
+            image: self.image,
+            mountpoint: self.mountpoint,
+            daemon: self.daemon,
+            log: self.log,
+            timing: self.timing,
+            allow_other: self.allow_other,
+        }
+    }
+}
+
 #[derive(serde::Serialize)]
 struct Info {
     image: String,
+    /// What the image was formatted for (`flash::image::ImageContent`).
+    content: String,
     device: flash::DeviceConfig,
     capacity_bytes: u64,
     blocks: u32,
@@ -733,6 +779,7 @@ struct Info {
 
 fn info(image: &Path, json: Option<&Path>) -> Result<()> {
     let (cfg, store) = ImageStore::open(image)?;
+    let content = store.content().to_string();
     let nand = Nand::open(cfg, store)?;
     let g = cfg.geometry;
     let (mut min, mut max, mut sum, mut programmed) = (u32::MAX, 0u32, 0u64, 0u64);
@@ -752,6 +799,7 @@ fn info(image: &Path, json: Option<&Path>) -> Result<()> {
     }
     let info = Info {
         image: image.display().to_string(),
+        content,
         device: cfg,
         capacity_bytes: g.capacity_bytes(),
         blocks: g.blocks(),
@@ -763,6 +811,7 @@ fn info(image: &Path, json: Option<&Path>) -> Result<()> {
         grown_bad_blocks: grown,
     };
     println!("image {}", info.image);
+    println!("  content    {}", info.content);
     println!(
         "  geometry   {} channels x {} dies x {} planes x {} blocks x {} pages x {} B (+{} B spare)",
         g.channels, g.dies_per_channel, g.planes_per_die, g.blocks_per_plane, g.pages_per_block, g.page_size_bytes, g.oob_size_bytes

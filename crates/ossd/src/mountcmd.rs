@@ -1,4 +1,5 @@
-//! `ossd mount`: OFS on a device image, mounted with FUSE (crates/mount).
+//! `ossd mount`: OFS on a device image, mounted with FUSE (crates/mount); `ossd blockdev`: the
+//! page-mapping FTL on a device image, exported through FUSE as one file (`mount::blockdev`).
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -7,7 +8,26 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
+/// What a mount serves.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Export {
+    /// OFS on the object store (`ossd mount`).
+    Ofs,
+    /// The FTL as the file `disk` (`ossd blockdev`).
+    Block,
+}
+
+impl Export {
+    fn command(self) -> &'static str {
+        match self {
+            Export::Ofs => "mount",
+            Export::Block => "blockdev",
+        }
+    }
+}
+
 pub struct Args {
+    pub export: Export,
     pub image: PathBuf,
     pub mountpoint: PathBuf,
     pub daemon: bool,
@@ -20,8 +40,13 @@ pub fn run(a: Args) -> Result<()> {
     let timing: mount::Timing = a.timing.parse().map_err(|e: String| anyhow!(e))?;
     if !a.image.is_file() {
         bail!(
-            "{}: no such image (make one with ossd format --fs ofs)",
-            a.image.display()
+            "{}: no such image (make one with ossd format {})",
+            a.image.display(),
+            if a.export == Export::Ofs {
+                "--fs ofs"
+            } else {
+                "--block"
+            }
         );
     }
     if !a.mountpoint.is_dir() {
@@ -33,6 +58,13 @@ pub fn run(a: Args) -> Result<()> {
     if a.daemon {
         return daemon(&a);
     }
+    let opts = mount::MountOptions {
+        timing,
+        allow_other: a.allow_other,
+    };
+    if a.export == Export::Block {
+        return blockdev(&a, &opts);
+    }
     let (fs, lock) = mount::image::open_ofs(&a.image)?;
     let c = fs.ofs_counters();
     if c.repairs > 0 {
@@ -42,10 +74,6 @@ pub fn run(a: Args) -> Result<()> {
             c.repair_fixes
         );
     }
-    let opts = mount::MountOptions {
-        timing,
-        allow_other: a.allow_other,
-    };
     let (image, mp) = (a.image.display(), a.mountpoint.display());
     mount::mount(fs, &a.mountpoint, &opts, true, || {
         eprintln!(
@@ -55,6 +83,24 @@ pub fn run(a: Args) -> Result<()> {
     })?;
     drop(lock);
     eprintln!("unmounted {mp}; {image} closed cleanly");
+    Ok(())
+}
+
+/// `ossd blockdev` in the foreground.
+fn blockdev(a: &Args, opts: &mount::MountOptions) -> Result<()> {
+    let (ftl, lock) = mount::blockdev::open(&a.image)?;
+    let (image, mp) = (a.image.display(), a.mountpoint.display());
+    let disk = mount::blockdev::disk_path(&a.mountpoint);
+    let capacity = ftl.capacity_bytes();
+    mount::blockdev::serve(ftl, &a.mountpoint, opts, true, || {
+        eprintln!(
+            "exported {image} at {} ({capacity} bytes; pid {}); Ctrl-C, SIGTERM or fusermount3 -u {mp} ends it",
+            disk.display(),
+            std::process::id()
+        )
+    })?;
+    drop(lock);
+    eprintln!("unmounted {mp}; {image} checkpointed and closed");
     Ok(())
 }
 
@@ -98,7 +144,7 @@ fn daemon(a: &Args) -> Result<()> {
         None => Stdio::null(),
     };
     let mut cmd = Command::new(exe);
-    cmd.arg("mount")
+    cmd.arg(a.export.command())
         .arg("--image")
         .arg(&a.image)
         .arg(&a.mountpoint)

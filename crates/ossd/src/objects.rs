@@ -4,7 +4,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
-use flash::image::ImageStore;
+use flash::image::{ImageContent, ImageStore};
 use flash::Nand;
 use osd::{
     Attr, AttrValue, FlushScope, ObjectId, ObjectStore, Oid, Osd, OsdConfig, PartitionId, Placement,
@@ -30,7 +30,7 @@ pub fn parse_id(s: &str) -> Result<u64> {
 
 /// Formats an image as an empty object store with one partition.
 pub fn format(image: &Path, device: flash::DeviceConfig, placement: Placement) -> Result<()> {
-    let store = ImageStore::create(image, &device)?;
+    let store = ImageStore::create_for(image, &device, ImageContent::ObjectStore)?;
     let nand = Nand::open(device, store)?;
     let mut s = ObjectStore::format(nand, config(&device, placement)).map_err(|e| anyhow!(e))?;
     s.create_partition(Some(PartitionId(DEFAULT_PARTITION)))
@@ -42,10 +42,7 @@ pub fn format(image: &Path, device: flash::DeviceConfig, placement: Placement) -
 pub fn open(image: &Path) -> Result<Store> {
     // Held until this one-shot command exits: no mount may use the image meanwhile.
     std::mem::forget(mount::image::lock(image)?);
-    let (device, store) = ImageStore::open(image)?;
-    let nand = Nand::open(device, store)?;
-    ObjectStore::open(nand, config(&device, Placement::Semantic))
-        .map_err(|e| anyhow!("{}: {e}", image.display()))
+    Ok(mount::image::open_store(image)?)
 }
 
 pub fn close(s: Store) -> Result<()> {
