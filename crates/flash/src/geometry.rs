@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::FlashError;
+use crate::{DeviceConfigError, FlashError};
 
 /// Virtual time in integer nanoseconds. The whole lab runs on it.
 pub type Nanos = u64;
@@ -87,7 +87,7 @@ impl Geometry {
         Ok(())
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), DeviceConfigError> {
         let fields = [
             ("channels", self.channels),
             ("dies_per_channel", self.dies_per_channel),
@@ -98,17 +98,21 @@ impl Geometry {
         ];
         for (name, v) in fields {
             if v == 0 {
-                return Err(format!("geometry.{name} must be at least 1"));
+                return Err(DeviceConfigError::Zero {
+                    field: name,
+                    table: "geometry",
+                });
             }
         }
         if !self.page_size_bytes.is_multiple_of(512) {
-            return Err(format!(
-                "geometry.page_size_bytes = {} is not a multiple of 512",
-                self.page_size_bytes
-            ));
+            return Err(DeviceConfigError::PageSize {
+                page_size_bytes: self.page_size_bytes,
+            });
         }
         if self.blocks() as u64 * self.pages_per_block as u64 >= u32::MAX as u64 {
-            return Err("geometry has 2^32 pages or more; addresses are 32-bit".into());
+            return Err(DeviceConfigError::TooManyPages {
+                pages: self.blocks() as u64 * self.pages_per_block as u64,
+            });
         }
         Ok(())
     }
@@ -171,9 +175,12 @@ impl Timing {
     pub fn transfer_ns(&self, bytes: u32) -> Nanos {
         (bytes as u64 * 1000).div_ceil(self.bus_mb_s)
     }
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), DeviceConfigError> {
         if self.bus_mb_s == 0 {
-            return Err("timing.bus_mb_s must be at least 1".into());
+            return Err(DeviceConfigError::Zero {
+                field: "bus_mb_s",
+                table: "timing",
+            });
         }
         Ok(())
     }
@@ -202,26 +209,25 @@ impl Gang {
         units_per_superblock: 1,
     };
 
-    pub fn validate(&self, g: &Geometry) -> Result<(), String> {
+    pub fn validate(&self, g: &Geometry) -> Result<(), DeviceConfigError> {
         if self.planes_per_unit == 0 || !g.planes_per_die.is_multiple_of(self.planes_per_unit) {
-            return Err(format!(
-                "gang.planes_per_unit = {} must divide planes_per_die = {}",
-                self.planes_per_unit, g.planes_per_die
-            ));
+            return Err(DeviceConfigError::PlanesPerUnit {
+                planes_per_unit: self.planes_per_unit,
+                planes_per_die: g.planes_per_die,
+            });
         }
         if self.dies_per_unit == 0 || !g.dies().is_multiple_of(self.dies_per_unit) {
-            return Err(format!(
-                "gang.dies_per_unit = {} must divide the die count {}",
-                self.dies_per_unit,
-                g.dies()
-            ));
+            return Err(DeviceConfigError::DiesPerUnit {
+                dies_per_unit: self.dies_per_unit,
+                dies: g.dies(),
+            });
         }
         let units = self.parallel_units(g);
         if self.units_per_superblock == 0 || !units.is_multiple_of(self.units_per_superblock) {
-            return Err(format!(
-                "gang.units_per_superblock = {} must divide the parallel unit count {}",
-                self.units_per_superblock, units
-            ));
+            return Err(DeviceConfigError::UnitsPerSuperblock {
+                units_per_superblock: self.units_per_superblock,
+                parallel_units: units,
+            });
         }
         Ok(())
     }

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use crate::store::PageStore;
 use crate::{
-    BlockInfo, Content, DeviceConfig, FlashError, Gang, Geometry, PageAddr, Payload, Scheduling,
-    Timing,
+    BlockInfo, Content, DeviceConfig, DeviceConfigError, FlashError, Gang, Geometry, PageAddr,
+    Payload, Scheduling, Timing,
 };
 
 pub const IMAGE_MAGIC: &[u8; 8] = b"OSSDNAND";
@@ -205,11 +205,11 @@ impl ImageStore {
 
     /// Creates a blank image (all blocks erased); fails if the file exists.
     pub fn create(path: &Path, config: &DeviceConfig) -> Result<Self, FlashError> {
-        config.validate().map_err(FlashError::Config)?;
+        config.validate()?;
         if config.geometry.oob_size_bytes > 255 {
-            return Err(FlashError::Config(
-                "oob_size_bytes over 255 is not supported in images".into(),
-            ));
+            return Err(FlashError::Config(DeviceConfigError::ImageOob {
+                oob_size_bytes: config.geometry.oob_size_bytes,
+            }));
         }
         let file = OpenOptions::new()
             .read(true)

@@ -25,7 +25,7 @@ pub mod image;
 pub mod nand;
 pub mod store;
 
-pub use config::{preset, presets, DeviceConfig, Preset};
+pub use config::{preset, presets, DeviceConfig, DeviceConfigError, Preset, UnknownPreset};
 pub use gang::Ganged;
 pub use geometry::{BlockAddr, DieId, Gang, Geometry, Nanos, PageAddr, Scheduling, Timing};
 pub use nand::Nand;
@@ -153,7 +153,7 @@ pub enum FlashError {
     #[error("device image {path}: {msg}")]
     Image { path: String, msg: String },
     #[error("device configuration: {0}")]
-    Config(String),
+    Config(#[from] DeviceConfigError),
 }
 
 /// The device boundary: physical pages and blocks, batched so one command can drive several

@@ -78,33 +78,73 @@ impl Default for FtlConfig {
 }
 
 impl FtlConfig {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), FtlConfigError> {
         if !(0.0..=90.0).contains(&self.overprovision_percent) {
-            return Err(format!(
-                "ftl.overprovision_percent = {} must lie in 0..=90",
-                self.overprovision_percent
-            ));
+            return Err(FtlConfigError::OverprovisionPercent {
+                percent: self.overprovision_percent,
+            });
         }
         if !(0.0..=100.0).contains(&self.dftl_hit_percent) {
-            return Err(format!(
-                "ftl.dftl_hit_percent = {} must lie in 0..=100 (0 = the LRU decides)",
-                self.dftl_hit_percent
-            ));
+            return Err(FtlConfigError::DftlHitPercent {
+                percent: self.dftl_hit_percent,
+            });
         }
         if !(self.flush_percent > 0.0 && self.flush_percent <= 100.0) {
-            return Err(format!(
-                "ftl.flush_percent = {} must lie in (0, 100]",
-                self.flush_percent
-            ));
+            return Err(FtlConfigError::FlushPercent {
+                percent: self.flush_percent,
+            });
         }
         if self.buffer_policy == BufferPolicy::WriteBack && self.buffer_bytes == 0 {
-            return Err(
-                "ftl.buffer_policy = write-back needs a buffer: ftl.buffer_bytes = 0".into(),
-            );
+            return Err(FtlConfigError::WriteBackWithoutBuffer);
         }
         if self.mapping == Mapping::Dftl && self.dftl_cache_bytes < 8 {
-            return Err("ftl.dftl_cache_bytes must hold at least one 8-byte entry".into());
+            return Err(FtlConfigError::DftlCacheTooSmall {
+                dftl_cache_bytes: self.dftl_cache_bytes,
+            });
         }
         Ok(())
     }
+}
+
+/// Why FTL settings are refused, by [`FtlConfig::validate`] or when the FTL is opened over a
+/// device they do not fit. Settings are named as in TOML (`ftl.<field>`).
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+pub enum FtlConfigError {
+    /// `ftl.overprovision_percent` outside 0..=90.
+    #[error("ftl.overprovision_percent = {percent} must lie in 0..=90")]
+    OverprovisionPercent {
+        /// The value given, in percent.
+        percent: f64,
+    },
+    /// `ftl.dftl_hit_percent` outside 0..=100.
+    #[error("ftl.dftl_hit_percent = {percent} must lie in 0..=100 (0 = the LRU decides)")]
+    DftlHitPercent {
+        /// The value given, in percent.
+        percent: f64,
+    },
+    /// `ftl.flush_percent` outside (0, 100].
+    #[error("ftl.flush_percent = {percent} must lie in (0, 100]")]
+    FlushPercent {
+        /// The value given, in percent.
+        percent: f64,
+    },
+    /// The write-back policy with no buffer to write back from.
+    #[error("ftl.buffer_policy = write-back needs a buffer: ftl.buffer_bytes = 0")]
+    WriteBackWithoutBuffer,
+    /// A DFTL cache smaller than one 8-byte entry.
+    #[error("ftl.dftl_cache_bytes must hold at least one 8-byte entry")]
+    DftlCacheTooSmall {
+        /// The value given, in bytes.
+        dftl_cache_bytes: u64,
+    },
+    /// The device's write unit has more than 64 sectors (the buffer keeps one bit per sector
+    /// in a `u64`).
+    #[error("write units over 32 KiB ({unit_bytes} bytes) are not supported")]
+    UnitTooLarge {
+        /// The device's write unit, in bytes.
+        unit_bytes: usize,
+    },
+    /// Over-provisioning and the FML's reserves leave no logical page.
+    #[error("no logical space left after over-provisioning and reserves")]
+    NoLogicalSpace,
 }

@@ -3,6 +3,8 @@
 use flash::FlashError;
 use fml::FmlError;
 
+use crate::FtlConfigError;
+
 #[derive(Debug, thiserror::Error)]
 pub enum FtlError {
     #[error(transparent)]
@@ -19,7 +21,7 @@ pub enum FtlError {
     #[error("logical page {lpn} could not be read: {source}")]
     Unreadable { lpn: u32, source: FlashError },
     #[error("FTL configuration: {0}")]
-    Config(String),
+    Config(#[from] FtlConfigError),
     #[error("corrupted on flash: {0}")]
     Corrupted(String),
     #[error("logical page {lpn} was lost: its unit was unreadable when GC moved it")]

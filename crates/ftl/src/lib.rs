@@ -35,7 +35,8 @@ mod recovery;
 mod trim;
 mod write;
 
-pub use config::{BufferPolicy, FtlConfig, Mapping};
+pub use check::CheckError;
+pub use config::{BufferPolicy, FtlConfig, FtlConfigError, Mapping};
 pub use error::FtlError;
 pub use recovery::Recovery;
 

@@ -11,7 +11,10 @@ use crate::checkpoint::decode_ckpt;
 use crate::dftl::Cmt;
 use crate::map::Map;
 use crate::oob::{content_crc, Kind, Record, RECORD_BYTES};
-use crate::{Ftl, FtlConfig, FtlError, FtlStats, Mapping, DATA_STREAM, SECTOR_BYTES, UNMAPPED};
+use crate::{
+    Ftl, FtlConfig, FtlConfigError, FtlError, FtlStats, Mapping, DATA_STREAM, SECTOR_BYTES,
+    UNMAPPED,
+};
 
 /// What recovery found and did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -38,13 +41,11 @@ impl<F: Flash> Ftl<F> {
     }
 
     fn open_inner(flash: F, config: FtlConfig, roll_forward: bool) -> Result<Self, FtlError> {
-        config.validate().map_err(FtlError::Config)?;
+        config.validate()?;
         let unit_bytes = flash.config().write_unit_bytes() as usize;
         let sectors_per_unit = (unit_bytes as u64 / SECTOR_BYTES) as u32;
         if sectors_per_unit > 64 {
-            return Err(FtlError::Config(format!(
-                "write units over 32 KiB ({unit_bytes} bytes) are not supported"
-            )));
+            return Err(FtlConfigError::UnitTooLarge { unit_bytes }.into());
         }
         let fml = Fml::open(flash, config.fml, 2, RECORD_BYTES)?;
         // The logical space is fixed by the device as it left the factory, not by the blocks
@@ -54,9 +55,7 @@ impl<F: Flash> Ftl<F> {
         let logical = ((physical as f64 * (1.0 - config.overprovision_percent / 100.0)) as u64)
             .min(fml.capacity_units_as_built());
         if logical == 0 {
-            return Err(FtlError::Config(
-                "no logical space left after over-provisioning and reserves".into(),
-            ));
+            return Err(FtlConfigError::NoLogicalSpace.into());
         }
         let logical_units = logical as u32;
         let entries_per_tpage = (unit_bytes / 4) as u32;
