@@ -8,8 +8,11 @@ use crate::geometry::{Gang, Geometry, Scheduling, Timing};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceConfig {
+    /// The NAND array: channels, dies, planes, blocks, pages.
     pub geometry: Geometry,
+    /// Operation latencies and bus rate.
     pub timing: Timing,
+    /// How pages and blocks are ganged into write units and super-blocks.
     pub gang: Gang,
     /// Program/erase cycles a block endures; the erase that would exceed it fails and the block
     /// becomes a grown bad block.
@@ -23,6 +26,8 @@ pub struct DeviceConfig {
 }
 
 impl DeviceConfig {
+    /// Checks the geometry, timing and gang and the limits below; the error names the first
+    /// setting that is wrong.
     pub fn validate(&self) -> Result<(), DeviceConfigError> {
         self.geometry.validate()?;
         self.timing.validate()?;
@@ -38,6 +43,7 @@ impl DeviceConfig {
         Ok(())
     }
 
+    /// Bytes of one write unit (a ganged virtual page): pages per unit times the page size.
     pub fn write_unit_bytes(&self) -> u32 {
         self.gang.write_unit_bytes(&self.geometry)
     }
@@ -45,8 +51,11 @@ impl DeviceConfig {
 
 /// A named preset with a one-line description of where its numbers come from.
 pub struct Preset {
+    /// The name it is looked up by ([`preset`], `--device`, `device = ...` in experiment files).
     pub name: &'static str,
+    /// Where the numbers come from, in one line.
     pub about: &'static str,
+    /// The device.
     pub config: DeviceConfig,
 }
 
@@ -120,6 +129,7 @@ fn ssd_004(gang: Gang) -> DeviceConfig {
     }
 }
 
+/// Every named device, in the order `ossd presets` lists them.
 pub fn presets() -> Vec<Preset> {
     vec![
         Preset {

@@ -13,6 +13,7 @@ use crate::{
     Payload, Scheduling, Timing,
 };
 
+/// The first 8 bytes of every device image file.
 pub const IMAGE_MAGIC: &[u8; 8] = b"OSSDNAND";
 /// The version this build writes. Version 1 (no scheduling word; the device ran `in-order`)
 /// is still read.
@@ -24,6 +25,7 @@ const PAGE_HEADER_BYTES: u64 = 16;
 const KIND_FINGERPRINT: u8 = 1;
 const KIND_BYTES: u8 = 2;
 
+/// A [`PageStore`] kept in an image file, so another process can reopen the device.
 pub struct ImageStore {
     file: File,
     path: PathBuf,

@@ -100,6 +100,8 @@ impl Timeline {
     }
 }
 
+/// The simulated NAND device: enforces the [`Flash`] contract over a page store and times
+/// every command (module documentation).
 pub struct Nand<S: PageStore = MemStore> {
     config: DeviceConfig,
     store: S,
@@ -160,10 +162,12 @@ impl<S: PageStore> Nand<S> {
         })
     }
 
+    /// The page store below.
     pub fn store(&self) -> &S {
         &self.store
     }
 
+    /// Hands the page store back (to reopen the device over it).
     pub fn into_store(self) -> S {
         self.store
     }
