@@ -78,6 +78,8 @@ impl Default for FtlConfig {
 }
 
 impl FtlConfig {
+    /// Checks each setting's range. Whether the settings fit a device is checked when the FTL is
+    /// opened ([`crate::Ftl::open`]).
     pub fn validate(&self) -> Result<(), FtlConfigError> {
         if !(0.0..=90.0).contains(&self.overprovision_percent) {
             return Err(FtlConfigError::OverprovisionPercent {

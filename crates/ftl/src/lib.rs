@@ -20,6 +20,7 @@
 //! check); `dftl` (the cached mapping table) and `oob` (the OOB record) are public.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 
 mod check;
 mod checkpoint;
@@ -47,6 +48,7 @@ use serde::Serialize;
 
 use map::Map;
 
+/// Bytes of a host sector: every request's offset and length are multiples of it.
 pub const SECTOR_BYTES: u64 = 512;
 const DATA_STREAM: StreamId = StreamId(0);
 const META_STREAM: StreamId = StreamId(1);
@@ -67,6 +69,7 @@ pub enum Data<'a> {
 
 /// Where a host read puts what it finds.
 pub enum ReadOut<'a> {
+    /// Bytes, as long as the read; an unmapped unit reads as zeros.
     Bytes(&'a mut [u8]),
     /// One fingerprint per unit touched (0 for a unit never written).
     Fingerprints(&'a mut Vec<u64>),
@@ -83,22 +86,37 @@ use flash::fingerprint::mix;
 /// Counters of FTL work.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct FtlStats {
+    /// Bytes of host writes accepted.
     pub host_write_bytes: u64,
+    /// Bytes of host reads accepted.
     pub host_read_bytes: u64,
+    /// Host write requests accepted.
     pub host_writes: u64,
+    /// Host read requests accepted.
     pub host_reads: u64,
     /// Data units programmed for the host (GC copies not counted).
     pub data_units_written: u64,
+    /// TRIM requests accepted.
     pub trims: u64,
+    /// Flushes, the one each checkpoint starts with included.
     pub flushes: u64,
+    /// Units a read found whole in the write buffer (per unit, not per request).
     pub buffer_read_hits: u64,
+    /// Reads of a unit's old contents to merge a partial unit into (read-modify-write).
     pub rmw_reads: u64,
+    /// DFTL translation pages read (cache misses, and the old copy read before a write-back).
     pub map_pages_read: u64,
+    /// DFTL translation pages written back.
     pub map_pages_written: u64,
+    /// Checkpoint parts written (one write unit each).
     pub checkpoint_units_written: u64,
+    /// Units GC found unreadable when it came to move them (data, translation pages or
+    /// checkpoint parts).
     pub units_lost: u64,
 }
 
+/// A block device over the FML: the page-mapping FTL (sFTL / PFTL) or DFTL, as
+/// [`FtlConfig::mapping`] says, addressed in 512-byte sectors.
 pub struct Ftl<F: Flash> {
     fml: Fml<F>,
     map: Map,
@@ -115,18 +133,23 @@ pub struct Ftl<F: Flash> {
 }
 
 impl<F: Flash> Ftl<F> {
+    /// The logical capacity in bytes: logical pages times the write unit, sized from the
+    /// device's factory-good units less over-provisioning.
     pub fn capacity_bytes(&self) -> u64 {
         self.logical_units as u64 * self.unit_bytes as u64
     }
+    /// Bytes of a logical page, which is one write unit.
     pub fn unit_bytes(&self) -> usize {
         self.unit_bytes
     }
+    /// Counters of the work done since open.
     pub fn stats(&self) -> FtlStats {
         FtlStats {
             units_lost: self.map.lost,
             ..self.stats
         }
     }
+    /// The FML below (its counters, blocks and GC state).
     pub fn fml(&self) -> &Fml<F> {
         &self.fml
     }
@@ -134,9 +157,11 @@ impl<F: Flash> Ftl<F> {
     pub fn device_mut(&mut self) -> &mut F {
         self.fml.flash_mut()
     }
+    /// The settings the FTL was opened with.
     pub fn config(&self) -> &FtlConfig {
         &self.config
     }
+    /// What recovery found and did when the FTL was opened.
     pub fn recovery(&self) -> Recovery {
         self.recovery
     }
@@ -144,6 +169,7 @@ impl<F: Flash> Ftl<F> {
     pub fn cmt_hits_misses(&self) -> Option<(u64, u64)> {
         self.map.cmt.as_ref().map(|c| (c.hits, c.misses))
     }
+    /// Units now held in the write buffer.
     pub fn buffered_units(&self) -> usize {
         self.buf.len()
     }

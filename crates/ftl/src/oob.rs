@@ -13,9 +13,12 @@ pub enum Kind {
     Checkpoint,
 }
 
+/// The OOB record of one unit (20 bytes; docs/FORMAT.md, section 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record {
+    /// What the unit holds.
     pub kind: Kind,
+    /// By kind: the logical page, the translation page number, or the checkpoint part.
     pub key: u32,
     /// Global write sequence number (48 bits); a checkpoint's parts all carry the checkpoint's.
     pub seq: u64,
@@ -33,6 +36,7 @@ pub const SEQ_MAX: u64 = (1 << 48) - 1;
 const VERSION: u8 = 2;
 
 impl Record {
+    /// The record's bytes, with its own CRC-32C; panics if `seq` needs more than 48 bits.
     pub fn encode(&self) -> [u8; RECORD_BYTES] {
         let mut b = [0u8; RECORD_BYTES];
         b[0] = match self.kind {

@@ -19,10 +19,15 @@ use crate::{
 /// What recovery found and did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Recovery {
+    /// Programmed units (in blocks not bad) whose OOB records the first pass read.
     pub units_scanned: u64,
+    /// Of those, units without a record this build reads: unreadable, damaged, or foreign.
     pub units_unreadable: u64,
+    /// The sequence number of the checkpoint loaded as the base map; `None` without one.
     pub checkpoint_seq: Option<u64>,
+    /// Logical pages whose newest unit was written after that checkpoint and rolled forward.
     pub rolled_forward: u64,
+    /// Virtual time at which the last pass over the OOB records completed.
     pub scan_done_ns: Nanos,
 }
 
