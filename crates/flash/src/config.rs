@@ -8,8 +8,11 @@ use crate::geometry::{Gang, Geometry, Scheduling, Timing};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceConfig {
+    /// The NAND array: channels, dies, planes, blocks, pages.
     pub geometry: Geometry,
+    /// Operation latencies and bus rate.
     pub timing: Timing,
+    /// How pages and blocks are ganged into write units and super-blocks.
     pub gang: Gang,
     /// Program/erase cycles a block endures; the erase that would exceed it fails and the block
     /// becomes a grown bad block.
@@ -23,22 +26,24 @@ pub struct DeviceConfig {
 }
 
 impl DeviceConfig {
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the geometry, timing and gang and the limits below; the error names the first
+    /// setting that is wrong.
+    pub fn validate(&self) -> Result<(), DeviceConfigError> {
         self.geometry.validate()?;
         self.timing.validate()?;
         self.gang.validate(&self.geometry)?;
         if self.endurance_cycles == 0 {
-            return Err("endurance_cycles must be at least 1".into());
+            return Err(DeviceConfigError::Endurance);
         }
         if self.factory_bad_ppm > 100_000 {
-            return Err(format!(
-                "factory_bad_ppm = {} is over 10% of blocks; refusing an unusable device",
-                self.factory_bad_ppm
-            ));
+            return Err(DeviceConfigError::FactoryBad {
+                factory_bad_ppm: self.factory_bad_ppm,
+            });
         }
         Ok(())
     }
 
+    /// Bytes of one write unit (a ganged virtual page): pages per unit times the page size.
     pub fn write_unit_bytes(&self) -> u32 {
         self.gang.write_unit_bytes(&self.geometry)
     }
@@ -46,8 +51,11 @@ impl DeviceConfig {
 
 /// A named preset with a one-line description of where its numbers come from.
 pub struct Preset {
+    /// The name it is looked up by ([`preset`], `--device`, `device = ...` in experiment files).
     pub name: &'static str,
+    /// Where the numbers come from, in one line.
     pub about: &'static str,
+    /// The device.
     pub config: DeviceConfig,
 }
 
@@ -121,6 +129,7 @@ fn ssd_004(gang: Gang) -> DeviceConfig {
     }
 }
 
+/// Every named device, in the order `ossd presets` lists them.
 pub fn presets() -> Vec<Preset> {
     vec![
         Preset {
@@ -265,15 +274,102 @@ pub fn presets() -> Vec<Preset> {
 }
 
 /// Looks a preset up by name; the error lists the names there are.
-pub fn preset(name: &str) -> Result<DeviceConfig, String> {
+pub fn preset(name: &str) -> Result<DeviceConfig, UnknownPreset> {
     let all = presets();
     match all.iter().find(|p| p.name == name) {
         Some(p) => Ok(p.config),
-        None => Err(format!(
-            "unknown device preset '{name}'; known presets: {}",
-            all.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
-        )),
+        None => Err(UnknownPreset {
+            name: name.to_string(),
+            known: all.iter().map(|p| p.name).collect(),
+        }),
     }
+}
+
+/// A device preset name that [`presets`] does not have.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown device preset '{name}'; known presets: {}", known.join(", "))]
+pub struct UnknownPreset {
+    /// The name asked for.
+    pub name: String,
+    /// The names there are, in [`presets`] order.
+    pub known: Vec<&'static str>,
+}
+
+/// Why a device configuration is refused ([`DeviceConfig::validate`], or a device store or
+/// image that cannot hold it). Each message names the setting as it is spelled in TOML.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceConfigError {
+    /// A count or rate that must be at least 1 is 0.
+    #[error("{table}.{field} must be at least 1")]
+    Zero {
+        /// The TOML table of the setting (`geometry` or `timing`).
+        table: &'static str,
+        /// The setting's name in that table.
+        field: &'static str,
+    },
+    /// Pages are whole 512-byte sectors.
+    #[error("geometry.page_size_bytes = {page_size_bytes} is not a multiple of 512")]
+    PageSize {
+        /// The page size asked for, in bytes.
+        page_size_bytes: u32,
+    },
+    /// Page addresses are 32-bit.
+    #[error("geometry has 2^32 pages or more; addresses are 32-bit")]
+    TooManyPages {
+        /// The page count the geometry would have.
+        pages: u64,
+    },
+    /// The planes of a parallel unit must divide a die's planes.
+    #[error(
+        "gang.planes_per_unit = {planes_per_unit} must divide planes_per_die = {planes_per_die}"
+    )]
+    PlanesPerUnit {
+        /// `gang.planes_per_unit` as given.
+        planes_per_unit: u32,
+        /// `geometry.planes_per_die`.
+        planes_per_die: u32,
+    },
+    /// The dies of a parallel unit must divide the device's dies.
+    #[error("gang.dies_per_unit = {dies_per_unit} must divide the die count {dies}")]
+    DiesPerUnit {
+        /// `gang.dies_per_unit` as given.
+        dies_per_unit: u32,
+        /// The device's dies (channels times dies per channel).
+        dies: u32,
+    },
+    /// The parallel units of a super-block must divide the device's parallel units.
+    #[error("gang.units_per_superblock = {units_per_superblock} must divide the parallel unit count {parallel_units}")]
+    UnitsPerSuperblock {
+        /// `gang.units_per_superblock` as given.
+        units_per_superblock: u32,
+        /// The device's parallel units ([`Gang::parallel_units`](crate::Gang::parallel_units)).
+        parallel_units: u32,
+    },
+    /// A block must endure at least one program/erase cycle.
+    #[error("endurance_cycles must be at least 1")]
+    Endurance,
+    /// Factory bad blocks are capped at 10%.
+    #[error(
+        "factory_bad_ppm = {factory_bad_ppm} is over 10% of blocks; refusing an unusable device"
+    )]
+    FactoryBad {
+        /// The share asked for, in parts per million.
+        factory_bad_ppm: u32,
+    },
+    /// A page store opened with a geometry other than the one it was made with.
+    #[error("store holds {store_blocks} blocks, geometry has {geometry_blocks}")]
+    StoreBlocks {
+        /// Blocks the store holds.
+        store_blocks: usize,
+        /// Blocks the configured geometry has.
+        geometry_blocks: u32,
+    },
+    /// Image files keep a page's OOB length in one byte.
+    #[error("oob_size_bytes over 255 is not supported in images")]
+    ImageOob {
+        /// The OOB size asked for, in bytes.
+        oob_size_bytes: u32,
+    },
 }
 
 #[cfg(test)]
@@ -312,6 +408,8 @@ mod tests {
         assert!((gib - 3.64).abs() < 0.01, "poftl is {gib} GiB");
         let m = preset("mqsim-default").unwrap();
         assert_eq!(m.geometry.capacity_bytes(), 512 << 30);
-        assert!(preset("nope").unwrap_err().contains("rawssd"));
+        let e = preset("nope").unwrap_err();
+        assert_eq!(e.name, "nope");
+        assert!(e.to_string().contains("rawssd"), "{e}");
     }
 }

@@ -29,6 +29,7 @@ use crate::{
     ReadOp,
 };
 
+/// When an injected power cut strikes the command it falls on ([`Faulty::cut_power_after`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CutMode {
     /// Power fails between two commands.
@@ -40,15 +41,24 @@ pub enum CutMode {
 /// How many faults of each kind were injected.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FaultCounts {
+    /// Power cuts that struck (clean or torn).
     pub power_cuts: u64,
+    /// Programs damaged by a torn power cut (their pages read as uncorrectable).
     pub torn_programs: u64,
+    /// Erases damaged by a torn power cut (the block reads as uncorrectable until erased again).
     pub interrupted_erases: u64,
+    /// Calls of [`Faulty::flip_bits`] (each may add several bit errors).
     pub bit_flips: u64,
+    /// Programs failed by [`Faulty::fail_program`].
     pub program_failures: u64,
+    /// Erases failed by [`Faulty::fail_erase`].
     pub erase_failures: u64,
+    /// Programs misdirected by [`Faulty::misdirect_next_program`] (dropped ones included).
     pub misdirected_writes: u64,
 }
 
+/// A device with fault injection: passes every command to the wrapped device and applies the
+/// faults armed on it (the model is in the module documentation).
 pub struct Faulty<F: Flash> {
     inner: F,
     ops: u64,
@@ -64,6 +74,7 @@ pub struct Faulty<F: Flash> {
 }
 
 impl<F: Flash> Faulty<F> {
+    /// Wraps a device, powered and with no fault armed.
     pub fn new(inner: F) -> Self {
         Faulty {
             inner,
@@ -80,9 +91,11 @@ impl<F: Flash> Faulty<F> {
         }
     }
 
+    /// The wrapped device.
     pub fn inner(&self) -> &F {
         &self.inner
     }
+    /// Unwraps the device; the damage kept in this wrapper (bit errors, torn pages) is dropped.
     pub fn into_inner(self) -> F {
         self.inner
     }
@@ -90,30 +103,41 @@ impl<F: Flash> Faulty<F> {
     pub fn ops(&self) -> u64 {
         self.ops
     }
+    /// Faults injected so far.
     pub fn counts(&self) -> FaultCounts {
         self.counts
     }
+    /// False from a power cut until [`Self::restore_power`].
     pub fn powered(&self) -> bool {
         self.powered
     }
 
+    /// Arms a power cut: `n` more commands of any kind complete, and power fails at the first
+    /// program or erase after them, as `mode` says.
     pub fn cut_power_after(&mut self, n: u64, mode: CutMode) {
         self.cut_at = Some((self.ops + n, mode));
     }
+    /// The reboot after a power cut: commands work again, and a cut still armed is dropped.
     pub fn restore_power(&mut self) {
         self.powered = true;
         self.cut_at = None;
     }
+    /// Adds `bits` bit errors to a page until its block is erased: reads correct up to
+    /// `ecc_correctable_bits` of them in total and fail as uncorrectable beyond.
     pub fn flip_bits(&mut self, page: PageAddr, bits: u32) {
         *self.bit_errors.entry(page).or_default() += bits;
         self.counts.bit_flips += 1;
     }
+    /// Makes the next program of `page` fail; the block is marked bad (a grown bad block).
     pub fn fail_program(&mut self, page: PageAddr) {
         self.fail_program.insert(page);
     }
+    /// Makes the next erase of `block` fail; the block is marked bad (a grown bad block).
     pub fn fail_erase(&mut self, block: BlockAddr) {
         self.fail_erase.insert(block);
     }
+    /// Misdirects the next single-page program to the same page of the next block of its
+    /// plane (dropped if that page is not the one to program there); it reports success.
     pub fn misdirect_next_program(&mut self) {
         self.misdirect = true;
     }

@@ -13,14 +13,18 @@ use crate::{
 pub struct Vpa(pub u32);
 
 impl Vpa {
+    /// No write unit (a sentinel; never a valid address).
     pub const NONE: Vpa = Vpa(u32::MAX);
 }
 
 /// Precomputed layout of a gang over a geometry.
 #[derive(Clone, Copy, Debug)]
 pub struct Layout {
+    /// Bytes of one write unit.
     pub write_unit_bytes: u32,
+    /// Write units in one super-block (parallel units per super-block times pages per block).
     pub units_per_superblock: u32,
+    /// Super-blocks on the device.
     pub superblocks: u32,
     width: u32,
     groups: u32,
@@ -31,6 +35,7 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// The layout of a device's gang over its geometry.
     pub fn new(c: &DeviceConfig) -> Self {
         let g = &c.geometry;
         let gang = &c.gang;
@@ -47,15 +52,19 @@ impl Layout {
         }
     }
 
+    /// The super-block a write unit lies in.
     pub fn superblock_of(&self, v: Vpa) -> u32 {
         v.0 / self.units_per_superblock
     }
+    /// The offset of a write unit within its super-block (the order it is programmed in).
     pub fn offset_of(&self, v: Vpa) -> u32 {
         v.0 % self.units_per_superblock
     }
+    /// The write unit at `offset` in `superblock`.
     pub fn vpa(&self, superblock: u32, offset: u32) -> Vpa {
         Vpa(superblock * self.units_per_superblock + offset)
     }
+    /// Physical pages in one write unit (dies per unit times planes per unit).
     pub fn pages_per_unit(&self) -> u32 {
         self.dies_per_unit * self.planes_per_unit
     }
@@ -94,6 +103,7 @@ pub struct Ganged<F: Flash> {
 }
 
 impl<F: Flash> Ganged<F> {
+    /// Views a device through the gang of its configuration.
     pub fn new(flash: F) -> Self {
         let layout = Layout::new(flash.config());
         Ganged {
@@ -103,15 +113,19 @@ impl<F: Flash> Ganged<F> {
         }
     }
 
+    /// The gang layout.
     pub fn layout(&self) -> &Layout {
         &self.layout
     }
+    /// The device below.
     pub fn flash(&self) -> &F {
         &self.flash
     }
+    /// The device below, for fault injection and syncs.
     pub fn flash_mut(&mut self) -> &mut F {
         &mut self.flash
     }
+    /// Hands the device back.
     pub fn into_flash(self) -> F {
         self.flash
     }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::FlashError;
+use crate::{DeviceConfigError, FlashError};
 
 /// Virtual time in integer nanoseconds. The whole lab runs on it.
 pub type Nanos = u64;
@@ -31,15 +31,19 @@ pub struct Geometry {
 }
 
 impl Geometry {
+    /// Dies on the device (channels times dies per channel).
     pub fn dies(&self) -> u32 {
         self.channels * self.dies_per_channel
     }
+    /// Erase blocks on the device.
     pub fn blocks(&self) -> u32 {
         self.dies() * self.planes_per_die * self.blocks_per_plane
     }
+    /// Physical pages on the device.
     pub fn pages(&self) -> u64 {
         self.blocks() as u64 * self.pages_per_block as u64
     }
+    /// Raw capacity in bytes (data areas only, no OOB).
     pub fn capacity_bytes(&self) -> u64 {
         self.pages() * self.page_size_bytes as u64
     }
@@ -49,6 +53,7 @@ impl Geometry {
         (b.die.0 * self.planes_per_die + b.plane) * self.blocks_per_plane + b.block
     }
 
+    /// The block at a flat index (the inverse of [`Self::block_index`]).
     pub fn block_at(&self, index: u32) -> BlockAddr {
         let block = index % self.blocks_per_plane;
         let rest = index / self.blocks_per_plane;
@@ -59,10 +64,12 @@ impl Geometry {
         }
     }
 
+    /// The channel bus a die sits on (`die % channels`).
     pub fn channel_of(&self, die: DieId) -> u32 {
         die.0 % self.channels
     }
 
+    /// [`FlashError::OutOfRange`] unless the block exists in this geometry.
     pub fn check_block(&self, b: BlockAddr) -> Result<(), FlashError> {
         if b.die.0 >= self.dies()
             || b.plane >= self.planes_per_die
@@ -76,6 +83,7 @@ impl Geometry {
         Ok(())
     }
 
+    /// [`FlashError::OutOfRange`] unless the page exists in this geometry.
     pub fn check_page(&self, p: PageAddr) -> Result<(), FlashError> {
         self.check_block(p.block_addr())?;
         if p.page >= self.pages_per_block {
@@ -87,7 +95,9 @@ impl Geometry {
         Ok(())
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks that every count is at least 1, pages are whole sectors, and page addresses fit
+    /// 32 bits.
+    pub fn validate(&self) -> Result<(), DeviceConfigError> {
         let fields = [
             ("channels", self.channels),
             ("dies_per_channel", self.dies_per_channel),
@@ -98,17 +108,21 @@ impl Geometry {
         ];
         for (name, v) in fields {
             if v == 0 {
-                return Err(format!("geometry.{name} must be at least 1"));
+                return Err(DeviceConfigError::Zero {
+                    field: name,
+                    table: "geometry",
+                });
             }
         }
         if !self.page_size_bytes.is_multiple_of(512) {
-            return Err(format!(
-                "geometry.page_size_bytes = {} is not a multiple of 512",
-                self.page_size_bytes
-            ));
+            return Err(DeviceConfigError::PageSize {
+                page_size_bytes: self.page_size_bytes,
+            });
         }
         if self.blocks() as u64 * self.pages_per_block as u64 >= u32::MAX as u64 {
-            return Err("geometry has 2^32 pages or more; addresses are 32-bit".into());
+            return Err(DeviceConfigError::TooManyPages {
+                pages: self.blocks() as u64 * self.pages_per_block as u64,
+            });
         }
         Ok(())
     }
@@ -171,9 +185,13 @@ impl Timing {
     pub fn transfer_ns(&self, bytes: u32) -> Nanos {
         (bytes as u64 * 1000).div_ceil(self.bus_mb_s)
     }
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks that the bus moves at least 1 MB/s.
+    pub fn validate(&self) -> Result<(), DeviceConfigError> {
         if self.bus_mb_s == 0 {
-            return Err("timing.bus_mb_s must be at least 1".into());
+            return Err(DeviceConfigError::Zero {
+                field: "bus_mb_s",
+                table: "timing",
+            });
         }
         Ok(())
     }
@@ -190,57 +208,67 @@ impl Timing {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Gang {
+    /// Planes of one die in a parallel unit, driven by one multi-plane command.
     pub planes_per_unit: u32,
+    /// Consecutive dies (so on distinct channels) in a parallel unit.
     pub dies_per_unit: u32,
+    /// Parallel units whose blocks form one super-block (virtual erase block).
     pub units_per_superblock: u32,
 }
 
 impl Gang {
+    /// No ganging: a write unit is one page, a super-block one block.
     pub const NONE: Gang = Gang {
         planes_per_unit: 1,
         dies_per_unit: 1,
         units_per_superblock: 1,
     };
 
-    pub fn validate(&self, g: &Geometry) -> Result<(), String> {
+    /// Checks that each grouping divides what it groups in geometry `g`.
+    pub fn validate(&self, g: &Geometry) -> Result<(), DeviceConfigError> {
         if self.planes_per_unit == 0 || !g.planes_per_die.is_multiple_of(self.planes_per_unit) {
-            return Err(format!(
-                "gang.planes_per_unit = {} must divide planes_per_die = {}",
-                self.planes_per_unit, g.planes_per_die
-            ));
+            return Err(DeviceConfigError::PlanesPerUnit {
+                planes_per_unit: self.planes_per_unit,
+                planes_per_die: g.planes_per_die,
+            });
         }
         if self.dies_per_unit == 0 || !g.dies().is_multiple_of(self.dies_per_unit) {
-            return Err(format!(
-                "gang.dies_per_unit = {} must divide the die count {}",
-                self.dies_per_unit,
-                g.dies()
-            ));
+            return Err(DeviceConfigError::DiesPerUnit {
+                dies_per_unit: self.dies_per_unit,
+                dies: g.dies(),
+            });
         }
         let units = self.parallel_units(g);
         if self.units_per_superblock == 0 || !units.is_multiple_of(self.units_per_superblock) {
-            return Err(format!(
-                "gang.units_per_superblock = {} must divide the parallel unit count {}",
-                self.units_per_superblock, units
-            ));
+            return Err(DeviceConfigError::UnitsPerSuperblock {
+                units_per_superblock: self.units_per_superblock,
+                parallel_units: units,
+            });
         }
         Ok(())
     }
 
+    /// Parallel units on the device.
     pub fn parallel_units(&self, g: &Geometry) -> u32 {
         (g.dies() / self.dies_per_unit) * (g.planes_per_die / self.planes_per_unit)
     }
+    /// Physical pages in one write unit.
     pub fn pages_per_unit(&self) -> u32 {
         self.planes_per_unit * self.dies_per_unit
     }
+    /// Bytes of one write unit.
     pub fn write_unit_bytes(&self, g: &Geometry) -> u32 {
         self.pages_per_unit() * g.page_size_bytes
     }
+    /// Super-blocks on the device.
     pub fn superblocks(&self, g: &Geometry) -> u32 {
         self.parallel_units(g) / self.units_per_superblock * g.blocks_per_plane
     }
+    /// Write units in one super-block (its parallel units times pages per block).
     pub fn units_per_superblock_total(&self, g: &Geometry) -> u32 {
         self.units_per_superblock * g.pages_per_block
     }
+    /// Bytes of one super-block.
     pub fn superblock_bytes(&self, g: &Geometry) -> u64 {
         self.units_per_superblock_total(g) as u64 * self.write_unit_bytes(g) as u64
     }
@@ -253,21 +281,29 @@ pub struct DieId(pub u32);
 /// One physical erase block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct BlockAddr {
+    /// The die.
     pub die: DieId,
+    /// The plane within the die.
     pub plane: u32,
+    /// The block within the plane.
     pub block: u32,
 }
 
 /// One physical page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct PageAddr {
+    /// The die.
     pub die: DieId,
+    /// The plane within the die.
     pub plane: u32,
+    /// The block within the plane.
     pub block: u32,
+    /// The page within the block.
     pub page: u32,
 }
 
 impl PageAddr {
+    /// The block holding this page.
     pub fn block_addr(&self) -> BlockAddr {
         BlockAddr {
             die: self.die,
@@ -278,6 +314,7 @@ impl PageAddr {
 }
 
 impl BlockAddr {
+    /// Page `page` of this block.
     pub fn page(&self, page: u32) -> PageAddr {
         PageAddr {
             die: self.die,

@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 
 use crate::store::PageStore;
 use crate::{
-    BlockInfo, Content, DeviceConfig, FlashError, Gang, Geometry, PageAddr, Payload, Scheduling,
-    Timing,
+    BlockInfo, Content, DeviceConfig, DeviceConfigError, FlashError, Gang, Geometry, PageAddr,
+    Payload, Scheduling, Timing,
 };
 
+/// The first 8 bytes of every device image file.
 pub const IMAGE_MAGIC: &[u8; 8] = b"OSSDNAND";
 /// The version this build writes. Versions 1 (no scheduling word; the device ran `in-order`)
 /// and 2 (no content word) are still read.
@@ -67,6 +68,7 @@ const PAGE_HEADER_BYTES: u64 = 16;
 const KIND_FINGERPRINT: u8 = 1;
 const KIND_BYTES: u8 = 2;
 
+/// A [`PageStore`] kept in an image file, so another process can reopen the device.
 pub struct ImageStore {
     file: File,
     path: PathBuf,
@@ -274,11 +276,11 @@ impl ImageStore {
         config: &DeviceConfig,
         content: ImageContent,
     ) -> Result<Self, FlashError> {
-        config.validate().map_err(FlashError::Config)?;
+        config.validate()?;
         if config.geometry.oob_size_bytes > 255 {
-            return Err(FlashError::Config(
-                "oob_size_bytes over 255 is not supported in images".into(),
-            ));
+            return Err(FlashError::Config(DeviceConfigError::ImageOob {
+                oob_size_bytes: config.geometry.oob_size_bytes,
+            }));
         }
         let file = OpenOptions::new()
             .read(true)

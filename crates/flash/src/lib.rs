@@ -15,6 +15,7 @@
 //! chooses per program, so multi-gigabyte simulations stay small and are still checkable.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 
 pub mod config;
 pub mod fault;
@@ -25,7 +26,7 @@ pub mod image;
 pub mod nand;
 pub mod store;
 
-pub use config::{preset, presets, DeviceConfig, Preset};
+pub use config::{preset, presets, DeviceConfig, DeviceConfigError, Preset, UnknownPreset};
 pub use gang::Ganged;
 pub use geometry::{BlockAddr, DieId, Gang, Geometry, Nanos, PageAddr, Scheduling, Timing};
 pub use nand::Nand;
@@ -73,7 +74,9 @@ pub fn content_crc(content: Content, data: &[u8]) -> Option<u32> {
 /// One page of a batched program.
 #[derive(Clone, Copy, Debug)]
 pub struct ProgramOp<'a> {
+    /// The page to program.
     pub addr: PageAddr,
+    /// What it stores.
     pub payload: Payload<'a>,
     /// At most `oob_size_bytes`; the rest of the OOB area stays 0xFF.
     pub oob: &'a [u8],
@@ -83,8 +86,11 @@ pub struct ProgramOp<'a> {
 /// moves only OOB bytes, as a recovery scan does).
 #[derive(Debug)]
 pub struct ReadOp<'a> {
+    /// The page to read.
     pub addr: PageAddr,
+    /// Receives the page's bytes (a whole page, or empty for the OOB area only).
     pub data: &'a mut [u8],
+    /// Receives the start of the page's OOB area (as many bytes as it is long).
     pub oob: &'a mut [u8],
     /// Set by the read.
     pub content: Content,
@@ -93,6 +99,7 @@ pub struct ReadOp<'a> {
 }
 
 impl<'a> ReadOp<'a> {
+    /// A read of `addr` into `data` and `oob`; `content` and `corrected_bits` are set by the read.
     pub fn new(addr: PageAddr, data: &'a mut [u8], oob: &'a mut [u8]) -> Self {
         ReadOp {
             addr,
@@ -107,58 +114,104 @@ impl<'a> ReadOp<'a> {
 /// Wear and state of one physical block.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BlockInfo {
+    /// Erases the block went through; an erase at `endurance_cycles` fails instead.
     pub erase_count: u32,
     /// Pages programmed since the last erase (the next page to program).
     pub next_page: u32,
+    /// Bad: from the factory, or grown (a failed program or erase, or marked by the FML).
     pub bad: bool,
+    /// Bad from the factory (drawn at format from `factory_bad_ppm`).
     pub factory_bad: bool,
 }
 
 /// Counters of physical operations, kept by the device.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FlashStats {
+    /// Physical pages read (OOB-only reads included).
     pub pages_read: u64,
+    /// Physical pages programmed.
     pub pages_programmed: u64,
+    /// Blocks erased (failed erases not counted).
     pub blocks_erased: u64,
+    /// Bytes moved over the channel buses, data and OOB, both ways.
     pub bytes_transferred: u64,
-    /// Time the busiest die spent in array operations and transfers.
+    /// The device's busy horizon: the latest completion time of any command issued so far.
     pub busy_until_ns: Nanos,
 }
 
+/// Why a device command failed; each breach of the NAND contract has its own variant.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum FlashError {
+    /// An address beyond the geometry.
     #[error("{what} address out of range: {detail}")]
-    OutOfRange { what: &'static str, detail: String },
+    OutOfRange {
+        /// What was addressed (`block` or `page`).
+        what: &'static str,
+        /// The address.
+        detail: String,
+    },
+    /// A program or erase of a bad block.
     #[error("{0} is a bad block")]
     BadBlock(BlockAddr),
+    /// A program of a page already programmed since its block's erase.
     #[error("program of {0}: page is not erased")]
     NotErased(PageAddr),
+    /// A program of a page other than its block's next one.
     #[error("program of {addr}: out of order, the block's next page is {expected}")]
-    OutOfOrder { addr: PageAddr, expected: u32 },
+    OutOfOrder {
+        /// The page asked for.
+        addr: PageAddr,
+        /// The block's next page to program.
+        expected: u32,
+    },
+    /// A buffer or OOB record of the wrong length.
     #[error("{what} of {addr}: {got} bytes given, the page takes {expected}")]
     Size {
+        /// Which buffer (`program data`, `program OOB`, `read buffer`, `write unit`, ...).
         what: &'static str,
+        /// The (first) page of the command.
         addr: PageAddr,
+        /// Bytes given.
         got: usize,
+        /// Bytes expected (the most, for an OOB record).
         expected: usize,
     },
+    /// A program that failed (injected); its block is marked bad.
     #[error("program of {0} failed; the block is now a grown bad block")]
     ProgramFailed(PageAddr),
+    /// An erase that failed: the block reached its endurance, or a failure was injected. The
+    /// block is marked bad.
     #[error("erase of {0} failed (worn out or faulty); the block is now a grown bad block")]
     EraseFailed(BlockAddr),
+    /// A read with more bit errors than the ECC corrects; its data is not returned.
     #[error("read of {addr}: {bit_errors} bit errors, beyond what the ECC corrects")]
-    Uncorrectable { addr: PageAddr, bit_errors: u32 },
+    Uncorrectable {
+        /// The page.
+        addr: PageAddr,
+        /// Bit errors found (`u32::MAX` for a torn page, 0 where the count is unknown: a
+        /// damaged image slot, or a layer above refusing what it read).
+        bit_errors: u32,
+    },
+    /// Power is off after an injected power cut ([`fault::Faulty`]).
     #[error("power is off (a power cut was injected); reopen the device")]
     PowerLoss,
+    /// An image file could not be used.
     #[error("device image {path}: {msg}")]
-    Image { path: String, msg: String },
+    Image {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        msg: String,
+    },
+    /// The device configuration is refused.
     #[error("device configuration: {0}")]
-    Config(String),
+    Config(#[from] DeviceConfigError),
 }
 
 /// The device boundary: physical pages and blocks, batched so one command can drive several
 /// planes and dies at once (multi-plane pages on one die share one array operation).
 pub trait Flash {
+    /// The device configuration.
     fn config(&self) -> &DeviceConfig;
     /// Reads pages issued together at `at`; returns when the last one is transferred.
     fn read(&mut self, at: Nanos, ops: &mut [ReadOp<'_>]) -> Result<Nanos, FlashError>;
@@ -166,9 +219,11 @@ pub trait Flash {
     fn program(&mut self, at: Nanos, ops: &[ProgramOp<'_>]) -> Result<Nanos, FlashError>;
     /// Erases blocks issued together at `at`.
     fn erase(&mut self, at: Nanos, blocks: &[BlockAddr]) -> Result<Nanos, FlashError>;
+    /// A block's wear and state.
     fn block_info(&self, b: BlockAddr) -> BlockInfo;
     /// Marks a block bad (the FML retires it); persistent like any other block state.
     fn mark_bad(&mut self, b: BlockAddr) -> Result<(), FlashError>;
+    /// Counters of the physical operations so far.
     fn stats(&self) -> FlashStats;
     /// Makes everything written so far durable (image backends).
     fn sync(&mut self) -> Result<(), FlashError>;

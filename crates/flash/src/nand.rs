@@ -26,8 +26,8 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::store::{MemStore, PageStore};
 use crate::{
-    BlockAddr, BlockInfo, Content, DeviceConfig, Flash, FlashError, FlashStats, Nanos, Payload,
-    ProgramOp, ReadOp, Scheduling,
+    BlockAddr, BlockInfo, Content, DeviceConfig, DeviceConfigError, Flash, FlashError, FlashStats,
+    Nanos, Payload, ProgramOp, ReadOp, Scheduling,
 };
 
 /// Busy intervals kept per die or bus under [`Scheduling::Backfill`]; older ones are merged
@@ -100,6 +100,8 @@ impl Timeline {
     }
 }
 
+/// The simulated NAND device: enforces the [`Flash`] contract over a page store and times
+/// every command (module documentation).
 pub struct Nand<S: PageStore = MemStore> {
     config: DeviceConfig,
     store: S,
@@ -115,7 +117,7 @@ pub struct Nand<S: PageStore = MemStore> {
 impl Nand<MemStore> {
     /// A fresh in-memory device, every block erased, factory bad blocks drawn from the seed.
     pub fn in_memory(config: DeviceConfig) -> Result<Self, FlashError> {
-        config.validate().map_err(FlashError::Config)?;
+        config.validate()?;
         Nand::open(config, MemStore::new(config.geometry))
     }
 }
@@ -123,16 +125,15 @@ impl Nand<MemStore> {
 impl<S: PageStore> Nand<S> {
     /// Opens a device over a store; a blank store is formatted (factory bad blocks drawn).
     pub fn open(config: DeviceConfig, mut store: S) -> Result<Self, FlashError> {
-        config.validate().map_err(FlashError::Config)?;
+        config.validate()?;
         let g = config.geometry;
         let blocks = match store.load_blocks()? {
             Some(b) => {
                 if b.len() != g.blocks() as usize {
-                    return Err(FlashError::Config(format!(
-                        "store holds {} blocks, geometry has {}",
-                        b.len(),
-                        g.blocks()
-                    )));
+                    return Err(FlashError::Config(DeviceConfigError::StoreBlocks {
+                        store_blocks: b.len(),
+                        geometry_blocks: g.blocks(),
+                    }));
                 }
                 b
             }
@@ -161,10 +162,12 @@ impl<S: PageStore> Nand<S> {
         })
     }
 
+    /// The page store below.
     pub fn store(&self) -> &S {
         &self.store
     }
 
+    /// Hands the page store back (to reopen the device over it).
     pub fn into_store(self) -> S {
         self.store
     }

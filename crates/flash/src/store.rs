@@ -8,11 +8,14 @@
 
 use crate::{BlockInfo, Content, FlashError, Geometry, Payload};
 
+/// Keeps what a [`crate::Nand`] programs: page contents, OOB records and block state.
 pub trait PageStore {
     /// Block state as stored; `None` for a store that starts blank.
     fn load_blocks(&mut self) -> Result<Option<Vec<BlockInfo>>, FlashError>;
     /// Persists a block's erase count and bad flags (called on erase and on marking bad).
     fn put_block(&mut self, index: u32, info: &BlockInfo) -> Result<(), FlashError>;
+    /// Stores a programmed page; `epoch` is the block's erase count, which an image keeps
+    /// with the page to tell pages written since the last erase from older ones.
     fn put_page(
         &mut self,
         block: u32,
@@ -31,6 +34,7 @@ pub trait PageStore {
     ) -> Result<Content, FlashError>;
     /// Forgets a block's contents after an erase.
     fn drop_block(&mut self, block: u32);
+    /// Makes everything stored so far durable (a no-op in memory).
     fn sync(&mut self) -> Result<(), FlashError>;
     /// Bytes of memory the store holds for page contents (for the memory report).
     fn resident_bytes(&self) -> u64;
@@ -62,6 +66,7 @@ pub struct MemStore {
 }
 
 impl MemStore {
+    /// An empty store for a device of this geometry, every block erased.
     pub fn new(geometry: Geometry) -> Self {
         let mut blocks = Vec::new();
         blocks.resize_with(geometry.blocks() as usize, || None);

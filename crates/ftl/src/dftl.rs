@@ -21,10 +21,14 @@ struct Node {
 /// Translation I/O an access needs, in this order: write back `writeback`, then fetch `fetch`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CmtIo {
+    /// The translation page to write back first (an evicted dirty entry's page).
     pub writeback: Option<u32>,
+    /// The translation page to read (a miss).
     pub fetch: Option<u32>,
 }
 
+/// DFTL's cached mapping table: an LRU of mapping entries that tracks which translation pages
+/// hold dirty entries, or a cache whose hit rate is held ([`Cmt::with_hit_rate`]).
 pub struct Cmt {
     capacity: usize,
     entries_per_tpage: u32,
@@ -34,7 +38,9 @@ pub struct Cmt {
     head: u32,
     tail: u32,
     dirty_by_tpage: HashMap<u32, Vec<u32>>,
+    /// Lookups that found their entry cached.
     pub hits: u64,
+    /// Lookups that did not.
     pub misses: u64,
     /// POFTL-14 IV-C: the hit rate held at this fraction instead of decided by the LRU.
     forced_hit_rate: Option<f64>,
@@ -42,6 +48,8 @@ pub struct Cmt {
 }
 
 impl Cmt {
+    /// An LRU of at most `capacity_entries` entries (at least 1), over translation pages of
+    /// `entries_per_tpage` entries each.
     pub fn new(capacity_entries: usize, entries_per_tpage: u32) -> Self {
         Cmt {
             capacity: capacity_entries.max(1),
@@ -72,14 +80,17 @@ impl Cmt {
         }
     }
 
+    /// The translation page holding `lpn`'s entry.
     pub fn tpage_of(&self, lpn: u32) -> u32 {
         lpn / self.entries_per_tpage
     }
 
+    /// Entries cached (always 0 with a held hit rate).
     pub fn len(&self) -> usize {
         self.index.len()
     }
 
+    /// Whether no entry is cached.
     pub fn is_empty(&self) -> bool {
         self.index.is_empty()
     }

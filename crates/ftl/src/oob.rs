@@ -13,9 +13,12 @@ pub enum Kind {
     Checkpoint,
 }
 
+/// The OOB record of one unit (20 bytes; docs/FORMAT.md, section 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record {
+    /// What the unit holds.
     pub kind: Kind,
+    /// By kind: the logical page, the translation page number, or the checkpoint part.
     pub key: u32,
     /// Global write sequence number (48 bits); a checkpoint's parts all carry the checkpoint's.
     pub seq: u64,
@@ -33,6 +36,7 @@ pub const SEQ_MAX: u64 = (1 << 48) - 1;
 const VERSION: u8 = 2;
 
 impl Record {
+    /// The record's bytes, with its own CRC-32C; panics if `seq` needs more than 48 bits.
     pub fn encode(&self) -> [u8; RECORD_BYTES] {
         let mut b = [0u8; RECORD_BYTES];
         b[0] = match self.kind {
@@ -57,38 +61,29 @@ impl Record {
             && crc32c::crc32c(&b[..12]) == u32::from_le_bytes([b[12], b[13], b[14], b[15]])
     }
 
-    /// `None` for an erased or foreign OOB area; an error string for a damaged record.
-    pub fn decode(b: &[u8]) -> Result<Option<Record>, String> {
+    /// `None` for an erased or foreign OOB area; an error for a damaged record.
+    pub fn decode(b: &[u8]) -> Result<Option<Record>, RecordError> {
         if b.len() < RECORD_BYTES {
-            return Err(format!(
-                "OOB record is {} bytes, expected {RECORD_BYTES}",
-                b.len()
-            ));
+            return Err(RecordError::Short { len: b.len() });
         }
         if b[..RECORD_BYTES].iter().all(|&x| x == 0xFF) {
             return Ok(None);
         }
         let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
         if Self::is_version_1(b) {
-            return Err(format!(
-                "OOB record version 1 is not supported (this build reads version {VERSION}, \
-                 which adds payload checksums): the image must be formatted again"
-            ));
+            return Err(RecordError::Version1);
         }
         if crc32c::crc32c(&b[..16]) != u32_at(16) {
-            return Err("OOB record checksum mismatch".into());
+            return Err(RecordError::Checksum);
         }
         if b[1] != VERSION {
-            return Err(format!(
-                "OOB record version {} is not supported (expected {VERSION})",
-                b[1]
-            ));
+            return Err(RecordError::Version { version: b[1] });
         }
         let kind = match b[0] {
             1 => Kind::Data,
             2 => Kind::Map,
             3 => Kind::Checkpoint,
-            k => return Err(format!("OOB record kind {k} is unknown")),
+            k => return Err(RecordError::Kind { kind: k }),
         };
         let mut seq = [0u8; 8];
         seq[..6].copy_from_slice(&b[6..12]);
@@ -99,6 +94,38 @@ impl Record {
             payload_crc: u32_at(12),
         }))
     }
+}
+
+/// Why an OOB area does not hold a record this build reads ([`Record::decode`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// The OOB area is shorter than a record.
+    #[error("OOB record is {len} bytes, expected {RECORD_BYTES}")]
+    Short {
+        /// Bytes given.
+        len: usize,
+    },
+    /// A whole record of version 1, written before payload checksums.
+    #[error(
+        "OOB record version 1 is not supported (this build reads version {VERSION}, \
+         which adds payload checksums): the image must be formatted again"
+    )]
+    Version1,
+    /// The record's own CRC-32C does not match: a damaged record.
+    #[error("OOB record checksum mismatch")]
+    Checksum,
+    /// A record of a version other than 2 (and not a whole version 1 record).
+    #[error("OOB record version {version} is not supported (expected {VERSION})")]
+    Version {
+        /// The version byte found.
+        version: u8,
+    },
+    /// A kind byte other than 1 (data), 2 (translation page) or 3 (checkpoint part).
+    #[error("OOB record kind {kind} is unknown")]
+    Kind {
+        /// The kind byte found.
+        kind: u8,
+    },
 }
 
 #[cfg(test)]
@@ -150,6 +177,7 @@ mod tests {
         let crc = crc32c::crc32c(&b[..12]);
         b[12..16].copy_from_slice(&crc.to_le_bytes());
         let e = Record::decode(&b).unwrap_err();
-        assert!(e.contains("version 1"), "{e}");
+        assert_eq!(e, RecordError::Version1);
+        assert!(e.to_string().contains("version 1"), "{e}");
     }
 }

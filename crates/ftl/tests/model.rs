@@ -152,7 +152,9 @@ impl Rig {
         let ftl = Ftl::open(dev, self.cfg)
             .map_err(|e| TestCaseError::fail(format!("recovery failed: {e}")))?;
         self.ftl = Some(ftl);
-        self.ftl().check().map_err(TestCaseError::fail)?;
+        self.ftl()
+            .check()
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
         let touched: Vec<usize> = self.oracle.touched.iter().copied().collect();
         let mut buf = vec![0u8; SECTOR];
         for s in touched {
@@ -268,7 +270,9 @@ impl Rig {
                             Ftl::open(dev, self.cfg)
                                 .map_err(|e| TestCaseError::fail(format!("reopen: {e}")))?,
                         );
-                        self.ftl().check().map_err(TestCaseError::fail)?;
+                        self.ftl()
+                            .check()
+                            .map_err(|e| TestCaseError::fail(e.to_string()))?;
                         Ok(())
                     }
                     Err(e) => Err(e),
@@ -346,7 +350,7 @@ proptest! {
         for op in &ops {
             rig.run(op, sectors)?;
         }
-        rig.ftl().check().map_err(TestCaseError::fail)?;
+        rig.ftl().check().map_err(|e| TestCaseError::fail(e.to_string()))?;
     }
 }
 

@@ -70,7 +70,10 @@ fn run() -> Result<(), String> {
             grouping: g,
             ..base
         };
-        let dev = scale_device(flash::config::preset("poftl")?, scale);
+        let dev = scale_device(
+            flash::config::preset("poftl").map_err(|e| e.to_string())?,
+            scale,
+        );
         let dev = cfg.device(dev).map_err(|e| e.to_string())?;
         let cfg = PoftlConfig {
             fml: fml::FmlConfig::for_blocks(flash::gang::Layout::new(&dev).superblocks),

@@ -244,7 +244,7 @@ impl Experiment {
     }
 
     /// The preset a variant runs on, at scale 1.
-    pub fn device_of(&self, v: &Variant) -> Result<DeviceConfig, String> {
+    pub fn device_of(&self, v: &Variant) -> Result<DeviceConfig, flash::UnknownPreset> {
         let name = v.device.as_deref().unwrap_or(&self.device);
         Ok(scale_device(flash::preset(name)?, self.device_scale))
     }
@@ -456,7 +456,7 @@ pub fn run_variant(
         error: None,
     };
     let r = (|| -> Result<(), String> {
-        let device = scale_device(e.device_of(v)?, s);
+        let device = scale_device(e.device_of(v).map_err(|m| m.to_string())?, s);
         let mut scaled = e.workload_of(v)?;
         scaled.scale(s);
         let plan = match &scaled {
@@ -733,8 +733,11 @@ worse = "B"
             ("workload = { files = \"many\" }", "variant B"),
             ("device = \"floppy\"", "floppy"),
         ] {
-            let r = Experiment::from_toml(&with(extra), "t.toml")
-                .and_then(|e| e.device_of(&e.variants[1]).map(|_| ()));
+            let r = Experiment::from_toml(&with(extra), "t.toml").and_then(|e| {
+                e.device_of(&e.variants[1])
+                    .map(|_| ())
+                    .map_err(|m| m.to_string())
+            });
             let err = r.unwrap_err();
             assert!(err.contains(says), "{extra}: {err}");
         }

@@ -79,7 +79,7 @@ impl Default for RunConfig {
 }
 
 impl RunConfig {
-    pub fn device_config(&self) -> Result<DeviceConfig, String> {
+    pub fn device_config(&self) -> Result<DeviceConfig, RunConfigError> {
         let mut c = match self.device_config {
             Some(c) => c,
             None => flash::preset(&self.device)?,
@@ -89,22 +89,16 @@ impl RunConfig {
         Ok(c)
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), RunConfigError> {
         if !(self.utilisation > 0.0 && self.utilisation <= 1.0) {
-            return Err(format!(
-                "utilisation = {} must lie in (0, 1]",
-                self.utilisation
-            ));
+            return Err(RunConfigError::Utilisation(self.utilisation));
         }
         if self.load.threads == 0 || self.load.queue_depth == 0 {
-            return Err("load.threads and load.queue_depth must be at least 1".into());
+            return Err(RunConfigError::Load);
         }
         self.ftl.validate()?;
         if self.object_bytes == 0 || !self.object_bytes.is_multiple_of(512) {
-            return Err(format!(
-                "object_bytes = {} must be a positive multiple of 512",
-                self.object_bytes
-            ));
+            return Err(RunConfigError::ObjectBytes(self.object_bytes));
         }
         Ok(())
     }
@@ -212,10 +206,36 @@ pub struct RunReport {
     pub config: RunConfig,
 }
 
+/// Why run settings are refused ([`RunConfig::validate`], [`RunConfig::device_config`]).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RunConfigError {
+    /// `utilisation` outside (0, 1].
+    #[error("utilisation = {0} must lie in (0, 1]")]
+    Utilisation(f64),
+    /// No load threads or a queue depth of 0.
+    #[error("load.threads and load.queue_depth must be at least 1")]
+    Load,
+    /// `object_bytes` is not a positive multiple of 512.
+    #[error("object_bytes = {0} must be a positive multiple of 512")]
+    ObjectBytes(u64),
+    /// The `[ftl]` settings.
+    #[error(transparent)]
+    Ftl(#[from] ftl::FtlConfigError),
+    /// The device settings.
+    #[error(transparent)]
+    Device(#[from] flash::DeviceConfigError),
+    /// `device` names no preset.
+    #[error(transparent)]
+    Preset(#[from] flash::UnknownPreset),
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("configuration: {0}")]
     Config(String),
+    /// The run settings are refused.
+    #[error("configuration: {0}")]
+    Settings(#[from] RunConfigError),
     #[error("{0}")]
     Setup(String),
     #[error("{phase}: {source}")]
@@ -258,8 +278,8 @@ fn build_stack(cfg: &RunConfig, device: DeviceConfig) -> Result<Box<dyn Stack>, 
 
 /// Runs one configuration to completion.
 pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunError> {
-    cfg.validate().map_err(RunError::Config)?;
-    let device = cfg.device_config().map_err(RunError::Config)?;
+    cfg.validate()?;
+    let device = cfg.device_config()?;
     let wall = Instant::now();
     let mut stack = build_stack(cfg, device)?;
     let capacity = stack.capacity_bytes();

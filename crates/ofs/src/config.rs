@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use vfs::FsError;
 
+/// OFS settings: how files, inodes and directories map onto objects (fixed at format).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OfsConfig {

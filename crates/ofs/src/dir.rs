@@ -86,13 +86,18 @@ pub fn bucket_count(length: u64, block: u64, dir: Ino) -> Result<u64, FsError> {
 /// own object and `name` is empty here.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
+    /// The name's hash ([`name_hash`]), which places it in its bucket.
     pub hash: u32,
+    /// The inode it names.
     pub ino: Ino,
+    /// The inode's kind.
     pub kind: FileKind,
+    /// The name (empty with `dirent_objects`).
     pub name: String,
 }
 
 impl Entry {
+    /// Bytes the entry takes in a bucket.
     pub fn encoded_len(&self) -> usize {
         ENTRY_FIXED_BYTES + self.name.len()
     }
@@ -107,10 +112,12 @@ pub fn logical_entry_bytes(name: &str) -> u64 {
 /// One bucket's entries.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Bucket {
+    /// The entries, in the order the bucket keeps them.
     pub entries: Vec<Entry>,
 }
 
 impl Bucket {
+    /// Bytes the bucket takes encoded, header included.
     pub fn encoded_len(&self) -> usize {
         BUCKET_HEADER_BYTES + self.entries.iter().map(Entry::encoded_len).sum::<usize>()
     }
@@ -120,6 +127,8 @@ impl Bucket {
         self.encoded_len() + extra <= block
     }
 
+    /// The bucket's bytes: header (with the CRC of the entries) and entries; not padded to the
+    /// block.
     pub fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.encoded_len());
         let used = self.encoded_len() - BUCKET_HEADER_BYTES;

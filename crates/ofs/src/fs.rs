@@ -19,19 +19,25 @@ use crate::layout::*;
 pub struct OfsCounters {
     /// Name lookups in a directory (lookup, and the existence checks of create and remove).
     pub dir_lookups: u64,
+    /// Directory buckets read.
     pub dir_buckets_read: u64,
+    /// Directory buckets written.
     pub dir_buckets_written: u64,
     /// Buckets added to a directory (each split one bucket into two).
     pub dir_splits: u64,
     /// Directory entry objects read and written (`dirent_objects`).
     pub dirent_objects_read: u64,
+    /// Directory entry objects written (`dirent_objects`).
     pub dirent_objects_written: u64,
     /// Inode records read (kind and link) and written, in an attribute or an inode object.
     pub inode_reads: u64,
+    /// Inode records written.
     pub inode_writes: u64,
     /// SET_ATTR commands OFS issued (inode records, directory sizes, the superblock).
     pub attr_updates: u64,
+    /// Objects OFS created (data, inode and directory entry objects).
     pub objects_created: u64,
+    /// Objects OFS removed.
     pub objects_removed: u64,
     /// FLUSH commands OFS issued (fsync, sync, directory splits, mount and unmount).
     pub flushes: u64,
@@ -181,6 +187,7 @@ impl<F: Flash> Ofs<F> {
         self.store
     }
 
+    /// The object store below.
     pub fn store(&self) -> &ObjectStore<F> {
         &self.store
     }
@@ -201,6 +208,7 @@ impl<F: Flash> Ofs<F> {
         }
     }
 
+    /// Counters of OFS's own work since mount.
     pub fn ofs_counters(&self) -> OfsCounters {
         self.counters
     }

@@ -42,20 +42,27 @@ pub const XATTR_BYTES_MAX: usize = 77;
 /// Which of OFS's objects an object id is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ObjectRole {
+    /// The data object of an inode.
     Data(Ino),
+    /// The inode object of an inode (`inode_objects`).
     Inode(Ino),
+    /// The directory entry object of an inode (`dirent_objects`).
     Dirent(Ino),
+    /// None of OFS's objects.
     Unknown,
 }
 
+/// The data object of `ino`.
 pub fn data_oid(ino: Ino) -> Oid {
     oid(OBJECT_OFFSET + ino)
 }
 
+/// The inode object of `ino`.
 pub fn inode_oid(ino: Ino) -> Oid {
     oid(INODE_OBJECT_BASE + ino)
 }
 
+/// The directory entry object of `ino`.
 pub fn dirent_oid(ino: Ino) -> Oid {
     oid(DIRENT_OBJECT_BASE + ino)
 }
@@ -107,6 +114,7 @@ fn check_crc(b: &[u8]) -> Option<&[u8]> {
     (crc32c::crc32c(body).to_le_bytes() == crc).then_some(body)
 }
 
+/// The byte a record stores for a file kind: 1 file, 2 directory, 3 symbolic link.
 pub fn kind_code(k: FileKind) -> u8 {
     match k {
         FileKind::File => 1,
@@ -115,6 +123,7 @@ pub fn kind_code(k: FileKind) -> u8 {
     }
 }
 
+/// The file kind of a record's byte; `None` for an unknown one.
 pub fn kind_from_code(c: u8) -> Option<FileKind> {
     match c {
         1 => Some(FileKind::File),
@@ -142,9 +151,13 @@ pub const INODE_RECORD_V2_BYTES: usize = 32;
 /// files, made without an owner, cost exactly what they did; as version 2 (32 bytes) otherwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InodeRecord {
+    /// File, directory or symbolic link.
     pub kind: FileKind,
+    /// The parent directory (see above).
     pub parent: Ino,
+    /// Permissions, user and group.
     pub owner: Owner,
+    /// Link count (names of the inode).
     pub nlink: u32,
 }
 
@@ -181,6 +194,7 @@ impl InodeRecord {
         with_crc(v)
     }
 
+    /// Decodes either version; a damaged record of inode `ino` is [`FsError::Corrupted`].
     pub fn decode(b: &[u8], ino: Ino) -> Result<InodeRecord, FsError> {
         let bad = |why: &str| corrupted("inode record", ino, why);
         if b.len() != INODE_RECORD_V1_BYTES && b.len() != INODE_RECORD_V2_BYTES {
@@ -223,11 +237,14 @@ impl InodeRecord {
 /// directory's size), kept beside the entries so `rmdir` and `stat` need not read them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DirSize {
+    /// Entries in the directory.
     pub entries: u64,
+    /// Bytes the entries occupy ([`crate::dir::logical_entry_bytes`] each).
     pub bytes: u64,
 }
 
 impl DirSize {
+    /// Entry count, bytes, CRC (20 bytes).
     pub fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(20);
         v.extend_from_slice(&self.entries.to_le_bytes());
@@ -235,6 +252,7 @@ impl DirSize {
         with_crc(v)
     }
 
+    /// Decodes the record of directory `ino`; a damaged one is [`FsError::Corrupted`].
     pub fn decode(b: &[u8], ino: Ino) -> Result<DirSize, FsError> {
         let body = (b.len() == 20)
             .then(|| check_crc(b))
@@ -261,11 +279,17 @@ const FLAG_CLEAN: u16 = 8;
 /// next inode number (valid only when clean; otherwise mount recomputes it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Superblock {
+    /// Formatted with `inode_objects`.
     pub inode_objects: bool,
+    /// Formatted with `embed_inodes`.
     pub embed_inodes: bool,
+    /// Formatted with `dirent_objects`.
     pub dirent_objects: bool,
+    /// The directory bucket size in bytes, as formatted.
     pub dir_block_bytes: u32,
+    /// Unmounted cleanly (cleared at mount, set at unmount).
     pub clean: bool,
+    /// The next inode number to hand out (valid only when clean).
     pub next_ino: Ino,
 }
 
@@ -290,6 +314,7 @@ impl Superblock {
         with_crc(v)
     }
 
+    /// Decodes a superblock of version 1 or 2; anything else is [`FsError::Corrupted`].
     pub fn decode(b: &[u8]) -> Result<Superblock, FsError> {
         let bad = |why: String| FsError::Corrupted(format!("superblock: {why}"));
         let body = (b.len() == 24)
@@ -321,8 +346,11 @@ impl Superblock {
 /// directory it is in. The directory's hashed buckets then hold only (hash, inode, kind).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirentRecord {
+    /// The directory holding the entry.
     pub parent: Ino,
+    /// The inode's kind.
     pub kind: FileKind,
+    /// The name.
     pub name: String,
 }
 
@@ -337,6 +365,7 @@ impl DirentRecord {
         with_crc(v)
     }
 
+    /// Decodes the entry object of inode `ino`; a damaged one is [`FsError::Corrupted`].
     pub fn decode(b: &[u8], ino: Ino) -> Result<DirentRecord, FsError> {
         let bad = |why: &str| corrupted("directory entry object", ino, why);
         let body = check_crc(b).ok_or_else(|| bad("checksum mismatch"))?;

@@ -21,6 +21,7 @@
 //! See docs/OFS.md for the layout, the formats and what is not built.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 
 pub mod check;
 pub mod config;

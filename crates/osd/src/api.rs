@@ -11,9 +11,13 @@ pub enum Attr {
     LogicalLength,
     /// Flash bytes the object's data occupies (read-only).
     UsedCapacity,
+    /// When the object was created, in virtual ns (read-only).
     CreatedTime,
+    /// When the object's data or length last changed, in virtual ns.
     ModifiedTime,
+    /// When the object was last read, in virtual ns (kept when `osd.atime` is on).
     AccessedTime,
+    /// When an attribute was last set, in virtual ns (read-only).
     AttrChangedTime,
     /// Scheduling priority; 0 is normal.
     Priority,
@@ -21,6 +25,7 @@ pub enum Attr {
     ExpectedSize,
     /// Placement hint: how the object will be accessed.
     AccessPattern,
+    /// While true the object refuses writes, truncation and reliability changes.
     ReadOnly,
     /// The object is a file system inode (OSCM-11 V-D).
     InodeEmbedded,
@@ -28,15 +33,20 @@ pub enum Attr {
     /// data units, 0 for none (at most [`crate::store::MAX_RELIABILITY`]). Setting it on an
     /// object with data recomputes its parity.
     Reliability,
+    /// User attribute `id` (at least 0x1000): bytes kept in the onode.
     User(u16),
 }
 
 /// An attribute value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AttrValue {
+    /// A number: bytes for lengths and sizes, virtual ns for times, or a count.
     U64(u64),
+    /// A flag (`ReadOnly`, `InodeEmbedded`).
     Bool(bool),
+    /// An access pattern (`AccessPattern`).
     Pattern(AccessPattern),
+    /// A user attribute's value.
     Bytes(Vec<u8>),
     /// A user attribute that is not set.
     Absent,
@@ -45,33 +55,57 @@ pub enum AttrValue {
 /// What a FLUSH covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlushScope {
+    /// One object (this store flushes everything buffered: its buffer is shared).
     Object(Oid),
+    /// The objects of one partition (likewise everything buffered).
     Partition(PartitionId),
+    /// Everything, access times included.
     Device,
 }
 
 /// Typed errors in the spirit of the OSD sense codes.
 #[derive(Debug, thiserror::Error)]
 pub enum OsdError {
+    /// The partition or object (named) does not exist.
     #[error("{0} not found")]
     NotFound(String),
+    /// The partition or object (named) exists already.
     #[error("{0} already exists")]
     AlreadyExists(String),
+    /// The FML cannot hold the data.
     #[error("no space: {needed_bytes} bytes needed, {free_bytes} bytes left")]
-    NoSpace { needed_bytes: u64, free_bytes: u64 },
+    NoSpace {
+        /// Bytes the command needed.
+        needed_bytes: u64,
+        /// Bytes the FML can still hold valid.
+        free_bytes: u64,
+    },
+    /// An argument the command cannot take (says why).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A write, truncation or reliability change of a read-only object.
     #[error("object {0} is read-only")]
     ReadOnly(Oid),
+    /// Metadata read back that does not decode or check.
     #[error("corrupted {what} at {location}")]
-    Corrupted { what: String, location: String },
+    Corrupted {
+        /// What is damaged and how.
+        what: String,
+        /// Where: a unit, a checkpoint, or the device.
+        location: String,
+    },
     /// A unit read back does not match the checksum written with it (bit rot, a damaged image):
     /// its contents are lost and are never returned. `what` names the object and byte range,
     /// or the kind of metadata; `location` the write unit.
     #[error(
         "uncorrectable read of {what} at {location}: its contents do not match their checksum"
     )]
-    Uncorrectable { what: String, location: String },
+    Uncorrectable {
+        /// The object and byte range, or the kind of metadata.
+        what: String,
+        /// The write unit.
+        location: String,
+    },
     /// The flash management layer (or the device under it) refused a command.
     #[error("device: {0}")]
     Device(#[from] fml::FmlError),
@@ -83,12 +117,15 @@ pub enum OsdError {
     /// device error stays on the target.
     #[error("remote: {0}")]
     Remote(String),
+    /// An earlier write failed part way; the store refuses writes until it is reopened (the
+    /// first failure's reason).
     #[error("the store stopped accepting writes after an earlier failure ({0}); reopen it")]
     Poisoned(String),
 }
 
 /// The OSD command set.
 pub trait Osd {
+    /// Creates a partition with the given id (at least 0x10000) or one the device assigns.
     fn create_partition(&mut self, id: Option<PartitionId>) -> Result<PartitionId, OsdError>;
     /// Removes an empty partition.
     fn remove_partition(&mut self, id: PartitionId) -> Result<(), OsdError>;
@@ -98,14 +135,17 @@ pub trait Osd {
         partition: PartitionId,
         id: Option<ObjectId>,
     ) -> Result<ObjectId, OsdError>;
+    /// Removes an object and its data (a partition is removed with `remove_partition`).
     fn remove(&mut self, oid: Oid) -> Result<(), OsdError>;
     /// Reads from `offset`; returns the bytes read (fewer at the end of the object).
     fn read(&mut self, oid: Oid, offset: u64, buf: &mut [u8]) -> Result<usize, OsdError>;
+    /// Writes `data` at `offset`; the object grows to cover it.
     fn write(&mut self, oid: Oid, offset: u64, data: &[u8]) -> Result<(), OsdError>;
     /// Writes at the end of the object; returns the offset the data went to.
     fn append(&mut self, oid: Oid, data: &[u8]) -> Result<u64, OsdError>;
     /// Sets the logical length (shrinking discards data past it; growing reads as zeros).
     fn truncate(&mut self, oid: Oid, length: u64) -> Result<(), OsdError>;
+    /// Reads an attribute; a user attribute not set is `AttrValue::Absent`.
     fn get_attr(&mut self, oid: Oid, attr: Attr) -> Result<AttrValue, OsdError>;
     /// Sets an attribute; `AttrValue::Absent` removes a user attribute.
     fn set_attr(&mut self, oid: Oid, attr: Attr, value: AttrValue) -> Result<(), OsdError>;

@@ -6,9 +6,11 @@ use std::fmt;
 /// well-known objects).
 pub const FIRST_USER_ID: u64 = 0x10000;
 
+/// A partition's 64-bit id.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PartitionId(pub u64);
 
+/// An object's 64-bit id within its partition (0 is the partition itself).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectId(pub u64);
 
@@ -16,11 +18,14 @@ pub struct ObjectId(pub u64);
 /// key range of the index.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Oid {
+    /// The partition.
     pub partition: PartitionId,
+    /// The object within it.
     pub object: ObjectId,
 }
 
 impl Oid {
+    /// The address of `object` in `partition`.
     pub fn new(partition: u64, object: u64) -> Oid {
         Oid {
             partition: PartitionId(partition),
@@ -36,14 +41,17 @@ impl Oid {
         }
     }
 
+    /// Whether this is the object standing for its partition (object id 0).
     pub fn is_partition_root(&self) -> bool {
         self.object.0 == 0
     }
 
+    /// As one number, `partition << 64 | object` (the order of the index keys).
     pub fn as_u128(&self) -> u128 {
         (self.partition.0 as u128) << 64 | self.object.0 as u128
     }
 
+    /// The inverse of [`Self::as_u128`].
     pub fn from_u128(v: u128) -> Oid {
         Oid::new((v >> 64) as u64, v as u64)
     }

@@ -2,6 +2,7 @@
 //! that shares the FML with the block baselines (OSSD-13 IV-V, OSCM-11 III-IV).
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 
 pub mod api;
 pub mod id;

@@ -34,9 +34,12 @@ const FIXED_BYTES: usize = FIXED_BYTES_V1 + SERVICES_BYTES;
 /// How the host expects an object to be accessed (a placement hint).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AccessPattern {
+    /// No hint (the default).
     #[default]
     Unknown,
+    /// Read and written in order.
     Sequential,
+    /// Read and written at random offsets.
     Random,
     /// Written once, read many times.
     WriteOnce,
@@ -65,20 +68,29 @@ impl AccessPattern {
 /// An object descriptor.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Onode {
+    /// The object.
     pub oid: Oid,
     /// A tombstone: the object was removed (kept on flash until recovery no longer needs it).
     pub removed: bool,
+    /// Writes and truncation are refused ([`crate::Attr::ReadOnly`]).
     pub read_only: bool,
     /// The host marked the object as an inode (OSCM-11 V-D: inode embedding).
     pub inode: bool,
+    /// Scheduling priority: 0 normal, above 0 real-time ([`crate::Attr::Priority`]).
     pub priority: u8,
+    /// Placement hint: how the host will access the object.
     pub access: AccessPattern,
+    /// The logical length in bytes.
     pub logical_length: u64,
     /// Bytes of flash the object's data occupies (whole write units).
     pub used_bytes: u64,
+    /// Creation time, virtual ns.
     pub created_ns: u64,
+    /// Last data or length change, virtual ns.
     pub modified_ns: u64,
+    /// Last read, virtual ns (a newer time may wait in the atime journal).
     pub accessed_ns: u64,
+    /// Last attribute change, virtual ns.
     pub attr_changed_ns: u64,
     /// Placement hint: the size the host expects the object to reach (0 = unknown).
     pub expected_size: u64,
@@ -105,13 +117,20 @@ impl From<le::Truncated> for OnodeError {
     }
 }
 
+/// Why an onode cannot be encoded or decoded.
 #[derive(Debug, PartialEq, Eq)]
 pub enum OnodeError {
-    TooLarge { bytes: usize },
+    /// The onode would encode to more than [`ONODE_MAX_BYTES`].
+    TooLarge {
+        /// Its encoded length.
+        bytes: usize,
+    },
+    /// Bytes that do not decode as an onode (says why).
     Corrupted(String),
 }
 
 impl Onode {
+    /// A new object's onode, its four times set to `now_ns`.
     pub fn new(oid: Oid, now_ns: u64) -> Onode {
         Onode {
             oid,
@@ -128,6 +147,7 @@ impl Onode {
         self.reliability != 0 || self.parity_group != 0
     }
 
+    /// Bytes the onode takes encoded in a descriptor page.
     pub fn encoded_len(&self) -> usize {
         let fixed = if self.has_services() {
             FIXED_BYTES
@@ -280,6 +300,7 @@ impl Onode {
         Ok((onode, at + 4))
     }
 
+    /// The value of user attribute `id`, if set.
     pub fn user_attr(&self, id: u16) -> Option<&[u8]> {
         self.attrs
             .iter()

@@ -19,15 +19,23 @@ use serde::{Deserialize, Serialize};
 
 use crate::id::Oid;
 
+/// A placement policy (see the module documentation); TOML and `--set` take the names in
+/// quotes below.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Placement {
+    /// `one`: every page into one update block (OFS-ONE, OSSD-13 VI-A).
     #[serde(rename = "one")]
     One,
+    /// `semantic` (the default; `ossd` is its old name): metadata, index and data apart, hot and
+    /// cold data apart, large objects in update blocks of their own (OSSD-13 V-F).
     #[default]
     #[serde(rename = "semantic", alias = "ossd")]
     Semantic,
+    /// `split`: metadata segments and data segments (OSCM-11 III-B).
     #[serde(rename = "split")]
     Split,
+    /// `split+atime`: as `split`, with access times journaled in segments of their own
+    /// (OSCM-11 IV).
     #[serde(rename = "split+atime")]
     SplitAtime,
 }
@@ -61,6 +69,7 @@ impl std::fmt::Display for Placement {
 /// What a page holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PageKind {
+    /// Object data units.
     Data,
     /// Parity units of an object's data (OSCM-11 III), written with the hot data.
     Parity,
@@ -79,7 +88,10 @@ pub enum PageKind {
 /// What the placement decision may look at.
 #[derive(Clone, Copy, Debug)]
 pub struct Hint {
+    /// What the page holds.
     pub kind: PageKind,
+    /// The object of a data or parity page; the default (0:0) for metadata pages, which hold
+    /// many objects'.
     pub oid: Oid,
     /// The larger of the object's logical length and its expected size (a host hint).
     pub object_bytes: u64,
@@ -99,6 +111,8 @@ const SEMANTIC_FIRST_DEDICATED: u8 = 4;
 /// block of its own; the least recently written gives its block up to a newcomer.
 pub const DEDICATED_STREAMS: u8 = 8;
 
+/// Chooses each page's stream under a policy, and keeps which large objects hold the
+/// dedicated update blocks.
 pub struct Placer {
     policy: Placement,
     write_unit_bytes: u64,
@@ -138,6 +152,7 @@ impl Placer {
         }
     }
 
+    /// The policy.
     pub fn policy(&self) -> Placement {
         self.policy
     }
@@ -181,6 +196,8 @@ impl Placer {
         2 * object_bytes.div_ceil(self.write_unit_bytes).max(1)
     }
 
+    /// The stream a page goes to (under `semantic`, this may give a large object a dedicated
+    /// update block, taking it from the least recently written one).
     pub fn choose(&mut self, h: &Hint) -> StreamId {
         StreamId(match (self.policy, h.kind) {
             (Placement::One, _) => 0,

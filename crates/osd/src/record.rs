@@ -4,6 +4,7 @@
 use crate::id::Oid;
 use crate::index::IndexKey;
 
+/// The longest record (a data or parity unit's), in bytes.
 pub const RECORD_MAX_BYTES: usize = 44;
 /// Record version 2 added the payload checksum (bytes 8..12) and narrowed a data record's unit
 /// index and length to 48 bits, so the largest record still takes 44 bytes (the OOB bytes every
@@ -11,7 +12,9 @@ pub const RECORD_MAX_BYTES: usize = 44;
 const VERSION: u8 = 2;
 /// Record lengths by kind: data, index node, and every other kind.
 pub const DATA_RECORD_BYTES: usize = 44;
+/// An index node's record, in bytes.
 pub const INDEX_RECORD_BYTES: usize = 13 + IndexKey::ENCODED_BYTES + 4;
+/// Every other kind's record (descriptor, checkpoint, atime, small-object), in bytes.
 pub const META_RECORD_BYTES: usize = 16;
 /// A parity unit's record is as long as a data unit's.
 pub const PARITY_RECORD_BYTES: usize = 44;
@@ -32,31 +35,53 @@ pub enum RecordError {
 /// The payload checksums live with the payload types (shared with the other mapping layer).
 pub use flash::{content_crc, payload_crc};
 
+/// The record of one unit: what it holds, and the store's write sequence number (48 bits)
+/// that orders it at recovery.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Record {
     /// Object data: unit `offset` (in write units) of `oid`, written when the object's logical
     /// length was `length`. `moved` marks a copy GC made: its length is stale.
     Data {
+        /// The object.
         oid: Oid,
+        /// The unit index within the object, in write units (48 bits).
         offset: u64,
+        /// The object's logical length in bytes when the unit was written (48 bits).
         length: u64,
+        /// Sequence number.
         seq: u64,
+        /// A copy GC made: `length` is stale.
         moved: bool,
     },
     /// A descriptor page of onodes.
-    Descriptor { seq: u64 },
+    Descriptor {
+        /// Sequence number.
+        seq: u64,
+    },
     /// An index node: its level and first key (so GC can tell the index which node it moved).
     Index {
+        /// Levels above the leaves (0 for a leaf).
         level: u8,
+        /// The node's first key.
         first_key: IndexKey,
+        /// Sequence number.
         seq: u64,
     },
     /// The checkpoint record.
-    Checkpoint { seq: u64 },
+    Checkpoint {
+        /// Sequence number.
+        seq: u64,
+    },
     /// A page of access-time journal entries (OSCM-11 IV).
-    Atime { seq: u64 },
+    Atime {
+        /// Sequence number.
+        seq: u64,
+    },
     /// A small-object page: the whole data of several small objects (OSCM-11 III-B).
-    Small { seq: u64 },
+    Small {
+        /// Sequence number.
+        seq: u64,
+    },
     /// Parity unit `row` of parity group `group` of `oid` (OSCM-11 III, "Object-level
     /// reliability"): Reed-Solomon parity over the object's data units `group * data_units ..
     /// (group + 1) * data_units`. `covers` is the signature of the data it was computed from
@@ -64,11 +89,17 @@ pub enum Record {
     /// [`crate::store::covers_term`]): a parity unit that is stale for the data on flash is
     /// recognised as such and never used to rebuild a unit.
     Parity {
+        /// The object.
         oid: Oid,
+        /// The parity group (48 bits).
         group: u64,
+        /// Which of the group's parity units.
         row: u8,
+        /// Data units per group.
         data_units: u8,
+        /// Signature of the data the parity was computed from.
         covers: u32,
+        /// Sequence number.
         seq: u64,
     },
 }
@@ -76,7 +107,9 @@ pub enum Record {
 /// A decoded record and the payload checksum it carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sealed {
+    /// The record.
     pub record: Record,
+    /// CRC-32C of the unit's payload ([`payload_crc`]).
     pub payload_crc: u32,
 }
 
@@ -93,6 +126,7 @@ fn u32_at(b: &[u8], o: usize) -> u32 {
 }
 
 impl Record {
+    /// The sequence number.
     pub fn seq(&self) -> u64 {
         match *self {
             Record::Data { seq, .. }
@@ -105,6 +139,7 @@ impl Record {
         }
     }
 
+    /// The same record with sequence number `new` (a GC copy gets a fresh one).
     pub fn with_seq(mut self, new: u64) -> Record {
         match &mut self {
             Record::Data { seq, .. }

@@ -94,6 +94,7 @@ pub struct OsdConfig {
     /// Placement policy (a run sets it from its `placement`).
     #[serde(skip)]
     pub placement: Placement,
+    /// How data units are mapped in the index (default `extent`).
     pub index_mode: IndexMode,
     /// Object data buffer (default 2 MiB, OSSD-13 V-E); 0 writes through.
     pub buffer_bytes: u64,
@@ -151,19 +152,34 @@ impl Default for OsdConfig {
 /// Counters of object store work.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct OsdStats {
+    /// Bytes the host wrote (the store's own rewrites, such as zeros filling a gap or a small
+    /// object moving to data units, not counted).
     pub host_write_bytes: u64,
+    /// Bytes the host read.
     pub host_read_bytes: u64,
+    /// Data units programmed (GC copies not counted).
     pub data_units_written: u64,
+    /// Data units read from flash for host reads.
     pub data_units_read: u64,
+    /// Descriptor pages (packed onodes) programmed.
     pub descriptor_pages_written: u64,
+    /// Descriptor pages read.
     pub descriptor_pages_read: u64,
+    /// Index nodes programmed.
     pub index_nodes_written: u64,
+    /// Index nodes read.
     pub index_nodes_read: u64,
+    /// Checkpoints written.
     pub checkpoints: u64,
+    /// Reads of a unit's old contents to merge a partial unit into (read-modify-write).
     pub rmw_reads: u64,
+    /// Units GC found unreadable when it came to move them.
     pub units_lost: u64,
+    /// Small-object pages programmed.
     pub small_pages_written: u64,
+    /// Small-object pages read.
     pub small_pages_read: u64,
+    /// Access-time journal pages programmed (`split+atime`).
     pub atime_pages_written: u64,
     /// Parity units programmed (OSCM-11 V-E's "parity write").
     pub parity_units_written: u64,
@@ -183,12 +199,18 @@ pub struct OsdStats {
 /// What recovery did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Recovery {
+    /// OOB records read: the last unit of each written block, then units back from the ends of
+    /// the newest blocks to find the checkpoint and what was written after it.
     pub units_scanned: u64,
+    /// The sequence number of the checkpoint recovery started from.
     pub checkpoint_seq: u64,
+    /// Records newer than that checkpoint (data, descriptor, atime, small-object and parity
+    /// units) that recovery replayed.
     pub records_rolled_forward: u64,
     /// Units recovery read whose payload failed its checksum (or the flash could not read):
     /// passed over as not written, like torn programs.
     pub units_damaged: u64,
+    /// Virtual time at which recovery finished, before the checkpoint it ends with.
     pub done_ns: Nanos,
 }
 
@@ -238,6 +260,8 @@ fn data_key(oid: Oid, unit: u64) -> IndexKey {
     }
 }
 
+/// The object store: the OSD command set ([`Osd`]) over onodes and data units located
+/// through the on-flash index, on the shared FML (module documentation).
 pub struct ObjectStore<F: Flash> {
     fml: Fml<F>,
     config: OsdConfig,
@@ -383,21 +407,27 @@ impl<F: Flash> ObjectStore<F> {
         Ok(s)
     }
 
+    /// The settings the store was opened with.
     pub fn config(&self) -> &OsdConfig {
         &self.config
     }
+    /// The FML below (its counters, blocks and GC state).
     pub fn fml(&self) -> &Fml<F> {
         &self.fml
     }
+    /// The device, for fault injection in tests and torture runs.
     pub fn device_mut(&mut self) -> &mut F {
         self.fml.flash_mut()
     }
+    /// Counters of the work done since open.
     pub fn stats(&self) -> OsdStats {
         self.stats
     }
+    /// What recovery did when the store was opened.
     pub fn recovery(&self) -> Recovery {
         self.recovery
     }
+    /// Bytes of a write unit, the unit of data placement.
     pub fn unit_bytes(&self) -> usize {
         self.unit
     }

@@ -109,7 +109,7 @@ impl PoftlConfig {
             dies_per_unit: 1,
             units_per_superblock: self.parallelism_degree,
         };
-        base.validate().map_err(PoftlError::Config)?;
+        base.validate()?;
         Ok(base)
     }
 }
@@ -129,6 +129,9 @@ pub enum PoftlError {
     /// A setting is out of range (says which).
     #[error("p-OFTL configuration: {0}")]
     Config(String),
+    /// The device configuration with p-OFTL's ganging does not validate.
+    #[error("p-OFTL configuration: {0}")]
+    Device(#[from] flash::DeviceConfigError),
     /// No object with this id.
     #[error("object {0:#x} does not exist")]
     NoObject(u64),

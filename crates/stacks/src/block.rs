@@ -160,7 +160,8 @@ impl<F: Flash> Stack for FtlStack<F> {
         ftl::fingerprint(flat_unit as u32, token)
     }
     fn check(&mut self) -> Result<(), String> {
-        self.ftl.check()
+        // The trait reports a check's finding as text, as the object stack's does.
+        self.ftl.check().map_err(|e| e.to_string())
     }
     fn gc_state(&self) -> GcState {
         gc_state_of(self.ftl.fml())

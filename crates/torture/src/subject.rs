@@ -394,7 +394,13 @@ impl Subject for FtlSubject {
         self.slot_bytes = slot_bytes;
     }
     fn fsck(&mut self) -> Result<Vec<String>, Fail> {
-        Ok(self.ftl.check().err().into_iter().collect())
+        Ok(self
+            .ftl
+            .check()
+            .err()
+            .map(|e| e.to_string())
+            .into_iter()
+            .collect())
     }
     fn device(&mut self) -> &mut Device {
         self.ftl.device_mut()

@@ -88,24 +88,32 @@ pub use node::{
 /// Index keys are ordered by (oid, kind, offset).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct IndexKey {
+    /// The object, `partition << 64 | object`.
     pub oid: u128,
+    /// What the entry maps; the object store's kinds are 0 (onode location), 1 (data extent)
+    /// and its own for small objects and parity.
     pub kind: u8,
+    /// Within the object: a unit index for data, 0 where there is one entry per object.
     pub offset: u64,
 }
 
 impl IndexKey {
+    /// The smallest key.
     pub const MIN: IndexKey = IndexKey {
         oid: 0,
         kind: 0,
         offset: 0,
     };
+    /// The largest key.
     pub const MAX: IndexKey = IndexKey {
         oid: u128::MAX,
         kind: u8::MAX,
         offset: u64::MAX,
     };
+    /// Bytes of an encoded key: `oid` (16), `kind` (1), `offset` (8).
     pub const ENCODED_BYTES: usize = 25;
 
+    /// The key of its three parts.
     pub const fn new(oid: u128, kind: u8, offset: u64) -> IndexKey {
         IndexKey { oid, kind, offset }
     }
@@ -183,13 +191,24 @@ pub trait NodeIo {
     fn free_node(&mut self, addr: NodeAddr);
 }
 
+/// Why an index operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
+    /// A node read back that does not decode (bad length, magic, version, level, count, CRC,
+    /// padding or key order).
     #[error("index node at {addr}: {what}")]
-    Corrupted { addr: NodeAddr, what: String },
+    Corrupted {
+        /// The node's address.
+        addr: NodeAddr,
+        /// What does not check.
+        what: String,
+    },
     /// The node read back does not match the checksum written with it.
     #[error("index node at {addr}: uncorrectable (its contents do not match their checksum)")]
-    Uncorrectable { addr: NodeAddr },
+    Uncorrectable {
+        /// The node's address.
+        addr: NodeAddr,
+    },
     /// The node store's device failed.
     #[error("index storage: {0}")]
     Device(#[from] fml::FmlError),
@@ -198,11 +217,14 @@ pub enum IndexError {
     Io(String),
 }
 
+/// Counters of index work.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IndexStats {
     /// Nodes read through `NodeIo::read_node` (including by `check`).
     pub nodes_read: u64,
+    /// Nodes written by commits.
     pub nodes_written: u64,
+    /// Committed nodes freed by commits (replaced by a dirty copy, or dropped).
     pub nodes_freed: u64,
     /// Committed nodes an operation found in the clean cache.
     pub cache_hits: u64,
@@ -286,6 +308,7 @@ impl Index {
         self.height
     }
 
+    /// The value of `key`, if it has one.
     pub fn get(&mut self, io: &mut dyn NodeIo, key: &IndexKey) -> Result<Option<u64>, IndexError> {
         let r = self.get_impl(io, key);
         self.arena.trim();
@@ -335,6 +358,7 @@ impl Index {
         r
     }
 
+    /// Removes `key`; returns its value, if it had one.
     pub fn remove(
         &mut self,
         io: &mut dyn NodeIo,
@@ -395,6 +419,7 @@ impl Index {
         self.arena.dirty_count() > 0 || !self.pending_free.is_empty() || self.root_moved
     }
 
+    /// Nodes modified in memory since the last commit.
     pub fn dirty_nodes(&self) -> usize {
         self.arena.dirty_count()
     }
@@ -411,6 +436,7 @@ impl Index {
         self.len
     }
 
+    /// Counters of the work done so far.
     pub fn stats(&self) -> IndexStats {
         self.stats
     }

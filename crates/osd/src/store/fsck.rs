@@ -6,8 +6,11 @@ use super::*;
 /// What fsck found.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct FsckReport {
+    /// Objects with an onode in the index, partition roots included.
     pub objects: u64,
+    /// Entries in the index.
     pub index_entries: u64,
+    /// Inconsistencies of the structure, one sentence each; empty when it is sound.
     pub problems: Vec<String>,
     /// Units that failed their checksum or could not be read ([`ObjectStore::fsck`] only).
     pub damaged: Vec<String>,

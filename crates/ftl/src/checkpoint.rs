@@ -1,0 +1,134 @@
+//! Checkpoints: the whole map written in parts (byte layout in docs/FORMAT.md, section 2).
+
+use codec::le;
+use flash::gang::Vpa;
+use flash::{Flash, Nanos, Payload};
+
+use crate::oob::{payload_crc, Kind, Record};
+use crate::{Ftl, FtlError, META_STREAM};
+
+impl<F: Flash> Ftl<F> {
+    /// Flushes, then writes the whole map as a checkpoint (and DFTL's dirty translation pages),
+    /// so that TRIMs become durable and recovery has a base. Returns when it is durable.
+    #[expect(
+        clippy::unwrap_used,
+        reason = "only DFTL has dirty translation pages, and DFTL always has its cached mapping table"
+    )]
+    pub fn checkpoint(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
+        let mut t = self.flush(at)?;
+        if let Some(cmt) = self.map.cmt.as_mut() {
+            let dirty = cmt.dirty_tpages();
+            for tp in dirty {
+                t = self.write_tpage(t, tp)?;
+                self.map.cmt.as_mut().unwrap().clean_tpage(tp);
+            }
+        }
+        let seq = self.map.take_seq();
+        self.map.ckpt_new_seq = seq;
+        self.map.ckpt_new.clear();
+        let per_part = (self.unit_bytes - CKPT_HEADER - 4) / 4;
+        let parts = (self.logical_units as usize).div_ceil(per_part);
+        let mut page = vec![0u8; self.unit_bytes];
+        for part in 0..parts {
+            let first = part * per_part;
+            let count = per_part.min(self.logical_units as usize - first);
+            encode_ckpt(
+                &mut page,
+                seq,
+                part as u32,
+                parts as u32,
+                self.logical_units,
+                first as u32,
+                &self.map.l2p[first..first + count],
+            );
+            t = self.foreground_gc(t)?;
+            let rec = Record {
+                kind: Kind::Checkpoint,
+                key: part as u32,
+                seq,
+                payload_crc: payload_crc(Payload::Bytes(&page)),
+            }
+            .encode();
+            let (vpa, done) = self
+                .fml
+                .write(t, META_STREAM, Payload::Bytes(&page), &rec)?;
+            t = done;
+            self.map.ckpt_new.push(vpa.0);
+            self.stats.checkpoint_units_written += 1;
+        }
+        for old in std::mem::take(&mut self.map.ckpt) {
+            self.fml.invalidate(Vpa(old));
+        }
+        self.map.ckpt = std::mem::take(&mut self.map.ckpt_new);
+        self.map.ckpt_seq = seq;
+        self.map.ckpt_new_seq = u64::MAX;
+        self.fml.flash_mut().sync()?;
+        Ok(t)
+    }
+}
+
+/// Checkpoint part header: magic, version, seq, part, parts, logical units, first lpn, count.
+const CKPT_HEADER: usize = 4 + 4 + 8 + 4 + 4 + 4 + 4 + 4;
+const CKPT_MAGIC: &[u8; 4] = b"FTLC";
+const CKPT_VERSION: u32 = 1;
+
+pub(crate) fn encode_ckpt(
+    page: &mut [u8],
+    seq: u64,
+    part: u32,
+    parts: u32,
+    logical: u32,
+    first: u32,
+    entries: &[u32],
+) {
+    page.fill(0);
+    page[0..4].copy_from_slice(CKPT_MAGIC);
+    page[4..8].copy_from_slice(&CKPT_VERSION.to_le_bytes());
+    page[8..16].copy_from_slice(&seq.to_le_bytes());
+    page[16..20].copy_from_slice(&part.to_le_bytes());
+    page[20..24].copy_from_slice(&parts.to_le_bytes());
+    page[24..28].copy_from_slice(&logical.to_le_bytes());
+    page[28..32].copy_from_slice(&first.to_le_bytes());
+    page[32..36].copy_from_slice(&(entries.len() as u32).to_le_bytes());
+    for (i, e) in entries.iter().enumerate() {
+        page[CKPT_HEADER + 4 * i..CKPT_HEADER + 4 * i + 4].copy_from_slice(&e.to_le_bytes());
+    }
+    let end = CKPT_HEADER + 4 * entries.len();
+    let crc = crc32c::crc32c(&page[..end]);
+    page[end..end + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+pub(crate) struct CkptPart {
+    pub(crate) parts: u32,
+    pub(crate) first: u32,
+    pub(crate) entries: Vec<u32>,
+}
+
+pub(crate) fn decode_ckpt(page: &[u8], seq: u64, part: u32, logical: u32) -> Option<CkptPart> {
+    let u32_at = |o: usize| le::u32_at(page, o).ok();
+    if page.get(0..4) != Some(CKPT_MAGIC.as_slice()) || u32_at(4)? != CKPT_VERSION {
+        return None;
+    }
+    let count = u32_at(32)? as usize;
+    let end = CKPT_HEADER + 4 * count;
+    if end + 4 > page.len() || crc32c::crc32c(&page[..end]) != u32_at(end)? {
+        return None;
+    }
+    let (s, p, parts, l, first) = (
+        le::u64_at(page, 8).ok()?,
+        u32_at(16)?,
+        u32_at(20)?,
+        u32_at(24)?,
+        u32_at(28)?,
+    );
+    if s != seq || p != part || l != logical || first as usize + count > logical as usize {
+        return None;
+    }
+    Some(CkptPart {
+        parts,
+        first,
+        entries: (0..count)
+            .map(|i| u32_at(CKPT_HEADER + 4 * i))
+            .collect::<Option<Vec<u32>>>()?,
+    })
+}

@@ -1,0 +1,224 @@
+//! The write path: host writes into the write buffer, eviction and write-back flushing,
+//! read-modify-write of partial units, programming, and flush.
+
+use flash::gang::Vpa;
+use flash::{Content, Flash, Nanos, Payload};
+use fml::buffer::{Entry, Fill};
+
+use crate::oob::{payload_crc, Kind, Record};
+use crate::{
+    fingerprint, fold, BufferPolicy, Data, Ftl, FtlError, DATA_STREAM, LOST, SECTOR_BYTES,
+};
+
+impl<F: Flash> Ftl<F> {
+    /// Host write. Returns when the write is accepted (in the buffer, or programmed when the
+    /// buffer is off or had to make room).
+    #[expect(
+        clippy::expect_used,
+        reason = "each buffer entry taken was found in the buffer just above, with no change in between"
+    )]
+    pub fn write(
+        &mut self,
+        at: Nanos,
+        offset: u64,
+        len: u64,
+        data: Data<'_>,
+    ) -> Result<Nanos, FtlError> {
+        self.check_range("write", offset, len)?;
+        if let Data::Bytes(b) = data {
+            if b.len() as u64 != len {
+                return Err(FtlError::BadRequest {
+                    what: "write",
+                    offset,
+                    len,
+                    why: format!("{} data bytes given", b.len()),
+                });
+            }
+        }
+        self.stats.host_writes += 1;
+        self.stats.host_write_bytes += len;
+        let mut done = at;
+        let unit = self.unit_bytes;
+        let full = self.full_mask();
+        let bytes_mode = matches!(data, Data::Bytes(_));
+        let pieces = self.pieces(offset, len);
+        let mut consumed = 0usize;
+        for (lpn, s0, s1) in pieces {
+            let mask = Self::mask(s0, s1);
+            let n = ((s1 - s0) as u64 * SECTOR_BYTES) as usize;
+            // A unit buffered in the other payload mode is written out first.
+            if self
+                .buf
+                .get(lpn)
+                .is_some_and(|e| matches!(e.fill, Fill::Bytes(_)) != bytes_mode)
+            {
+                let old = self.buf.take(lpn).expect("entry exists");
+                done = done.max(self.program_entry(at, old)?);
+            }
+            if self.buf.capacity() > 0 && self.buf.get(lpn).is_none() {
+                if self.config.buffer_policy == BufferPolicy::WriteBack {
+                    done = done.max(self.admit_write_back(at)?);
+                } else if self.buf.is_full() {
+                    done = done.max(self.evict_one(at)?);
+                }
+            }
+            let e = self.buf.entry(lpn, bytes_mode, unit);
+            match (&mut e.fill, data) {
+                (Fill::Bytes(b), Data::Bytes(src)) => {
+                    let o = s0 as usize * SECTOR_BYTES as usize;
+                    b[o..o + n].copy_from_slice(&src[consumed..consumed + n]);
+                }
+                (Fill::Token(fp), Data::Token(t)) => {
+                    *fp = if mask == full {
+                        fingerprint(lpn, t)
+                    } else {
+                        fold(*fp, t, mask)
+                    };
+                }
+                _ => unreachable!("entries of the other mode were written out above"),
+            }
+            e.mask |= mask;
+            consumed += n;
+            if self.buf.capacity() == 0 {
+                let e = self.buf.take(lpn).expect("entry exists");
+                done = done.max(self.program_entry(at, e)?);
+            }
+        }
+        Ok(done)
+    }
+
+    /// Write-back buffer: makes room for one more unit; returns when the unit may enter.
+    /// Flushes started by earlier writes that completed by `at` free their slots; units beyond
+    /// the flush threshold start flushing now; if buffered and in-flight units still fill the
+    /// buffer, the write waits for the earliest flush to complete.
+    fn admit_write_back(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
+        let cap = self.buf.capacity();
+        let threshold = ((cap as f64 * self.config.flush_percent / 100.0) as usize).clamp(1, cap);
+        let mut ready = at;
+        loop {
+            while self.inflight.peek().is_some_and(|r| r.0 <= ready) {
+                self.inflight.pop();
+            }
+            // Background flushes: the oldest units beyond the threshold, issued now.
+            while self.buf.len() >= threshold {
+                let Some(e) = self.buf.pop_oldest() else {
+                    break;
+                };
+                let d = self.program_entry(at, e)?;
+                self.inflight.push(std::cmp::Reverse(d));
+            }
+            if self.buf.len() + self.inflight.len() < cap {
+                return Ok(ready);
+            }
+            match self.inflight.pop() {
+                Some(r) => ready = ready.max(r.0),
+                None => return Ok(ready),
+            }
+        }
+    }
+
+    /// Writes the oldest buffered unit to flash.
+    fn evict_one(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
+        match self.buf.pop_oldest() {
+            Some(e) => self.program_entry(at, e),
+            None => Ok(at),
+        }
+    }
+
+    /// Programs one buffered unit, merging in its old contents when the buffer holds only part.
+    pub(crate) fn program_entry(
+        &mut self,
+        at: Nanos,
+        mut e: Entry<u32>,
+    ) -> Result<Nanos, FtlError> {
+        let mut t = self.foreground_gc(at)?;
+        t = self.translate(t, e.key, true)?;
+        let full = self.full_mask();
+        let old = self.map.l2p[e.key as usize];
+        if e.mask != full && old == LOST {
+            // The rest of the unit is gone: merging would invent its bytes.
+            return Err(FtlError::Lost { lpn: e.key });
+        }
+        if e.mask != full {
+            match &mut e.fill {
+                Fill::Bytes(b) => {
+                    if old < LOST {
+                        self.stats.rmw_reads += 1;
+                        let (done, content) = self.read_mapped(t, e.key, old)?;
+                        if !matches!(content, Content::Bytes) {
+                            return Err(FtlError::PayloadMode { lpn: e.key });
+                        }
+                        t = done;
+                        Self::merge(b, &self.scratch, e.mask);
+                    } else {
+                        Self::zero_missing(b, e.mask);
+                    }
+                }
+                Fill::Token(fp) => {
+                    let mut old_fp = 0;
+                    if old < LOST {
+                        self.stats.rmw_reads += 1;
+                        let (done, content) = self.read_mapped(t, e.key, old)?;
+                        t = done;
+                        if let Content::Fingerprint(f) = content {
+                            old_fp = f;
+                        }
+                    }
+                    *fp = fold(old_fp, *fp, e.mask);
+                }
+            }
+        }
+        let seq = self.map.take_seq();
+        let payload = match &e.fill {
+            Fill::Bytes(b) => Payload::Bytes(b),
+            Fill::Token(fp) => Payload::Fingerprint(*fp),
+        };
+        let rec = Record {
+            kind: Kind::Data,
+            key: e.key,
+            seq,
+            payload_crc: payload_crc(payload),
+        }
+        .encode();
+        let (vpa, done) = self.fml.write(t, DATA_STREAM, payload, &rec)?;
+        self.stats.data_units_written += 1;
+        if old < LOST {
+            self.fml.invalidate(Vpa(old));
+        }
+        self.map.l2p[e.key as usize] = vpa.0;
+        self.buf.recycle(e);
+        Ok(done)
+    }
+
+    fn merge(dst: &mut [u8], old: &[u8], mask: u64) {
+        let s = SECTOR_BYTES as usize;
+        for i in 0..dst.len() / s {
+            if mask & (1 << i) == 0 {
+                dst[i * s..(i + 1) * s].copy_from_slice(&old[i * s..(i + 1) * s]);
+            }
+        }
+    }
+
+    fn zero_missing(dst: &mut [u8], mask: u64) {
+        let s = SECTOR_BYTES as usize;
+        for i in 0..dst.len() / s {
+            if mask & (1 << i) == 0 {
+                dst[i * s..(i + 1) * s].fill(0);
+            }
+        }
+    }
+
+    /// Writes every buffered unit to flash and syncs the device; returns when all are durable.
+    pub fn flush(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
+        self.stats.flushes += 1;
+        let mut done = at;
+        while let Some(e) = self.buf.pop_oldest() {
+            done = done.max(self.program_entry(at, e)?);
+        }
+        while let Some(r) = self.inflight.pop() {
+            done = done.max(r.0);
+        }
+        self.fml.flash_mut().sync()?;
+        Ok(done)
+    }
+}
