@@ -692,7 +692,7 @@ fn print_report(r: &RunReport) {
 fn format(image: &Path, device: &str, policy: &str, seed: u64, fs: Option<&str>) -> Result<()> {
     let mut cfg = flash::preset(device).map_err(|e| anyhow!(e))?;
     cfg.seed = seed;
-    let placement: osd::Placement = policy.parse().map_err(|e: String| anyhow!(e))?;
+    let placement: osd::Placement = policy.parse()?;
     match fs {
         None => {}
         Some("ofs") => {

@@ -126,7 +126,7 @@ impl StackSpec {
         let bad = |e: String| StackError::Setting(format!("{key} = {value}: {e}"));
         match (key.split_once('.'), kind) {
             (None, K::Osd | K::Ofs) if key == "placement" => {
-                self.osd.placement = value.parse::<Placement>().map_err(bad)?
+                self.osd.placement = value.parse::<Placement>().map_err(|e| bad(e.to_string()))?
             }
             (None, K::Blockfs) if key == "mapping" => {
                 self.ftl.mapping = match value {
