@@ -232,7 +232,7 @@ impl<'a> Driver<'a> {
             let done = self
                 .stack
                 .background(self.busy_until, t)
-                .map_err(EngineError::Background)?;
+                .map_err(|e| EngineError::Background(e.to_string()))?;
             self.busy_until = self.busy_until.max(done);
         }
         let token = request_token(self.seed, self.index);
@@ -241,7 +241,7 @@ impl<'a> Driver<'a> {
         let done = self
             .stack
             .submit(t, req, token, &mut self.out)
-            .map_err(fail)?;
+            .map_err(|e| fail(e.to_string()))?;
         if let Some(v) = self.verify.as_deref_mut() {
             match req.op {
                 Op::Read => v.read(req, &self.out).map_err(fail)?,

@@ -423,7 +423,10 @@ impl Target for Device<'_> {
 
     fn submit(&mut self, at: Nanos, req: &Request) -> Result<Nanos, String> {
         let token = crate::engine::request_token(self.seed, self.index);
-        let done = self.stack.submit(at, req, token, &mut self.fps)?;
+        let done = self
+            .stack
+            .submit(at, req, token, &mut self.fps)
+            .map_err(|e| e.to_string())?;
         if let Some(v) = self.verify.as_deref_mut() {
             match req.op {
                 Op::Read => v.read(req, &self.fps)?,
@@ -439,7 +442,7 @@ impl Target for Device<'_> {
     }
 
     fn gc_step(&mut self, at: Nanos) -> Result<Nanos, String> {
-        self.stack.background(at, at + 1)
+        self.stack.background(at, at + 1).map_err(|e| e.to_string())
     }
 
     fn unit_bytes(&self) -> u64 {
@@ -710,7 +713,7 @@ pub(crate) fn age(
     // (unmeasured), so the measured run starts where steady cleaning would hold it.
     let done = stack
         .background(t, Nanos::MAX / 4)
-        .map_err(EngineError::Background)?;
+        .map_err(|e| EngineError::Background(e.to_string()))?;
     Ok(t.max(done))
 }
 

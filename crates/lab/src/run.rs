@@ -357,7 +357,7 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
     };
     let measure_seconds = measure_wall.elapsed().as_secs_f64();
     let wall_seconds = wall.elapsed().as_secs_f64();
-    stack.check().map_err(RunError::Check)?;
+    stack.check().map_err(|e| RunError::Check(e.to_string()))?;
     let c: Counters = stack.counters() - before;
     let (ec_min, ec_max, ec_mean) = stack.erase_counts();
     let virtual_seconds = (phase.end_ns - phase.start_ns) as f64 / 1e9;

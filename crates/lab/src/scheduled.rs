@@ -35,7 +35,7 @@ pub(crate) fn scheduled_spec(
     spec.ftl.buffer_bytes = 0;
     for (k, val) in &v.set {
         match k.split_once('.') {
-            Some(("prio", f)) => stacks::apply(&mut prio, f, val).map_err(at)?,
+            Some(("prio", f)) => stacks::apply(&mut prio, f, val).map_err(|e| at(e.to_string()))?,
             _ if other(k, val).map_err(at)? => {}
             _ => spec
                 .set(k, val)
@@ -168,7 +168,7 @@ pub(crate) fn finish(
     all.counters = counters;
     let fsck_problems = match stack.check() {
         Ok(()) => Vec::new(),
-        Err(e) => vec![e],
+        Err(e) => vec![e.to_string()],
     };
     Ok(VariantRun {
         phases: vec![
@@ -213,8 +213,12 @@ pub fn run_ofs_variant(
     let mut oaq = OaqConfig::default();
     let mut host = HostConfig::default();
     let (prio, spec) = scheduled_spec(v, |k, val| match k.split_once('.') {
-        Some(("oaq", f)) => stacks::apply(&mut oaq, f, val).map(|()| true),
-        Some(("host", f)) => stacks::apply(&mut host, f, val).map(|()| true),
+        Some(("oaq", f)) => stacks::apply(&mut oaq, f, val)
+            .map(|()| true)
+            .map_err(|e| e.to_string()),
+        Some(("host", f)) => stacks::apply(&mut host, f, val)
+            .map(|()| true)
+            .map_err(|e| e.to_string()),
         _ => Ok(false),
     })?;
     let mut oaq = Oaq::new(oaq).map_err(|e| at(e.to_string()))?;
