@@ -310,7 +310,9 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
     let (phase, workload_name) = match &cfg.trace {
         Some(path) => {
             let format = match &cfg.trace_format {
-                Some(f) => f.parse::<TraceFormat>().map_err(RunError::Config)?,
+                Some(f) => f
+                    .parse::<TraceFormat>()
+                    .map_err(|e| RunError::Config(e.to_string()))?,
                 None => TraceFormat::detect(path).ok_or_else(|| {
                     RunError::Config(format!(
                         "cannot tell the format of {} from its extension; set trace_format",
@@ -337,7 +339,7 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
         }
         None => {
             let wcfg = cfg.workload.config(footprint, cfg.seed);
-            let mut w = Workload::new(&wcfg).map_err(RunError::Config)?;
+            let mut w = Workload::new(&wcfg).map_err(|e| RunError::Config(e.to_string()))?;
             let total = wcfg.requests;
             let phase = engine::run_closed(
                 stack.as_mut(),
