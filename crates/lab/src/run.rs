@@ -11,10 +11,10 @@ use serde::{Deserialize, Serialize};
 use crate::engine::{self, Latencies, Load, Verifier};
 use fml::FmlConfig;
 use osd::{OsdConfig, Placement};
-use stacks::{Counters, FmlBase, Stack, StackSpec};
+use stacks::{Counters, FmlBase, Stack, StackFault, StackSpec};
 use workload::block::{prefill, Workload, WorkloadConfig, WorkloadKind};
 pub use workload::latency::{summarize, LatencySummary};
-use workload::trace::{TraceFormat, TraceReader};
+use workload::trace::{TraceError, TraceFormat, TraceReader, UnknownTraceFormat};
 
 pub use stacks::StackKind;
 
@@ -79,35 +79,97 @@ impl Default for RunConfig {
 }
 
 impl RunConfig {
-    pub fn device_config(&self) -> Result<DeviceConfig, String> {
+    /// The device the run uses: `device_config` when given, else the preset `device`, with the
+    /// run's seed XORed into the device's, checked.
+    pub fn device_config(&self) -> Result<DeviceConfig, ConfigError> {
         let mut c = match self.device_config {
             Some(c) => c,
-            None => flash::preset(&self.device)?,
+            None => flash::preset(&self.device).map_err(ConfigError::Device)?,
         };
         c.seed ^= self.seed;
-        c.validate()?;
+        c.validate().map_err(ConfigError::Device)?;
         Ok(c)
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the run's own settings and the FTL's: `utilisation` in (0, 1], at least one
+    /// thread and queue slot, `object_bytes` a positive multiple of 512.
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if !(self.utilisation > 0.0 && self.utilisation <= 1.0) {
-            return Err(format!(
-                "utilisation = {} must lie in (0, 1]",
-                self.utilisation
-            ));
+            return Err(ConfigError::Utilisation {
+                value: self.utilisation,
+            });
         }
         if self.load.threads == 0 || self.load.queue_depth == 0 {
-            return Err("load.threads and load.queue_depth must be at least 1".into());
+            return Err(ConfigError::Load);
         }
-        self.ftl.validate()?;
+        self.ftl.validate().map_err(ConfigError::Ftl)?;
         if self.object_bytes == 0 || !self.object_bytes.is_multiple_of(512) {
-            return Err(format!(
-                "object_bytes = {} must be a positive multiple of 512",
-                self.object_bytes
-            ));
+            return Err(ConfigError::ObjectBytes {
+                bytes: self.object_bytes,
+            });
         }
         Ok(())
     }
+}
+
+/// Why a run's configuration was refused ([`RunConfig::validate`],
+/// [`RunConfig::device_config`], and the checks [`run`] makes before it starts).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// `utilisation` outside (0, 1].
+    #[error("utilisation = {value} must lie in (0, 1]")]
+    Utilisation {
+        /// The value.
+        value: f64,
+    },
+    /// `load.threads` or `load.queue_depth` is 0.
+    #[error("load.threads and load.queue_depth must be at least 1")]
+    Load,
+    /// The FTL refused its settings (the `ftl` crate reports this as text).
+    #[error("{0}")]
+    Ftl(String),
+    /// `object_bytes` is 0 or not a multiple of 512.
+    #[error("object_bytes = {bytes} must be a positive multiple of 512")]
+    ObjectBytes {
+        /// The value.
+        bytes: u64,
+    },
+    /// The device preset is unknown, or the device description is refused (the `flash` crate
+    /// reports this as text).
+    #[error("{0}")]
+    Device(String),
+    /// A file-level stack, which `run` does not drive.
+    #[error("stack '{kind}' is a file-level stack: it runs in experiments (ossd reproduce, ossd run --experiment); ossd run takes {}", StackKind::BLOCK_LEVEL.map(StackKind::name).join(", "))]
+    FileLevelStack {
+        /// The stack.
+        kind: StackKind,
+    },
+    /// The footprint `utilisation` asks for is more than the stack exports.
+    #[error("utilisation {utilisation} asks for {footprint} bytes but the {stack} stack exports {capacity} bytes ({:.3} of the device); lower utilisation or ftl.overprovision_percent", *.capacity as f64 / *.physical as f64)]
+    Footprint {
+        /// `utilisation`.
+        utilisation: f64,
+        /// Bytes asked for.
+        footprint: u64,
+        /// The stack's name.
+        stack: String,
+        /// Bytes the stack exports.
+        capacity: u64,
+        /// Bytes of the device.
+        physical: u64,
+    },
+    /// `trace_format` names no trace format.
+    #[error(transparent)]
+    TraceFormat(#[from] UnknownTraceFormat),
+    /// No `trace_format`, and the trace file's extension does not tell it.
+    #[error("cannot tell the format of {} from its extension; set trace_format", .path.display())]
+    UndetectedFormat {
+        /// The trace file.
+        path: PathBuf,
+    },
+    /// The workload's parameters are out of range.
+    #[error(transparent)]
+    Workload(#[from] workload::block::ConfigError),
 }
 
 /// A built-in workload as a run sets it: its footprint comes from `utilisation` and its seed
@@ -212,19 +274,29 @@ pub struct RunReport {
     pub config: RunConfig,
 }
 
+/// Why a run stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The configuration was refused.
     #[error("configuration: {0}")]
-    Config(String),
-    #[error("{0}")]
-    Setup(String),
+    Config(#[from] ConfigError),
+    /// The flush that ends the prefill failed.
+    #[error("flushing after the prefill: {0}")]
+    Flush(#[source] StackFault),
+    /// The trace could not be opened.
+    #[error(transparent)]
+    Trace(TraceError),
+    /// A phase of the run ("prefill", "replay", "measure") stopped.
     #[error("{phase}: {source}")]
     Engine {
+        /// The phase.
         phase: &'static str,
+        /// Why it stopped.
         source: engine::EngineError,
     },
+    /// The stack's consistency check failed after the run.
     #[error("consistency check failed after the run: {0}")]
-    Check(String),
+    Check(#[source] StackFault),
     /// The stack could not be built.
     #[error(transparent)]
     Stack(#[from] stacks::StackError),
@@ -236,11 +308,7 @@ pub type Progress<'a> = &'a mut dyn FnMut(&'static str, u64, u64);
 /// The run's stack on a fresh device, through the one builder ([`stacks::StackSpec`]).
 fn build_stack(cfg: &RunConfig, device: DeviceConfig) -> Result<Box<dyn Stack>, RunError> {
     if !StackKind::BLOCK_LEVEL.contains(&cfg.stack) {
-        return Err(RunError::Config(format!(
-            "stack '{}' is a file-level stack: it runs in experiments (ossd reproduce, ossd run --experiment); ossd run takes {}",
-            cfg.stack,
-            StackKind::BLOCK_LEVEL.map(StackKind::name).join(", ")
-        )));
+        return Err(ConfigError::FileLevelStack { kind: cfg.stack }.into());
     }
     let mut spec = StackSpec::new(cfg.stack);
     spec.fml = FmlBase::Given(cfg.fml);
@@ -267,12 +335,14 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
     let physical = device.geometry.capacity_bytes();
     let footprint = ((physical as f64 * cfg.utilisation) as u64) / unit * unit;
     if footprint > capacity {
-        return Err(RunError::Config(format!(
-            "utilisation {} asks for {footprint} bytes but the {} stack exports {capacity} bytes ({:.3} of the device); lower utilisation or ftl.overprovision_percent",
-            cfg.utilisation,
-            stack.name(),
-            capacity as f64 / physical as f64
-        )));
+        return Err(ConfigError::Footprint {
+            utilisation: cfg.utilisation,
+            footprint,
+            stack: stack.name().to_string(),
+            capacity,
+            physical,
+        }
+        .into());
     }
     let mut verifier = cfg.verify.then(|| Verifier::new(capacity, unit));
     let mut t = 0;
@@ -302,7 +372,7 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
             let flush = crate::request::Request::new(crate::request::Op::Flush, 0, 0);
             t = stack
                 .submit(t, &flush, 0, &mut Vec::new())
-                .map_err(|e| RunError::Setup(format!("flushing after the prefill: {e}")))?;
+                .map_err(RunError::Flush)?;
         }
     }
     let before = stack.counters();
@@ -310,19 +380,11 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
     let (phase, workload_name) = match &cfg.trace {
         Some(path) => {
             let format = match &cfg.trace_format {
-                Some(f) => f
-                    .parse::<TraceFormat>()
-                    .map_err(|e| RunError::Config(e.to_string()))?,
-                None => TraceFormat::detect(path).ok_or_else(|| {
-                    RunError::Config(format!(
-                        "cannot tell the format of {} from its extension; set trace_format",
-                        path.display()
-                    ))
-                })?,
+                Some(f) => f.parse::<TraceFormat>().map_err(ConfigError::from)?,
+                None => TraceFormat::detect(path)
+                    .ok_or_else(|| ConfigError::UndetectedFormat { path: path.clone() })?,
             };
-            let reader =
-                TraceReader::open(path, format).map_err(|e| RunError::Setup(e.to_string()))?;
-            let mut reqs = reader.map(|r| r.map_err(|e| e.to_string()));
+            let mut reqs = TraceReader::open(path, format).map_err(RunError::Trace)?;
             let phase = engine::run_open(
                 stack.as_mut(),
                 &mut reqs,
@@ -339,7 +401,7 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
         }
         None => {
             let wcfg = cfg.workload.config(footprint, cfg.seed);
-            let mut w = Workload::new(&wcfg).map_err(|e| RunError::Config(e.to_string()))?;
+            let mut w = Workload::new(&wcfg).map_err(ConfigError::from)?;
             let total = wcfg.requests;
             let phase = engine::run_closed(
                 stack.as_mut(),
@@ -359,7 +421,7 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
     };
     let measure_seconds = measure_wall.elapsed().as_secs_f64();
     let wall_seconds = wall.elapsed().as_secs_f64();
-    stack.check().map_err(|e| RunError::Check(e.to_string()))?;
+    stack.check().map_err(RunError::Check)?;
     let c: Counters = stack.counters() - before;
     let (ec_min, ec_max, ec_mean) = stack.erase_counts();
     let virtual_seconds = (phase.end_ns - phase.start_ns) as f64 / 1e9;

@@ -582,7 +582,7 @@ fn run(args: RunArgs) -> Result<()> {
         }
         bar.set_position(done);
     })
-    .map_err(|e| anyhow!(e))?;
+    .map_err(|e| anyhow!("{e}"))?;
     bar.finish_and_clear();
     print_report(&report);
     if let Some(path) = &args.json {

@@ -336,7 +336,7 @@ pub enum SettingError {
         /// The value given.
         value: String,
         /// What the config's deserializer said.
-        source: toml::de::Error,
+        source: Box<toml::de::Error>,
     },
     /// The config does not serialize to a TOML table (a bug in the config type).
     #[error("settings do not serialize as a table: {0}")]
@@ -373,7 +373,7 @@ pub fn apply<T: Serialize + DeserializeOwned>(
         .map_err(|source: toml::de::Error| SettingError::Value {
             key: key.to_string(),
             value: value.to_string(),
-            source,
+            source: Box::new(source),
         })?;
     Ok(())
 }
