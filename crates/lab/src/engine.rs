@@ -42,11 +42,16 @@ impl Load {
     };
 }
 
-/// Latency histograms per priority class and per operation.
+/// Latency histograms per priority class and per operation, in nanoseconds from issue to
+/// completion (1 ns to 1 hour, 3 significant digits; longer latencies count as 1 hour).
 pub struct Latencies {
+    /// Every request, by its priority (0: normal).
     pub by_priority: BTreeMap<u8, Histogram<u64>>,
+    /// Reads.
     pub reads: Histogram<u64>,
+    /// Writes.
     pub writes: Histogram<u64>,
+    /// Every request (TRIMs and flushes too).
     pub all: Histogram<u64>,
 }
 
@@ -92,13 +97,17 @@ impl Latencies {
 pub struct Verifier {
     expected: Vec<u64>,
     unit: u64,
+    /// Write units read back and checked so far.
     pub checked: u64,
+    /// Checked units that read back the wrong fingerprint.
     pub mismatches: u64,
 }
 
 const UNKNOWN: u64 = u64::MAX;
 
 impl Verifier {
+    /// A verifier of a stack exporting `capacity_bytes`, checking whole units of `unit_bytes`
+    /// (the stack's write unit); every unit starts out never written (reads as 0).
     pub fn new(capacity_bytes: u64, unit_bytes: u64) -> Self {
         Verifier {
             expected: vec![0; capacity_bytes.div_ceil(unit_bytes) as usize],
@@ -350,7 +359,10 @@ impl<'a> Driver<'a> {
     }
 }
 
-/// Runs requests in closed loop from `start_ns`.
+/// Runs `requests` in closed loop from `start_ns` (see the module doc) until they run out.
+/// Each request's bytes are a token drawn from `seed` and its index (fingerprint mode); reads
+/// are checked by `verify` when given. `progress` gets the requests done every 4096 requests
+/// and at the end.
 pub fn run_closed(
     stack: &mut dyn Stack,
     requests: &mut dyn Iterator<Item = Request>,

@@ -22,32 +22,41 @@ pub use stacks::StackKind;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RunConfig {
+    /// The block-level stack run: `ftl`, `dftl` or `osd` (default `ftl`).
     pub stack: StackKind,
-    /// Device preset name (see `ossd presets`).
+    /// Device preset name (see `ossd presets`; default `rawssd`, OSSD-13's RawSSD).
     pub device: String,
     /// A whole device description, used instead of the preset when given.
     pub device_config: Option<DeviceConfig>,
-    /// Logical footprint of the workload as a share of the device's physical capacity.
+    /// Logical footprint of the workload as a share of the device's physical capacity, in
+    /// (0, 1] (default 0.75).
     pub utilisation: f64,
-    /// Write the footprint once, sequentially, before measuring.
+    /// Write the footprint once, sequentially, before measuring (default true).
     pub prefill: bool,
-    /// Check every read against what was written (fingerprint mode, whole units).
+    /// Check every read against what was written (fingerprint mode, whole units; default
+    /// true).
     pub verify: bool,
-    /// Seed of all randomness in the run.
+    /// Seed of all randomness in the run (default 1); it is also XORed into the device's.
     pub seed: u64,
+    /// The built-in workload, unless `trace` is set.
     pub workload: RunWorkload,
     /// Replay this block trace (open loop) instead of the workload.
     pub trace: Option<PathBuf>,
-    /// Trace format: mqsim, msr or blkparse (guessed from the extension when absent).
+    /// Trace format: mqsim, msr, blkparse or fiu (guessed from the extension when absent).
     pub trace_format: Option<String>,
+    /// The closed-loop load of the built-in workload (default one thread, queue depth 1, no
+    /// think time); a trace is replayed open loop at its own times.
     pub load: Load,
     /// The flash management layer, shared by every stack.
     pub fml: FmlConfig,
+    /// The page-mapping FTL (and DFTL) of the `ftl` and `dftl` stacks.
     pub ftl: FtlConfig,
-    /// Object placement policy of the `ossd` stack.
+    /// Object placement policy of the `osd` stack (default `semantic`, OSSD-13 V-F).
     pub placement: Placement,
-    /// The `ossd` stack cuts the workload's byte space into objects of this size.
+    /// The `osd` stack cuts the workload's byte space into objects of this size (a positive
+    /// multiple of 512; default 128 KiB).
     pub object_bytes: u64,
+    /// The object store of the `osd` stack (its `placement` is the field above).
     pub osd: OsdConfig,
 }
 
@@ -177,12 +186,19 @@ pub enum ConfigError {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RunWorkload {
+    /// Access pattern (default `rand-write`).
     pub kind: WorkloadKind,
+    /// Bytes per request, a positive multiple of 512 (default 4096).
     pub request_bytes: u64,
+    /// Requests measured (default 100,000).
     pub requests: u64,
+    /// Share of reads for `zipf` and `hotcold` (default 0).
     pub read_fraction: f64,
+    /// Zipf exponent for `zipf` (default 0.99).
     pub zipf_theta: f64,
+    /// Share of the footprint that is hot for `hotcold` (default 0.1).
     pub hot_fraction: f64,
+    /// Share of accesses to the hot part for `hotcold` (default 0.9).
     pub hot_access_fraction: f64,
 }
 
@@ -202,6 +218,7 @@ impl Default for RunWorkload {
 }
 
 impl RunWorkload {
+    /// The generator's config over `footprint_bytes`, drawn from `seed`.
     pub fn config(&self, footprint_bytes: u64, seed: u64) -> WorkloadConfig {
         WorkloadConfig {
             kind: self.kind,
@@ -230,47 +247,84 @@ pub(crate) fn cdf(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// Everything a run measured. Top-level keys are the metric names of ARCHITECTURE.md.
+/// Everything a run measured. Top-level keys are the metric names of docs/DESIGN.md
+/// ("Metrics"); counters cover the measured phase only (after the prefill).
 #[derive(Clone, Debug, Serialize)]
 pub struct RunReport {
+    /// The stack's name ("ftl", "osd (semantic)", ...).
     pub stack: String,
+    /// The device preset, or "custom" for a `device_config`.
     pub device: String,
+    /// The workload's kind, or `trace:` and the trace's path.
     pub workload: String,
+    /// The run's seed.
     pub seed: u64,
+    /// Requests measured.
     pub requests: u64,
+    /// Bytes the workload wrote.
     pub host_write_bytes: u64,
+    /// Bytes the workload read.
     pub host_read_bytes: u64,
+    /// Physical pages programmed (the device's count).
     pub flash_pages_programmed: u64,
+    /// Physical pages read (the device's count).
     pub flash_pages_read: u64,
+    /// Physical blocks erased (the device's count).
     pub flash_blocks_erased: u64,
+    /// Valid write units GC copied.
     pub gc_page_copies: u64,
+    /// Flash bytes programmed over host bytes written (GC, read-modify-write, metadata and
+    /// mapping writes included); 0 without writes.
     pub write_amplification: f64,
+    /// Index units written (the object store's index nodes, DFTL's translation pages).
     pub index_pages_written: u64,
+    /// Index units read on cache misses.
     pub index_pages_read: u64,
+    /// Metadata units written (onodes, checkpoints).
     pub metadata_pages_written: u64,
+    /// Reads of a unit's old contents to merge a partial write into.
     pub rmw_reads: u64,
+    /// Virtual time of the measured phase, in seconds.
     pub virtual_seconds: f64,
+    /// Host bytes read and written per virtual second, in MiB/s.
     pub throughput_mib_s: f64,
+    /// Median latency over every request, in microseconds.
     pub p50_us: f64,
+    /// 99th percentile latency, in microseconds.
     pub p99_us: f64,
+    /// 99.9th percentile latency, in microseconds.
     pub p999_us: f64,
+    /// The slowest request, in microseconds.
     pub max_us: f64,
+    /// Latency summaries per priority class (keys are the priorities, "0" for normal).
     pub latency_by_priority: BTreeMap<String, LatencySummary>,
+    /// Reads' latency summary.
     pub read_latency: LatencySummary,
+    /// Writes' latency summary.
     pub write_latency: LatencySummary,
+    /// Fewest erases of a usable super-block at the end of the run.
     pub erase_count_min: u32,
+    /// Most erases of a usable super-block at the end of the run.
     pub erase_count_max: u32,
+    /// Mean erases per usable super-block at the end of the run.
     pub erase_count_mean: f64,
     /// Wall-clock time of the whole run (setup and prefill included).
     pub wall_seconds: f64,
     /// Requests of the measured phase per wall-clock second of that phase.
     pub requests_per_wall_second: f64,
+    /// Write units read back and checked against what was written (0 without `verify`).
     pub verified_reads: u64,
+    /// Bytes of memory the device model held at the end.
     pub device_memory_bytes: u64,
+    /// The device's page size in bytes.
     pub page_size_bytes: u32,
+    /// The stack's write unit in bytes.
     pub write_unit_bytes: u64,
+    /// Bytes the stack exports.
     pub logical_capacity_bytes: u64,
+    /// Bytes the workload touches (`utilisation` of the physical capacity, whole units).
     pub footprint_bytes: u64,
+    /// The settings that produced the report.
     pub config: RunConfig,
 }
 
@@ -324,10 +378,14 @@ fn build_stack(cfg: &RunConfig, device: DeviceConfig) -> Result<Box<dyn Stack>, 
     Ok(spec.build_block(device)?)
 }
 
-/// Runs one configuration to completion.
+/// Runs one configuration to completion: builds the stack on a fresh device, writes the
+/// footprint once (when `prefill`), runs the workload closed loop or replays the trace open
+/// loop, checks the stack's consistency, and reports the measured phase. `progress` gets the
+/// phase ("prefill", "measure", "replay"), the requests done and the requests planned (0 when
+/// unknown).
 pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunError> {
-    cfg.validate().map_err(RunError::Config)?;
-    let device = cfg.device_config().map_err(RunError::Config)?;
+    cfg.validate()?;
+    let device = cfg.device_config()?;
     let wall = Instant::now();
     let mut stack = build_stack(cfg, device)?;
     let capacity = stack.capacity_bytes();

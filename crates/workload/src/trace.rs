@@ -703,12 +703,19 @@ fn parse_blkparse(line: &str) -> Result<Parsed, LineError> {
 pub struct TraceSummary {
     /// All requests.
     pub requests: u64,
+    /// Read requests.
     pub reads: u64,
+    /// Write requests.
     pub writes: u64,
+    /// Discard (TRIM) requests (blkparse `D`).
     pub trims: u64,
+    /// Flush requests (blkparse `F` without data).
     pub flushes: u64,
+    /// Bytes the reads ask for.
     pub bytes_read: u64,
+    /// Bytes the writes carry.
     pub bytes_written: u64,
+    /// Bytes the discards cover.
     pub bytes_trimmed: u64,
     /// Largest `offset + len` of any request: the logical space the trace needs.
     pub max_end_offset: u64,
