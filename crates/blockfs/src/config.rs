@@ -60,33 +60,57 @@ impl BlockFsConfig {
     /// Checks the settings: block size a power of two from 1024 to 65536, inode size a power of two
     /// from 128 to the block size, and the other bounds; the error names the offending `blockfs.*`
     /// setting.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         let b = self.block_bytes;
         if !b.is_power_of_two() || !(1024..=65536).contains(&b) {
-            return Err(format!(
-                "blockfs.block_bytes = {b} must be a power of two from 1024 to 65536"
-            ));
+            return Err(ConfigError::BlockBytes { bytes: b });
         }
         let i = self.inode_bytes;
         if !i.is_power_of_two() || i < 128 || i > b {
-            return Err(format!(
-                "blockfs.inode_bytes = {i} must be a power of two from 128 to the block size"
-            ));
+            return Err(ConfigError::InodeBytes { bytes: i });
         }
         if self.bytes_per_inode < b as u64 {
-            return Err(format!(
-                "blockfs.bytes_per_inode = {} must be at least the block size",
-                self.bytes_per_inode
-            ));
+            return Err(ConfigError::BytesPerInode {
+                bytes: self.bytes_per_inode,
+            });
         }
         if !(self.meta_zone_percent > 0.0 && self.meta_zone_percent <= 50.0) {
-            return Err(format!(
-                "blockfs.meta_zone_percent = {} must lie in (0, 50]",
-                self.meta_zone_percent
-            ));
+            return Err(ConfigError::MetaZonePercent {
+                percent: self.meta_zone_percent,
+            });
         }
         Ok(())
     }
+}
+
+/// Why [`BlockFsConfig::validate`] refused the settings; each variant names the `blockfs.*`
+/// setting and its value.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// `block_bytes` is not a power of two from 1024 to 65536.
+    #[error("blockfs.block_bytes = {bytes} must be a power of two from 1024 to 65536")]
+    BlockBytes {
+        /// The value.
+        bytes: u32,
+    },
+    /// `inode_bytes` is not a power of two from 128 to the block size.
+    #[error("blockfs.inode_bytes = {bytes} must be a power of two from 128 to the block size")]
+    InodeBytes {
+        /// The value.
+        bytes: u32,
+    },
+    /// `bytes_per_inode` is below the block size.
+    #[error("blockfs.bytes_per_inode = {bytes} must be at least the block size")]
+    BytesPerInode {
+        /// The value.
+        bytes: u64,
+    },
+    /// `meta_zone_percent` is outside (0, 50].
+    #[error("blockfs.meta_zone_percent = {percent} must lie in (0, 50]")]
+    MetaZonePercent {
+        /// The value.
+        percent: f64,
+    },
 }
 
 #[cfg(test)]
@@ -105,6 +129,6 @@ mod tests {
             block_bytes: 3000,
             ..BlockFsConfig::default()
         };
-        assert!(bad.validate().unwrap_err().contains("power of two"));
+        assert_eq!(bad.validate(), Err(ConfigError::BlockBytes { bytes: 3000 }));
     }
 }

@@ -13,6 +13,8 @@ use rustc_hash::FxHashMap;
 use vfs::le;
 use vfs::FileKind;
 
+use crate::error::DecodeError;
+
 const HEADER: usize = 16;
 const ENTRY_HEADER: usize = 6;
 const MAGIC: &[u8; 2] = b"DB";
@@ -119,9 +121,9 @@ impl Dir {
 }
 
 /// Decodes a directory block that should belong to directory `owner`.
-pub fn decode_block(owner: u32, b: &[u8]) -> Result<Vec<Entry>, String> {
+pub fn decode_block(owner: u32, b: &[u8]) -> Result<Vec<Entry>, DecodeError> {
     if b.len() < HEADER || &b[0..2] != MAGIC {
-        return Err("not a directory block".into());
+        return Err(DecodeError::NotDirBlock);
     }
     let count = le::u16_at(b, 2)? as usize;
     let found_owner = le::u32_at(b, 4)?;
@@ -129,20 +131,20 @@ pub fn decode_block(owner: u32, b: &[u8]) -> Result<Vec<Entry>, String> {
     let mut o = HEADER;
     for _ in 0..count {
         if o + ENTRY_HEADER > b.len() {
-            return Err("entries run past the block".into());
+            return Err(DecodeError::EntriesPastBlock);
         }
         let ino = le::u32_at(b, o)?;
         let kind = match b[o + 4] {
             1 => FileKind::File,
             2 => FileKind::Dir,
-            k => return Err(format!("entry of unknown kind {k}")),
+            kind => return Err(DecodeError::EntryKind { kind }),
         };
         let n = b[o + 5] as usize;
         if o + ENTRY_HEADER + n > b.len() {
-            return Err("entries run past the block".into());
+            return Err(DecodeError::EntriesPastBlock);
         }
         let name = std::str::from_utf8(&b[o + 6..o + 6 + n])
-            .map_err(|_| "a name that is not UTF-8".to_string())?
+            .map_err(|_| DecodeError::NameNotUtf8)?
             .to_string();
         entries.push(Entry { name, ino, kind });
         o += ENTRY_HEADER + n;
@@ -150,10 +152,10 @@ pub fn decode_block(owner: u32, b: &[u8]) -> Result<Vec<Entry>, String> {
     let mut copy = b[..o].to_vec();
     copy[8..12].fill(0);
     if crc32c::crc32c(&copy) != le::u32_at(b, 8)? {
-        return Err("checksum mismatch".into());
+        return Err(DecodeError::Checksum);
     }
     if found_owner != owner {
-        return Err(format!("belongs to inode {found_owner}"));
+        return Err(DecodeError::Owner { owner: found_owner });
     }
     Ok(entries)
 }

@@ -21,6 +21,8 @@ use flash::Nanos;
 use vfs::le::{self, Le};
 use vfs::FileKind;
 
+use crate::error::DecodeError;
+
 const HEADER: usize = 32;
 const ENTRY: usize = 12;
 const LEAF_HEADER: usize = 16;
@@ -335,24 +337,24 @@ pub struct DiskInode {
 }
 
 /// Decodes a slot: `Ok(None)` for a free slot, `Err` for one that is damaged.
-pub fn decode(slot: &[u8]) -> Result<Option<DiskInode>, String> {
+pub fn decode(slot: &[u8]) -> Result<Option<DiskInode>, DecodeError> {
     if slot.iter().all(|&b| b == 0) {
         return Ok(None);
     }
     let mut copy = slot.to_vec();
     put32(&mut copy, 28, 0);
     if crc32c::crc32c(&copy) != le::u32_at(slot, 28)? {
-        return Err("checksum mismatch".into());
+        return Err(DecodeError::Checksum);
     }
     let kind = match slot[0] {
         1 => FileKind::File,
         2 => FileKind::Dir,
-        k => return Err(format!("unknown kind {k}")),
+        kind => return Err(DecodeError::InodeKind { kind }),
     };
     let depth = slot[1];
     let count = le::u16_at(slot, 2)? as usize;
     if depth > 1 || count > slot.len().saturating_sub(HEADER) / ENTRY {
-        return Err(format!("depth {depth} with {count} entries"));
+        return Err(DecodeError::Depth { depth, count });
     }
     let entries = extents(slot, HEADER, count)?;
     Ok(Some(DiskInode {
@@ -367,7 +369,7 @@ pub fn decode(slot: &[u8]) -> Result<Option<DiskInode>, String> {
 }
 
 /// `count` extents stored from offset `at` of `b`, `ENTRY` bytes each.
-fn extents(b: &[u8], at: usize, count: usize) -> Result<Vec<Extent>, String> {
+fn extents(b: &[u8], at: usize, count: usize) -> Result<Vec<Extent>, DecodeError> {
     let mut r = Le::at(b, at);
     (0..count)
         .map(|_| {
@@ -398,23 +400,23 @@ pub fn encode_leaf(owner: u32, extents: &[Extent], out: &mut [u8]) {
 }
 
 /// Decodes a leaf block that should belong to inode `owner`.
-pub fn decode_leaf(owner: u32, b: &[u8]) -> Result<Vec<Extent>, String> {
+pub fn decode_leaf(owner: u32, b: &[u8]) -> Result<Vec<Extent>, DecodeError> {
     if b.get(0..2) != Some(&LEAF_MAGIC[..]) {
-        return Err("not an extent block".into());
+        return Err(DecodeError::NotExtentBlock);
     }
     let count = le::u16_at(b, 2)? as usize;
     let used = LEAF_HEADER + count * ENTRY;
     if used > b.len() {
-        return Err(format!("{count} extents do not fit"));
+        return Err(DecodeError::ExtentCount { count });
     }
     let mut copy = b[..used].to_vec();
     put32(&mut copy, 8, 0);
     if crc32c::crc32c(&copy) != le::u32_at(b, 8)? {
-        return Err("checksum mismatch".into());
+        return Err(DecodeError::Checksum);
     }
     let found_owner = le::u32_at(b, 4)?;
     if found_owner != owner {
-        return Err(format!("belongs to inode {found_owner}"));
+        return Err(DecodeError::Owner { owner: found_owner });
     }
     extents(b, LEAF_HEADER, count)
 }

@@ -16,7 +16,7 @@
 use vfs::le::{self, Le};
 use vfs::FsError;
 
-use crate::config::BlockFsConfig;
+use crate::config::{BlockFsConfig, ConfigError};
 
 /// The first 8 bytes of a blockfs image's block 0.
 pub const MAGIC: &[u8; 8] = b"OSSDBLKF";
@@ -87,7 +87,11 @@ pub struct Layout {
 impl Layout {
     /// The layout `mkfs` gives a logical space of `capacity_bytes` with write units of
     /// `unit_bytes`.
-    pub fn plan(cfg: &BlockFsConfig, capacity_bytes: u64, unit_bytes: u64) -> Result<Self, String> {
+    pub fn plan(
+        cfg: &BlockFsConfig,
+        capacity_bytes: u64,
+        unit_bytes: u64,
+    ) -> Result<Self, PlanError> {
         cfg.validate()?;
         let bs = cfg.block_bytes as u64;
         let blocks = (capacity_bytes / bs).min(u32::MAX as u64 - 1) as u32;
@@ -123,11 +127,11 @@ impl Layout {
             len: blocks.saturating_sub(meta_zone.end()),
         };
         if data_zone.len < 8 {
-            return Err(format!(
-                "a logical space of {capacity_bytes} bytes is too small for a file system of \
-                 {bs}-byte blocks ({} blocks of metadata)",
-                meta_zone.end()
-            ));
+            return Err(PlanError::TooSmall {
+                capacity_bytes,
+                block_bytes: cfg.block_bytes,
+                meta_blocks: meta_zone.end(),
+            });
         }
         Ok(Layout {
             block_bytes: cfg.block_bytes,
@@ -273,19 +277,22 @@ impl Superblock {
 }
 
 /// Checks a decoded layout: every region in order, in range, and big enough for what it maps.
-fn validate(l: &Layout, capacity_bytes: u64) -> Result<(), String> {
+fn validate(l: &Layout, capacity_bytes: u64) -> Result<(), LayoutError> {
     let bs = l.block_bytes;
     if !bs.is_power_of_two() || !(1024..=65536).contains(&bs) {
-        return Err(format!("block size {bs}"));
+        return Err(LayoutError::BlockSize { bytes: bs });
     }
     if !l.inode_bytes.is_power_of_two() || l.inode_bytes < 128 || l.inode_bytes > bs {
-        return Err(format!("inode size {}", l.inode_bytes));
+        return Err(LayoutError::InodeSize {
+            bytes: l.inode_bytes,
+        });
     }
     if l.blocks as u64 * bs as u64 > capacity_bytes {
-        return Err(format!(
-            "{} blocks of {bs} bytes exceed the device's {capacity_bytes} bytes",
-            l.blocks
-        ));
+        return Err(LayoutError::Blocks {
+            blocks: l.blocks,
+            block_bytes: bs,
+            capacity_bytes,
+        });
     }
     let order = [
         ("block bitmap", l.block_bitmap),
@@ -296,15 +303,18 @@ fn validate(l: &Layout, capacity_bytes: u64) -> Result<(), String> {
     let mut end = 1u64;
     for (name, r) in order {
         if (r.start as u64) < end || r.len == 0 || r.start as u64 + r.len as u64 > l.blocks as u64 {
-            return Err(format!(
-                "{name} at {} length {} out of place",
-                r.start, r.len
-            ));
+            return Err(LayoutError::Region {
+                name,
+                start: r.start,
+                len: r.len,
+            });
         }
         end = r.start as u64 + r.len as u64;
     }
     if l.data_zone.start as u64 != end || l.data_zone.len == 0 {
-        return Err(format!("data zone starts at {}", l.data_zone.start));
+        return Err(LayoutError::DataZone {
+            start: l.data_zone.start,
+        });
     }
     let bits = bs as u64 * 8;
     if (l.block_bitmap.len as u64) * bits < l.blocks as u64
@@ -312,9 +322,61 @@ fn validate(l: &Layout, capacity_bytes: u64) -> Result<(), String> {
         || (l.inode_table.len as u64) * ((bs / l.inode_bytes) as u64) < l.inodes as u64
         || l.inodes < 2
     {
-        return Err("bitmaps or inode table too small for the counts".into());
+        return Err(LayoutError::Counts);
     }
     Ok(())
+}
+
+/// Why [`Layout::plan`] could not lay a file system out.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    /// The settings are out of range.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The logical space leaves fewer than 8 blocks of data after the metadata.
+    #[error(
+        "a logical space of {capacity_bytes} bytes is too small for a file system of \
+         {block_bytes}-byte blocks ({meta_blocks} blocks of metadata)"
+    )]
+    TooSmall {
+        /// Bytes of the logical space.
+        capacity_bytes: u64,
+        /// Block size in bytes.
+        block_bytes: u32,
+        /// Blocks before the data zone (superblock, bitmaps, inode table, meta zone).
+        meta_blocks: u32,
+    },
+}
+
+/// What is wrong with the layout a superblock describes (the superblock is untrusted).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum LayoutError {
+    /// A block size that is not a power of two from 1024 to 65536.
+    #[error("block size {bytes}")]
+    BlockSize { bytes: u32 },
+    /// An inode size that is not a power of two from 128 to the block size.
+    #[error("inode size {bytes}")]
+    InodeSize { bytes: u32 },
+    /// More blocks than the device holds.
+    #[error("{blocks} blocks of {block_bytes} bytes exceed the device's {capacity_bytes} bytes")]
+    Blocks {
+        blocks: u32,
+        block_bytes: u32,
+        capacity_bytes: u64,
+    },
+    /// A metadata region that is empty, overlaps the one before it, or runs past the end.
+    #[error("{name} at {start} length {len} out of place")]
+    Region {
+        name: &'static str,
+        start: u32,
+        len: u32,
+    },
+    /// A data zone that does not follow the meta zone, or is empty.
+    #[error("data zone starts at {start}")]
+    DataZone { start: u32 },
+    /// Bitmaps or inode table too small for the block and inode counts.
+    #[error("bitmaps or inode table too small for the counts")]
+    Counts,
 }
 
 #[cfg(test)]

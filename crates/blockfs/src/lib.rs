@@ -22,6 +22,7 @@ mod check;
 pub mod config;
 mod data;
 mod dir;
+pub mod error;
 pub mod inode;
 pub mod layout;
 mod meta;
@@ -38,8 +39,9 @@ use vfs::oracle::check_name;
 use vfs::{FileData, FileKind, FileStat, FileSystem, FsCounters, FsError, Ino, ReadInto};
 
 use alloc::Bitmap;
-pub use config::BlockFsConfig;
+pub use config::{BlockFsConfig, ConfigError};
 use dir::{Dir, Entry};
+pub use error::DecodeError;
 use inode::Inode;
 use layout::{Region, Superblock};
 pub use prealloc::STREAM_BLOCKS;

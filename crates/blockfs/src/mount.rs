@@ -13,12 +13,13 @@
 use std::collections::BTreeSet;
 
 use flash::{Flash, Nanos};
-use ftl::{Ftl, ReadOut};
+use ftl::{Ftl, FtlError, ReadOut};
 use rustc_hash::FxHashMap;
 use vfs::{FileKind, FsError, ROOT};
 
 use crate::alloc::Bitmap;
 use crate::dir::{decode_block, Dir};
+use crate::error::LoadError;
 use crate::inode::{self, DiskInode, Extent, Inode};
 use crate::layout::{DataMode, Layout, Superblock};
 use crate::{device, BlockFs, BlockFsConfig, MetaOwner, Stats};
@@ -65,7 +66,7 @@ impl<F: Flash> BlockFs<F> {
     /// mkfs: a new, empty file system over the whole FTL, mounted.
     pub fn format(mut ftl: Ftl<F>, cfg: BlockFsConfig, at: Nanos) -> Result<Self, FsError> {
         let layout = Layout::plan(&cfg, ftl.capacity_bytes(), ftl.unit_bytes() as u64)
-            .map_err(FsError::Invalid)?;
+            .map_err(|e| FsError::Invalid(e.to_string()))?;
         let t = ftl.trim(at, 0, ftl.capacity_bytes()).map_err(device)?;
         let sb = Superblock {
             layout,
@@ -96,7 +97,8 @@ impl<F: Flash> BlockFs<F> {
 
     /// Mounts the file system the FTL holds. Fails only if there is no usable superblock.
     pub fn mount(mut ftl: Ftl<F>, cfg: BlockFsConfig, at: Nanos) -> Result<Self, FsError> {
-        cfg.validate().map_err(FsError::Invalid)?;
+        cfg.validate()
+            .map_err(|e| FsError::Invalid(e.to_string()))?;
         let mut first = vec![0u8; 512];
         let t = ftl
             .read(at, 0, 512, ReadOut::Bytes(&mut first))
@@ -126,11 +128,9 @@ impl<F: Flash> BlockFs<F> {
     }
 
     /// Reads block `b` into `out`; returns when done.
-    fn read_block(&mut self, at: Nanos, b: u32, out: &mut [u8]) -> Result<Nanos, String> {
+    fn read_block(&mut self, at: Nanos, b: u32, out: &mut [u8]) -> Result<Nanos, FtlError> {
         let bs = self.bs();
-        self.ftl
-            .read(at, b as u64 * bs, bs, ReadOut::Bytes(out))
-            .map_err(|e| e.to_string())
+        self.ftl.read(at, b as u64 * bs, bs, ReadOut::Bytes(out))
     }
 
     /// Loads every piece of metadata; what is wrong goes to `problems`.
@@ -246,7 +246,7 @@ impl<F: Flash> BlockFs<F> {
         ino: u32,
         d: DiskInode,
         buf: &mut [u8],
-    ) -> Result<Inode, String> {
+    ) -> Result<Inode, LoadError> {
         let l = self.sb.layout;
         let mut extents = Vec::new();
         let mut leaves = Vec::new();
@@ -255,22 +255,23 @@ impl<F: Flash> BlockFs<F> {
         } else {
             for (k, e) in d.entries.iter().enumerate() {
                 if !l.meta_zone.contains(e.start) {
-                    return Err(format!(
-                        "extent block {k} at {} outside the meta zone",
-                        e.start
-                    ));
+                    return Err(LoadError::LeafOutsideMeta {
+                        index: k,
+                        block: e.start,
+                    });
                 }
                 self.stats.extent_blocks_read += 1;
                 *done = (*done).max(self.read_block(at, e.start, buf)?);
-                let got = inode::decode_leaf(ino, buf)
-                    .map_err(|why| format!("extent block {}: {why}", e.start))?;
+                let got = inode::decode_leaf(ino, buf).map_err(|source| LoadError::Leaf {
+                    block: e.start,
+                    source,
+                })?;
                 if got.len() != e.len as usize {
-                    return Err(format!(
-                        "extent block {} holds {} extents, the inode says {}",
-                        e.start,
-                        got.len(),
-                        e.len
-                    ));
+                    return Err(LoadError::LeafCount {
+                        block: e.start,
+                        found: got.len(),
+                        expected: e.len,
+                    });
                 }
                 extents.extend(got);
                 leaves.push(e.start);
@@ -284,10 +285,10 @@ impl<F: Flash> BlockFs<F> {
         check_extents(&extents, zone)?;
         let held = extents.iter().map(|e| e.len as u64).sum::<u64>() + leaves.len() as u64;
         if held != d.blocks as u64 {
-            return Err(format!(
-                "block count {} but its map holds {held} blocks",
-                d.blocks
-            ));
+            return Err(LoadError::BlockCount {
+                counted: d.blocks,
+                held,
+            });
         }
         Ok(Inode {
             kind: d.kind,
@@ -316,10 +317,13 @@ impl<F: Flash> BlockFs<F> {
             self.owners.insert(phys, MetaOwner::Dir { ino: d, index });
             let b = dir.add_block();
             self.stats.dir_blocks_read += 1;
-            let entries = self.read_block(at, phys, buf).and_then(|t| {
-                *done = (*done).max(t);
-                decode_block(d, buf)
-            });
+            let entries = self
+                .read_block(at, phys, buf)
+                .map_err(LoadError::from)
+                .and_then(|t| {
+                    *done = (*done).max(t);
+                    Ok(decode_block(d, buf)?)
+                });
             match entries {
                 Ok(list) => {
                     for e in list {
@@ -341,21 +345,21 @@ impl<F: Flash> BlockFs<F> {
 }
 
 /// Extents sorted, not overlapping, not empty, inside `zone`.
-fn check_extents(extents: &[Extent], zone: crate::layout::Region) -> Result<(), String> {
+fn check_extents(extents: &[Extent], zone: crate::layout::Region) -> Result<(), LoadError> {
     let mut end = 0u64;
     for e in extents {
         if e.len == 0
             || (e.logical as u64) < end
             || e.logical as u64 + e.len as u64 > u32::MAX as u64
         {
-            return Err(format!("extent {e:?} out of order"));
+            return Err(LoadError::ExtentOrder { extent: *e });
         }
         if !zone.holds(e.start, e.len) {
-            return Err(format!(
-                "extent {e:?} outside its zone [{}, {})",
-                zone.start,
-                zone.end()
-            ));
+            return Err(LoadError::ExtentZone {
+                extent: *e,
+                zone_start: zone.start,
+                zone_end: zone.end(),
+            });
         }
         end = e.logical as u64 + e.len as u64;
     }

@@ -273,32 +273,97 @@ impl BlockTable {
 
     /// Whole-table check (debug builds, tests, fsck): counts match the bitmap, and units past a
     /// block's write pointer are never valid.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Inconsistency> {
         for (id, b) in self.blocks.iter().enumerate() {
-            let base = id as u32 * self.units_per_block;
+            let block = id as u32;
+            let base = block * self.units_per_block;
             let count = (base..base + self.units_per_block)
                 .filter(|&u| self.is_valid(u))
-                .count();
-            if count as u32 != b.valid {
-                return Err(format!(
-                    "block {id}: valid count {} but {count} bits set",
-                    b.valid
-                ));
+                .count() as u32;
+            if count != b.valid {
+                return Err(Inconsistency::ValidCount {
+                    block,
+                    counted: b.valid,
+                    bits: count,
+                });
             }
-            if let Some(u) = self.next_valid(id as u32, b.next) {
-                return Err(format!(
-                    "block {id}: unit {u} valid past the write pointer {}",
-                    b.next
-                ));
+            if let Some(unit) = self.next_valid(block, b.next) {
+                return Err(Inconsistency::ValidPastWritePointer {
+                    block,
+                    unit,
+                    next: b.next,
+                });
             }
             if matches!(b.state, BlockState::Free | BlockState::Bad) && b.valid > 0 {
-                return Err(format!(
-                    "block {id}: {:?} with {} valid units",
-                    b.state, b.valid
-                ));
+                return Err(Inconsistency::ValidInUnusedBlock {
+                    block,
+                    state: b.state,
+                    valid: b.valid,
+                });
             }
         }
         Ok(())
+    }
+}
+
+/// What a whole-structure check ([`BlockTable::check`], `Fml::check`) found wrong: the first
+/// inconsistency, naming the block (super-block id), unit or stream.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Inconsistency {
+    /// A block's valid count disagrees with its bitmap.
+    #[error("block {block}: valid count {counted} but {bits} bits set")]
+    ValidCount {
+        /// The block.
+        block: u32,
+        /// Its valid count.
+        counted: u32,
+        /// Valid bits set in its bitmap.
+        bits: u32,
+    },
+    /// A unit past its block's write pointer is marked valid.
+    #[error("block {block}: unit {unit} valid past the write pointer {next}")]
+    ValidPastWritePointer {
+        /// The block.
+        block: u32,
+        /// The unit (its number on the device, not its offset in the block).
+        unit: u32,
+        /// The block's write pointer.
+        next: u32,
+    },
+    /// A free or bad block holds valid units.
+    #[error("block {block}: {state:?} with {valid} valid units")]
+    ValidInUnusedBlock {
+        /// The block.
+        block: u32,
+        /// Its state (`Free` or `Bad`).
+        state: BlockState,
+        /// Its valid count.
+        valid: u32,
+    },
+    /// The free pool does not hold exactly the blocks in state `Free`.
+    #[error("{free} blocks are Free but the pool holds {pool}")]
+    FreePool {
+        /// Blocks in state `Free`.
+        free: u32,
+        /// Blocks in the free pool.
+        pool: u32,
+    },
+    /// A stream's update block is not open for that stream.
+    #[error("stream {stream} holds block {block} in state {state:?}")]
+    StreamBlock {
+        /// The stream.
+        stream: u8,
+        /// Its update block.
+        block: u32,
+        /// The block's state.
+        state: BlockState,
+    },
+}
+
+/// Until ftl's own check is typed, it forwards this with `?` into its `String` error.
+impl From<Inconsistency> for String {
+    fn from(e: Inconsistency) -> String {
+        e.to_string()
     }
 }
 
@@ -323,7 +388,14 @@ mod tests {
         assert!(!t.clear_valid(163));
         t.check().unwrap();
         t.blocks[1].next = 80; // unit 199 (offset 99) now lies past the write pointer
-        assert!(t.check().is_err());
+        assert_eq!(
+            t.check(),
+            Err(Inconsistency::ValidPastWritePointer {
+                block: 1,
+                unit: 199,
+                next: 80
+            })
+        );
     }
 
     #[test]

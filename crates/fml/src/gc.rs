@@ -20,17 +20,23 @@ pub enum VictimPolicy {
 }
 
 impl std::str::FromStr for VictimPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownVictimPolicy;
+    fn from_str(s: &str) -> Result<Self, UnknownVictimPolicy> {
         match s {
             "greedy" => Ok(VictimPolicy::Greedy),
             "cost-benefit" => Ok(VictimPolicy::CostBenefit),
             "fifo" => Ok(VictimPolicy::Fifo),
-            _ => Err(format!(
-                "unknown victim policy '{s}'; use greedy, cost-benefit or fifo"
-            )),
+            _ => Err(UnknownVictimPolicy { name: s.into() }),
         }
     }
+}
+
+/// A victim policy name [`VictimPolicy`]'s `FromStr` does not know.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown victim policy '{name}'; use greedy, cost-benefit or fifo")]
+pub struct UnknownVictimPolicy {
+    /// The name given.
+    pub name: String,
 }
 
 /// Largest share of live data, in percent, a victim of each segment class may hold

@@ -20,8 +20,8 @@ use flash::gang::{Layout, Vpa};
 use flash::{Content, Flash, FlashError, Ganged, Nanos, Payload};
 use serde::{Deserialize, Serialize};
 
-pub use block::{Block, BlockState, BlockTable, Loaded, SegmentClass};
-pub use gc::{choose_victim, GcJob, GcStep, Thresholds, VictimPolicy};
+pub use block::{Block, BlockState, BlockTable, Inconsistency, Loaded, SegmentClass};
+pub use gc::{choose_victim, GcJob, GcStep, Thresholds, UnknownVictimPolicy, VictimPolicy};
 use wear::FreePool;
 
 /// FML settings. Defaults are OSSD-13 V-F's.
@@ -95,55 +95,111 @@ impl FmlConfig {
     /// stream included): watermarks ordered and leaving room for every stream's update block,
     /// percentages at most 100, reserve at most 500 per mille. The error names the offending
     /// setting.
-    pub fn validate(&self, blocks: u32, streams: u32) -> Result<(), String> {
+    pub fn validate(&self, blocks: u32, streams: u32) -> Result<(), FmlConfigError> {
         if self.low_watermark_blocks < 2 {
-            return Err(
-                "fml.low_watermark_blocks must be at least 2 (GC needs a free block to copy into)"
-                    .into(),
-            );
+            return Err(FmlConfigError::LowWatermark {
+                low: self.low_watermark_blocks,
+            });
         }
         if self.high_watermark_busy_blocks < self.low_watermark_blocks
             || self.high_watermark_idle_blocks < self.high_watermark_busy_blocks
         {
-            return Err(format!(
-                "fml watermarks must satisfy low ({}) <= high_busy ({}) <= high_idle ({})",
-                self.low_watermark_blocks,
-                self.high_watermark_busy_blocks,
-                self.high_watermark_idle_blocks
-            ));
+            return Err(FmlConfigError::WatermarkOrder {
+                low: self.low_watermark_blocks,
+                high_busy: self.high_watermark_busy_blocks,
+                high_idle: self.high_watermark_idle_blocks,
+            });
         }
         if self.high_watermark_busy_blocks
             < self.low_watermark_blocks + self.realtime_reserve_blocks
         {
-            return Err(format!(
-                "fml.high_watermark_busy_blocks ({}) must be at least low_watermark_blocks ({}) + realtime_reserve_blocks ({}): background GC would stop below the normal writes' threshold",
-                self.high_watermark_busy_blocks,
-                self.low_watermark_blocks,
-                self.realtime_reserve_blocks
-            ));
+            return Err(FmlConfigError::BusyBelowReserve {
+                high_busy: self.high_watermark_busy_blocks,
+                low: self.low_watermark_blocks,
+                reserve: self.realtime_reserve_blocks,
+            });
         }
         if self.high_watermark_idle_blocks + streams + 2 >= blocks {
-            return Err(format!(
-                "the device has {blocks} blocks: too few for {streams} streams and a high watermark of {}",
-                self.high_watermark_idle_blocks
-            ));
+            return Err(FmlConfigError::TooFewBlocks {
+                blocks,
+                streams,
+                high_idle: self.high_watermark_idle_blocks,
+            });
         }
-        for (name, v) in [
+        for (class, v) in [
             ("data", self.data_victim_threshold_percent),
             ("metadata", self.metadata_victim_threshold_percent),
             ("atime", self.atime_victim_threshold_percent),
         ] {
             if v > 100 {
-                return Err(format!(
-                    "fml.{name}_victim_threshold_percent = {v} is over 100"
-                ));
+                return Err(FmlConfigError::ThresholdOver100 { class, percent: v });
             }
         }
         if self.bad_block_reserve_permille > 500 {
-            return Err("fml.bad_block_reserve_permille must be at most 500".into());
+            return Err(FmlConfigError::ReserveOver500 {
+                permille: self.bad_block_reserve_permille,
+            });
         }
         Ok(())
     }
+}
+
+/// Why [`FmlConfig::validate`] refused the settings; each variant names the settings involved
+/// and their values.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FmlConfigError {
+    /// `low_watermark_blocks` below 2.
+    #[error(
+        "fml.low_watermark_blocks = {low} must be at least 2 (GC needs a free block to copy into)"
+    )]
+    LowWatermark {
+        /// `low_watermark_blocks`.
+        low: u32,
+    },
+    /// The watermarks are not ordered low <= high_busy <= high_idle.
+    #[error("fml watermarks must satisfy low ({low}) <= high_busy ({high_busy}) <= high_idle ({high_idle})")]
+    WatermarkOrder {
+        /// `low_watermark_blocks`.
+        low: u32,
+        /// `high_watermark_busy_blocks`.
+        high_busy: u32,
+        /// `high_watermark_idle_blocks`.
+        high_idle: u32,
+    },
+    /// Background GC would stop below the threshold at which normal writes must collect.
+    #[error("fml.high_watermark_busy_blocks ({high_busy}) must be at least low_watermark_blocks ({low}) + realtime_reserve_blocks ({reserve}): background GC would stop below the normal writes' threshold")]
+    BusyBelowReserve {
+        /// `high_watermark_busy_blocks`.
+        high_busy: u32,
+        /// `low_watermark_blocks`.
+        low: u32,
+        /// `realtime_reserve_blocks`.
+        reserve: u32,
+    },
+    /// The device has too few super-blocks for the streams and the idle high watermark.
+    #[error("the device has {blocks} blocks: too few for {streams} streams and a high watermark of {high_idle}")]
+    TooFewBlocks {
+        /// Super-blocks of the device.
+        blocks: u32,
+        /// Streams, the GC stream included.
+        streams: u32,
+        /// `high_watermark_idle_blocks`.
+        high_idle: u32,
+    },
+    /// A victim threshold over 100 percent.
+    #[error("fml.{class}_victim_threshold_percent = {percent} is over 100")]
+    ThresholdOver100 {
+        /// The segment class: "data", "metadata" or "atime".
+        class: &'static str,
+        /// The threshold.
+        percent: u8,
+    },
+    /// A bad-block reserve over 500 per mille.
+    #[error("fml.bad_block_reserve_permille = {permille} must be at most 500")]
+    ReserveOver500 {
+        /// `bad_block_reserve_permille`.
+        permille: u32,
+    },
 }
 
 /// The next step of the GC job, as [`Fml::next_gc_step`] predicts it.
@@ -209,7 +265,7 @@ pub enum FmlError {
     NoStream(u8, u8),
     /// The settings do not fit the device ([`FmlConfig::validate`]).
     #[error("FML configuration: {0}")]
-    Config(String),
+    Config(#[from] FmlConfigError),
 }
 
 /// Counters of FML work, in write units and blocks.
@@ -298,9 +354,7 @@ impl<F: Flash> Fml<F> {
     ) -> Result<Self, FmlError> {
         let dev = Ganged::new(flash);
         let layout = *dev.layout();
-        config
-            .validate(layout.superblocks, streams as u32 + 1)
-            .map_err(FmlError::Config)?;
+        config.validate(layout.superblocks, streams as u32 + 1)?;
         let mut table = BlockTable::new(layout.superblocks, layout.units_per_superblock);
         let mut free = FreePool::default();
         let mut needs_erase = vec![false; layout.superblocks as usize];
@@ -626,22 +680,20 @@ impl<F: Flash> Fml<F> {
     /// Marks a unit valid during recovery. What recovery found on flash is untrusted: a unit
     /// past its block's write pointer, in a bad block, out of range, or referenced twice is an
     /// error naming it, not a panic.
-    pub fn mark_valid(&mut self, v: Vpa) -> Result<(), String> {
+    pub fn mark_valid(&mut self, v: Vpa) -> Result<(), MarkValidError> {
+        let unit = v.0;
         let id = self.layout.superblock_of(v);
         let Some(b) = self.table.blocks().get(id as usize) else {
-            return Err(format!("unit {} lies beyond the device", v.0));
+            return Err(MarkValidError::BeyondDevice { unit });
         };
         if b.state == BlockState::Bad {
-            return Err(format!("unit {} lies in a bad block", v.0));
+            return Err(MarkValidError::InBadBlock { unit });
         }
         if self.layout.offset_of(v) >= b.next {
-            return Err(format!(
-                "unit {} was never programmed (past its block's write pointer)",
-                v.0
-            ));
+            return Err(MarkValidError::NeverProgrammed { unit });
         }
         if self.table.is_valid(v.0) {
-            return Err(format!("unit {} is referenced twice", v.0));
+            return Err(MarkValidError::ReferencedTwice { unit });
         }
         self.table.set_valid(v.0);
         Ok(())
@@ -875,7 +927,7 @@ impl<F: Flash> Fml<F> {
 
     /// Whole-structure check (tests, debug builds, fsck): bitmap and counts agree, the free pool
     /// holds exactly the free blocks, every open block belongs to its stream.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Inconsistency> {
         self.table.check()?;
         let free = self
             .table
@@ -884,18 +936,20 @@ impl<F: Flash> Fml<F> {
             .filter(|b| b.state == BlockState::Free)
             .count() as u32;
         if free != self.free.len() {
-            return Err(format!(
-                "{free} blocks are Free but the pool holds {}",
-                self.free.len()
-            ));
+            return Err(Inconsistency::FreePool {
+                free,
+                pool: self.free.len(),
+            });
         }
         for (s, open) in self.open.iter().enumerate() {
             if let Some(id) = open {
-                if self.table.blocks()[*id as usize].state != BlockState::Open(s as u8) {
-                    return Err(format!(
-                        "stream {s} holds block {id} in state {:?}",
-                        self.table.blocks()[*id as usize].state
-                    ));
+                let state = self.table.blocks()[*id as usize].state;
+                if state != BlockState::Open(s as u8) {
+                    return Err(Inconsistency::StreamBlock {
+                        stream: s as u8,
+                        block: *id,
+                        state,
+                    });
                 }
             }
         }
@@ -956,6 +1010,39 @@ mod realtime_tests {
         assert!(!f.must_collect_realtime());
         let mut bad = FmlConfig::for_blocks(blocks);
         bad.realtime_reserve_blocks = 2;
-        assert!(bad.validate(blocks, 3).is_err());
+        assert!(matches!(
+            bad.validate(blocks, 3),
+            Err(FmlConfigError::BusyBelowReserve { reserve: 2, .. })
+        ));
     }
+}
+
+/// Why recovery could not mark a unit valid ([`Fml::mark_valid`]): what it found on flash
+/// references a unit the device cannot back, so the image is corrupted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MarkValidError {
+    /// The unit lies beyond the device.
+    #[error("unit {unit} lies beyond the device")]
+    BeyondDevice {
+        /// The unit (virtual page address).
+        unit: u32,
+    },
+    /// The unit lies in a bad block.
+    #[error("unit {unit} lies in a bad block")]
+    InBadBlock {
+        /// The unit.
+        unit: u32,
+    },
+    /// The unit lies past its block's write pointer.
+    #[error("unit {unit} was never programmed (past its block's write pointer)")]
+    NeverProgrammed {
+        /// The unit.
+        unit: u32,
+    },
+    /// The unit was marked valid already.
+    #[error("unit {unit} is referenced twice")]
+    ReferencedTwice {
+        /// The unit.
+        unit: u32,
+    },
 }

@@ -48,9 +48,9 @@ impl<F: Flash> Ftl<F> {
 /// logical page numbers.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CheckError {
-    /// The FML's own check failed (its message, which the FML gives as text).
-    #[error("{0}")]
-    Fml(String),
+    /// The FML's own check failed.
+    #[error(transparent)]
+    Fml(#[from] fml::Inconsistency),
     /// Two logical pages map to one unit.
     #[error("lpns {first} and {second} both map to unit {unit}")]
     SharedUnit {

@@ -208,18 +208,24 @@ impl<F: Flash> Ftl<F> {
         }
         for &v in &self.map.l2p {
             if v != UNMAPPED {
-                self.fml.mark_valid(Vpa(v)).map_err(FtlError::Corrupted)?;
+                self.fml
+                    .mark_valid(Vpa(v))
+                    .map_err(|e| FtlError::Corrupted(e.to_string()))?;
             }
         }
         for (tp, &(_, loc)) in map_best.iter().enumerate() {
             if loc != UNMAPPED {
                 self.map.gtd[tp] = loc;
-                self.fml.mark_valid(Vpa(loc)).map_err(FtlError::Corrupted)?;
+                self.fml
+                    .mark_valid(Vpa(loc))
+                    .map_err(|e| FtlError::Corrupted(e.to_string()))?;
             }
         }
         if let Some((seq, units)) = base {
             for &u in &units {
-                self.fml.mark_valid(Vpa(u)).map_err(FtlError::Corrupted)?;
+                self.fml
+                    .mark_valid(Vpa(u))
+                    .map_err(|e| FtlError::Corrupted(e.to_string()))?;
             }
             self.map.ckpt = units;
             self.map.ckpt_seq = seq;

@@ -11,9 +11,22 @@ pub enum HostError {
     /// OFS refused to open a file for scheduled I/O, or its range.
     #[error("file system: {0}")]
     Fs(#[from] vfs::FsError),
-    /// A setting out of its range.
-    #[error("{0}")]
-    Config(String),
+    /// `host.device_queue_depth` is 0.
+    #[error("host.device_queue_depth must be at least 1")]
+    QueueDepth,
+    /// OAQ dispatched an OREQ none of whose OIOs the host queued (a bug in OAQ or the host).
+    #[error("OAQ dispatched an OREQ of object {object} with no OIO the host queued")]
+    UnqueuedOreq {
+        /// The OREQ's object.
+        object: u64,
+    },
+    /// OAQ dispatched an OREQ of an object that is none of the files (a bug in OAQ or the
+    /// host).
+    #[error("OAQ dispatched object {object}, which is none of the files")]
+    NotAFile {
+        /// The OREQ's object.
+        object: u64,
+    },
     /// A byte range of the flat space that no file (or more than one) holds.
     #[error("bytes {offset}+{len}: {why}")]
     Range {

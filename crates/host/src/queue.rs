@@ -100,9 +100,7 @@ impl<C: Copy> HostQueue<C> {
     /// OAQ in front of a device that queues at most `depth` requests per priority, for `files`.
     pub fn new(oaq: Oaq, files: &Files, depth: u32) -> Result<Self, HostError> {
         if depth == 0 {
-            return Err(HostError::Config(
-                "host.device_queue_depth must be at least 1".into(),
-            ));
+            return Err(HostError::QueueDepth);
         }
         Ok(HostQueue {
             oaq,
@@ -171,17 +169,11 @@ impl<C: Copy> HostQueue<C> {
             .iter()
             .filter_map(|id| self.pending.get(id).map(|p| p.arrival))
             .min()
-            .ok_or(HostError::Config(format!(
-                "OAQ dispatched an OREQ of object {} with no OIO the host queued",
-                oreq.oid.0
-            )))?;
+            .ok_or(HostError::UnqueuedOreq { object: oreq.oid.0 })?;
         let start = self
             .starts
             .get(&oreq.oid.0)
-            .ok_or(HostError::Config(format!(
-                "OAQ dispatched object {}, which is none of the files",
-                oreq.oid.0
-            )))?;
+            .ok_or(HostError::NotAFile { object: oreq.oid.0 })?;
         let tag = self.next_tag;
         self.next_tag += 1;
         let req = Request {

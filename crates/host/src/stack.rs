@@ -5,7 +5,7 @@ use controller::request::{Op, Request};
 use flash::{DieId, Flash, Nanos};
 use ofs::Ofs;
 use osd::Osd;
-use stacks::{Counters, GcState, Stack};
+use stacks::{Counters, GcState, Stack, StackFault};
 use vfs::FileSystem;
 
 use crate::files::Files;
@@ -57,21 +57,19 @@ impl<F: Flash> Stack for OfsStack<F> {
         req: &Request,
         token: u64,
         out: &mut Vec<u64>,
-    ) -> Result<Nanos, String> {
+    ) -> Result<Nanos, StackFault> {
         self.ofs.set_time(at);
         out.clear();
         let store = self.ofs.store_mut();
         if req.op == Op::Flush {
-            store
-                .flush(osd::FlushScope::Device)
-                .map_err(|e| e.to_string())?;
+            store.flush(osd::FlushScope::Device)?;
             return Ok(store.now().max(at));
         }
         let mut fps = Vec::new();
         for (s, off, len) in self
             .files
             .pieces(req.offset_bytes, req.len_bytes)
-            .map_err(|e| e.to_string())?
+            .map_err(|e| StackFault::Other(Box::new(e)))?
         {
             let oid = s.file.oid();
             match req.op {
@@ -84,16 +82,12 @@ impl<F: Flash> Stack for OfsStack<F> {
                 Op::Trim | Op::Flush => Err(osd::OsdError::InvalidArgument(
                     "the scheduled OFS path has no TRIM".into(),
                 )),
-            }
-            .map_err(|e| e.to_string())?;
+            }?;
         }
         Ok(store.now().max(at))
     }
-    fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, String> {
-        self.ofs
-            .store_mut()
-            .background(from, until)
-            .map_err(|e| e.to_string())
+    fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, StackFault> {
+        Ok(self.ofs.store_mut().background(from, until)?)
     }
     fn counters(&self) -> Counters {
         stacks::osd_counters(self.ofs.store())
@@ -114,12 +108,12 @@ impl<F: Flash> Stack for OfsStack<F> {
             None => 0,
         }
     }
-    fn check(&mut self) -> Result<(), String> {
-        let problems = self.ofs.check().map_err(|e| e.to_string())?;
+    fn check(&mut self) -> Result<(), StackFault> {
+        let problems = self.ofs.check()?;
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(problems.join("; "))
+            Err(StackFault::Inconsistent { problems })
         }
     }
     fn gc_state(&self) -> GcState {

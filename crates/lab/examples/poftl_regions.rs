@@ -57,7 +57,7 @@ fn run() -> Result<(), String> {
         }
     }
     let mut w: AppendHot = wt.try_into().map_err(|e: toml::de::Error| e.to_string())?;
-    w.validate()?;
+    w.validate().map_err(|e| e.to_string())?;
     w.files = ((w.files as f64 * scale).round() as u64).max(1);
     w.total_bytes = ((w.total_bytes as f64 * scale).round() as u64).max(1);
     for g in [

@@ -17,13 +17,18 @@ use flash::Nanos;
 use hdrhistogram::Histogram;
 
 use crate::request::{Op, Request};
-use stacks::Stack;
+use stacks::{Stack, StackFault};
+use workload::trace::TraceError;
 
-/// Closed-loop load shape.
+/// Closed-loop load shape: `threads x queue_depth` request slots (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Load {
+    /// Issuing threads (at least 1; `ossd run` defaults to 1).
     pub threads: u32,
+    /// Requests each thread keeps outstanding (at least 1; `ossd run` defaults to 1).
     pub queue_depth: u32,
+    /// Virtual time a slot waits after a completion before issuing its next request, in
+    /// nanoseconds (`ossd run` defaults to 0).
     pub think_time_ns: Nanos,
 }
 
@@ -37,11 +42,16 @@ impl Load {
     };
 }
 
-/// Latency histograms per priority class and per operation.
+/// Latency histograms per priority class and per operation, in nanoseconds from issue to
+/// completion (1 ns to 1 hour, 3 significant digits; longer latencies count as 1 hour).
 pub struct Latencies {
+    /// Every request, by its priority (0: normal).
     pub by_priority: BTreeMap<u8, Histogram<u64>>,
+    /// Reads.
     pub reads: Histogram<u64>,
+    /// Writes.
     pub writes: Histogram<u64>,
+    /// Every request (TRIMs and flushes too).
     pub all: Histogram<u64>,
 }
 
@@ -87,13 +97,17 @@ impl Latencies {
 pub struct Verifier {
     expected: Vec<u64>,
     unit: u64,
+    /// Write units read back and checked so far.
     pub checked: u64,
+    /// Checked units that read back the wrong fingerprint.
     pub mismatches: u64,
 }
 
 const UNKNOWN: u64 = u64::MAX;
 
 impl Verifier {
+    /// A verifier of a stack exporting `capacity_bytes`, checking whole units of `unit_bytes`
+    /// (the stack's write unit); every unit starts out never written (reads as 0).
     pub fn new(capacity_bytes: u64, unit_bytes: u64) -> Self {
         Verifier {
             expected: vec![0; capacity_bytes.div_ceil(unit_bytes) as usize],
@@ -128,7 +142,7 @@ impl Verifier {
         }
     }
 
-    pub(crate) fn read(&mut self, req: &Request, got: &[u64]) -> Result<(), String> {
+    pub(crate) fn read(&mut self, req: &Request, got: &[u64]) -> Result<(), Mismatch> {
         let units: Vec<u64> = self.units(req).map(|(u, _)| u).collect();
         for (u, &fp) in units.iter().zip(got) {
             let want = self.expected[*u as usize];
@@ -138,50 +152,122 @@ impl Verifier {
             self.checked += 1;
             if want != fp {
                 self.mismatches += 1;
-                return Err(format!(
-                    "unit {u} read back fingerprint {fp:#x}, expected {want:#x}"
-                ));
+                return Err(Mismatch {
+                    unit: *u,
+                    got: fp,
+                    expected: want,
+                });
             }
         }
         Ok(())
     }
 }
 
+/// A read that returned another fingerprint than the last whole write of its unit left there
+/// ([`Verifier`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unit {unit} read back fingerprint {got:#x}, expected {expected:#x}")]
+pub struct Mismatch {
+    /// The write unit, numbered in the stack's flat byte space.
+    pub unit: u64,
+    /// The fingerprint read.
+    pub got: u64,
+    /// The fingerprint the last whole write left.
+    pub expected: u64,
+}
+
+/// Why a request, a GC step or a source of requests failed during a run.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// The stack failed the request or the GC step.
+    #[error(transparent)]
+    Stack(#[from] StackFault),
+    /// A read returned the wrong data.
+    #[error(transparent)]
+    Mismatch(#[from] Mismatch),
+    /// A trace line could not be read or parsed.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The host side of a scheduled OFS run (OAQ, the files) failed.
+    #[error(transparent)]
+    Host(#[from] crate::ofsprio::OfsHostError),
+    /// A completion tagged as the prioritized file writer's in a run that has none (a bug).
+    #[error("a chained request without its chain")]
+    NoChain,
+    /// A completion tagged as the host's in a run that has none (a bug).
+    #[error("a host request without its host")]
+    NoHost,
+}
+
 /// What a phase of requests did.
 pub struct Phase {
+    /// Requests served.
     pub requests: u64,
+    /// Virtual time the phase started, in nanoseconds.
     pub start_ns: Nanos,
+    /// Virtual time the last request completed, in nanoseconds.
     pub end_ns: Nanos,
+    /// The requests' latencies.
     pub latencies: Latencies,
 }
 
+/// Why a run of requests stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    #[error("request {index} ({op:?} at byte {offset}, {len} bytes): {msg}")]
+    /// Request number `index` of the phase failed.
+    #[error("request {index} ({op:?} at byte {offset}, {len} bytes): {source}")]
     Request {
+        /// Requests issued before it in the phase.
         index: u64,
+        /// Its operation.
         op: Op,
+        /// Its first byte.
         offset: u64,
+        /// Its length in bytes.
         len: u64,
-        msg: String,
+        /// Why it failed.
+        source: Failure,
     },
+    /// Background GC failed in an idle gap.
     #[error("background GC: {0}")]
-    Background(String),
+    Background(#[source] Failure),
+    /// The source of requests failed (a trace that does not parse, the host side).
     #[error("{0}")]
-    Source(String),
+    Source(#[source] Failure),
+    /// The device-side controller's settings are out of range.
+    #[error(transparent)]
+    Controller(#[from] controller::ConfigError),
+    /// The device-side controller holds requests it can never issue.
+    #[error("scheduler stalled at {at_ns} ns with {queued} requests queued")]
+    Stalled {
+        /// The controller's clock.
+        at_ns: Nanos,
+        /// Requests queued.
+        queued: usize,
+    },
 }
 
 impl EngineError {
-    /// Request number `index` (`req`) failed with `msg`.
-    pub(crate) fn request(index: u64, req: &Request, msg: String) -> EngineError {
+    /// Request number `index` (`req`) failed with `source`.
+    pub(crate) fn request(index: u64, req: &Request, source: Failure) -> EngineError {
         EngineError::Request {
             index,
             op: req.op,
             offset: req.offset_bytes,
             len: req.len_bytes,
-            msg,
+            source,
         }
     }
+}
+
+/// An [`EngineError`] in a named phase of a run ("prefill", "aging", "measure").
+#[derive(Debug, thiserror::Error)]
+#[error("{phase}: {source}")]
+pub struct PhaseError {
+    /// The phase.
+    pub phase: &'static str,
+    /// Why it stopped.
+    pub source: EngineError,
 }
 
 /// The token standing for request `index`'s bytes (fingerprint mode): distinct per request,
@@ -232,19 +318,19 @@ impl<'a> Driver<'a> {
             let done = self
                 .stack
                 .background(self.busy_until, t)
-                .map_err(EngineError::Background)?;
+                .map_err(|e| EngineError::Background(e.into()))?;
             self.busy_until = self.busy_until.max(done);
         }
         let token = request_token(self.seed, self.index);
         let index = self.index;
-        let fail = |msg: String| EngineError::request(index, req, msg);
+        let fail = |e: Failure| EngineError::request(index, req, e);
         let done = self
             .stack
             .submit(t, req, token, &mut self.out)
-            .map_err(fail)?;
+            .map_err(|e| fail(e.into()))?;
         if let Some(v) = self.verify.as_deref_mut() {
             match req.op {
-                Op::Read => v.read(req, &self.out).map_err(fail)?,
+                Op::Read => v.read(req, &self.out).map_err(|e| fail(e.into()))?,
                 Op::Write | Op::Trim => {
                     let stack = &*self.stack;
                     v.wrote(req, token, &|u, t| stack.expected_fingerprint(u, t))
@@ -273,7 +359,10 @@ impl<'a> Driver<'a> {
     }
 }
 
-/// Runs requests in closed loop from `start_ns`.
+/// Runs `requests` in closed loop from `start_ns` (see the module doc) until they run out.
+/// Each request's bytes are a token drawn from `seed` and its index (fingerprint mode); reads
+/// are checked by `verify` when given. `progress` gets the requests done every 4096 requests
+/// and at the end.
 pub fn run_closed(
     stack: &mut dyn Stack,
     requests: &mut dyn Iterator<Item = Request>,
@@ -305,10 +394,14 @@ pub fn fit(req: &mut Request, capacity: u64) {
     }
 }
 
-/// Replays timestamped requests (open loop) from `start_ns`.
+/// Replays timestamped requests (open loop) from `start_ns`: each is issued at `start_ns`
+/// plus its arrival time (a time that goes backwards is issued at once) and fitted into the
+/// stack's capacity ([`fit`]). A request the source fails to produce (a trace line that does
+/// not parse) stops the replay with [`EngineError::Source`]. `seed`, `verify` and `progress`
+/// as for [`run_closed`].
 pub fn run_open(
     stack: &mut dyn Stack,
-    requests: &mut dyn Iterator<Item = Result<Request, String>>,
+    requests: &mut dyn Iterator<Item = Result<Request, TraceError>>,
     start_ns: Nanos,
     seed: u64,
     verify: Option<&mut Verifier>,
@@ -318,7 +411,7 @@ pub fn run_open(
     let mut d = Driver::new(stack, verify, progress, start_ns, seed);
     let mut last_arrival = start_ns;
     for r in requests {
-        let mut req = r.map_err(EngineError::Source)?;
+        let mut req = r.map_err(|e| EngineError::Source(e.into()))?;
         // A trace is replayed in file order; a timestamp that goes backwards is issued at once.
         let t = (start_ns + req.arrival_ns.unwrap_or(0)).max(last_arrival);
         last_arrival = t;

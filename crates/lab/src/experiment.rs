@@ -3,14 +3,15 @@
 //! runner measures every variant, the report sets the measurement beside the claim and says
 //! whether they agree; nothing is adjusted toward the paper.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use flash::DeviceConfig;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use stacks::Counters;
+use stacks::{Counters, StackError};
+use vfs::FsError;
 use workload::files::{
     appendhot::AppendHot, hotcold::HotColdFiles, largefile::LargeFile, multistream::MultiStream,
     postmark::PostMark, seqbase::SeqBase, sizes::SizeLatency, tracereplay::TraceReplay, FileStack,
@@ -105,7 +106,7 @@ impl FileWorkload {
         }
     }
 
-    fn run(&self, m: &mut Meter) -> Result<workload::files::Phases, String> {
+    fn run(&self, m: &mut Meter) -> Result<workload::files::Phases, VariantRunError> {
         let r = match self {
             FileWorkload::PostMark(p) => workload::files::postmark::run(m, p),
             FileWorkload::HotCold(h) => workload::files::hotcold::run(m, h),
@@ -118,10 +119,10 @@ impl FileWorkload {
             FileWorkload::Torrent(t) => workload::files::torrent::run(m, t),
             FileWorkload::Trace(t) => workload::files::tracereplay::run(m, t),
             FileWorkload::Synthetic(_) | FileWorkload::Video(_) | FileWorkload::FileWrites(_) => {
-                return Err("a block workload does not run on a file system".into())
+                return Err(VariantRunError::BlockWorkload)
             }
         };
-        r.map_err(|e| e.to_string())
+        Ok(r?)
     }
 }
 
@@ -197,30 +198,40 @@ fn default_seed() -> u64 {
 
 impl Experiment {
     /// Parses and checks an experiment: at least one variant, `device_scale` in (0, 1], every
-    /// variant's workload and device valid, every claim naming defined variants. Errors start
-    /// with `origin` (the file name).
-    pub fn from_toml(text: &str, origin: &str) -> Result<Experiment, String> {
-        let e: Experiment = toml::from_str(text).map_err(|e| format!("{origin}: {e}"))?;
+    /// variant's workload and device valid, every claim naming defined variants. Errors name
+    /// `origin` (the file name), and the line for a file that does not parse.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Experiment, ExperimentError> {
+        let e: Experiment = toml::from_str(text).map_err(|source| ExperimentError::Parse {
+            origin: origin.to_string(),
+            line: line_of(text, &source),
+            source: Box::new(source),
+        })?;
         if e.variants.is_empty() {
-            return Err(format!(
-                "{origin}: an experiment needs at least one variant"
-            ));
+            return Err(ExperimentError::NoVariants {
+                origin: origin.to_string(),
+            });
         }
         if !(e.device_scale > 0.0 && e.device_scale <= 1.0) {
-            return Err(format!(
-                "{origin}: device_scale = {} must be in (0, 1]",
-                e.device_scale
-            ));
+            return Err(ExperimentError::DeviceScale {
+                origin: origin.to_string(),
+                scale: e.device_scale,
+            });
         }
+        let in_variant = |source| ExperimentError::Variant {
+            origin: origin.to_string(),
+            source,
+        };
         for v in &e.variants {
-            e.workload_of(v).map_err(|m| format!("{origin}: {m}"))?;
-            e.device_of(v)
-                .map_err(|m| format!("{origin}: variant {}: {m}", v.label))?;
+            e.workload_of(v).map_err(in_variant)?;
+            e.device_of(v).map_err(in_variant)?;
         }
         for c in &e.claims {
             for v in [&c.better, &c.worse] {
                 if !e.variants.iter().any(|x| &x.label == v) {
-                    return Err(format!("{origin}: claim names variant '{v}', not defined"));
+                    return Err(ExperimentError::ClaimVariant {
+                        origin: origin.to_string(),
+                        label: v.clone(),
+                    });
                 }
             }
         }
@@ -228,32 +239,47 @@ impl Experiment {
     }
 
     /// The workload a variant runs: the experiment's, with the variant's changes.
-    pub fn workload_of(&self, v: &Variant) -> Result<FileWorkload, String> {
+    pub fn workload_of(&self, v: &Variant) -> Result<FileWorkload, VariantError> {
         let Some(changes) = &v.workload else {
             return Ok(self.workload.clone());
         };
-        let at = |m: String| format!("variant {}: workload: {m}", v.label);
+        let label = || v.label.clone();
         if changes.contains_key("kind") {
-            return Err(at("a variant cannot change the workload's kind".into()));
+            return Err(VariantError::KindChange { label: label() });
         }
-        let mut t = toml::Table::try_from(&self.workload).map_err(|e| at(e.to_string()))?;
+        let mut t = toml::Table::try_from(&self.workload).map_err(|source| {
+            VariantError::WorkloadTable {
+                label: label(),
+                source,
+            }
+        })?;
         for (k, val) in changes {
             t.insert(k.clone(), val.clone());
         }
-        t.try_into().map_err(|e: toml::de::Error| at(e.to_string()))
+        t.try_into()
+            .map_err(|source: toml::de::Error| VariantError::Workload {
+                label: label(),
+                source: Box::new(source),
+            })
     }
 
     /// The preset a variant runs on, at scale 1.
-    pub fn device_of(&self, v: &Variant) -> Result<DeviceConfig, flash::UnknownPreset> {
+    pub fn device_of(&self, v: &Variant) -> Result<DeviceConfig, VariantError> {
         let name = v.device.as_deref().unwrap_or(&self.device);
-        Ok(scale_device(flash::preset(name)?, self.device_scale))
+        let device = flash::preset(name).map_err(|preset| VariantError::Device {
+            label: v.label.clone(),
+            preset,
+        })?;
+        Ok(scale_device(device, self.device_scale))
     }
 
     /// Reads and parses the experiment file at `path`; a trace workload's relative path is
     /// taken from the file's directory.
-    pub fn load(path: &Path) -> Result<Experiment, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Experiment, ExperimentError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ExperimentError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let mut e = Self::from_toml(&text, &path.display().to_string())?;
         // A trace's relative path is the experiment file's business, not the caller's cwd.
         if let FileWorkload::Trace(t) = &mut e.workload {
@@ -261,6 +287,129 @@ impl Experiment {
         }
         Ok(e)
     }
+}
+
+/// The 1-based line of `text` where a TOML error's span starts, when it has one.
+fn line_of(text: &str, e: &toml::de::Error) -> Option<usize> {
+    let start = e.span()?.start;
+    Some(text.get(..start)?.matches('\n').count() + 1)
+}
+
+/// Why an experiment file could not be read or was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not TOML, or not an experiment (a missing or unknown field, a value of the
+    /// wrong type); the TOML parser's message shows the line and column.
+    #[error("{origin}: {source}")]
+    Parse {
+        /// Where the text came from (the file name).
+        origin: String,
+        /// The 1-based line the error starts on, when the parser says.
+        line: Option<usize>,
+        /// The parser's error.
+        source: Box<toml::de::Error>,
+    },
+    /// No variant.
+    #[error("{origin}: an experiment needs at least one variant")]
+    NoVariants {
+        /// Where the text came from.
+        origin: String,
+    },
+    /// `device_scale` outside (0, 1].
+    #[error("{origin}: device_scale = {scale} must be in (0, 1]")]
+    DeviceScale {
+        /// Where the text came from.
+        origin: String,
+        /// The value.
+        scale: f64,
+    },
+    /// A variant's workload or device is refused.
+    #[error("{origin}: {source}")]
+    Variant {
+        /// Where the text came from.
+        origin: String,
+        /// What is wrong with the variant.
+        source: VariantError,
+    },
+    /// A claim names a variant the experiment does not define.
+    #[error("{origin}: claim names variant '{label}', not defined")]
+    ClaimVariant {
+        /// Where the text came from.
+        origin: String,
+        /// The label the claim names.
+        label: String,
+    },
+}
+
+/// Why a variant's workload or device could not be derived ([`Experiment::workload_of`],
+/// [`Experiment::device_of`]).
+#[derive(Debug, thiserror::Error)]
+pub enum VariantError {
+    /// The variant's workload table sets `kind`.
+    #[error("variant {label}: workload: a variant cannot change the workload's kind")]
+    KindChange {
+        /// The variant's label.
+        label: String,
+    },
+    /// The experiment's workload does not serialize to a table (a bug).
+    #[error("variant {label}: workload: {source}")]
+    WorkloadTable {
+        /// The variant's label.
+        label: String,
+        /// The serializer's error.
+        source: toml::ser::Error,
+    },
+    /// The workload with the variant's changes is not a workload (an unknown field, a value of
+    /// the wrong type).
+    #[error("variant {label}: workload: {source}")]
+    Workload {
+        /// The variant's label.
+        label: String,
+        /// The parser's error.
+        source: Box<toml::de::Error>,
+    },
+    /// The device preset is unknown (the refusal names the known presets).
+    #[error("variant {label}: {preset}")]
+    Device {
+        /// The variant's label.
+        label: String,
+        /// The flash crate's refusal.
+        preset: flash::UnknownPreset,
+    },
+}
+
+/// Why a variant of an experiment did not run to the end ([`VariantResult::error`] holds its
+/// message).
+#[derive(Debug, thiserror::Error)]
+pub enum VariantRunError {
+    /// Its workload or device could not be derived.
+    #[error(transparent)]
+    Variant(#[from] VariantError),
+    /// A scheduled workload (synthetic, video, file-writes) failed.
+    #[error(transparent)]
+    Scheduled(#[from] crate::scheduled::ScheduledError),
+    /// Its file-level stack could not be built.
+    #[error("variant {label}: {source}")]
+    Build {
+        /// The variant's label.
+        label: String,
+        /// Why.
+        source: StackError,
+    },
+    /// A block workload given to a file system.
+    #[error("a block workload does not run on a file system")]
+    BlockWorkload,
+    /// The file system failed a call of the workload, or its check.
+    #[error(transparent)]
+    Fs(#[from] FsError),
 }
 
 /// The device shrunk with the workload: blocks per plane scaled by `s`, so that a scaled run
@@ -418,7 +567,7 @@ fn phase_result(name: &str, s: &workload::files::FileStats, page_bytes: u64) -> 
 
 /// Builds the stack of a variant on a fresh device; returns it with its flash page size.
 pub type StackBuilder<'a> =
-    dyn Fn(&Variant, DeviceConfig) -> Result<(Box<dyn FileStack>, u64), String> + Sync + 'a;
+    dyn Fn(&Variant, DeviceConfig) -> Result<(Box<dyn FileStack>, u64), StackError> + Sync + 'a;
 
 /// The stack of a file-level variant (`ofs`, `blockfs` or `poftl`), built by
 /// [`stacks::StackSpec`] with the variant's settings on a fresh device; returns it with the
@@ -426,14 +575,13 @@ pub type StackBuilder<'a> =
 pub fn build_file_stack(
     v: &Variant,
     device: DeviceConfig,
-) -> Result<(Box<dyn FileStack>, u64), String> {
-    let at = |e: stacks::StackError| format!("variant {}: {e}", v.label);
+) -> Result<(Box<dyn FileStack>, u64), StackError> {
     let mut spec = stacks::StackSpec::new(v.stack);
     spec.name = v.label.clone();
     for (k, val) in &v.set {
-        spec.set(k, val).map_err(at)?;
+        spec.set(k, val)?;
     }
-    spec.build_file(device).map_err(at)
+    spec.build_file(device)
 }
 
 /// Runs one variant of an experiment at scale `s`.
@@ -455,8 +603,8 @@ pub fn run_variant(
         wall_seconds: 0.0,
         error: None,
     };
-    let r = (|| -> Result<(), String> {
-        let device = scale_device(e.device_of(v).map_err(|m| m.to_string())?, s);
+    let r = (|| -> Result<(), VariantRunError> {
+        let device = scale_device(e.device_of(v)?, s);
         let mut scaled = e.workload_of(v)?;
         scaled.scale(s);
         let plan = match &scaled {
@@ -482,7 +630,10 @@ pub fn run_variant(
             progress(out.phases.iter().map(|p| p.host_write_bytes).sum());
             return Ok(());
         }
-        let (mut fs, page_bytes) = build(v, device)?;
+        let (mut fs, page_bytes) = build(v, device).map_err(|source| VariantRunError::Build {
+            label: v.label.clone(),
+            source,
+        })?;
         let w = scaled;
         let phases = {
             let mut m =
@@ -498,10 +649,10 @@ pub fn run_variant(
             out.erase_count_max,
             out.erase_count_mean,
         ) = fs.erase_counts();
-        out.fsck_problems = fs.check().map_err(|e| e.to_string())?;
+        out.fsck_problems = fs.check()?;
         Ok(())
     })();
-    out.error = r.err();
+    out.error = r.err().map(|e| e.to_string());
     out.wall_seconds = started.elapsed().as_secs_f64();
     out
 }
@@ -691,13 +842,17 @@ worse = "B"
             (50, 2_000_000, 8192)
         );
         let bad = HOTCOLD.replace("worse = \"B\"", "worse = \"C\"");
-        assert!(Experiment::from_toml(&bad, "t.toml")
-            .unwrap_err()
-            .contains("'C'"));
+        assert!(matches!(
+            Experiment::from_toml(&bad, "t.toml"),
+            Err(ExperimentError::ClaimVariant { label, .. }) if label == "C"
+        ));
         let bad = HOTCOLD.replace("kind = \"hot-cold\"", "kind = \"hotcold\"");
-        assert!(Experiment::from_toml(&bad, "t.toml")
-            .unwrap_err()
-            .starts_with("t.toml"));
+        let e = Experiment::from_toml(&bad, "t.toml").unwrap_err();
+        assert!(
+            matches!(&e, ExperimentError::Parse { origin, line: Some(8), .. } if origin == "t.toml"),
+            "{e:?}"
+        );
+        assert!(e.to_string().starts_with("t.toml"), "{e}");
     }
 
     #[test]
@@ -733,12 +888,10 @@ worse = "B"
             ("workload = { files = \"many\" }", "variant B"),
             ("device = \"floppy\"", "floppy"),
         ] {
-            let r = Experiment::from_toml(&with(extra), "t.toml").and_then(|e| {
-                e.device_of(&e.variants[1])
-                    .map(|_| ())
-                    .map_err(|m| m.to_string())
-            });
-            let err = r.unwrap_err();
+            let err = match Experiment::from_toml(&with(extra), "t.toml") {
+                Ok(e) => e.device_of(&e.variants[1]).unwrap_err().to_string(),
+                Err(e) => e.to_string(),
+            };
             assert!(err.contains(says), "{extra}: {err}");
         }
         let half = HOTCOLD.replace(
@@ -758,18 +911,20 @@ worse = "B"
                 "device = \"tiny\"",
                 &format!("device = \"tiny\"\ndevice_scale = {bad}"),
             );
-            assert!(Experiment::from_toml(&t, "t.toml")
-                .unwrap_err()
-                .contains("device_scale"));
+            assert!(matches!(
+                Experiment::from_toml(&t, "t.toml"),
+                Err(ExperimentError::DeviceScale { .. })
+            ));
         }
     }
 
     #[test]
     fn variants_run_and_claims_are_judged() {
         let e = Experiment::from_toml(HOTCOLD, "t.toml").unwrap();
-        let build = |_: &Variant, _: DeviceConfig| -> Result<(Box<dyn FileStack>, u64), String> {
-            Ok((Box::new(vfs::oracle::MemFs::default()), 4096))
-        };
+        let build =
+            |_: &Variant, _: DeviceConfig| -> Result<(Box<dyn FileStack>, u64), StackError> {
+                Ok((Box::new(vfs::oracle::MemFs::default()), 4096))
+            };
         let r = run_experiment(&e, 1.0, &build, &mut |_, _| {});
         let results = &r.variants;
         assert!(results.iter().all(|r| r.error.is_none()), "{results:?}");

@@ -3,6 +3,7 @@
 //! report with every metric, claim and plot.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 
 pub mod engine;
 pub mod experiment;

@@ -20,10 +20,49 @@ use sched::{Direction, Oaq, Oio, Priority};
 
 pub use host::{HostConfig, HostStats, PriorityBy};
 
+use vfs::FsError;
 use workload::files::FileStats;
 
+use crate::engine::Failure;
 use crate::prio::Host;
 use crate::request::{Op, Request};
+
+/// Why the host side of a scheduled OFS run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OfsHostError {
+    /// OAQ or the host queue refused an OIO, or lost track of one.
+    #[error(transparent)]
+    Host(#[from] host::HostError),
+    /// An OIO of a file could not be made (a range that is not whole sectors, or too long).
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    /// A prioritized file writer with no files to write.
+    #[error("file-writes: no file slots")]
+    NoSlots,
+    /// A completion of the file writer with none of its OIOs outstanding (a bug).
+    #[error("a file write completed with none outstanding")]
+    NoneOutstanding,
+    /// A completion of a file write in a run without a file writer (a bug).
+    #[error("a file write without its writer")]
+    NoWriter,
+    /// A request of an operation the scheduled OFS path does not carry (TRIM, FLUSH).
+    #[error("the scheduled OFS path has no {op:?}")]
+    Op {
+        /// The operation.
+        op: Op,
+    },
+    /// A request whose range is not within one file.
+    #[error("request {offset}+{len} crosses a file boundary")]
+    CrossesFiles {
+        /// Its first byte in the flat space.
+        offset: u64,
+        /// Its length in bytes.
+        len: u64,
+    },
+    /// The workload's requests arrived out of order.
+    #[error("requests are not in arrival order")]
+    ArrivalOrder,
+}
 
 /// Whose an OIO is, for the accounting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,7 +91,7 @@ struct Writer {
 }
 
 impl Writer {
-    fn release(&mut self, at: Nanos) -> Result<(), String> {
+    fn release(&mut self, at: Nanos) -> Result<(), OfsHostError> {
         if self.next_file == self.files {
             return Ok(());
         }
@@ -61,9 +100,7 @@ impl Writer {
         for i in 0..n {
             let off = i * self.request_bytes;
             let len = self.request_bytes.min(self.file_bytes - off);
-            let oio = file
-                .oio(Direction::Write, off, len, None)
-                .map_err(|e| e.to_string())?;
+            let oio = file.oio(Direction::Write, off, len, None)?;
             self.released.push_back((at, oio));
         }
         self.outstanding = n;
@@ -75,12 +112,12 @@ impl Writer {
 
     /// One of the current file's OIOs completed at `done`: the file is accounted for in
     /// `stats` (one transaction, one write latency) and the next released when it was the last.
-    fn completed(&mut self, done: Nanos, stats: &mut FileStats) -> Result<(), String> {
+    fn completed(&mut self, done: Nanos, stats: &mut FileStats) -> Result<(), OfsHostError> {
         self.file_done = self.file_done.max(done);
         self.outstanding = self
             .outstanding
             .checked_sub(1)
-            .ok_or("a file write completed with none outstanding")?;
+            .ok_or(OfsHostError::NoneOutstanding)?;
         if self.outstanding > 0 {
             return Ok(());
         }
@@ -126,8 +163,8 @@ impl<'a> OfsHost<'a> {
         requests: Box<dyn Iterator<Item = Request> + 'a>,
         deadline: Option<Nanos>,
         depth: u32,
-    ) -> Result<OfsHost<'a>, String> {
-        let queue = HostQueue::new(oaq, &files, depth).map_err(|e| e.to_string())?;
+    ) -> Result<OfsHost<'a>, OfsHostError> {
+        let queue = HostQueue::new(oaq, &files, depth)?;
         let mut incoming = requests;
         let ahead = incoming.next();
         Ok(OfsHost {
@@ -148,9 +185,9 @@ impl<'a> OfsHost<'a> {
         f: &crate::prio::FileWrites,
         slots: Vec<ScheduledFile>,
         start: Nanos,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, OfsHostError> {
         if slots.is_empty() {
-            return Err("file-writes: no file slots".into());
+            return Err(OfsHostError::NoSlots);
         }
         let mut w = Writer {
             slots,
@@ -193,32 +230,27 @@ impl<'a> OfsHost<'a> {
     }
 
     /// The OIO of a workload request: one file's range.
-    fn oio_of(&self, r: &Request) -> Result<Oio, String> {
+    fn oio_of(&self, r: &Request) -> Result<Oio, OfsHostError> {
         let dir = match r.op {
             Op::Read => Direction::Read,
             Op::Write => Direction::Write,
-            op => return Err(format!("the scheduled OFS path has no {op:?}")),
+            op => return Err(OfsHostError::Op { op }),
         };
-        let pieces = self
-            .files
-            .pieces(r.offset_bytes, r.len_bytes)
-            .map_err(|e| e.to_string())?;
+        let pieces = self.files.pieces(r.offset_bytes, r.len_bytes)?;
         let [(s, off, len)] = pieces[..] else {
-            return Err(format!(
-                "request {}+{} crosses a file boundary",
-                r.offset_bytes, r.len_bytes
-            ));
+            return Err(OfsHostError::CrossesFiles {
+                offset: r.offset_bytes,
+                len: r.len_bytes,
+            });
         };
-        s.file.oio(dir, off, len, None).map_err(|e| e.to_string())
+        Ok(s.file.oio(dir, off, len, None)?)
     }
 
-    fn queue(&mut self, mut oio: Oio, arrival: Nanos, kind: Kind) -> Result<(), String> {
+    fn queue(&mut self, mut oio: Oio, arrival: Nanos, kind: Kind) -> Result<(), OfsHostError> {
         if kind != Kind::Background {
             oio.priority = oio.priority.or(self.request_priority);
         }
-        self.queue
-            .submit(oio, arrival, kind)
-            .map_err(|e| e.to_string())
+        Ok(self.queue.submit(oio, arrival, kind)?)
     }
 }
 
@@ -227,13 +259,13 @@ impl Host for OfsHost<'_> {
         &mut self,
         t: Nanos,
         queued: &dyn Fn(u8) -> usize,
-    ) -> Result<Option<(Request, u64)>, String> {
+    ) -> Result<Option<(Request, u64)>, Failure> {
         // Everything that has arrived is in OAQ before anything leaves it, so merging sees
         // what a host queue would hold at `t`.
         while let Some(r) = self.ahead.filter(|r| r.arrival_ns.unwrap_or(0) <= t) {
             let arrival = r.arrival_ns.unwrap_or(0);
             if arrival < self.last_arrival {
-                return Err("requests are not in arrival order".into());
+                return Err(OfsHostError::ArrivalOrder.into());
             }
             self.last_arrival = arrival;
             self.ahead = self.incoming.next();
@@ -248,7 +280,7 @@ impl Host for OfsHost<'_> {
         while let Some((arrival, oio)) = self.writer.as_mut().and_then(|w| w.due(t)) {
             self.queue(oio, arrival, Kind::File)?;
         }
-        self.queue.dispatch(queued).map_err(|e| e.to_string())
+        Ok(self.queue.dispatch(queued).map_err(OfsHostError::from)?)
     }
 
     fn next_arrival(&self) -> Option<Nanos> {
@@ -270,14 +302,14 @@ impl Host for OfsHost<'_> {
         done: Nanos,
         foreground: &mut FileStats,
         background: &mut FileStats,
-    ) -> Result<(), String> {
-        for p in self.queue.completed(tag).map_err(|e| e.to_string())? {
+    ) -> Result<(), Failure> {
+        for p in self.queue.completed(tag).map_err(OfsHostError::from)? {
             let latency = (done - p.arrival).max(1);
             match p.class {
                 Kind::File => self
                     .writer
                     .as_mut()
-                    .ok_or("a file write without its writer")?
+                    .ok_or(OfsHostError::NoWriter)?
                     .completed(done, foreground)?,
                 Kind::Foreground => {
                     let on_time = self.deadline.is_none_or(|d| latency <= d);
@@ -377,7 +409,12 @@ mod tests {
             let oaq = Oaq::new(OaqConfig::default()).unwrap();
             let reqs = Box::new(std::iter::once(bad));
             let mut h = OfsHost::new(oaq, f.clone(), reqs, None, 1).unwrap();
-            assert!(h.take(0, &empty).is_err());
+            assert!(matches!(
+                h.take(0, &empty),
+                Err(Failure::Host(
+                    OfsHostError::CrossesFiles { .. } | OfsHostError::Fs(FsError::Invalid(_))
+                ))
+            ));
         }
     }
 

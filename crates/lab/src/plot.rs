@@ -59,8 +59,25 @@ fn font() {
     });
 }
 
-fn err<E: std::fmt::Debug>(e: E) -> String {
-    format!("plot: {e:?}")
+/// Why a figure could not be drawn or written.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// plotters could not draw part of the figure (its `Debug` form, as plotters' `Display`
+    /// says little).
+    #[error("plot: {0:?}")]
+    Draw(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The PNG file could not be written.
+    #[error("cannot write {}: {source:?}", .path.display())]
+    Write {
+        /// The file.
+        path: std::path::PathBuf,
+        /// plotters' error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+fn err<E: std::error::Error + Send + Sync + 'static>(e: E) -> PlotError {
+    PlotError::Draw(Box::new(e))
 }
 
 impl Figure {
@@ -72,7 +89,7 @@ impl Figure {
     }
 
     /// The figure as an SVG document.
-    pub fn svg(&self) -> Result<String, String> {
+    pub fn svg(&self) -> Result<String, PlotError> {
         font();
         let mut s = String::new();
         {
@@ -84,15 +101,20 @@ impl Figure {
     }
 
     /// The figure as a PNG file at `path`.
-    pub fn png(&self, path: &Path) -> Result<(), String> {
+    pub fn png(&self, path: &Path) -> Result<(), PlotError> {
         font();
         let root = BitMapBackend::new(path, SIZE).into_drawing_area();
         self.draw(&root)?;
-        root.present()
-            .map_err(|e| format!("cannot write {}: {e:?}", path.display()))
+        root.present().map_err(|e| PlotError::Write {
+            path: path.to_path_buf(),
+            source: Box::new(e),
+        })
     }
 
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), PlotError>
+    where
+        DB::ErrorType: 'static,
+    {
         root.fill(&WHITE).map_err(err)?;
         match self {
             Figure::Bars {
@@ -128,7 +150,10 @@ fn draw_bars<DB: DrawingBackend>(
     y_desc: &str,
     bars: &[(String, f64)],
     line: Option<&(String, Vec<f64>)>,
-) -> Result<(), String> {
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
     let (plot, side) = split(root, title)?;
     let n = bars.len().max(1) as f64;
     let mut chart = ChartBuilder::on(&plot)
@@ -199,7 +224,10 @@ fn draw_lines<DB: DrawingBackend>(
     y_desc: &str,
     series: &[(String, Vec<(f64, f64)>)],
     log_x: bool,
-) -> Result<(), String> {
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
     let (plot, side) = split(root, title)?;
     let xs = || series.iter().flat_map(|s| s.1.iter().map(|p| p.0));
     let y_top = top(series.iter().flat_map(|s| s.1.iter().map(|p| p.1)));
@@ -241,9 +269,10 @@ fn draw_series<DB, X>(
     y_desc: &str,
     series: &[(String, Vec<(f64, f64)>)],
     x_min: f64,
-) -> Result<(), String>
+) -> Result<(), PlotError>
 where
     DB: DrawingBackend,
+    DB::ErrorType: 'static,
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
     chart
@@ -281,7 +310,10 @@ type Panes<DB> = (DrawingArea<DB, Shift>, DrawingArea<DB, Shift>);
 fn split<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     title: &str,
-) -> Result<Panes<DB>, String> {
+) -> Result<Panes<DB>, PlotError>
+where
+    DB::ErrorType: 'static,
+{
     let body = root.titled(title, ("sans-serif", 15)).map_err(err)?;
     let (w, _) = body.dim_in_pixel();
     Ok(body.split_horizontally(w * 68 / 100))
@@ -292,7 +324,10 @@ fn split<DB: DrawingBackend>(
 fn side_legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     entries: &[(String, RGBColor, bool)],
-) -> Result<(), String> {
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
     let style = ("sans-serif", 12).into_font().color(&BLACK);
     let mut y = 14;
     for (label, c, stroke) in entries {

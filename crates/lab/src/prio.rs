@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use controller::{Completion, Controller, ControllerConfig, RunError, Source, Target};
 
-use crate::engine::{EngineError, Verifier};
+use crate::engine::{EngineError, Failure, PhaseError, Verifier};
 use crate::request::{Op, Request};
 use stacks::{GcState, Stack};
 use workload::files::FileStats;
@@ -56,32 +56,29 @@ impl Default for Synthetic {
 impl Synthetic {
     /// Checks the parameters: `request_bytes` a positive multiple of 512, the percentages in
     /// 0..=100, `sequential_probability` in 0..=1, `utilisation` in (0, 1].
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PlanError> {
         if self.request_bytes == 0 || !self.request_bytes.is_multiple_of(512) {
-            return Err(format!(
-                "request_bytes = {} must be a positive multiple of 512",
-                self.request_bytes
-            ));
+            return Err(PlanError::RequestBytes {
+                bytes: self.request_bytes,
+            });
         }
-        for (name, v) in [
+        for (field, value) in [
             ("write_percent", self.write_percent),
             ("priority_percent", self.priority_percent),
         ] {
-            if !(0.0..=100.0).contains(&v) {
-                return Err(format!("{name} = {v} must lie in 0..=100"));
+            if !(0.0..=100.0).contains(&value) {
+                return Err(PlanError::Percent { field, value });
             }
         }
         if !(0.0..=1.0).contains(&self.sequential_probability) {
-            return Err(format!(
-                "sequential_probability = {} must lie in 0..=1",
-                self.sequential_probability
-            ));
+            return Err(PlanError::SequentialProbability {
+                value: self.sequential_probability,
+            });
         }
         if !(self.utilisation > 0.0 && self.utilisation <= 1.0) {
-            return Err(format!(
-                "utilisation = {} must lie in (0, 1]",
-                self.utilisation
-            ));
+            return Err(PlanError::Utilisation {
+                value: self.utilisation,
+            });
         }
         Ok(())
     }
@@ -120,6 +117,82 @@ impl Synthetic {
             }
         })
     }
+}
+
+/// Why the parameters of a scheduled workload ([`Synthetic`], [`Video`], [`FileWrites`]) were
+/// refused, or do not fit the footprint they run on.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    /// `request_bytes` of the synthetic workload is 0 or not a multiple of 512.
+    #[error("request_bytes = {bytes} must be a positive multiple of 512")]
+    RequestBytes {
+        /// The value.
+        bytes: u64,
+    },
+    /// `write_percent` or `priority_percent` outside 0..=100.
+    #[error("{field} = {value} must lie in 0..=100")]
+    Percent {
+        /// The parameter.
+        field: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// `sequential_probability` outside 0..=1.
+    #[error("sequential_probability = {value} must lie in 0..=1")]
+    SequentialProbability {
+        /// The value.
+        value: f64,
+    },
+    /// `utilisation` outside (0, 1].
+    #[error("utilisation = {value} must lie in (0, 1]")]
+    Utilisation {
+        /// The value.
+        value: f64,
+    },
+    /// A file-writes run with no files, no file slots or priority 0.
+    #[error("file-writes: files, file_slots and priority must be at least 1")]
+    FileWritesZero,
+    /// `file_bytes` or `request_bytes` of a file-writes run is 0 or not a multiple of 512.
+    #[error("file-writes: {field} = {value} must be a positive multiple of 512")]
+    FileWritesSectors {
+        /// The parameter.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+    },
+    /// A file-writes request larger than its file.
+    #[error("file-writes: request_bytes = {request_bytes} exceeds file_bytes = {file_bytes}")]
+    RequestOverFile {
+        /// `request_bytes`.
+        request_bytes: u64,
+        /// `file_bytes`.
+        file_bytes: u64,
+    },
+    /// `file_slots x file_bytes` overflows 64 bits.
+    #[error("file-writes: file_slots x file_bytes overflows")]
+    FileSlotsOverflow,
+    /// A video with no frames per second, frame bytes or priority.
+    #[error("video: frames_per_second, frame_bytes and priority must be at least 1")]
+    VideoZero,
+    /// A video frame that is not whole sectors.
+    #[error("video: frame_bytes = {bytes} is not a multiple of 512")]
+    FrameBytes {
+        /// `frame_bytes`.
+        bytes: u64,
+    },
+    /// The foreground (the video, the file slots) leaves the background writer less than a
+    /// quarter of the footprint.
+    #[error("{workload}: {bytes} bytes of {what} leave too little of the {footprint}-byte footprint to the background writer")]
+    TooLittleLeft {
+        /// "video" or "file-writes".
+        workload: &'static str,
+        /// Bytes the foreground takes.
+        bytes: u64,
+        /// What takes them ("video", "file slots").
+        what: &'static str,
+        /// The footprint in bytes.
+        footprint: u64,
+    },
 }
 
 /// OSSD-13 VI-E's prioritized read: a video played at a fixed frame rate (one read of
@@ -306,7 +379,7 @@ pub(crate) fn fill_and_age(
     low_free_percent: f64,
     seed: u64,
     verifier: &mut Verifier,
-) -> Result<Nanos, String> {
+) -> Result<Nanos, PhaseError> {
     let unit = stack.unit_bytes();
     let fill = crate::engine::run_closed(
         stack,
@@ -317,7 +390,10 @@ pub(crate) fn fill_and_age(
         Some(&mut *verifier),
         &mut |_| {},
     )
-    .map_err(|e| format!("prefill: {e}"))?;
+    .map_err(|source| PhaseError {
+        phase: "prefill",
+        source,
+    })?;
     let low = ControllerConfig::blocks_below(low_free_percent, stack.gc_state().blocks);
     age(
         stack,
@@ -327,7 +403,10 @@ pub(crate) fn fill_and_age(
         seed ^ 0xA6E,
         Some(verifier),
     )
-    .map_err(|e| format!("aging: {e}"))
+    .map_err(|source| PhaseError {
+        phase: "aging",
+        source,
+    })
 }
 
 /// A host-side source of requests with a queue of its own in front of the device (OFS through
@@ -343,7 +422,7 @@ pub trait Host {
         &mut self,
         t: Nanos,
         queued: &dyn Fn(u8) -> usize,
-    ) -> Result<Option<(Request, u64)>, String>;
+    ) -> Result<Option<(Request, u64)>, Failure>;
     /// When the next request arrives at the host, if one will (arrivals are not before the
     /// last `take`'s time).
     fn next_arrival(&self) -> Option<Nanos>;
@@ -354,7 +433,7 @@ pub trait Host {
         done: Nanos,
         foreground: &mut FileStats,
         background: &mut FileStats,
-    ) -> Result<(), String>;
+    ) -> Result<(), Failure>;
     /// Whether the measured run is over (the host's remaining arrivals, an endless background
     /// writer's, are not measured).
     fn finished(&self) -> bool {
@@ -419,9 +498,9 @@ struct Device<'a> {
 }
 
 impl Target for Device<'_> {
-    type Error = String;
+    type Error = Failure;
 
-    fn submit(&mut self, at: Nanos, req: &Request) -> Result<Nanos, String> {
+    fn submit(&mut self, at: Nanos, req: &Request) -> Result<Nanos, Failure> {
         let token = crate::engine::request_token(self.seed, self.index);
         let done = self.stack.submit(at, req, token, &mut self.fps)?;
         if let Some(v) = self.verify.as_deref_mut() {
@@ -438,8 +517,8 @@ impl Target for Device<'_> {
         Ok(done)
     }
 
-    fn gc_step(&mut self, at: Nanos) -> Result<Nanos, String> {
-        self.stack.background(at, at + 1)
+    fn gc_step(&mut self, at: Nanos) -> Result<Nanos, Failure> {
+        Ok(self.stack.background(at, at + 1)?)
     }
 
     fn unit_bytes(&self) -> u64 {
@@ -535,13 +614,13 @@ impl<'a> Arrivals<'a> {
 }
 
 impl Source for Arrivals<'_> {
-    type Error = String;
+    type Error = Failure;
 
     fn take(
         &mut self,
         t: Nanos,
         queued: &dyn Fn(u8) -> usize,
-    ) -> Result<Option<(Request, u64)>, String> {
+    ) -> Result<Option<(Request, u64)>, Failure> {
         let arrived = |r: &Request| r.arrival_ns.unwrap_or(0) <= t;
         if let Some(c) = self.chain.as_deref_mut() {
             if c.released.front().is_some_and(arrived) {
@@ -572,21 +651,15 @@ impl Source for Arrivals<'_> {
         .min()
     }
 
-    fn completed(&mut self, c: Completion) -> Result<(), String> {
+    fn completed(&mut self, c: Completion) -> Result<(), Failure> {
         let done = c.done_ns;
         match c.tag & 3 {
             FROM_CHAIN => {
-                let chain = self
-                    .chain
-                    .as_deref_mut()
-                    .ok_or("a chained request without its chain")?;
+                let chain = self.chain.as_deref_mut().ok_or(Failure::NoChain)?;
                 chain.completed(done, &mut self.foreground);
             }
             FROM_HOST => {
-                let h = self
-                    .host
-                    .as_deref_mut()
-                    .ok_or("a host request without its host")?;
+                let h = self.host.as_deref_mut().ok_or(Failure::NoHost)?;
                 h.completed(c.tag >> 2, done, &mut self.foreground, &mut self.background)?;
             }
             _ => {
@@ -612,7 +685,7 @@ impl Source for Arrivals<'_> {
 }
 
 /// The engine's error for a controller's.
-fn engine_error(e: RunError<String>) -> EngineError {
+fn engine_error(e: RunError<Failure>) -> EngineError {
     match e {
         RunError::Submit {
             index,
@@ -621,7 +694,8 @@ fn engine_error(e: RunError<String>) -> EngineError {
         } => EngineError::request(index, &request, source),
         RunError::GcStep(e) => EngineError::Background(e),
         RunError::Source(e) => EngineError::Source(e),
-        e @ (RunError::Config(_) | RunError::Stalled { .. }) => EngineError::Source(e.to_string()),
+        RunError::Config(e) => EngineError::Controller(e),
+        RunError::Stalled { at_ns, queued } => EngineError::Stalled { at_ns, queued },
     }
 }
 
@@ -710,42 +784,43 @@ pub(crate) fn age(
     // (unmeasured), so the measured run starts where steady cleaning would hold it.
     let done = stack
         .background(t, Nanos::MAX / 4)
-        .map_err(EngineError::Background)?;
+        .map_err(|e| EngineError::Background(e.into()))?;
     Ok(t.max(done))
 }
 
 /// The bytes the files of a [`FileWrites`] run take at the start of the footprint, and the
 /// bytes left to the background writer after them.
-pub(crate) fn file_writes_region(f: &FileWrites, footprint: u64) -> Result<(u64, u64), String> {
+pub(crate) fn file_writes_region(f: &FileWrites, footprint: u64) -> Result<(u64, u64), PlanError> {
     if f.files == 0 || f.file_slots == 0 || f.priority == 0 {
-        return Err("file-writes: files, file_slots and priority must be at least 1".into());
+        return Err(PlanError::FileWritesZero);
     }
-    for (name, v) in [
+    for (field, value) in [
         ("file_bytes", f.file_bytes),
         ("request_bytes", f.request_bytes),
     ] {
-        if v == 0 || !v.is_multiple_of(512) {
-            return Err(format!(
-                "file-writes: {name} = {v} must be a positive multiple of 512"
-            ));
+        if value == 0 || !value.is_multiple_of(512) {
+            return Err(PlanError::FileWritesSectors { field, value });
         }
     }
     if f.request_bytes > f.file_bytes {
-        return Err(format!(
-            "file-writes: request_bytes = {} exceeds file_bytes = {}",
-            f.request_bytes, f.file_bytes
-        ));
+        return Err(PlanError::RequestOverFile {
+            request_bytes: f.request_bytes,
+            file_bytes: f.file_bytes,
+        });
     }
     let files = f
         .file_slots
         .checked_mul(f.file_bytes)
-        .ok_or("file-writes: file_slots x file_bytes overflows")?;
+        .ok_or(PlanError::FileSlotsOverflow)?;
     let rest =
         footprint.saturating_sub(files) / f.background.request_bytes * f.background.request_bytes;
     if rest < footprint / 4 {
-        return Err(format!(
-            "file-writes: {files} bytes of file slots leave too little of the {footprint}-byte footprint to the background writer"
-        ));
+        return Err(PlanError::TooLittleLeft {
+            workload: "file-writes",
+            bytes: files,
+            what: "file slots",
+            footprint,
+        });
     }
     Ok((files, rest))
 }
@@ -758,24 +833,26 @@ pub(crate) fn video_requests(
     footprint: u64,
     start: Nanos,
     seed: u64,
-) -> Result<(Vec<Request>, Option<Nanos>), String> {
+) -> Result<(Vec<Request>, Option<Nanos>), PlanError> {
     if video.frames_per_second == 0 || video.frame_bytes == 0 || video.priority == 0 {
-        return Err("video: frames_per_second, frame_bytes and priority must be at least 1".into());
+        return Err(PlanError::VideoZero);
     }
     if !video.frame_bytes.is_multiple_of(512) {
-        return Err(format!(
-            "video: frame_bytes = {} is not a multiple of 512",
-            video.frame_bytes
-        ));
+        return Err(PlanError::FrameBytes {
+            bytes: video.frame_bytes,
+        });
     }
     let frames = video.seconds * video.frames_per_second as u64;
     let video_bytes = frames * video.frame_bytes;
     let rest = footprint.saturating_sub(video_bytes) / video.background.request_bytes
         * video.background.request_bytes;
     if video_bytes == 0 || rest < footprint / 4 {
-        return Err(format!(
-            "video: {video_bytes} bytes of video leave too little of the {footprint}-byte footprint to the background writer"
-        ));
+        return Err(PlanError::TooLittleLeft {
+            workload: "video",
+            bytes: video_bytes,
+            what: "video",
+            footprint,
+        });
     }
     let period = 1_000_000_000 / video.frames_per_second as u64;
     let end = start + video.seconds * 1_000_000_000;
@@ -862,6 +939,12 @@ mod tests {
             && r.arrival_ns.unwrap() < 1000 + 3_000_000_000));
         assert!(reqs.windows(2).all(|w| w[0].arrival_ns <= w[1].arrival_ns));
         // A video that leaves the writer too little room is refused, not truncated.
-        assert!(video_requests(&v, 6 << 20, 0, 3).is_err());
+        assert!(matches!(
+            video_requests(&v, 6 << 20, 0, 3),
+            Err(PlanError::TooLittleLeft {
+                workload: "video",
+                ..
+            })
+        ));
     }
 }

@@ -3,12 +3,38 @@
 //! the time series and latency distributions) and JSON (`results.json`).
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::experiment::{ExperimentResult, PhaseResult, VariantResult};
-use crate::plot::Figure;
+use crate::plot::{Figure, PlotError};
 
-/// Writes everything into `dir`; returns the report's path.
+/// Why the report could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The output directory could not be created.
+    #[error("cannot create {}: {source}", .dir.display())]
+    CreateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file of the report could not be written.
+    #[error("cannot write {}: {source}", .path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The results did not serialize to JSON.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// A figure could not be drawn or written.
+    #[error(transparent)]
+    Plot(#[from] PlotError),
+}
+
 /// What the stack labels in every table and plot mean; the papers' claims keep the papers'
 /// own words ("EXT4"), our variants say what they run.
 const LABELS: &str = "Labels: OFS = the object file system on the object store with `semantic` \
@@ -16,16 +42,19 @@ placement, OFS-ONE = the same with every page in one update block, ext4-like = b
 ext4-like file system with no journal, on the page-mapping FTL (real ext4 was the papers' \
 baseline), FTL / DFTL = block requests straight on the page-mapping FTL.\n\n";
 
-pub fn write(dir: &Path, results: &[ExperimentResult]) -> Result<std::path::PathBuf, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+/// Writes everything into `dir` (created if missing): `report.md`, `report.html`,
+/// `results.json`, `metrics.csv`, `series.csv` and each figure as `{experiment}-{i}.svg` and
+/// `.png`; returns the path of `report.md`.
+pub fn write(dir: &Path, results: &[ExperimentResult]) -> Result<PathBuf, ReportError> {
+    std::fs::create_dir_all(dir).map_err(|source| ReportError::CreateDir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     let put = |name: &str, body: &str| {
-        std::fs::write(dir.join(name), body)
-            .map_err(|e| format!("cannot write {}: {e}", dir.join(name).display()))
+        let path = dir.join(name);
+        std::fs::write(&path, body).map_err(|source| ReportError::Write { path, source })
     };
-    put(
-        "results.json",
-        &serde_json::to_string_pretty(results).map_err(|e| e.to_string())?,
-    )?;
+    put("results.json", &serde_json::to_string_pretty(results)?)?;
     put("metrics.csv", &csv(results))?;
     put("series.csv", &series_csv(results))?;
     let mut md = String::from("# ossd reproduction report\n\n");

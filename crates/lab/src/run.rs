@@ -11,10 +11,10 @@ use serde::{Deserialize, Serialize};
 use crate::engine::{self, Latencies, Load, Verifier};
 use fml::FmlConfig;
 use osd::{OsdConfig, Placement};
-use stacks::{Counters, FmlBase, Stack, StackSpec};
+use stacks::{Counters, FmlBase, Stack, StackFault, StackSpec};
 use workload::block::{prefill, Workload, WorkloadConfig, WorkloadKind};
 pub use workload::latency::{summarize, LatencySummary};
-use workload::trace::{TraceFormat, TraceReader};
+use workload::trace::{TraceError, TraceFormat, TraceReader, UnknownTraceFormat};
 
 pub use stacks::StackKind;
 
@@ -22,32 +22,41 @@ pub use stacks::StackKind;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RunConfig {
+    /// The block-level stack run: `ftl`, `dftl` or `osd` (default `ftl`).
     pub stack: StackKind,
-    /// Device preset name (see `ossd presets`).
+    /// Device preset name (see `ossd presets`; default `rawssd`, OSSD-13's RawSSD).
     pub device: String,
     /// A whole device description, used instead of the preset when given.
     pub device_config: Option<DeviceConfig>,
-    /// Logical footprint of the workload as a share of the device's physical capacity.
+    /// Logical footprint of the workload as a share of the device's physical capacity, in
+    /// (0, 1] (default 0.75).
     pub utilisation: f64,
-    /// Write the footprint once, sequentially, before measuring.
+    /// Write the footprint once, sequentially, before measuring (default true).
     pub prefill: bool,
-    /// Check every read against what was written (fingerprint mode, whole units).
+    /// Check every read against what was written (fingerprint mode, whole units; default
+    /// true).
     pub verify: bool,
-    /// Seed of all randomness in the run.
+    /// Seed of all randomness in the run (default 1); it is also XORed into the device's.
     pub seed: u64,
+    /// The built-in workload, unless `trace` is set.
     pub workload: RunWorkload,
     /// Replay this block trace (open loop) instead of the workload.
     pub trace: Option<PathBuf>,
-    /// Trace format: mqsim, msr or blkparse (guessed from the extension when absent).
+    /// Trace format: mqsim, msr, blkparse or fiu (guessed from the extension when absent).
     pub trace_format: Option<String>,
+    /// The closed-loop load of the built-in workload (default one thread, queue depth 1, no
+    /// think time); a trace is replayed open loop at its own times.
     pub load: Load,
     /// The flash management layer, shared by every stack.
     pub fml: FmlConfig,
+    /// The page-mapping FTL (and DFTL) of the `ftl` and `dftl` stacks.
     pub ftl: FtlConfig,
-    /// Object placement policy of the `ossd` stack.
+    /// Object placement policy of the `osd` stack (default `semantic`, OSSD-13 V-F).
     pub placement: Placement,
-    /// The `ossd` stack cuts the workload's byte space into objects of this size.
+    /// The `osd` stack cuts the workload's byte space into objects of this size (a positive
+    /// multiple of 512; default 128 KiB).
     pub object_bytes: u64,
+    /// The object store of the `osd` stack (its `placement` is the field above).
     pub osd: OsdConfig,
 }
 
@@ -79,7 +88,9 @@ impl Default for RunConfig {
 }
 
 impl RunConfig {
-    pub fn device_config(&self) -> Result<DeviceConfig, RunConfigError> {
+    /// The device the run uses: `device_config` when given, else the preset `device`, with the
+    /// run's seed XORed into the device's, checked.
+    pub fn device_config(&self) -> Result<DeviceConfig, ConfigError> {
         let mut c = match self.device_config {
             Some(c) => c,
             None => flash::preset(&self.device)?,
@@ -89,19 +100,87 @@ impl RunConfig {
         Ok(c)
     }
 
-    pub fn validate(&self) -> Result<(), RunConfigError> {
+    /// Checks the run's own settings and the FTL's: `utilisation` in (0, 1], at least one
+    /// thread and queue slot, `object_bytes` a positive multiple of 512.
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if !(self.utilisation > 0.0 && self.utilisation <= 1.0) {
-            return Err(RunConfigError::Utilisation(self.utilisation));
+            return Err(ConfigError::Utilisation {
+                value: self.utilisation,
+            });
         }
         if self.load.threads == 0 || self.load.queue_depth == 0 {
-            return Err(RunConfigError::Load);
+            return Err(ConfigError::Load);
         }
         self.ftl.validate()?;
         if self.object_bytes == 0 || !self.object_bytes.is_multiple_of(512) {
-            return Err(RunConfigError::ObjectBytes(self.object_bytes));
+            return Err(ConfigError::ObjectBytes {
+                bytes: self.object_bytes,
+            });
         }
         Ok(())
     }
+}
+
+/// Why a run's configuration was refused ([`RunConfig::validate`],
+/// [`RunConfig::device_config`], and the checks [`run`] makes before it starts).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// `utilisation` outside (0, 1].
+    #[error("utilisation = {value} must lie in (0, 1]")]
+    Utilisation {
+        /// The value.
+        value: f64,
+    },
+    /// `load.threads` or `load.queue_depth` is 0.
+    #[error("load.threads and load.queue_depth must be at least 1")]
+    Load,
+    /// The FTL refused its settings.
+    #[error(transparent)]
+    Ftl(#[from] ftl::FtlConfigError),
+    /// `object_bytes` is 0 or not a multiple of 512.
+    #[error("object_bytes = {bytes} must be a positive multiple of 512")]
+    ObjectBytes {
+        /// The value.
+        bytes: u64,
+    },
+    /// The device preset is unknown.
+    #[error(transparent)]
+    Preset(#[from] flash::UnknownPreset),
+    /// The device description is refused.
+    #[error(transparent)]
+    Device(#[from] flash::DeviceConfigError),
+    /// A file-level stack, which `run` does not drive.
+    #[error("stack '{kind}' is a file-level stack: it runs in experiments (ossd reproduce, ossd run --experiment); ossd run takes {}", StackKind::BLOCK_LEVEL.map(StackKind::name).join(", "))]
+    FileLevelStack {
+        /// The stack.
+        kind: StackKind,
+    },
+    /// The footprint `utilisation` asks for is more than the stack exports.
+    #[error("utilisation {utilisation} asks for {footprint} bytes but the {stack} stack exports {capacity} bytes ({:.3} of the device); lower utilisation or ftl.overprovision_percent", *.capacity as f64 / *.physical as f64)]
+    Footprint {
+        /// `utilisation`.
+        utilisation: f64,
+        /// Bytes asked for.
+        footprint: u64,
+        /// The stack's name.
+        stack: String,
+        /// Bytes the stack exports.
+        capacity: u64,
+        /// Bytes of the device.
+        physical: u64,
+    },
+    /// `trace_format` names no trace format.
+    #[error(transparent)]
+    TraceFormat(#[from] UnknownTraceFormat),
+    /// No `trace_format`, and the trace file's extension does not tell it.
+    #[error("cannot tell the format of {} from its extension; set trace_format", .path.display())]
+    UndetectedFormat {
+        /// The trace file.
+        path: PathBuf,
+    },
+    /// The workload's parameters are out of range.
+    #[error(transparent)]
+    Workload(#[from] workload::block::ConfigError),
 }
 
 /// A built-in workload as a run sets it: its footprint comes from `utilisation` and its seed
@@ -109,12 +188,19 @@ impl RunConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RunWorkload {
+    /// Access pattern (default `rand-write`).
     pub kind: WorkloadKind,
+    /// Bytes per request, a positive multiple of 512 (default 4096).
     pub request_bytes: u64,
+    /// Requests measured (default 100,000).
     pub requests: u64,
+    /// Share of reads for `zipf` and `hotcold` (default 0).
     pub read_fraction: f64,
+    /// Zipf exponent for `zipf` (default 0.99).
     pub zipf_theta: f64,
+    /// Share of the footprint that is hot for `hotcold` (default 0.1).
     pub hot_fraction: f64,
+    /// Share of accesses to the hot part for `hotcold` (default 0.9).
     pub hot_access_fraction: f64,
 }
 
@@ -134,6 +220,7 @@ impl Default for RunWorkload {
 }
 
 impl RunWorkload {
+    /// The generator's config over `footprint_bytes`, drawn from `seed`.
     pub fn config(&self, footprint_bytes: u64, seed: u64) -> WorkloadConfig {
         WorkloadConfig {
             kind: self.kind,
@@ -162,89 +249,110 @@ pub(crate) fn cdf(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// Everything a run measured. Top-level keys are the metric names of ARCHITECTURE.md.
+/// Everything a run measured. Top-level keys are the metric names of docs/DESIGN.md
+/// ("Metrics"); counters cover the measured phase only (after the prefill).
 #[derive(Clone, Debug, Serialize)]
 pub struct RunReport {
+    /// The stack's name ("ftl", "osd (semantic)", ...).
     pub stack: String,
+    /// The device preset, or "custom" for a `device_config`.
     pub device: String,
+    /// The workload's kind, or `trace:` and the trace's path.
     pub workload: String,
+    /// The run's seed.
     pub seed: u64,
+    /// Requests measured.
     pub requests: u64,
+    /// Bytes the workload wrote.
     pub host_write_bytes: u64,
+    /// Bytes the workload read.
     pub host_read_bytes: u64,
+    /// Physical pages programmed (the device's count).
     pub flash_pages_programmed: u64,
+    /// Physical pages read (the device's count).
     pub flash_pages_read: u64,
+    /// Physical blocks erased (the device's count).
     pub flash_blocks_erased: u64,
+    /// Valid write units GC copied.
     pub gc_page_copies: u64,
+    /// Flash bytes programmed over host bytes written (GC, read-modify-write, metadata and
+    /// mapping writes included); 0 without writes.
     pub write_amplification: f64,
+    /// Index units written (the object store's index nodes, DFTL's translation pages).
     pub index_pages_written: u64,
+    /// Index units read on cache misses.
     pub index_pages_read: u64,
+    /// Metadata units written (onodes, checkpoints).
     pub metadata_pages_written: u64,
+    /// Reads of a unit's old contents to merge a partial write into.
     pub rmw_reads: u64,
+    /// Virtual time of the measured phase, in seconds.
     pub virtual_seconds: f64,
+    /// Host bytes read and written per virtual second, in MiB/s.
     pub throughput_mib_s: f64,
+    /// Median latency over every request, in microseconds.
     pub p50_us: f64,
+    /// 99th percentile latency, in microseconds.
     pub p99_us: f64,
+    /// 99.9th percentile latency, in microseconds.
     pub p999_us: f64,
+    /// The slowest request, in microseconds.
     pub max_us: f64,
+    /// Latency summaries per priority class (keys are the priorities, "0" for normal).
     pub latency_by_priority: BTreeMap<String, LatencySummary>,
+    /// Reads' latency summary.
     pub read_latency: LatencySummary,
+    /// Writes' latency summary.
     pub write_latency: LatencySummary,
+    /// Fewest erases of a usable super-block at the end of the run.
     pub erase_count_min: u32,
+    /// Most erases of a usable super-block at the end of the run.
     pub erase_count_max: u32,
+    /// Mean erases per usable super-block at the end of the run.
     pub erase_count_mean: f64,
     /// Wall-clock time of the whole run (setup and prefill included).
     pub wall_seconds: f64,
     /// Requests of the measured phase per wall-clock second of that phase.
     pub requests_per_wall_second: f64,
+    /// Write units read back and checked against what was written (0 without `verify`).
     pub verified_reads: u64,
+    /// Bytes of memory the device model held at the end.
     pub device_memory_bytes: u64,
+    /// The device's page size in bytes.
     pub page_size_bytes: u32,
+    /// The stack's write unit in bytes.
     pub write_unit_bytes: u64,
+    /// Bytes the stack exports.
     pub logical_capacity_bytes: u64,
+    /// Bytes the workload touches (`utilisation` of the physical capacity, whole units).
     pub footprint_bytes: u64,
+    /// The settings that produced the report.
     pub config: RunConfig,
 }
 
-/// Why run settings are refused ([`RunConfig::validate`], [`RunConfig::device_config`]).
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum RunConfigError {
-    /// `utilisation` outside (0, 1].
-    #[error("utilisation = {0} must lie in (0, 1]")]
-    Utilisation(f64),
-    /// No load threads or a queue depth of 0.
-    #[error("load.threads and load.queue_depth must be at least 1")]
-    Load,
-    /// `object_bytes` is not a positive multiple of 512.
-    #[error("object_bytes = {0} must be a positive multiple of 512")]
-    ObjectBytes(u64),
-    /// The `[ftl]` settings.
-    #[error(transparent)]
-    Ftl(#[from] ftl::FtlConfigError),
-    /// The device settings.
-    #[error(transparent)]
-    Device(#[from] flash::DeviceConfigError),
-    /// `device` names no preset.
-    #[error(transparent)]
-    Preset(#[from] flash::UnknownPreset),
-}
-
+/// Why a run stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The configuration was refused.
     #[error("configuration: {0}")]
-    Config(String),
-    /// The run settings are refused.
-    #[error("configuration: {0}")]
-    Settings(#[from] RunConfigError),
-    #[error("{0}")]
-    Setup(String),
+    Config(#[from] ConfigError),
+    /// The flush that ends the prefill failed.
+    #[error("flushing after the prefill: {0}")]
+    Flush(#[source] StackFault),
+    /// The trace could not be opened.
+    #[error(transparent)]
+    Trace(TraceError),
+    /// A phase of the run ("prefill", "replay", "measure") stopped.
     #[error("{phase}: {source}")]
     Engine {
+        /// The phase.
         phase: &'static str,
+        /// Why it stopped.
         source: engine::EngineError,
     },
+    /// The stack's consistency check failed after the run.
     #[error("consistency check failed after the run: {0}")]
-    Check(String),
+    Check(#[source] StackFault),
     /// The stack could not be built.
     #[error(transparent)]
     Stack(#[from] stacks::StackError),
@@ -256,11 +364,7 @@ pub type Progress<'a> = &'a mut dyn FnMut(&'static str, u64, u64);
 /// The run's stack on a fresh device, through the one builder ([`stacks::StackSpec`]).
 fn build_stack(cfg: &RunConfig, device: DeviceConfig) -> Result<Box<dyn Stack>, RunError> {
     if !StackKind::BLOCK_LEVEL.contains(&cfg.stack) {
-        return Err(RunError::Config(format!(
-            "stack '{}' is a file-level stack: it runs in experiments (ossd reproduce, ossd run --experiment); ossd run takes {}",
-            cfg.stack,
-            StackKind::BLOCK_LEVEL.map(StackKind::name).join(", ")
-        )));
+        return Err(ConfigError::FileLevelStack { kind: cfg.stack }.into());
     }
     let mut spec = StackSpec::new(cfg.stack);
     spec.fml = FmlBase::Given(cfg.fml);
@@ -276,7 +380,11 @@ fn build_stack(cfg: &RunConfig, device: DeviceConfig) -> Result<Box<dyn Stack>, 
     Ok(spec.build_block(device)?)
 }
 
-/// Runs one configuration to completion.
+/// Runs one configuration to completion: builds the stack on a fresh device, writes the
+/// footprint once (when `prefill`), runs the workload closed loop or replays the trace open
+/// loop, checks the stack's consistency, and reports the measured phase. `progress` gets the
+/// phase ("prefill", "measure", "replay"), the requests done and the requests planned (0 when
+/// unknown).
 pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunError> {
     cfg.validate()?;
     let device = cfg.device_config()?;
@@ -287,12 +395,14 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
     let physical = device.geometry.capacity_bytes();
     let footprint = ((physical as f64 * cfg.utilisation) as u64) / unit * unit;
     if footprint > capacity {
-        return Err(RunError::Config(format!(
-            "utilisation {} asks for {footprint} bytes but the {} stack exports {capacity} bytes ({:.3} of the device); lower utilisation or ftl.overprovision_percent",
-            cfg.utilisation,
-            stack.name(),
-            capacity as f64 / physical as f64
-        )));
+        return Err(ConfigError::Footprint {
+            utilisation: cfg.utilisation,
+            footprint,
+            stack: stack.name().to_string(),
+            capacity,
+            physical,
+        }
+        .into());
     }
     let mut verifier = cfg.verify.then(|| Verifier::new(capacity, unit));
     let mut t = 0;
@@ -322,7 +432,7 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
             let flush = crate::request::Request::new(crate::request::Op::Flush, 0, 0);
             t = stack
                 .submit(t, &flush, 0, &mut Vec::new())
-                .map_err(|e| RunError::Setup(format!("flushing after the prefill: {e}")))?;
+                .map_err(RunError::Flush)?;
         }
     }
     let before = stack.counters();
@@ -330,17 +440,11 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
     let (phase, workload_name) = match &cfg.trace {
         Some(path) => {
             let format = match &cfg.trace_format {
-                Some(f) => f.parse::<TraceFormat>().map_err(RunError::Config)?,
-                None => TraceFormat::detect(path).ok_or_else(|| {
-                    RunError::Config(format!(
-                        "cannot tell the format of {} from its extension; set trace_format",
-                        path.display()
-                    ))
-                })?,
+                Some(f) => f.parse::<TraceFormat>().map_err(ConfigError::from)?,
+                None => TraceFormat::detect(path)
+                    .ok_or_else(|| ConfigError::UndetectedFormat { path: path.clone() })?,
             };
-            let reader =
-                TraceReader::open(path, format).map_err(|e| RunError::Setup(e.to_string()))?;
-            let mut reqs = reader.map(|r| r.map_err(|e| e.to_string()));
+            let mut reqs = TraceReader::open(path, format).map_err(RunError::Trace)?;
             let phase = engine::run_open(
                 stack.as_mut(),
                 &mut reqs,
@@ -357,7 +461,7 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
         }
         None => {
             let wcfg = cfg.workload.config(footprint, cfg.seed);
-            let mut w = Workload::new(&wcfg).map_err(RunError::Config)?;
+            let mut w = Workload::new(&wcfg).map_err(ConfigError::from)?;
             let total = wcfg.requests;
             let phase = engine::run_closed(
                 stack.as_mut(),

@@ -8,18 +8,146 @@ use flash::Nanos;
 use host::{Files, OfsStack, ScheduledFile};
 use ofs::Ofs;
 use sched::{Oaq, OaqConfig, Priority};
-use stacks::{Stack, StackKind};
-use vfs::FileSystem;
+use stacks::{SettingError, Stack, StackError, StackKind};
+use vfs::{FileSystem, FsError};
 
-use crate::engine::Verifier;
+use crate::engine::{PhaseError, Verifier};
 use crate::ofsprio::{HostConfig, HostStats, OfsHost, PriorityBy};
 use crate::prio::{
-    file_writes_region, fill_and_age, run_with, video_requests, Arrivals, Chain, Plan, PrioOutcome,
-    Synthetic,
+    file_writes_region, fill_and_age, run_with, video_requests, Arrivals, Chain, Plan, PlanError,
+    PrioOutcome, Synthetic,
 };
 use crate::request::Request;
 use crate::variant::Variant;
 use workload::files::FileStats;
+
+/// Why a scheduled experiment variant could not be built or run.
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduledError {
+    /// A problem with the named variant's settings or files.
+    #[error("variant {label}: {source}")]
+    Variant {
+        /// The variant's label.
+        label: String,
+        /// The problem.
+        source: Box<ScheduledError>,
+    },
+    /// A `prio.*`, `oaq.*` or `host.*` setting the config does not take, or whose value does
+    /// not fit.
+    #[error(transparent)]
+    Setting(#[from] SettingError),
+    /// A setting the stack does not take (scheduled variants take `prio.*` too).
+    #[error("{0}; and prio.*")]
+    UnknownSetting(#[source] StackError),
+    /// The stack refused a setting, or could not be built.
+    #[error(transparent)]
+    Stack(#[from] StackError),
+    /// The device-side controller's settings are out of range.
+    #[error(transparent)]
+    Controller(#[from] controller::ConfigError),
+    /// The workload's parameters are out of range, or do not fit the footprint.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The synthetic workload's requests are not whole sectors, or longer than 64 write
+    /// units.
+    #[error("request_bytes = {bytes} does not fit the device")]
+    RequestBytes {
+        /// `request_bytes`.
+        bytes: u64,
+    },
+    /// Filling, aging or the measured run stopped.
+    #[error(transparent)]
+    Phase(#[from] PhaseError),
+    /// Latency histograms of the foreground and background could not be added up.
+    #[error("{0}")]
+    Histogram(#[from] hdrhistogram::errors::AdditionError),
+    /// Stack `ofs` runs only the video and file-writes workloads.
+    #[error("stack 'ofs' runs the video and file-writes workloads only")]
+    OfsWorkload,
+    /// OAQ refused its settings or a priority.
+    #[error(transparent)]
+    Oaq(#[from] sched::SchedError),
+    /// OFS could not be formatted.
+    #[error("format: {0}")]
+    Format(#[source] FsError),
+    /// A foreground file (the video, a file slot) that is not a positive multiple of the
+    /// write unit.
+    #[error("a {name} of {bytes} bytes is not a positive multiple of the {unit}-byte write unit")]
+    ForegroundBytes {
+        /// "video" or "file".
+        name: &'static str,
+        /// Its size in bytes.
+        bytes: u64,
+        /// The write unit in bytes.
+        unit: u64,
+    },
+    /// The foreground's files take more than 2^64 bytes.
+    #[error("the foreground's files overflow")]
+    ForegroundOverflow,
+    /// `host.background_file_bytes` is not a positive multiple of the write unit and the
+    /// background request.
+    #[error("host.background_file_bytes = {bytes} must be a positive multiple of {grain} (the write unit and the background request)")]
+    BackgroundFileBytes {
+        /// `host.background_file_bytes`.
+        bytes: u64,
+        /// The least common multiple of the write unit and the background request size.
+        grain: u64,
+    },
+    /// The foreground leaves the background writer less than a quarter of the footprint.
+    #[error("{bytes} bytes of {name}s leave too little of the {footprint}-byte footprint to the background writer")]
+    TooLittleLeft {
+        /// Bytes of the foreground.
+        bytes: u64,
+        /// "video" or "file".
+        name: &'static str,
+        /// The footprint in bytes.
+        footprint: u64,
+    },
+    /// A file could not be created.
+    #[error("create {name}: {source}")]
+    Create {
+        /// The file's name.
+        name: String,
+        /// Why.
+        source: FsError,
+    },
+    /// A file could not be opened for scheduled I/O.
+    #[error(transparent)]
+    Open(FsError),
+    /// A foreground file's priority could not be set.
+    #[error("set the priority of inode {ino}: {source}")]
+    SetPriority {
+        /// The file's inode.
+        ino: vfs::Ino,
+        /// Why.
+        source: FsError,
+    },
+    /// The host side could not be set up.
+    #[error(transparent)]
+    Host(#[from] crate::ofsprio::OfsHostError),
+    /// The measured run ended with OIOs outstanding.
+    #[error("measure: {outstanding} OIOs never completed")]
+    NeverCompleted {
+        /// OIOs outstanding.
+        outstanding: usize,
+    },
+    /// Reads of the measured run returned the wrong data.
+    #[error("measure: {reads} reads mismatched")]
+    Mismatched {
+        /// Reads that mismatched.
+        reads: u64,
+    },
+}
+
+impl ScheduledError {
+    /// `e` as a problem of the variant labelled `label`.
+    fn of(label: &str) -> impl Fn(ScheduledError) -> ScheduledError + '_ {
+        move |e| ScheduledError::Variant {
+            label: label.to_string(),
+            source: Box::new(e),
+        }
+    }
+}
 
 /// A scheduled variant's controller config (its `prio.*` settings) and stack spec (the rest):
 /// the FML's watermarks leave cleaning to the controller ([`stacks::FmlBase::Controlled`]),
@@ -27,22 +155,25 @@ use workload::files::FileStats;
 /// `other` takes the settings of the caller's own layers first (returns whether it did).
 pub(crate) fn scheduled_spec(
     v: &Variant,
-    mut other: impl FnMut(&str, &str) -> Result<bool, String>,
-) -> Result<(ControllerConfig, stacks::StackSpec), String> {
-    let at = |e: String| format!("variant {}: {e}", v.label);
+    mut other: impl FnMut(&str, &str) -> Result<bool, SettingError>,
+) -> Result<(ControllerConfig, stacks::StackSpec), ScheduledError> {
+    let at = ScheduledError::of(&v.label);
     let mut prio = ControllerConfig::default();
     let mut spec = stacks::StackSpec::new(v.stack);
     spec.ftl.buffer_bytes = 0;
     for (k, val) in &v.set {
         match k.split_once('.') {
-            Some(("prio", f)) => stacks::apply(&mut prio, f, val).map_err(at)?,
-            _ if other(k, val).map_err(at)? => {}
-            _ => spec
-                .set(k, val)
-                .map_err(|e| at(format!("{e}; and prio.*")))?,
+            Some(("prio", f)) => stacks::apply(&mut prio, f, val).map_err(|e| at(e.into()))?,
+            _ if other(k, val).map_err(|e| at(e.into()))? => {}
+            _ => spec.set(k, val).map_err(|e| {
+                at(match e {
+                    e @ StackError::UnknownSetting { .. } => ScheduledError::UnknownSetting(e),
+                    e => e.into(),
+                })
+            })?,
         }
     }
-    prio.validate().map_err(|e| at(e.to_string()))?;
+    prio.validate().map_err(|e| at(e.into()))?;
     spec.fml = stacks::FmlBase::Controlled(prio);
     Ok((prio, spec))
 }
@@ -53,11 +184,11 @@ pub(crate) fn scheduled_spec(
 pub fn build(
     v: &Variant,
     device: flash::DeviceConfig,
-) -> Result<(Box<dyn Stack>, ControllerConfig), String> {
+) -> Result<(Box<dyn Stack>, ControllerConfig), ScheduledError> {
     let (prio, spec) = scheduled_spec(v, |_, _| Ok(false))?;
     let stack = spec
         .build_block(device)
-        .map_err(|e| format!("variant {}: {e}", v.label))?;
+        .map_err(|e| ScheduledError::of(&v.label)(e.into()))?;
     Ok((stack, prio))
 }
 
@@ -80,7 +211,7 @@ pub fn run_variant(
     v: &Variant,
     device: flash::DeviceConfig,
     seed: u64,
-) -> Result<VariantRun, String> {
+) -> Result<VariantRun, ScheduledError> {
     if v.stack == StackKind::Ofs {
         return run_ofs_variant(plan, v, device, seed).map(|(run, _)| run);
     }
@@ -93,10 +224,9 @@ pub fn run_variant(
     let (mut stack, cfg) = build(v, device)?;
     let unit = stack.unit_bytes();
     if !w.request_bytes.is_multiple_of(512) || w.request_bytes > unit * 64 {
-        return Err(format!(
-            "request_bytes = {} does not fit the device",
-            w.request_bytes
-        ));
+        return Err(ScheduledError::RequestBytes {
+            bytes: w.request_bytes,
+        });
     }
     let capacity = stack.capacity_bytes();
     let footprint = (capacity as f64 * w.utilisation) as u64 / unit * unit;
@@ -136,8 +266,12 @@ pub fn run_variant(
     };
     let before = stack.counters();
     let arrivals = Arrivals::new(&mut *requests, t, deadline).with_chain(chain.as_mut());
-    let out = run_with(stack.as_mut(), &cfg, arrivals, t, seed, Some(&mut verifier))
-        .map_err(|e| format!("measure: {e}"))?;
+    let out = run_with(stack.as_mut(), &cfg, arrivals, t, seed, Some(&mut verifier)).map_err(
+        |source| PhaseError {
+            phase: "measure",
+            source,
+        },
+    )?;
     finish(stack.as_mut(), out, before, t)
 }
 
@@ -148,7 +282,7 @@ pub(crate) fn finish(
     out: PrioOutcome,
     before: stacks::Counters,
     t: Nanos,
-) -> Result<VariantRun, String> {
+) -> Result<VariantRun, ScheduledError> {
     let counters = stack.counters() - before;
     let mut all = FileStats::new(t);
     for s in [&out.foreground, &out.background] {
@@ -158,17 +292,13 @@ pub(crate) fn finish(
         all.write_bytes += s.write_bytes;
         all.transactions += s.transactions;
         all.end_ns = all.end_ns.max(s.end_ns);
-        all.read_latency
-            .add(&s.read_latency)
-            .map_err(|e| e.to_string())?;
-        all.write_latency
-            .add(&s.write_latency)
-            .map_err(|e| e.to_string())?;
+        all.read_latency.add(&s.read_latency)?;
+        all.write_latency.add(&s.write_latency)?;
     }
     all.counters = counters;
     let fsck_problems = match stack.check() {
         Ok(()) => Vec::new(),
-        Err(e) => vec![e],
+        Err(e) => vec![e.to_string()],
     };
     Ok(VariantRun {
         phases: vec![
@@ -198,18 +328,14 @@ pub fn run_ofs_variant(
     v: &Variant,
     device: flash::DeviceConfig,
     seed: u64,
-) -> Result<(VariantRun, HostStats), String> {
-    let at = |e: String| format!("variant {}: {e}", v.label);
+) -> Result<(VariantRun, HostStats), ScheduledError> {
+    let at = ScheduledError::of(&v.label);
     let bg = match plan {
         Plan::Video(video) => &video.background,
         Plan::FileWrites(f) => &f.background,
-        Plan::Synthetic(_) => {
-            return Err(at(
-                "stack 'ofs' runs the video and file-writes workloads only".into(),
-            ))
-        }
+        Plan::Synthetic(_) => return Err(at(ScheduledError::OfsWorkload)),
     };
-    bg.validate().map_err(at)?;
+    bg.validate().map_err(|e| at(e.into()))?;
     let mut oaq = OaqConfig::default();
     let mut host = HostConfig::default();
     let (prio, spec) = scheduled_spec(v, |k, val| match k.split_once('.') {
@@ -217,11 +343,11 @@ pub fn run_ofs_variant(
         Some(("host", f)) => stacks::apply(&mut host, f, val).map(|()| true),
         _ => Ok(false),
     })?;
-    let mut oaq = Oaq::new(oaq).map_err(|e| at(e.to_string()))?;
-    let store = spec.object_store(device).map_err(|e| at(e.to_string()))?;
+    let mut oaq = Oaq::new(oaq).map_err(|e| at(e.into()))?;
+    let store = spec.object_store(device).map_err(|e| at(e.into()))?;
     let unit = store.unit_bytes() as u64;
     let capacity = store.fml().capacity_units() * unit;
-    let mut ofs = Ofs::format(store, spec.ofs).map_err(|e| format!("format: {e}"))?;
+    let mut ofs = Ofs::format(store, spec.ofs).map_err(ScheduledError::Format)?;
 
     // The files: the foreground's (the video, or the writer's file slots), then the
     // background writer's files over the rest of the footprint.
@@ -232,38 +358,44 @@ pub fn run_ofs_variant(
             (1, "video", bytes, video.priority)
         }
         Plan::FileWrites(f) => {
-            crate::prio::file_writes_region(f, footprint).map_err(at)?;
+            crate::prio::file_writes_region(f, footprint).map_err(|e| at(e.into()))?;
             (f.file_slots, "file", f.file_bytes, f.priority)
         }
         Plan::Synthetic(_) => unreachable!("refused above"),
     };
     if front_bytes == 0 || !front_bytes.is_multiple_of(unit) {
-        return Err(at(format!(
-            "a {front_name} of {front_bytes} bytes is not a positive multiple of the {unit}-byte write unit"
-        )));
+        return Err(at(ScheduledError::ForegroundBytes {
+            name: front_name,
+            bytes: front_bytes,
+            unit,
+        }));
     }
     let front_total = front
         .checked_mul(front_bytes)
-        .ok_or_else(|| at("the foreground's files overflow".into()))?;
+        .ok_or_else(|| at(ScheduledError::ForegroundOverflow))?;
     let grain = unit / gcd(unit, bg.request_bytes) * bg.request_bytes;
     let file_bytes = host.background_file_bytes;
     if file_bytes == 0 || !file_bytes.is_multiple_of(grain) {
-        return Err(at(format!(
-            "host.background_file_bytes = {file_bytes} must be a positive multiple of {grain} (the write unit and the background request)"
-        )));
+        return Err(at(ScheduledError::BackgroundFileBytes {
+            bytes: file_bytes,
+            grain,
+        }));
     }
     let rest = footprint.saturating_sub(front_total) / grain * grain;
     if rest < footprint / 4 {
-        return Err(at(format!(
-            "{front_total} bytes of {front_name}s leave too little of the {footprint}-byte footprint to the background writer"
-        )));
+        return Err(at(ScheduledError::TooLittleLeft {
+            bytes: front_total,
+            name: front_name,
+            footprint,
+        }));
     }
     let mut files = Files::default();
-    let mut add = |ofs: &mut Ofs<_>, name: String, bytes: u64| -> Result<(), String> {
-        let ino = ofs
-            .create(vfs::ROOT, &name)
-            .map_err(|e| format!("create {name}: {e}"))?;
-        let file = ScheduledFile::open(ofs, ino).map_err(|e| e.to_string())?;
+    let mut add = |ofs: &mut Ofs<_>, name: String, bytes: u64| -> Result<(), ScheduledError> {
+        let ino = match ofs.create(vfs::ROOT, &name) {
+            Ok(ino) => ino,
+            Err(source) => return Err(ScheduledError::Create { name, source }),
+        };
+        let file = ScheduledFile::open(ofs, ino).map_err(ScheduledError::Open)?;
         files.push(file, bytes);
         Ok(())
     };
@@ -299,9 +431,9 @@ pub fn run_ofs_variant(
             stack
                 .ofs_mut()
                 .set_priority(f.ino, priority)
-                .map_err(|e| format!("set the priority of inode {}: {e}", f.ino))?;
+                .map_err(|source| ScheduledError::SetPriority { ino: f.ino, source })?;
             oaq.set_object_priority(f.object(), Some(Priority(priority)))
-                .map_err(|e| at(e.to_string()))?;
+                .map_err(|e| at(e.into()))?;
         }
     }
     let files = stack.files().clone();
@@ -318,7 +450,8 @@ pub fn run_ofs_variant(
                 requests.retain(|r| r.priority > 0);
             }
             let requests = Box::new(requests.into_iter());
-            OfsHost::new(oaq, files, requests, deadline, host.device_queue_depth).map_err(at)?
+            OfsHost::new(oaq, files, requests, deadline, host.device_queue_depth)
+                .map_err(|e| at(e.into()))?
         }
         Plan::FileWrites(f) => {
             let requests = endless.requests(rest, t, seed).map(move |r| Request {
@@ -332,9 +465,9 @@ pub fn run_ofs_variant(
                 None,
                 host.device_queue_depth,
             )
-            .map_err(at)?
+            .map_err(|e| at(e.into()))?
             .with_writer(f, foreground, t)
-            .map_err(at)?
+            .map_err(|e| at(e.into()))?
         }
         Plan::Synthetic(_) => unreachable!("refused above"),
     };
@@ -345,13 +478,18 @@ pub fn run_ofs_variant(
     let mut nothing = std::iter::empty();
     let arrivals = crate::prio::Arrivals::new(&mut nothing, t, None).with_host(&mut h);
     let out = crate::prio::run_with(&mut stack, &prio, arrivals, t, seed, Some(&mut verifier))
-        .map_err(|e| format!("measure: {e}"))?;
+        .map_err(|source| PhaseError {
+            phase: "measure",
+            source,
+        })?;
     let outstanding = h.outstanding();
     if !h.all_done() {
-        return Err(format!("measure: {outstanding} OIOs never completed"));
+        return Err(ScheduledError::NeverCompleted { outstanding });
     }
     if verifier.mismatches > 0 {
-        return Err(format!("measure: {} reads mismatched", verifier.mismatches));
+        return Err(ScheduledError::Mismatched {
+            reads: verifier.mismatches,
+        });
     }
     let stats = h.stats();
     let run = finish(&mut stack, out, before, t)?;

@@ -218,7 +218,10 @@ fn prioritized_video_on_the_object_store_holds_its_frame_rate_every_second() {
         .join("../../experiments/000-vi-e-prioritized-read.toml");
     let e = lab::experiment::Experiment::load(&path).unwrap();
     let no_files = |_: &lab::experiment::Variant, _: flash::DeviceConfig| {
-        Err::<(Box<dyn workload::files::FileStack>, u64), String>("not a file stack".into())
+        // The scheduled variants build their own block-level stacks.
+        Err::<(Box<dyn workload::files::FileStack>, u64), _>(stacks::StackError::BlockLevel {
+            kind: stacks::StackKind::Ftl,
+        })
     };
     let fps = |label: &str| {
         let v = e.variants.iter().find(|v| v.label == label).unwrap();
@@ -245,7 +248,10 @@ fn prioritized_file_writes_account_for_every_file() {
         .join("../../experiments/000-vi-e-prioritized-write.toml");
     let e = lab::experiment::Experiment::load(&path).unwrap();
     let no_files = |_: &lab::experiment::Variant, _: flash::DeviceConfig| {
-        Err::<(Box<dyn workload::files::FileStack>, u64), String>("not a file stack".into())
+        // The scheduled variants build their own block-level stacks.
+        Err::<(Box<dyn workload::files::FileStack>, u64), _>(stacks::StackError::BlockLevel {
+            kind: stacks::StackKind::Ftl,
+        })
     };
     for v in &e.variants {
         let r = lab::experiment::run_variant(&e, v, 0.02, &no_files, &mut |_| {});

@@ -65,7 +65,27 @@ fn malformed_trace_names_file_and_line() {
         trace: Some(path.clone()),
         ..RunConfig::default()
     };
-    let e = run(&cfg, &mut |_, _, _| {}).unwrap_err().to_string();
+    let e = run(&cfg, &mut |_, _, _| {}).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            lab::run::RunError::Engine {
+                phase: "replay",
+                source: lab::engine::EngineError::Source(lab::engine::Failure::Trace(
+                    workload::trace::TraceError::Parse {
+                        line: 2,
+                        reason: workload::trace::LineError::NotANumber {
+                            field: "size_sectors",
+                            ..
+                        },
+                        ..
+                    }
+                )),
+            }
+        ),
+        "{e:?}"
+    );
+    let e = e.to_string();
     assert!(e.contains("bad.trace") && e.contains("line 2"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -75,14 +75,22 @@ pub enum Timing {
 }
 
 impl std::str::FromStr for Timing {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownTiming;
+    fn from_str(s: &str) -> Result<Self, UnknownTiming> {
         match s {
             "none" => Ok(Timing::None),
             "emulate" => Ok(Timing::Emulate),
-            _ => Err(format!("timing '{s}': use none or emulate")),
+            _ => Err(UnknownTiming { name: s.into() }),
         }
     }
+}
+
+/// A timing name [`Timing`]'s `FromStr` does not know.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("timing '{name}': use none or emulate")]
+pub struct UnknownTiming {
+    /// The name given.
+    pub name: String,
 }
 
 /// Mount settings.

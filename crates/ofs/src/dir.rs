@@ -151,20 +151,20 @@ impl Bucket {
     /// Decodes a bucket block (bytes after the entries are ignored; an empty block is an empty
     /// bucket: a directory that was never written). `names` says whether entries carry names.
     pub fn decode(b: &[u8], names: bool, at: &dyn Fn() -> String) -> Result<Bucket, FsError> {
-        let bad = |why: String| FsError::Corrupted(format!("{}: {why}", at()));
+        let bad = |why: BucketError| FsError::Corrupted(format!("{}: {why}", at()));
         if b.is_empty() {
             return Ok(Bucket::default());
         }
         if b.len() < BUCKET_HEADER_BYTES || &b[..2] != BUCKET_MAGIC {
-            return Err(bad("not a directory bucket".into()));
+            return Err(bad(BucketError::NotBucket));
         }
         let count = u16::from_le_bytes([b[2], b[3]]) as usize;
         let used = u16::from_le_bytes([b[4], b[5]]) as usize;
         let Some(body) = b.get(BUCKET_HEADER_BYTES..BUCKET_HEADER_BYTES + used) else {
-            return Err(bad(format!("{used} entry bytes overrun the block")));
+            return Err(bad(BucketError::Overrun { used }));
         };
         if bucket_crc(&b[..8], body).to_le_bytes() != b[8..12] {
-            return Err(bad("checksum mismatch".into()));
+            return Err(bad(BucketError::Checksum));
         }
         let mut entries = Vec::with_capacity(count);
         let mut rest = body;
@@ -174,10 +174,10 @@ impl Bucket {
             rest = &rest[n..];
         }
         if entries.len() != count {
-            return Err(bad(format!(
-                "{} entries, header says {count}",
-                entries.len()
-            )));
+            return Err(bad(BucketError::Count {
+                found: entries.len(),
+                header: count,
+            }));
         }
         Ok(Bucket { entries })
     }
@@ -187,29 +187,93 @@ fn bucket_crc(header: &[u8], body: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(header), body)
 }
 
+/// Why a bucket block did not decode (the block is untrusted); [`Bucket::decode`] reports it
+/// as corruption, prefixed with where the block was read.
+#[derive(Debug, thiserror::Error)]
+pub enum BucketError {
+    /// The block does not start with the bucket magic, or is shorter than a header.
+    #[error("not a directory bucket")]
+    NotBucket,
+    /// The header's entry bytes run past the block.
+    #[error("{used} entry bytes overrun the block")]
+    Overrun {
+        /// Entry bytes the header claims.
+        used: usize,
+    },
+    /// The CRC does not match the header and the entries.
+    #[error("checksum mismatch")]
+    Checksum,
+    /// The entries found are not as many as the header says.
+    #[error("{found} entries, header says {header}")]
+    Count {
+        /// Entries decoded.
+        found: usize,
+        /// The header's count.
+        header: usize,
+    },
+    /// Fewer bytes left than an entry's fixed part.
+    #[error("truncated entry")]
+    TruncatedEntry,
+    /// A field read past the end of the entry bytes.
+    #[error(transparent)]
+    Truncated(#[from] le::Truncated),
+    /// An entry kind code that names no file kind.
+    #[error("bad entry kind {code}")]
+    Kind {
+        /// The code.
+        code: u8,
+    },
+    /// An entry's name runs past the entry bytes.
+    #[error("truncated name")]
+    TruncatedName,
+    /// An entry's name is not UTF-8.
+    #[error("name is not UTF-8")]
+    NameNotUtf8,
+    /// An entry points to an inode number no inode can have.
+    #[error("entry points to inode {ino}")]
+    Inode {
+        /// The inode number.
+        ino: u64,
+    },
+    /// An entry's name is not a valid file name.
+    #[error(transparent)]
+    Name(FsError),
+    /// An entry's stored hash is not its name's.
+    #[error("entry {name:?} has the wrong hash")]
+    Hash {
+        /// The name.
+        name: String,
+    },
+    /// A named entry in a directory whose entries carry no names.
+    #[error("a named entry in a directory of entry objects")]
+    Named,
+}
+
 /// One entry and the bytes it took.
-fn decode_entry(b: &[u8], names: bool) -> Result<(Entry, usize), String> {
+fn decode_entry(b: &[u8], names: bool) -> Result<(Entry, usize), BucketError> {
     if b.len() < ENTRY_FIXED_BYTES {
-        return Err("truncated entry".into());
+        return Err(BucketError::TruncatedEntry);
     }
     let hash = le::u32_at(b, 0)?;
     let ino = le::u64_at(b, 4)?;
-    let kind = kind_from_code(b[12]).ok_or("bad entry kind")?;
+    let kind = kind_from_code(b[12]).ok_or(BucketError::Kind { code: b[12] })?;
     let n = ENTRY_FIXED_BYTES + b[13] as usize;
-    let raw = b.get(ENTRY_FIXED_BYTES..n).ok_or("truncated name")?;
+    let raw = b
+        .get(ENTRY_FIXED_BYTES..n)
+        .ok_or(BucketError::TruncatedName)?;
     let name = std::str::from_utf8(raw)
-        .map_err(|_| "name is not UTF-8")?
+        .map_err(|_| BucketError::NameNotUtf8)?
         .to_string();
     if !valid_ino(ino) {
-        return Err(format!("entry points to inode {ino}"));
+        return Err(BucketError::Inode { ino });
     }
     if names {
-        vfs::oracle::check_name(&name).map_err(|e| e.to_string())?;
+        vfs::oracle::check_name(&name).map_err(BucketError::Name)?;
         if name_hash(&name) != hash {
-            return Err(format!("entry {name:?} has the wrong hash"));
+            return Err(BucketError::Hash { name });
         }
     } else if !name.is_empty() {
-        return Err("a named entry in a directory of entry objects".into());
+        return Err(BucketError::Named);
     }
     Ok((
         Entry {

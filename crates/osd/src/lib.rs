@@ -14,5 +14,5 @@ pub mod store;
 
 pub use api::{Attr, AttrValue, FlushScope, Osd, OsdError};
 pub use id::{ObjectId, Oid, PartitionId};
-pub use placement::Placement;
+pub use placement::{Placement, UnknownPlacement};
 pub use store::{IndexMode, ObjectStore, OsdConfig};

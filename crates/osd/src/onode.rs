@@ -117,6 +117,29 @@ impl From<le::Truncated> for OnodeError {
     }
 }
 
+/// Why [`Onode::set_user_attr`] refused an attribute (the onode is left as it was).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AttrError {
+    /// The id is one of the predefined attributes, not a user attribute.
+    #[error("attribute id {id:#x} is predefined; user attributes start at {FIRST_USER_ATTR:#x}")]
+    Predefined {
+        /// The id.
+        id: u16,
+    },
+    /// The value is longer than a user attribute may be.
+    #[error("attribute value of {bytes} bytes exceeds {USER_ATTR_MAX_BYTES}")]
+    ValueTooLong {
+        /// Bytes in the value.
+        bytes: usize,
+    },
+    /// With the value, the onode would outgrow its fixed size.
+    #[error("attributes do not fit the {ONODE_MAX_BYTES}-byte onode ({over} bytes over)")]
+    OnodeFull {
+        /// Bytes over the onode's size.
+        over: usize,
+    },
+}
+
 /// Why an onode cannot be encoded or decoded.
 #[derive(Debug, PartialEq, Eq)]
 pub enum OnodeError {
@@ -309,21 +332,16 @@ impl Onode {
     }
 
     /// Sets (or with `None` removes) a user attribute, keeping the onode within its size.
-    pub fn set_user_attr(&mut self, id: u16, value: Option<&[u8]>) -> Result<(), String> {
+    pub fn set_user_attr(&mut self, id: u16, value: Option<&[u8]>) -> Result<(), AttrError> {
         if id < FIRST_USER_ATTR {
-            return Err(format!(
-                "attribute id {id:#x} is predefined; user attributes start at {FIRST_USER_ATTR:#x}"
-            ));
+            return Err(AttrError::Predefined { id });
         }
         let old = self.attrs.clone();
         self.attrs.retain(|(i, _)| *i != id);
         if let Some(v) = value {
             if v.len() > USER_ATTR_MAX_BYTES {
                 self.attrs = old;
-                return Err(format!(
-                    "attribute value of {} bytes exceeds {USER_ATTR_MAX_BYTES}",
-                    v.len()
-                ));
+                return Err(AttrError::ValueTooLong { bytes: v.len() });
             }
             let pos = self.attrs.partition_point(|(i, _)| *i < id);
             self.attrs.insert(pos, (id, v.to_vec()));
@@ -331,9 +349,7 @@ impl Onode {
         if self.encoded_len() > ONODE_MAX_BYTES {
             let over = self.encoded_len() - ONODE_MAX_BYTES;
             self.attrs = old;
-            return Err(format!(
-                "attributes do not fit the {ONODE_MAX_BYTES}-byte onode ({over} bytes over)"
-            ));
+            return Err(AttrError::OnodeFull { over });
         }
         Ok(())
     }
@@ -395,14 +411,17 @@ mod tests {
     #[test]
     fn size_limits_are_enforced() {
         let mut o = Onode::new(Oid::new(1, 2), 0);
-        assert!(o
-            .set_user_attr(5, Some(b"x"))
-            .unwrap_err()
-            .contains("predefined"));
-        assert!(o.set_user_attr(0x1000, Some(&[0; 129])).is_err());
+        assert_eq!(
+            o.set_user_attr(5, Some(b"x")),
+            Err(AttrError::Predefined { id: 5 })
+        );
+        assert_eq!(
+            o.set_user_attr(0x1000, Some(&[0; 129])),
+            Err(AttrError::ValueTooLong { bytes: 129 })
+        );
         o.set_user_attr(0x1000, Some(&[1; 128])).unwrap();
         let e = o.set_user_attr(0x1001, Some(&[1; 64])).unwrap_err();
-        assert!(e.contains("do not fit"), "{e}");
+        assert!(matches!(e, AttrError::OnodeFull { .. }), "{e}");
         assert_eq!(
             o.attrs.len(),
             1,

@@ -41,18 +41,24 @@ pub enum Placement {
 }
 
 impl std::str::FromStr for Placement {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownPlacement;
+    fn from_str(s: &str) -> Result<Self, UnknownPlacement> {
         match s {
             "one" => Ok(Placement::One),
             "semantic" | "ossd" => Ok(Placement::Semantic),
             "split" => Ok(Placement::Split),
             "split+atime" => Ok(Placement::SplitAtime),
-            _ => Err(format!(
-                "unknown placement '{s}'; use one, semantic, split or split+atime"
-            )),
+            _ => Err(UnknownPlacement { name: s.into() }),
         }
     }
+}
+
+/// A placement name [`Placement`]'s `FromStr` does not know.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown placement '{name}'; use one, semantic, split or split+atime")]
+pub struct UnknownPlacement {
+    /// The name given.
+    pub name: String,
 }
 
 impl std::fmt::Display for Placement {

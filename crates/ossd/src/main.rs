@@ -578,7 +578,7 @@ fn run(args: RunArgs) -> Result<()> {
         }
         bar.set_position(done);
     })
-    .map_err(|e| anyhow!(e))?;
+    .map_err(|e| anyhow!("{e}"))?;
     bar.finish_and_clear();
     print_report(&report);
     if let Some(path) = &args.json {
@@ -701,7 +701,7 @@ fn format_block(image: &Path, device: &str, seed: u64) -> Result<()> {
 fn format(image: &Path, device: &str, policy: &str, seed: u64, fs: Option<&str>) -> Result<()> {
     let mut cfg = flash::preset(device).map_err(|e| anyhow!(e))?;
     cfg.seed = seed;
-    let placement: osd::Placement = policy.parse().map_err(|e: String| anyhow!(e))?;
+    let placement: osd::Placement = policy.parse()?;
     match fs {
         None => {}
         Some("ofs") => {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 
 /// What a mount serves.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -37,7 +37,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let timing: mount::Timing = a.timing.parse().map_err(|e: String| anyhow!(e))?;
+    let timing: mount::Timing = a.timing.parse()?;
     if !a.image.is_file() {
         bail!(
             "{}: no such image (make one with ossd format {})",

@@ -161,7 +161,7 @@ impl<F: Flash> FileSystem for PoftlFs<F> {
     fn check(&mut self) -> Result<Vec<String>, FsError> {
         let mut problems = Vec::new();
         if let Err(e) = self.store.check() {
-            problems.push(e);
+            problems.push(e.to_string());
         }
         for (ino, ()) in self.ns.files() {
             if !self.store.exists(ino) {

@@ -41,17 +41,23 @@ pub enum GroupingPolicy {
 }
 
 impl std::str::FromStr for GroupingPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownGrouping;
+    fn from_str(s: &str) -> Result<Self, UnknownGrouping> {
         match s {
             "semantic-aware" | "sa" => Ok(GroupingPolicy::SemanticAware),
             "sfs" => Ok(GroupingPolicy::Sfs),
             "none" => Ok(GroupingPolicy::None),
-            _ => Err(format!(
-                "unknown grouping '{s}' (semantic-aware, sfs or none)"
-            )),
+            _ => Err(UnknownGrouping { name: s.into() }),
         }
     }
+}
+
+/// A grouping policy name [`GroupingPolicy`]'s `FromStr` does not know.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown grouping '{name}' (semantic-aware, sfs or none)")]
+pub struct UnknownGrouping {
+    /// The name given.
+    pub name: String,
 }
 
 /// Pages `h_0` averages over (POFTL-14 III-B-1: "limited to 5 pages at most").

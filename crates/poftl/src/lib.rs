@@ -20,6 +20,6 @@ pub mod grouping;
 pub mod remap;
 pub mod store;
 
-pub use grouping::GroupingPolicy;
+pub use grouping::{GroupingPolicy, UnknownGrouping};
 pub use remap::{Remap, RemapError};
-pub use store::{Data, PoftlConfig, PoftlError, PoftlStats, PoftlStore, ReadOut};
+pub use store::{CheckError, Data, PoftlConfig, PoftlError, PoftlStats, PoftlStore, ReadOut};

@@ -623,7 +623,9 @@ impl<F: Flash> PoftlStore<F> {
                 entries.push(e);
                 seq_max = seq_max.max(e.3);
             }
-            s.fml.mark_valid(v).map_err(PoftlError::Invalid)?;
+            s.fml
+                .mark_valid(v)
+                .map_err(|e| PoftlError::Invalid(e.to_string()))?;
             s.objects.log_pages.insert(v);
         }
         // Per object, entries by sequence number, with the smallest cut (in pages) of all
@@ -686,7 +688,9 @@ impl<F: Flash> PoftlStore<F> {
                     obj.size = size;
                 }
             }
-            s.fml.mark_valid(v).map_err(PoftlError::Invalid)?;
+            s.fml
+                .mark_valid(v)
+                .map_err(|e| PoftlError::Invalid(e.to_string()))?;
             obj.extents.insert(p as u64, v);
             s.objects.live += 1;
         }
@@ -1253,7 +1257,7 @@ impl<F: Flash> PoftlStore<F> {
     /// Whole-structure check: the FML's own; every mapped page valid in the FML and mapped
     /// once; the FML's valid pages exactly the mapped ones; the live count; and every mapped
     /// page where the static remapping (III-A) says its write unit is.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), CheckError> {
         self.fml.check()?;
         let layout = self.fml.layout();
         let mut seen = rustc_hash::FxHashSet::default();
@@ -1261,60 +1265,138 @@ impl<F: Flash> PoftlStore<F> {
         for (&id, obj) in &self.objects.map {
             for (p, v) in obj.extents.pages() {
                 if !self.fml.is_valid(v) {
-                    return Err(format!(
-                        "object {id:#x} page {p} maps to invalid unit {}",
-                        v.0
-                    ));
+                    return Err(CheckError::InvalidUnit {
+                        object: id,
+                        page: p,
+                        unit: v.0,
+                    });
                 }
                 if !seen.insert(v) {
-                    return Err(format!("unit {} is mapped twice", v.0));
+                    return Err(CheckError::MappedTwice { unit: v.0 });
                 }
                 if p * self.page_bytes >= obj.size.max(1).next_multiple_of(self.page_bytes) {
-                    return Err(format!(
-                        "object {id:#x} maps page {p} past its size {}",
-                        obj.size
-                    ));
+                    return Err(CheckError::PastSize {
+                        object: id,
+                        page: p,
+                        size: obj.size,
+                    });
                 }
                 let phys = layout.page(v, 0);
-                let bp = self.remap.to_physical(v.0).map_err(|e| e.to_string())?;
-                if (bp.bank, bp.block, bp.page) != (phys.die.0, phys.block, phys.page) {
-                    return Err(format!(
-                        "unit {} is at {phys} but static remapping says {bp:?}",
-                        v.0
-                    ));
+                let remapped = self.remap.to_physical(v.0)?;
+                if (remapped.bank, remapped.block, remapped.page)
+                    != (phys.die.0, phys.block, phys.page)
+                {
+                    return Err(CheckError::Misplaced {
+                        unit: v.0,
+                        phys,
+                        remapped,
+                    });
                 }
                 live += !self.buffer.contains_key(&(id, p)) as u64;
             }
         }
         for (id, _) in self.buffer.keys() {
             if !self.objects.map.contains_key(id) {
-                return Err(format!("buffered page of missing object {id:#x}"));
+                return Err(CheckError::BufferedOrphan { object: *id });
             }
         }
         live += self.buffer.len() as u64;
         if live != self.objects.live {
-            return Err(format!(
-                "{live} pages live, the store counts {}",
-                self.objects.live
-            ));
+            return Err(CheckError::LiveCount {
+                live,
+                counted: self.objects.live,
+            });
         }
         for &v in &self.objects.log_pages {
             if !self.fml.is_valid(v) || !seen.insert(v) {
-                return Err(format!(
-                    "record page at unit {} invalid or mapped twice",
-                    v.0
-                ));
+                return Err(CheckError::RecordPage { unit: v.0 });
             }
         }
         let valid: u64 = self.fml.blocks().iter().map(|b| b.valid as u64).sum();
         if valid != seen.len() as u64 {
-            return Err(format!(
-                "the FML holds {valid} valid units, the objects and the log map {}",
-                seen.len()
-            ));
+            return Err(CheckError::ValidCount {
+                valid,
+                mapped: seen.len() as u64,
+            });
         }
         Ok(())
     }
+}
+
+/// What [`PoftlStore::check`] found wrong: the first inconsistency, naming the object, page
+/// and write unit (VPA) involved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckError {
+    /// The FML's own check failed.
+    #[error(transparent)]
+    Fml(#[from] fml::Inconsistency),
+    /// A mapped page whose unit the FML does not hold valid.
+    #[error("object {object:#x} page {page} maps to invalid unit {unit}")]
+    InvalidUnit {
+        /// The object.
+        object: u64,
+        /// The page within it.
+        page: u64,
+        /// The unit it maps to.
+        unit: u32,
+    },
+    /// A unit two pages map to.
+    #[error("unit {unit} is mapped twice")]
+    MappedTwice {
+        /// The unit.
+        unit: u32,
+    },
+    /// A page mapped past the end of its object.
+    #[error("object {object:#x} maps page {page} past its size {size}")]
+    PastSize {
+        /// The object.
+        object: u64,
+        /// The page.
+        page: u64,
+        /// The object's size in bytes.
+        size: u64,
+    },
+    /// A mapped unit the static remapping cannot place.
+    #[error("static remapping: {0}")]
+    Remap(#[from] RemapError),
+    /// A mapped unit that is not where the static remapping (POFTL-14 III-A) puts it.
+    #[error("unit {unit} is at {phys} but static remapping says {remapped:?}")]
+    Misplaced {
+        /// The unit.
+        unit: u32,
+        /// Its first physical page, as the FML's ganging places it.
+        phys: flash::PageAddr,
+        /// Where the static remapping puts it.
+        remapped: crate::remap::BankPage,
+    },
+    /// A buffered page of an object that does not exist.
+    #[error("buffered page of missing object {object:#x}")]
+    BufferedOrphan {
+        /// The object.
+        object: u64,
+    },
+    /// Live pages counted do not match the store's count.
+    #[error("{live} pages live, the store counts {counted}")]
+    LiveCount {
+        /// Pages mapped or buffered.
+        live: u64,
+        /// The store's count.
+        counted: u64,
+    },
+    /// A record (log) page whose unit is not valid, or is also mapped elsewhere.
+    #[error("record page at unit {unit} invalid or mapped twice")]
+    RecordPage {
+        /// The unit.
+        unit: u32,
+    },
+    /// The FML's valid units are not exactly the ones the objects and the log map.
+    #[error("the FML holds {valid} valid units, the objects and the log map {mapped}")]
+    ValidCount {
+        /// Valid units in the FML.
+        valid: u64,
+        /// Units mapped by objects and the log.
+        mapped: u64,
+    },
 }
 
 #[cfg(test)]

@@ -73,7 +73,7 @@ impl Ops {
     }
 
     /// Parses "read,write,flush" (names as in [`Ops::names`]) or "all".
-    pub fn parse(s: &str) -> Result<Ops, String> {
+    pub fn parse(s: &str) -> Result<Ops, CapError> {
         let mut ops = Ops(0);
         for word in s.split(',').map(str::trim).filter(|w| !w.is_empty()) {
             if word == "all" {
@@ -83,15 +83,14 @@ impl Ops {
             match Ops::NAMES.iter().find(|(n, _)| *n == word) {
                 Some((_, o)) => ops = ops.union(*o),
                 None => {
-                    return Err(format!(
-                        "unknown operation '{word}'; known: all, {}",
-                        Ops::NAMES.map(|(n, _)| n).join(", ")
-                    ))
+                    return Err(CapError::UnknownOp {
+                        word: word.to_string(),
+                    })
                 }
             }
         }
         if ops.0 == 0 {
-            return Err("no operations given".into());
+            return Err(CapError::NoOps);
         }
         Ok(ops)
     }
@@ -258,26 +257,22 @@ impl MasterKey {
 
     /// Parses a key file's contents: 64 hex digits (surrounding white space ignored), or exactly
     /// 32 raw bytes.
-    pub fn parse(file: &[u8]) -> Result<MasterKey, String> {
+    pub fn parse(file: &[u8]) -> Result<MasterKey, CapError> {
+        let wrong_length = CapError::KeyFileLength { len: file.len() };
         if let Ok(text) = std::str::from_utf8(file) {
             let t = text.trim();
             if t.len() == 2 * KEY_LEN {
-                return hex_decode(t)
-                    .and_then(|v| {
-                        <[u8; KEY_LEN]>::try_from(v)
-                            .map_err(|v| format!("{} bytes, not {KEY_LEN}", v.len()))
-                    })
+                let v = hex_decode(t).map_err(CapError::KeyFileHex)?;
+                // 64 hex digits are 32 bytes: the length error cannot happen.
+                return <[u8; KEY_LEN]>::try_from(v)
                     .map(MasterKey)
-                    .map_err(|e| format!("key file: {e}"));
+                    .map_err(|_| wrong_length);
             }
         }
         if let Ok(raw) = <[u8; KEY_LEN]>::try_from(file) {
             return Ok(MasterKey(raw));
         }
-        Err(format!(
-            "key file: expected 64 hex digits or 32 raw bytes, found {} bytes",
-            file.len()
-        ))
+        Err(wrong_length)
     }
 
     /// The key file text: 64 lowercase hex digits and a newline.
@@ -353,13 +348,62 @@ impl CapKey {
     }
 
     /// Parses 64 hex digits (surrounding white space ignored).
-    pub fn from_hex(s: &str) -> Result<CapKey, String> {
-        let v = hex_decode(s.trim())?;
+    pub fn from_hex(s: &str) -> Result<CapKey, CapError> {
+        let v = hex_decode(s.trim()).map_err(CapError::CapKeyHex)?;
         let a: [u8; 32] = v
             .try_into()
-            .map_err(|v: Vec<u8>| format!("capability key: {} bytes, expected 32", v.len()))?;
+            .map_err(|v: Vec<u8>| CapError::CapKeyLength { len: v.len() })?;
         Ok(CapKey(a))
     }
+}
+
+/// Why a string of hex digits did not decode ([`hex_decode`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HexError {
+    /// An odd number of digits: the last byte is incomplete.
+    #[error("odd number of hex digits ({len})")]
+    OddLength {
+        /// Characters in the string.
+        len: usize,
+    },
+    /// A pair of characters that is not two hex digits.
+    #[error("not a hex digit pair at character {at}")]
+    NotHex {
+        /// Offset of the pair's first character.
+        at: usize,
+    },
+}
+
+/// Why an operation list, a master key file or a capability key did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CapError {
+    /// A word of an operation list that names no operation ([`Ops::parse`]).
+    #[error("unknown operation '{word}'; known: all, {}", Ops::NAMES.map(|(n, _)| n).join(", "))]
+    UnknownOp {
+        /// The word.
+        word: String,
+    },
+    /// An operation list with no operation in it ([`Ops::parse`]).
+    #[error("no operations given")]
+    NoOps,
+    /// A key file of 64 characters that are not 64 hex digits ([`MasterKey::parse`]).
+    #[error("key file: {0}")]
+    KeyFileHex(#[source] HexError),
+    /// A key file that is neither 64 hex digits nor 32 raw bytes ([`MasterKey::parse`]).
+    #[error("key file: expected 64 hex digits or 32 raw bytes, found {len} bytes")]
+    KeyFileLength {
+        /// Bytes in the file.
+        len: usize,
+    },
+    /// A capability key that is not hex digits ([`CapKey::from_hex`]).
+    #[error("capability key: {0}")]
+    CapKeyHex(#[source] HexError),
+    /// A capability key of the wrong length ([`CapKey::from_hex`]).
+    #[error("capability key: {len} bytes, expected 32")]
+    CapKeyLength {
+        /// Bytes the hex digits decode to.
+        len: usize,
+    },
 }
 
 /// Lower-case hex digits of `b`, two per byte.
@@ -368,9 +412,9 @@ pub fn hex_encode(b: &[u8]) -> String {
 }
 
 /// The bytes of an even number of hex digits (either case).
-pub fn hex_decode(s: &str) -> Result<Vec<u8>, String> {
+pub fn hex_decode(s: &str) -> Result<Vec<u8>, HexError> {
     if !s.len().is_multiple_of(2) {
-        return Err(format!("odd number of hex digits ({})", s.len()));
+        return Err(HexError::OddLength { len: s.len() });
     }
     s.as_bytes()
         .chunks(2)
@@ -379,7 +423,7 @@ pub fn hex_decode(s: &str) -> Result<Vec<u8>, String> {
             std::str::from_utf8(p)
                 .ok()
                 .and_then(|p| u8::from_str_radix(p, 16).ok())
-                .ok_or_else(|| format!("not a hex digit pair at character {}", 2 * i))
+                .ok_or(HexError::NotHex { at: 2 * i })
         })
         .collect()
 }
@@ -437,8 +481,10 @@ mod tests {
         );
         assert_eq!(Ops::parse("all").unwrap(), Ops::ALL);
         assert_eq!(Ops::ALL.names().split(',').count(), 9);
-        assert!(Ops::parse("read,fly").unwrap_err().contains("'fly'"));
-        assert!(Ops::parse("").is_err());
+        let e = Ops::parse("read,fly").unwrap_err();
+        assert_eq!(e, CapError::UnknownOp { word: "fly".into() });
+        assert!(e.to_string().contains("known: all, read, write"), "{e}");
+        assert_eq!(Ops::parse(""), Err(CapError::NoOps));
     }
 
     #[test]
@@ -477,10 +523,23 @@ mod tests {
         let back = MasterKey::parse(text.as_bytes()).unwrap();
         assert_eq!(back.0, m.0);
         assert_eq!(MasterKey::parse(&[1u8; 32]).unwrap().0, [1u8; 32]);
-        assert!(MasterKey::parse(b"abc").unwrap_err().contains("3 bytes"));
+        assert_eq!(
+            MasterKey::parse(b"abc").unwrap_err(),
+            CapError::KeyFileLength { len: 3 }
+        );
         let mut bad = text.clone().into_bytes();
         bad[5] = b'z';
-        assert!(MasterKey::parse(&bad).unwrap_err().contains("hex"));
-        assert!(CapKey::from_hex("00ff").is_err());
+        assert_eq!(
+            MasterKey::parse(&bad).unwrap_err(),
+            CapError::KeyFileHex(HexError::NotHex { at: 4 })
+        );
+        assert_eq!(
+            CapKey::from_hex("00ff"),
+            Err(CapError::CapKeyLength { len: 2 })
+        );
+        assert_eq!(
+            CapKey::from_hex("0f0"),
+            Err(CapError::CapKeyHex(HexError::OddLength { len: 3 }))
+        );
     }
 }

@@ -21,7 +21,10 @@ pub mod codec;
 pub mod msg;
 
 pub use auth::Requirement;
-pub use cap::{CapKey, CapObject, Capability, MasterKey, Ops, WorkingKey, CAPABILITY_LEN, MAC_LEN};
+pub use cap::{
+    CapError, CapKey, CapObject, Capability, HexError, MasterKey, Ops, WorkingKey, CAPABILITY_LEN,
+    MAC_LEN,
+};
 pub use codec::{Header, ProtoError, DEFAULT_MAX_FRAME_BYTES, HEADER_LEN, MAGIC};
 pub use msg::{
     decode_reply, decode_request, encode_reply, encode_request, Command, Decoded, Failure, Opcode,

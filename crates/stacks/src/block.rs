@@ -3,10 +3,36 @@
 
 use flash::{DieId, Flash, Nanos};
 use ftl::{Data, Ftl, FtlError, ReadOut};
+use osd::OsdError;
+use vfs::FsError;
 
 use controller::request::{Op, Request};
 
 use crate::counters::{ftl_counters, osd_counters, Counters};
+
+/// Why a block-level stack failed a request, its background work or its check.
+#[derive(Debug, thiserror::Error)]
+pub enum StackFault {
+    /// The page-mapping FTL (or DFTL) failed.
+    #[error(transparent)]
+    Ftl(#[from] FtlError),
+    /// The object store failed.
+    #[error(transparent)]
+    Osd(#[from] OsdError),
+    /// A file system above the store failed (OFS's check, for the host's stack).
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    /// The consistency check found problems (what each layer's check reports, one per line).
+    #[error("{}", .problems.join("; "))]
+    Inconsistent {
+        /// The problems found.
+        problems: Vec<String>,
+    },
+    /// A stack defined outside this crate failed with an error of its own (the `host` crate's
+    /// OFS through OAQ, for a range outside its files).
+    #[error(transparent)]
+    Other(Box<dyn std::error::Error + Send + Sync>),
+}
 
 /// What the engine needs from a stack under test.
 pub trait Stack {
@@ -22,9 +48,9 @@ pub trait Stack {
         req: &Request,
         token: u64,
         out: &mut Vec<u64>,
-    ) -> Result<Nanos, String>;
+    ) -> Result<Nanos, StackFault>;
     /// Background work (GC) in an idle interval; returns when the last step completes.
-    fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, String>;
+    fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, StackFault>;
     /// The stack's counters so far (they only grow; subtract two to measure a phase).
     fn counters(&self) -> Counters;
     /// Erase counts over usable blocks: (min, max, mean).
@@ -37,7 +63,7 @@ pub trait Stack {
     /// with `token` covered it entirely.
     fn expected_fingerprint(&self, flat_unit: u64, token: u64) -> u64;
     /// Whole-structure consistency check.
-    fn check(&mut self) -> Result<(), String>;
+    fn check(&mut self) -> Result<(), StackFault>;
     /// Free space and GC progress, for the device-side controller's cleaning thresholds.
     fn gc_state(&self) -> GcState;
     /// The dies a request would use if issued now (BLOCKMGMT-09 3.2's parallel elements); nothing
@@ -90,10 +116,6 @@ pub fn gc_state_of<F: Flash>(fml: &fml::Fml<F>) -> GcState {
     }
 }
 
-fn err(e: FtlError) -> String {
-    e.to_string()
-}
-
 /// A [`Ftl`] (page-mapping or DFTL) as a stack.
 pub struct FtlStack<F: Flash> {
     /// The FTL.
@@ -117,32 +139,26 @@ impl<F: Flash> Stack for FtlStack<F> {
         req: &Request,
         token: u64,
         out: &mut Vec<u64>,
-    ) -> Result<Nanos, String> {
-        match req.op {
+    ) -> Result<Nanos, StackFault> {
+        Ok(match req.op {
             Op::Write => self
                 .ftl
-                .write(at, req.offset_bytes, req.len_bytes, Data::Token(token))
-                .map_err(err),
+                .write(at, req.offset_bytes, req.len_bytes, Data::Token(token))?,
             Op::Read => {
                 out.clear();
-                self.ftl
-                    .read(
-                        at,
-                        req.offset_bytes,
-                        req.len_bytes,
-                        ReadOut::Fingerprints(out),
-                    )
-                    .map_err(err)
+                self.ftl.read(
+                    at,
+                    req.offset_bytes,
+                    req.len_bytes,
+                    ReadOut::Fingerprints(out),
+                )?
             }
-            Op::Trim => self
-                .ftl
-                .trim(at, req.offset_bytes, req.len_bytes)
-                .map_err(err),
-            Op::Flush => self.ftl.flush(at).map_err(err),
-        }
+            Op::Trim => self.ftl.trim(at, req.offset_bytes, req.len_bytes)?,
+            Op::Flush => self.ftl.flush(at)?,
+        })
     }
-    fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, String> {
-        self.ftl.background(from, until).map_err(err)
+    fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, StackFault> {
+        Ok(self.ftl.background(from, until)?)
     }
     fn counters(&self) -> Counters {
         ftl_counters(&self.ftl)
@@ -159,9 +175,13 @@ impl<F: Flash> Stack for FtlStack<F> {
     fn expected_fingerprint(&self, flat_unit: u64, token: u64) -> u64 {
         ftl::fingerprint(flat_unit as u32, token)
     }
-    fn check(&mut self) -> Result<(), String> {
-        // The trait reports a check's finding as text, as the object stack's does.
-        self.ftl.check().map_err(|e| e.to_string())
+    fn check(&mut self) -> Result<(), StackFault> {
+        // The FTL's check reports its first problem as text.
+        self.ftl
+            .check()
+            .map_err(|problem| StackFault::Inconsistent {
+                problems: vec![problem.to_string()],
+            })
     }
     fn gc_state(&self) -> GcState {
         gc_state_of(self.ftl.fml())
@@ -315,30 +335,25 @@ impl<F: Flash> Stack for OsdStack<F> {
         req: &Request,
         token: u64,
         out: &mut Vec<u64>,
-    ) -> Result<Nanos, String> {
+    ) -> Result<Nanos, StackFault> {
         self.store.set_time(at);
         out.clear();
         if req.op == Op::Flush {
-            self.serve_piece(Op::Flush, 0, 0, 0, token, out)
-                .map_err(|e| e.to_string())?;
+            self.serve_piece(Op::Flush, 0, 0, 0, token, out)?;
         } else {
             let pieces: Vec<(u64, u64, u64)> =
                 self.pieces(req.offset_bytes, req.len_bytes).collect();
             for (k, off, len) in pieces {
                 if req.op == Op::Write && req.priority > 0 {
-                    self.make_realtime(k, req.priority)
-                        .map_err(|e| e.to_string())?;
+                    self.make_realtime(k, req.priority)?;
                 }
-                self.serve_piece(req.op, k, off, len, token, out)
-                    .map_err(|e| e.to_string())?;
+                self.serve_piece(req.op, k, off, len, token, out)?;
             }
         }
         Ok(self.store.now().max(at))
     }
-    fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, String> {
-        self.store
-            .background(from, until)
-            .map_err(|e| e.to_string())
+    fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, StackFault> {
+        Ok(self.store.background(from, until)?)
     }
     fn counters(&self) -> Counters {
         osd_counters(&self.store)
@@ -361,13 +376,15 @@ impl<F: Flash> Stack for OsdStack<F> {
             token,
         )
     }
-    fn check(&mut self) -> Result<(), String> {
+    fn check(&mut self) -> Result<(), StackFault> {
         // The structure only: a media scan would add flash reads to the run's counters.
-        let report = self.store.fsck_structure().map_err(|e| e.to_string())?;
+        let report = self.store.fsck_structure()?;
         if report.problems.is_empty() {
             Ok(())
         } else {
-            Err(report.problems.join("; "))
+            Err(StackFault::Inconsistent {
+                problems: report.problems,
+            })
         }
     }
     fn gc_state(&self) -> GcState {

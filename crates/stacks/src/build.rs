@@ -9,7 +9,7 @@ use flash::{DeviceConfig, Nand};
 use fml::FmlConfig;
 use ftl::{Ftl, FtlConfig, Mapping};
 use ofs::{Ofs, OfsConfig};
-use osd::{ObjectStore, OsdConfig, Placement};
+use osd::{ObjectStore, OsdConfig, Placement, UnknownPlacement};
 use poftl::fs::PoftlFs;
 use poftl::{PoftlConfig, PoftlStore};
 use serde::{de::DeserializeOwned, Serialize};
@@ -22,9 +22,51 @@ use crate::kind::StackKind;
 /// that refused its config.
 #[derive(Debug, thiserror::Error)]
 pub enum StackError {
-    /// A `key = value` setting the stack does not take, or whose value does not parse.
-    #[error("{0}")]
-    Setting(String),
+    /// A `key = value` setting the stack does not take; the message lists the ones it does
+    /// ([`StackSpec::accepted`]).
+    #[error("unknown setting '{key}' for stack '{kind}' (it takes {})", StackSpec::accepted(*kind))]
+    UnknownSetting {
+        /// The setting's key.
+        key: String,
+        /// The stack.
+        kind: StackKind,
+    },
+    /// A value of `placement`, `mapping` or `object_bytes` that does not parse.
+    #[error("{key} = {value}: {source}")]
+    BadValue {
+        /// The setting's key.
+        key: String,
+        /// The value given.
+        value: String,
+        /// Why it does not parse.
+        source: ValueError,
+    },
+    /// A field setting of a layer's config (`ftl.*`, `osd.*`, `fml.*`, `fs.*`, `poftl.*`)
+    /// that the config does not have or whose value does not fit it.
+    #[error(transparent)]
+    Field(#[from] SettingError),
+    /// `object_bytes` of a block-level `osd` stack is not a positive multiple of the write unit.
+    #[error(
+        "object_bytes = {object_bytes} must be a positive multiple of the {unit_bytes}-byte write unit"
+    )]
+    ObjectBytes {
+        /// The setting.
+        object_bytes: u64,
+        /// The device's write unit in bytes.
+        unit_bytes: u64,
+    },
+    /// A file-level stack asked to build at block level.
+    #[error("stack '{kind}' is file-level; block-level runs take {}", StackKind::BLOCK_LEVEL.map(StackKind::name).join(", "))]
+    FileLevel {
+        /// The stack.
+        kind: StackKind,
+    },
+    /// A block-level stack asked to build at file level.
+    #[error("stack '{kind}' does not run file-level workloads (ofs, blockfs or poftl do)")]
+    BlockLevel {
+        /// The stack.
+        kind: StackKind,
+    },
     /// The device model refused its config.
     #[error("device: {0}")]
     Device(#[from] flash::FlashError),
@@ -117,48 +159,41 @@ impl StackSpec {
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), StackError> {
         use StackKind as K;
         let kind = self.kind;
-        let unknown = || {
-            StackError::Setting(format!(
-                "unknown setting '{key}' for stack '{kind}' (it takes {})",
-                Self::accepted(kind)
-            ))
+        let bad = |source: ValueError| StackError::BadValue {
+            key: key.to_string(),
+            value: value.to_string(),
+            source,
         };
-        let bad = |e: String| StackError::Setting(format!("{key} = {value}: {e}"));
         match (key.split_once('.'), kind) {
             (None, K::Osd | K::Ofs) if key == "placement" => {
-                self.osd.placement = value.parse::<Placement>().map_err(bad)?
+                self.osd.placement = value.parse::<Placement>().map_err(|e| bad(e.into()))?
             }
             (None, K::Blockfs) if key == "mapping" => {
                 self.ftl.mapping = match value {
                     "page" => Mapping::Page,
                     "dftl" => Mapping::Dftl,
-                    m => return Err(bad(format!("mapping '{m}' (page or dftl)"))),
+                    m => return Err(bad(ValueError::Mapping(m.to_string()))),
                 }
             }
             (None, K::Osd) if key == "object_bytes" => {
-                self.object_bytes = value.parse().map_err(|e| bad(format!("{e}")))?
+                self.object_bytes = value.parse().map_err(|e| bad(ValueError::Number(e)))?
             }
             (Some(("fml", f)), _) => {
                 // Checked now against the defaults, applied at build time on the real base.
-                apply(&mut FmlConfig::default(), f, value).map_err(StackError::Setting)?;
+                apply(&mut FmlConfig::default(), f, value)?;
                 self.fml_sets.push((f.to_string(), value.to_string()));
             }
-            (Some(("ftl", f)), K::Ftl | K::Dftl | K::Blockfs) => {
-                apply(&mut self.ftl, f, value).map_err(StackError::Setting)?
+            (Some(("ftl", f)), K::Ftl | K::Dftl | K::Blockfs) => apply(&mut self.ftl, f, value)?,
+            (Some(("osd", f)), K::Osd | K::Ofs) => apply(&mut self.osd, f, value)?,
+            (Some(("fs", f)), K::Ofs) => apply(&mut self.ofs, f, value)?,
+            (Some(("fs", f)), K::Blockfs) => apply(&mut self.blockfs, f, value)?,
+            (Some(("poftl", f)), K::Poftl) => apply(&mut self.poftl, f, value)?,
+            _ => {
+                return Err(StackError::UnknownSetting {
+                    key: key.to_string(),
+                    kind,
+                })
             }
-            (Some(("osd", f)), K::Osd | K::Ofs) => {
-                apply(&mut self.osd, f, value).map_err(StackError::Setting)?
-            }
-            (Some(("fs", f)), K::Ofs) => {
-                apply(&mut self.ofs, f, value).map_err(StackError::Setting)?
-            }
-            (Some(("fs", f)), K::Blockfs) => {
-                apply(&mut self.blockfs, f, value).map_err(StackError::Setting)?
-            }
-            (Some(("poftl", f)), K::Poftl) => {
-                apply(&mut self.poftl, f, value).map_err(StackError::Setting)?
-            }
-            _ => return Err(unknown()),
         }
         Ok(())
     }
@@ -172,7 +207,7 @@ impl StackSpec {
             FmlBase::Given(f) => *f,
         };
         for (f, value) in &self.fml_sets {
-            apply(&mut fml, f, value).map_err(StackError::Setting)?;
+            apply(&mut fml, f, value)?;
         }
         Ok(fml)
     }
@@ -194,21 +229,16 @@ impl StackSpec {
             StackKind::Osd => {
                 let unit = device.write_unit_bytes() as u64;
                 if self.object_bytes == 0 || !self.object_bytes.is_multiple_of(unit) {
-                    return Err(StackError::Setting(format!(
-                        "object_bytes = {} must be a positive multiple of the {unit}-byte write unit",
-                        self.object_bytes
-                    )));
+                    return Err(StackError::ObjectBytes {
+                        object_bytes: self.object_bytes,
+                        unit_bytes: unit,
+                    });
                 }
                 let store = self.object_store(device)?;
                 let stack = OsdStack::new(store, self.object_bytes, self.name.clone(), resident)?;
                 return Ok(Box::new(stack));
             }
-            k => {
-                return Err(StackError::Setting(format!(
-                    "stack '{k}' is file-level; block-level runs take {}",
-                    StackKind::BLOCK_LEVEL.map(StackKind::name).join(", ")
-                )))
-            }
+            kind => return Err(StackError::FileLevel { kind }),
         };
         let fml = self.fml_on(&device)?;
         let nand = Nand::in_memory(device)?;
@@ -257,9 +287,7 @@ impl StackSpec {
                 let unit = store.page_bytes();
                 Ok((Box::new(PoftlFs::new(store, &self.name)), unit))
             }
-            k => Err(StackError::Setting(format!(
-                "stack '{k}' does not run file-level workloads (ofs, blockfs or poftl do)"
-            ))),
+            kind => Err(StackError::BlockLevel { kind }),
         }
     }
 }
@@ -274,6 +302,50 @@ pub fn controlled_fml(cfg: &ControllerConfig, mut fml: FmlConfig, blocks: u32) -
     fml
 }
 
+/// A value of `placement`, `mapping` or `object_bytes` that does not parse
+/// ([`StackError::BadValue`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ValueError {
+    /// Not a placement policy.
+    #[error(transparent)]
+    Placement(#[from] UnknownPlacement),
+    /// Not a mapping: `page` or `dftl`.
+    #[error("mapping '{0}' (page or dftl)")]
+    Mapping(String),
+    /// Not a number of bytes.
+    #[error(transparent)]
+    Number(#[from] std::num::ParseIntError),
+}
+
+/// Why [`apply`] could not set a field of a config struct.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingError {
+    /// The config has no field `key`; `accepted` lists the fields it has.
+    #[error("unknown setting '{key}' (the settings are {})", .accepted.join(", "))]
+    Unknown {
+        /// The key given.
+        key: String,
+        /// The config's fields, in its TOML order.
+        accepted: Vec<String>,
+    },
+    /// The value does not fit the field (wrong type, or a value the field's type refuses).
+    #[error("{key} = {value}: {source}")]
+    Value {
+        /// The key.
+        key: String,
+        /// The value given.
+        value: String,
+        /// What the config's deserializer said.
+        source: Box<toml::de::Error>,
+    },
+    /// The config does not serialize to a TOML table (a bug in the config type).
+    #[error("settings do not serialize as a table: {0}")]
+    NotATable(#[source] toml::ser::Error),
+    /// The config serializes to a TOML value that is not a table (a bug in the config type).
+    #[error("settings are not a table")]
+    NotTable,
+}
+
 /// Sets field `key` of a config struct from a `--set`-style string (a TOML literal, or a bare
 /// word taken as a string). An unknown field or a value of the wrong type is an error naming
 /// the key.
@@ -281,21 +353,28 @@ pub fn apply<T: Serialize + DeserializeOwned>(
     cfg: &mut T,
     key: &str,
     value: &str,
-) -> Result<(), String> {
-    let mut v = toml::Value::try_from(&*cfg).map_err(|e| e.to_string())?;
+) -> Result<(), SettingError> {
+    let mut v = toml::Value::try_from(&*cfg).map_err(SettingError::NotATable)?;
     let parsed = format!("x = {value}")
         .parse::<toml::Table>()
         .ok()
         .and_then(|t| t.get("x").cloned())
         .unwrap_or_else(|| toml::Value::String(value.to_string()));
-    let table = v.as_table_mut().ok_or("settings are not a table")?;
+    let table = v.as_table_mut().ok_or(SettingError::NotTable)?;
     if !table.contains_key(key) {
-        return Err(format!("unknown setting '{key}'"));
+        return Err(SettingError::Unknown {
+            key: key.to_string(),
+            accepted: table.keys().cloned().collect(),
+        });
     }
     table.insert(key.to_string(), parsed);
     *cfg = v
         .try_into()
-        .map_err(|e: toml::de::Error| format!("{key} = {value}: {e}"))?;
+        .map_err(|source: toml::de::Error| SettingError::Value {
+            key: key.to_string(),
+            value: value.to_string(),
+            source: Box::new(source),
+        })?;
     Ok(())
 }
 
@@ -310,13 +389,30 @@ mod tests {
     #[test]
     fn settings_outside_the_stack_are_refused_with_the_accepted_ones() {
         let mut spec = StackSpec::new(StackKind::Ftl);
-        let e = spec.set("osd.placement", "one").unwrap_err().to_string();
-        assert!(e.contains("ftl.*, fml.*"), "{e}");
+        let e = spec.set("osd.placement", "one").unwrap_err();
+        assert!(
+            matches!(&e, StackError::UnknownSetting { key, kind: StackKind::Ftl } if key == "osd.placement"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("ftl.*, fml.*"), "{e}");
         assert!(spec.set("ftl.overprovision_percent", "9").is_ok());
-        assert!(spec.set("fml.no_such_field", "1").is_err());
-        assert!(StackSpec::new(StackKind::Blockfs)
-            .set("mapping", "hash")
-            .is_err());
+        let e = spec.set("fml.no_such_field", "1").unwrap_err();
+        assert!(
+            matches!(&e, StackError::Field(SettingError::Unknown { key, accepted })
+                if key == "no_such_field" && accepted.iter().any(|a| a == "low_watermark_blocks")),
+            "{e}"
+        );
+        assert!(matches!(
+            spec.set("ftl.overprovision_percent", "many"),
+            Err(StackError::Field(SettingError::Value { .. }))
+        ));
+        assert!(matches!(
+            StackSpec::new(StackKind::Blockfs).set("mapping", "hash"),
+            Err(StackError::BadValue {
+                source: ValueError::Mapping(_),
+                ..
+            })
+        ));
     }
 
     #[test]

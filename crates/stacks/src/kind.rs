@@ -54,17 +54,22 @@ impl std::fmt::Display for StackKind {
 }
 
 impl std::str::FromStr for StackKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownStack;
+    fn from_str(s: &str) -> Result<Self, UnknownStack> {
         if s == "ossd" {
             return Ok(StackKind::Osd);
         }
         StackKind::ALL
             .into_iter()
             .find(|k| k.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = StackKind::ALL.iter().map(|k| k.name()).collect();
-                format!("unknown stack '{s}'; the stacks are {}", names.join(", "))
-            })
+            .ok_or_else(|| UnknownStack { name: s.into() })
     }
+}
+
+/// A stack name [`StackKind`]'s `FromStr` does not know; the message lists the stacks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown stack '{name}'; the stacks are {}", StackKind::ALL.map(StackKind::name).join(", "))]
+pub struct UnknownStack {
+    /// The name given.
+    pub name: String,
 }

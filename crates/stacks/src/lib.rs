@@ -17,9 +17,9 @@ mod counters;
 mod file;
 mod kind;
 
-pub use block::{dies_of_units, gc_dies_of, gc_state_of, FtlStack, OsdStack, Stack};
-pub use build::{apply, controlled_fml, FmlBase, StackError, StackSpec};
+pub use block::{dies_of_units, gc_dies_of, gc_state_of, FtlStack, OsdStack, Stack, StackFault};
+pub use build::{apply, controlled_fml, FmlBase, SettingError, StackError, StackSpec, ValueError};
 pub use controller::GcState;
 pub use counters::{flash_counters, ftl_counters, osd_counters, poftl_counters, Counters};
 pub use file::FileStack;
-pub use kind::StackKind;
+pub use kind::{StackKind, UnknownStack};

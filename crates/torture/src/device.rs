@@ -30,11 +30,24 @@ pub fn small() -> DeviceConfig {
 }
 
 /// A device configuration by name: `small` (the default above) or any flash preset.
-pub fn named(name: &str) -> Result<DeviceConfig, String> {
+pub fn named(name: &str) -> Result<DeviceConfig, UnknownDevice> {
     match name {
         "small" => Ok(small()),
-        _ => flash::preset(name).map_err(|e| format!("{e}, or small (the torture default)")),
+        _ => flash::preset(name).map_err(|preset| UnknownDevice {
+            name: name.to_string(),
+            preset,
+        }),
     }
+}
+
+/// A device name that is neither `small` nor a flash preset ([`named`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{preset}, or small (the torture default)")]
+pub struct UnknownDevice {
+    /// The name given.
+    pub name: String,
+    /// The flash crate's refusal (it names the known presets).
+    pub preset: flash::UnknownPreset,
 }
 
 /// Counts flash commands and panics past a budget: a stack that loops forever issuing commands

@@ -123,7 +123,7 @@ impl FaultSet {
 
     /// Parses a comma-separated list of kind names; `all`, `power` (power-cut,torn) and `none`
     /// are shorthands. The error names the bad item and lists the valid ones.
-    pub fn parse(list: &str) -> Result<FaultSet, String> {
+    pub fn parse(list: &str) -> Result<FaultSet, UnknownFault> {
         let mut set = FaultSet::NONE;
         for item in list.split(',').map(str::trim) {
             match item {
@@ -133,16 +133,24 @@ impl FaultSet {
                 _ => match FaultKind::ALL.iter().find(|k| k.name() == item) {
                     Some(&k) => set.insert(k),
                     None => {
-                        return Err(format!(
-                            "unknown fault kind '{item}'; known kinds: {}, or all, power, none",
-                            FaultKind::ALL.map(FaultKind::name).join(", ")
-                        ))
+                        return Err(UnknownFault {
+                            item: item.to_string(),
+                        })
                     }
                 },
             }
         }
         Ok(set)
     }
+}
+
+/// An item of a fault list that names no fault kind ([`FaultSet::parse`]); the message lists
+/// the kinds and the shorthands.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown fault kind '{item}'; known kinds: {}, or all, power, none", FaultKind::ALL.map(FaultKind::name).join(", "))]
+pub struct UnknownFault {
+    /// The item.
+    pub item: String,
 }
 
 impl FromIterator<FaultKind> for FaultSet {
@@ -265,6 +273,7 @@ mod tests {
         assert!(!FaultSet::power().destructive());
         assert!(FaultSet::parse("none").unwrap().is_empty());
         let e = FaultSet::parse("power-cut,gremlins").unwrap_err();
-        assert!(e.contains("gremlins") && e.contains("page-failure"), "{e}");
+        assert_eq!(e.item, "gremlins");
+        assert!(e.to_string().contains("page-failure"), "{e}");
     }
 }

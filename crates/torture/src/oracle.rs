@@ -91,8 +91,74 @@ struct Slot {
     must_exist: bool,
 }
 
-/// What a check found wrong with one sector or slot.
-pub type Mismatch = String;
+/// What a check found wrong with one sector or slot. Versions are the oracle's numbers of the
+/// writes (0: never written).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Mismatch {
+    /// A read returned bytes no write put there.
+    #[error("slot {slot} sector {sector}: read returned bytes never written there")]
+    ReadGarbage {
+        /// The slot.
+        slot: u32,
+        /// The sector.
+        sector: u32,
+    },
+    /// A read returned another version than the current one.
+    #[error("slot {slot} sector {sector}: read version {read}, expected {expected}")]
+    ReadStale {
+        /// The slot.
+        slot: u32,
+        /// The sector.
+        sector: u32,
+        /// The version read.
+        read: u64,
+        /// The current version.
+        expected: u64,
+    },
+    /// After a destructive fault, a read returned a version never written to the sector.
+    #[error("slot {slot} sector {sector}: read version {read}, never written there")]
+    ReadForeign {
+        /// The slot.
+        slot: u32,
+        /// The sector.
+        sector: u32,
+        /// The version read.
+        read: u64,
+    },
+    /// An object that must exist after recovery is gone.
+    #[error("slot {slot}: the object vanished")]
+    Vanished {
+        /// The slot.
+        slot: u32,
+    },
+    /// Recovery brought back bytes no write put there.
+    #[error("slot {slot} sector {sector}: recovered bytes never written there")]
+    RecoveredGarbage {
+        /// The slot.
+        slot: u32,
+        /// The sector.
+        sector: u32,
+    },
+    /// Recovery brought back a version the durability rules do not allow.
+    #[error(
+        "slot {slot} sector {sector}: recovered version {recovered}, allowed {allowed:?}{}",
+        .since_checkpoint.as_ref().map_or(String::new(), |c| format!(" or since the checkpoint {c:?}"))
+    )]
+    RecoveredVersion {
+        /// The slot.
+        slot: u32,
+        /// The sector.
+        sector: u32,
+        /// The version recovered.
+        recovered: u64,
+        /// The versions allowed: since the last flush (or every version ever written, when
+        /// the current one is unknown).
+        allowed: Vec<u64>,
+        /// When the sector was trimmed since the last checkpoint, the versions since that
+        /// checkpoint, which are allowed too.
+        since_checkpoint: Option<Vec<u64>>,
+    },
+}
 
 /// The expected state of every slot: per sector, the versions a read may return now and the
 /// versions a recovery may bring back after a crash, a clean shutdown or a destructive fault.
@@ -223,24 +289,25 @@ impl Oracle {
             let found = decode(slot, sector, bytes);
             let sec = &mut self.slots[slot as usize].sectors[sector as usize];
             match (sec.cur, found) {
-                (_, None) => {
-                    return Err(format!(
-                        "slot {slot} sector {sector}: read returned bytes never written there"
-                    ))
-                }
+                (_, None) => return Err(Mismatch::ReadGarbage { slot, sector }),
                 (Some(cur), Some(v)) if cur == v => {}
                 (Some(cur), Some(v)) => {
-                    return Err(format!(
-                        "slot {slot} sector {sector}: read version {v}, expected {cur}"
-                    ))
+                    return Err(Mismatch::ReadStale {
+                        slot,
+                        sector,
+                        read: v,
+                        expected: cur,
+                    })
                 }
                 // Unknown since a destructive fault: anything once written there will do, and
                 // is what the sector holds from now on.
                 (None, Some(v)) if sec.ever.contains(&v) => sec.cur = Some(v),
                 (None, Some(v)) => {
-                    return Err(format!(
-                        "slot {slot} sector {sector}: read version {v}, never written there"
-                    ))
+                    return Err(Mismatch::ReadForeign {
+                        slot,
+                        sector,
+                        read: v,
+                    })
                 }
             }
         }
@@ -276,7 +343,7 @@ impl Oracle {
         let sectors = self.sectors_per_slot;
         let s = &mut self.slots[slot as usize];
         if got.is_none() && !damaged && (s.must_exist || (clean && s.exists)) {
-            return Err(format!("slot {slot}: the object vanished"));
+            return Err(Mismatch::Vanished { slot });
         }
         let mut first_err = None;
         for sector in 0..sectors {
@@ -288,9 +355,7 @@ impl Oracle {
             };
             let sec = &mut s.sectors[sector as usize];
             let Some(v) = found else {
-                first_err.get_or_insert(format!(
-                    "slot {slot} sector {sector}: recovered bytes never written there"
-                ));
+                first_err.get_or_insert(Mismatch::RecoveredGarbage { slot, sector });
                 continue;
             };
             let ok = match sec.cur {
@@ -302,15 +367,13 @@ impl Oracle {
                 }
             };
             if !ok {
-                first_err.get_or_insert(format!(
-                    "slot {slot} sector {sector}: recovered version {v}, allowed {:?}{}",
-                    sec.cur.map_or(&sec.ever, |_| &sec.since_flush),
-                    if sec.trimmed {
-                        format!(" or since the checkpoint {:?}", sec.since_ckpt)
-                    } else {
-                        String::new()
-                    }
-                ));
+                first_err.get_or_insert_with(|| Mismatch::RecoveredVersion {
+                    slot,
+                    sector,
+                    recovered: v,
+                    allowed: sec.cur.map_or(&sec.ever, |_| &sec.since_flush).clone(),
+                    since_checkpoint: sec.trimmed.then(|| sec.since_ckpt.clone()),
+                });
             }
             sec.cur = Some(v);
             sec.since_flush.clear();
@@ -382,11 +445,24 @@ mod tests {
         let e = o
             .check_recovered(0, Some((&d1, SECTOR)), false, false)
             .unwrap_err();
-        assert!(e.contains("sector 1"), "{e}");
+        assert!(
+            matches!(
+                e,
+                Mismatch::RecoveredVersion {
+                    slot: 0,
+                    sector: 1,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         // So is a vanished object.
         let mut o = Oracle::new(1, 4, true);
         o.write(0, 0, 1);
         o.flush();
-        assert!(o.check_recovered(0, None, false, false).is_err());
+        assert_eq!(
+            o.check_recovered(0, None, false, false),
+            Err(Mismatch::Vanished { slot: 0 })
+        );
     }
 }

@@ -448,7 +448,7 @@ impl Sim {
                 self.report.reads_checked += 1;
                 self.oracle
                     .check_read(slot, first, count, &buf, n)
-                    .map_err(Stop::Violation)
+                    .map_err(|m| Stop::Violation(m.to_string()))
             }
             Err(f @ (Fail::Corrupt(_) | Fail::Device(_))) if self.degraded => {
                 self.report.errors_tolerated += 1;

@@ -30,6 +30,8 @@ pub enum Fail {
     Other(String),
 }
 
+impl std::error::Error for Fail {}
+
 impl std::fmt::Display for Fail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -77,15 +79,20 @@ pub use stacks::StackKind;
 pub const COVERED: [StackKind; 3] = [StackKind::Osd, StackKind::Ftl, StackKind::Dftl];
 
 /// `kind` if torture covers it; else an error naming the stacks it does.
-pub fn covered(kind: StackKind) -> Result<StackKind, String> {
+pub fn covered(kind: StackKind) -> Result<StackKind, NotCovered> {
     if COVERED.contains(&kind) {
         Ok(kind)
     } else {
-        Err(format!(
-            "torture does not cover stack '{kind}'; it covers {}",
-            COVERED.map(StackKind::name).join(", ")
-        ))
+        Err(NotCovered { kind })
     }
+}
+
+/// A stack torture does not cover ([`covered`]); the message lists the ones it does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("torture does not cover stack '{kind}'; it covers {}", COVERED.map(StackKind::name).join(", "))]
+pub struct NotCovered {
+    /// The stack asked for.
+    pub kind: StackKind,
 }
 
 /// Whether a discard is durable at the next flush (object REMOVE) or only at the next

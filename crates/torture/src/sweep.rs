@@ -7,7 +7,7 @@ use flash::fault::CutMode;
 use flash::{DeviceConfig, Flash};
 
 use crate::device;
-use crate::oracle::{Oracle, SECTOR};
+use crate::oracle::{Mismatch, Oracle, SECTOR};
 use crate::subject::{Fail, Subject, Variant};
 
 /// One scripted command on a slot (sector offsets and counts).
@@ -50,6 +50,70 @@ pub struct Script {
     pub slot_sectors: u32,
     /// The commands, in order.
     pub steps: Vec<Step>,
+}
+
+/// Why a scripted run broke the contract, or could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    /// The in-memory device could not be made.
+    #[error(transparent)]
+    Device(#[from] flash::FlashError),
+    /// The stack could not be formatted.
+    #[error("{0}")]
+    Format(#[source] Fail),
+    /// The stack holds fewer bytes than the script's slots.
+    #[error("the script needs more than the {capacity} bytes the stack holds")]
+    TooSmall {
+        /// Bytes the stack holds.
+        capacity: u64,
+    },
+    /// A step of the uncut script failed.
+    #[error("uncut script, {step:?}: {source}")]
+    Uncut {
+        /// The step.
+        step: Step,
+        /// How it failed.
+        source: Fail,
+    },
+    /// A step before the cut failed with something other than the power loss.
+    #[error("{step:?}: {source}")]
+    Step {
+        /// The step.
+        step: Step,
+        /// How it failed.
+        source: Fail,
+    },
+    /// Recovery after the cut failed.
+    #[error("recovery failed: {0}")]
+    Recovery(#[source] Fail),
+    /// The check after recovery could not run.
+    #[error("fsck: {0}")]
+    Fsck(#[source] Fail),
+    /// The check after recovery found problems.
+    #[error("fsck: {}", .problems.join("; "))]
+    Inconsistent {
+        /// The problems found.
+        problems: Vec<String>,
+    },
+    /// Whether a slot exists could not be told after recovery.
+    #[error("slot {slot}: {source}")]
+    Exists {
+        /// The slot.
+        slot: u32,
+        /// How it failed.
+        source: Fail,
+    },
+    /// A slot could not be read after recovery.
+    #[error("read of slot {slot}: {source}")]
+    Read {
+        /// The slot.
+        slot: u32,
+        /// How it failed.
+        source: Fail,
+    },
+    /// A slot recovered other data than the oracle allows.
+    #[error(transparent)]
+    Mismatch(#[from] Mismatch),
 }
 
 /// What a sweep did.
@@ -190,14 +254,12 @@ impl Script {
         }
     }
 
-    fn start(&self) -> Result<Box<dyn Subject>, String> {
-        let dev = device::fresh(self.device, u64::MAX).map_err(|e| e.to_string())?;
-        let (mut s, capacity) = self.variant.format(dev).map_err(|e| e.to_string())?;
+    fn start(&self) -> Result<Box<dyn Subject>, SweepError> {
+        let dev = device::fresh(self.device, u64::MAX)?;
+        let (mut s, capacity) = self.variant.format(dev).map_err(SweepError::Format)?;
         let slot_bytes = self.slot_sectors as u64 * SECTOR as u64;
         if capacity < slot_bytes * self.slots as u64 {
-            return Err(format!(
-                "the script needs more than the {capacity} bytes the stack holds"
-            ));
+            return Err(SweepError::TooSmall { capacity });
         }
         s.set_slot_bytes(slot_bytes);
         Ok(s)
@@ -227,7 +289,7 @@ impl Script {
                 let mut buf = vec![0u8; self.slot_sectors as usize * SECTOR];
                 let n = s.read(slot, 0, &mut buf)?;
                 o.check_read(slot, 0, self.slot_sectors, &buf, n)
-                    .map_err(Fail::Other)
+                    .map_err(|m| Fail::Other(m.to_string()))
             }
             Step::Flush => {
                 s.flush()?;
@@ -238,7 +300,7 @@ impl Script {
     }
 
     /// Runs the script with power cut after `cut` flash commands; returns whether it struck.
-    pub fn cut_at(&self, cut: u64, mode: CutMode) -> Result<bool, String> {
+    pub fn cut_at(&self, cut: u64, mode: CutMode) -> Result<bool, SweepError> {
         let mut s = self.start()?;
         let mut o = Oracle::new(self.slots, self.slot_sectors, self.discard_at_flush());
         s.device().cut_power_after(cut, mode);
@@ -250,7 +312,7 @@ impl Script {
                     struck = true;
                     break;
                 }
-                Err(f) => return Err(format!("{step:?}: {f}")),
+                Err(source) => return Err(SweepError::Step { step, source }),
             }
         }
         let mut dev = s.crash();
@@ -260,19 +322,22 @@ impl Script {
             match self.variant.open(dev, slot_bytes, false) {
                 Ok(s) => break s,
                 Err((Fail::PowerLoss, Some(d))) => dev = d,
-                Err((f, _)) => return Err(format!("recovery failed: {f}")),
+                Err((f, _)) => return Err(SweepError::Recovery(f)),
             }
         };
-        let problems = s.fsck().map_err(|f| format!("fsck: {f}"))?;
+        let problems = s.fsck().map_err(SweepError::Fsck)?;
         if !problems.is_empty() {
-            return Err(format!("fsck: {}", problems.join("; ")));
+            return Err(SweepError::Inconsistent { problems });
         }
         let mut buf = vec![0u8; slot_bytes as usize];
         for slot in 0..self.slots {
-            let got = if s.exists(slot).map_err(|f| format!("slot {slot}: {f}"))? {
+            let got = if s
+                .exists(slot)
+                .map_err(|source| SweepError::Exists { slot, source })?
+            {
                 Some(
                     s.read(slot, 0, &mut buf)
-                        .map_err(|f| format!("read of slot {slot}: {f}"))?,
+                        .map_err(|source| SweepError::Read { slot, source })?,
                 )
             } else {
                 None
@@ -283,13 +348,13 @@ impl Script {
     }
 
     /// Cuts power after every flash command of the script in turn, in both modes.
-    pub fn sweep(&self) -> Result<SweepReport, String> {
+    pub fn sweep(&self) -> Result<SweepReport, SweepError> {
         let mut s = self.start()?;
         let mut o = Oracle::new(self.slots, self.slot_sectors, self.discard_at_flush());
         let before = s.device().ops();
         for &step in &self.steps {
             self.apply(s.as_mut(), &mut o, step)
-                .map_err(|f| format!("uncut script, {step:?}: {f}"))?;
+                .map_err(|source| SweepError::Uncut { step, source })?;
         }
         let mut report = SweepReport {
             flash_commands: s.device().ops() - before,

@@ -150,37 +150,68 @@ impl WorkloadConfig {
             .unwrap_or(0)
     }
 
-    /// Checks every field, with a message naming the field that is wrong.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks every field; the error names the field that is wrong and its value.
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.request_bytes == 0 || self.request_bytes & (SECTOR_BYTES - 1) != 0 {
-            return Err(format!(
-                "request_bytes must be a positive multiple of {SECTOR_BYTES}, got {}",
-                self.request_bytes
-            ));
+            return Err(ConfigError::RequestBytes {
+                bytes: self.request_bytes,
+            });
         }
         if self.footprint_bytes < self.request_bytes {
-            return Err(format!(
-                "footprint_bytes ({}) must hold at least one request of request_bytes ({})",
-                self.footprint_bytes, self.request_bytes
-            ));
+            return Err(ConfigError::Footprint {
+                footprint_bytes: self.footprint_bytes,
+                request_bytes: self.request_bytes,
+            });
         }
-        for (name, value) in [
+        for (field, value) in [
             ("read_fraction", self.read_fraction),
             ("hot_fraction", self.hot_fraction),
             ("hot_access_fraction", self.hot_access_fraction),
         ] {
             if !(0.0..=1.0).contains(&value) {
-                return Err(format!("{name} must be between 0 and 1, got {value}"));
+                return Err(ConfigError::Fraction { field, value });
             }
         }
         if !(self.zipf_theta.is_finite() && self.zipf_theta > 0.0) {
-            return Err(format!(
-                "zipf_theta must be a finite number greater than 0, got {}",
-                self.zipf_theta
-            ));
+            return Err(ConfigError::ZipfTheta {
+                theta: self.zipf_theta,
+            });
         }
         Ok(())
     }
+}
+
+/// Why [`WorkloadConfig::validate`] refused a configuration.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// `request_bytes` is 0 or not a multiple of the 512-byte sector.
+    #[error("request_bytes must be a positive multiple of {SECTOR_BYTES}, got {bytes}")]
+    RequestBytes {
+        /// The value.
+        bytes: u64,
+    },
+    /// `footprint_bytes` is smaller than one request.
+    #[error("footprint_bytes ({footprint_bytes}) must hold at least one request of request_bytes ({request_bytes})")]
+    Footprint {
+        /// The footprint in bytes.
+        footprint_bytes: u64,
+        /// The request size in bytes.
+        request_bytes: u64,
+    },
+    /// A share (`read_fraction`, `hot_fraction`, `hot_access_fraction`) outside 0..=1.
+    #[error("{field} must be between 0 and 1, got {value}")]
+    Fraction {
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// `zipf_theta` is not a finite number above 0.
+    #[error("zipf_theta must be a finite number greater than 0, got {theta}")]
+    ZipfTheta {
+        /// The value.
+        theta: f64,
+    },
 }
 
 /// How slots are chosen.
@@ -223,7 +254,7 @@ pub struct Workload {
 
 impl Workload {
     /// Builds the generator for `config`, after [`WorkloadConfig::validate`].
-    pub fn new(config: &WorkloadConfig) -> Result<Workload, String> {
+    pub fn new(config: &WorkloadConfig) -> Result<Workload, ConfigError> {
         config.validate()?;
         let n = config.slots();
         let pattern = match config.kind {
@@ -571,7 +602,7 @@ mod tests {
     fn validation_messages() {
         let ok = WorkloadConfig::default();
         let check = |cfg: WorkloadConfig, needle: &str| {
-            let err = cfg.validate().unwrap_err();
+            let err = cfg.validate().unwrap_err().to_string();
             assert!(err.contains(needle), "{err:?} should contain {needle:?}");
             assert!(Workload::new(&cfg).is_err());
         };

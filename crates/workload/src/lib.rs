@@ -11,6 +11,7 @@
 //! front ends can reuse them against real stacks.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
+#![warn(missing_docs)]
 
 pub mod block;
 pub mod files;

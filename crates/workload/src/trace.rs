@@ -128,17 +128,23 @@ impl fmt::Display for TraceFormat {
 }
 
 impl FromStr for TraceFormat {
-    type Err = String;
+    type Err = UnknownTraceFormat;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let s = s.trim();
         TraceFormat::ALL
             .into_iter()
             .find(|f| f.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| {
-                format!("unknown trace format \"{s}\" (expected one of: mqsim, msr, blkparse, fiu)")
-            })
+            .ok_or_else(|| UnknownTraceFormat { name: s.into() })
     }
+}
+
+/// A trace format name [`TraceFormat`]'s `FromStr` does not know (case-insensitive).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown trace format \"{name}\" (expected one of: mqsim, msr, blkparse, fiu)")]
+pub struct UnknownTraceFormat {
+    /// The name given, trimmed.
+    pub name: String,
 }
 
 /// Why a trace could not be read. The message always names the file, and for a bad line
@@ -148,27 +154,151 @@ pub enum TraceError {
     /// The file could not be opened.
     #[error("{}: cannot open trace: {source}", .path.display())]
     Io {
+        /// The trace file.
         path: PathBuf,
+        /// Why it could not be opened.
         #[source]
         source: io::Error,
     },
     /// Reading failed part-way through the file.
     #[error("{} line {line}: read error: {source}", .path.display())]
     Read {
+        /// The trace file.
         path: PathBuf,
         /// The line that was being read (1-based).
         line: u64,
+        /// Why reading failed.
         #[source]
         source: io::Error,
     },
     /// A line could not be parsed.
-    #[error("{} line {line}: {message}", .path.display())]
+    #[error("{} line {line}: {reason}", .path.display())]
     Parse {
+        /// The trace file.
         path: PathBuf,
         /// 1-based line number.
         line: u64,
         /// What was wrong with the line.
-        message: String,
+        #[source]
+        reason: LineError,
+    },
+}
+
+/// What was wrong with one line of a trace ([`TraceError::Parse`] adds the file and the line
+/// number). Field names are the format's own (`size_sectors`, `Offset`, `nsectors`, ...).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    /// The line is not UTF-8.
+    #[error("line is not valid UTF-8 ({0})")]
+    NotUtf8(#[source] std::str::Utf8Error),
+    /// A time stamp so far after the first request's that nanoseconds overflow 64 bits.
+    #[error("time stamp {time} is too far after the first request")]
+    TimeOverflow {
+        /// The raw time stamp, in the format's unit.
+        time: u64,
+    },
+    /// Not as many fields as the format has.
+    #[error("expected {expected} fields ({layout}), found {found}")]
+    FieldCount {
+        /// Fields the format has.
+        expected: usize,
+        /// The format's fields, as its documentation names them.
+        layout: &'static str,
+        /// Fields on the line.
+        found: usize,
+    },
+    /// A numeric field that is not a number.
+    #[error("{field} \"{value}\" is not a number")]
+    NotANumber {
+        /// The field.
+        field: &'static str,
+        /// Its text.
+        value: String,
+    },
+    /// A request of zero bytes (a flush is not written this way).
+    #[error("{field} is 0")]
+    ZeroSize {
+        /// The size field.
+        field: &'static str,
+    },
+    /// A sector range whose byte offset or end does not fit 64 bits.
+    #[error("sector range {offset_sectors} + {len_sectors} does not fit in a 64-bit byte address")]
+    SectorRange {
+        /// First sector.
+        offset_sectors: u64,
+        /// Sectors.
+        len_sectors: u64,
+    },
+    /// A byte range whose end does not fit 64 bits (MSR).
+    #[error("range {offset} + {len} does not fit in a 64-bit byte address")]
+    ByteRange {
+        /// Offset in bytes.
+        offset: u64,
+        /// Length in bytes.
+        len: u64,
+    },
+    /// An MQSim type other than 0 (write) or 1 (read).
+    #[error("type \"{value}\" is neither 0 (write) nor 1 (read)")]
+    MqsimType {
+        /// The field's text.
+        value: String,
+    },
+    /// An MSR type other than Read or Write.
+    #[error("Type \"{value}\" is neither Read nor Write")]
+    MsrType {
+        /// The field's text.
+        value: String,
+    },
+    /// A FIU operation other than R or W.
+    #[error("operation \"{value}\" is neither R nor W")]
+    FiuOperation {
+        /// The field's text.
+        value: String,
+    },
+    /// A blkparse time that is not a decimal number of seconds.
+    #[error("time \"{value}\" is not a decimal number of seconds")]
+    Seconds {
+        /// The field's text.
+        value: String,
+    },
+    /// A blkparse time with more than 9 fraction digits (finer than a nanosecond).
+    #[error("time \"{value}\" has more than 9 fraction digits")]
+    FractionDigits {
+        /// The field's text.
+        value: String,
+    },
+    /// A blkparse time whose nanoseconds overflow 64 bits.
+    #[error("time \"{value}\" is too large")]
+    SecondsOverflow {
+        /// The field's text.
+        value: String,
+    },
+    /// A blkparse queue event without its RWBS field.
+    #[error("queue event has no RWBS field")]
+    NoRwbs,
+    /// A blkparse queue event (not a flush) without a sector.
+    #[error("queue event with RWBS \"{rwbs}\" has no sector")]
+    NoSector {
+        /// The RWBS field.
+        rwbs: String,
+    },
+    /// Something other than "+" after a blkparse sector.
+    #[error("expected \"+\" after the sector, found \"{found}\"")]
+    NotPlus {
+        /// What was there.
+        found: String,
+    },
+    /// Nothing after a blkparse sector.
+    #[error("expected \"+ nsectors\" after the sector")]
+    NoPlus,
+    /// No sector count after "+".
+    #[error("missing nsectors after \"+\"")]
+    NoSectorCount,
+    /// A blkparse RWBS field naming no operation ossd replays.
+    #[error("RWBS \"{rwbs}\" is none of read (R), write (W), discard (D), flush (F)")]
+    Rwbs {
+        /// The RWBS field.
+        rwbs: String,
     },
 }
 
@@ -255,11 +385,11 @@ impl TraceReader {
         self.line
     }
 
-    fn parse_error(&self, message: String) -> TraceError {
+    fn parse_error(&self, reason: LineError) -> TraceError {
         TraceError::Parse {
             path: self.path.clone(),
             line: self.line,
-            message,
+            reason,
         }
     }
 
@@ -296,10 +426,7 @@ impl Iterator for TraceReader {
             self.line += 1;
             let text = match std::str::from_utf8(&self.buf) {
                 Ok(text) => text.trim(),
-                Err(e) => {
-                    let message = format!("line is not valid UTF-8 ({e})");
-                    return Some(Err(self.parse_error(message)));
-                }
+                Err(e) => return Some(Err(self.parse_error(LineError::NotUtf8(e)))),
             };
             if text.is_empty() || text.starts_with('#') {
                 continue;
@@ -313,12 +440,11 @@ impl Iterator for TraceReader {
             let (mut request, time) = match parsed {
                 Ok(Some(p)) => p,
                 Ok(None) => continue,
-                Err(message) => return Some(Err(self.parse_error(message))),
+                Err(reason) => return Some(Err(self.parse_error(reason))),
             };
             let first = *self.first_time.get_or_insert(time);
             let Some(ns) = time.saturating_sub(first).checked_mul(self.ns_per_tick()) else {
-                let message = format!("time stamp {time} is too far after the first request");
-                return Some(Err(self.parse_error(message)));
+                return Some(Err(self.parse_error(LineError::TimeOverflow { time })));
             };
             request.arrival_ns = Some(ns as Nanos);
             return Some(Ok(request));
@@ -327,29 +453,31 @@ impl Iterator for TraceReader {
     }
 }
 
-fn parse_u64(name: &str, field: &str) -> Result<u64, String> {
-    field
-        .parse::<u64>()
-        .map_err(|_| format!("{name} \"{field}\" is not a number"))
+fn parse_u64(name: &'static str, field: &str) -> Result<u64, LineError> {
+    field.parse::<u64>().map_err(|_| LineError::NotANumber {
+        field: name,
+        value: field.to_string(),
+    })
 }
 
 /// `offset_sectors * 512` and `len_sectors * 512`, checking that the range fits in `u64`.
-fn sector_range(offset_sectors: u64, len_sectors: u64) -> Result<(u64, u64), String> {
+fn sector_range(offset_sectors: u64, len_sectors: u64) -> Result<(u64, u64), LineError> {
     let offset = offset_sectors.checked_mul(SECTOR_BYTES);
     let len = len_sectors.checked_mul(SECTOR_BYTES);
     match (offset, len) {
         (Some(o), Some(l)) if o.checked_add(l).is_some() => Ok((o, l)),
-        _ => Err(format!(
-            "sector range {offset_sectors} + {len_sectors} does not fit in a 64-bit byte address"
-        )),
+        _ => Err(LineError::SectorRange {
+            offset_sectors,
+            len_sectors,
+        }),
     }
 }
 
 /// Collects exactly `N` fields, or says how many there were.
 fn fields<'a, const N: usize>(
     mut it: impl Iterator<Item = &'a str>,
-    what: &str,
-) -> Result<[&'a str; N], String> {
+    what: &'static str,
+) -> Result<[&'a str; N], LineError> {
     let mut out = [""; N];
     let mut count = 0;
     for field in it.by_ref() {
@@ -361,11 +489,15 @@ fn fields<'a, const N: usize>(
     if count == N {
         Ok(out)
     } else {
-        Err(format!("expected {N} fields ({what}), found {count}"))
+        Err(LineError::FieldCount {
+            expected: N,
+            layout: what,
+            found: count,
+        })
     }
 }
 
-fn parse_mqsim(line: &str) -> Result<Parsed, String> {
+fn parse_mqsim(line: &str) -> Result<Parsed, LineError> {
     let [time, device, lba, size, kind] = fields::<5>(
         line.split_ascii_whitespace(),
         "arrival_time_ns device_number start_lba_sectors size_sectors type",
@@ -375,22 +507,24 @@ fn parse_mqsim(line: &str) -> Result<Parsed, String> {
     let lba = parse_u64("start_lba_sectors", lba)?;
     let size = parse_u64("size_sectors", size)?;
     if size == 0 {
-        return Err("size_sectors is 0".to_string());
+        return Err(LineError::ZeroSize {
+            field: "size_sectors",
+        });
     }
     let op = match kind {
         "0" => Op::Write,
         "1" => Op::Read,
         other => {
-            return Err(format!(
-                "type \"{other}\" is neither 0 (write) nor 1 (read)"
-            ))
+            return Err(LineError::MqsimType {
+                value: other.to_string(),
+            })
         }
     };
     let (offset, len) = sector_range(lba, size)?;
     Ok(Some((Request::new(op, offset, len), time)))
 }
 
-fn parse_msr(line: &str) -> Result<Parsed, String> {
+fn parse_msr(line: &str) -> Result<Parsed, LineError> {
     let [time, _host, disk, kind, offset, size, _response] = fields::<7>(
         line.split(',').map(str::trim),
         "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime",
@@ -405,27 +539,31 @@ fn parse_msr(line: &str) -> Result<Parsed, String> {
     } else if kind.eq_ignore_ascii_case("write") {
         Op::Write
     } else {
-        return Err(format!("Type \"{kind}\" is neither Read nor Write"));
+        return Err(LineError::MsrType {
+            value: kind.to_string(),
+        });
     };
     let offset = parse_u64("Offset", offset)?;
     let len = parse_u64("Size", size)?;
     if len == 0 {
-        return Err("Size is 0".to_string());
+        return Err(LineError::ZeroSize { field: "Size" });
     }
     if offset.checked_add(len).is_none() {
-        return Err(format!(
-            "range {offset} + {len} does not fit in a 64-bit byte address"
-        ));
+        return Err(LineError::ByteRange { offset, len });
     }
     Ok(Some((Request::new(op, offset, len), time)))
 }
 
-fn parse_fiu(line: &str) -> Result<Parsed, String> {
+fn parse_fiu(line: &str) -> Result<Parsed, LineError> {
     const WHAT: &str = "timestamp_ns pid process lba_sectors size_sectors R|W major minor md5";
     let f: Vec<&str> = line.split_ascii_whitespace().collect();
     // The process name (third field on) may hold spaces: the last six fields are fixed.
     if f.len() < 9 {
-        return Err(format!("expected 9 fields ({WHAT}), found {}", f.len()));
+        return Err(LineError::FieldCount {
+            expected: 9,
+            layout: WHAT,
+            found: f.len(),
+        });
     }
     let [lba, size, kind, major, minor, _md5] = [0, 1, 2, 3, 4, 5].map(|i| f[f.len() - 6 + i]);
     let time = parse_u64("timestamp_ns", f[0])?;
@@ -435,20 +573,28 @@ fn parse_fiu(line: &str) -> Result<Parsed, String> {
     parse_u64("major", major)?;
     parse_u64("minor", minor)?;
     if size == 0 {
-        return Err("size_sectors is 0".to_string());
+        return Err(LineError::ZeroSize {
+            field: "size_sectors",
+        });
     }
     let op = match kind {
         "W" | "w" => Op::Write,
         "R" | "r" => Op::Read,
-        other => return Err(format!("operation \"{other}\" is neither R nor W")),
+        other => {
+            return Err(LineError::FiuOperation {
+                value: other.to_string(),
+            })
+        }
     };
     let (offset, len) = sector_range(lba, size)?;
     Ok(Some((Request::new(op, offset, len), time)))
 }
 
 /// Parses `seconds.fraction` (up to 9 fraction digits) into integer nanoseconds, exactly.
-fn parse_seconds_ns(field: &str) -> Result<u64, String> {
-    let bad = || format!("time \"{field}\" is not a decimal number of seconds");
+fn parse_seconds_ns(field: &str) -> Result<u64, LineError> {
+    let bad = || LineError::Seconds {
+        value: field.to_string(),
+    };
     let (int, frac) = field.split_once('.').unwrap_or((field, ""));
     if int.is_empty() && frac.is_empty() {
         return Err(bad());
@@ -457,7 +603,9 @@ fn parse_seconds_ns(field: &str) -> Result<u64, String> {
         return Err(bad());
     }
     if frac.len() > 9 {
-        return Err(format!("time \"{field}\" has more than 9 fraction digits"));
+        return Err(LineError::FractionDigits {
+            value: field.to_string(),
+        });
     }
     let secs = if int.is_empty() {
         0
@@ -471,7 +619,9 @@ fn parse_seconds_ns(field: &str) -> Result<u64, String> {
     }
     secs.checked_mul(1_000_000_000)
         .and_then(|ns| ns.checked_add(frac_ns))
-        .ok_or_else(|| format!("time \"{field}\" is too large"))
+        .ok_or_else(|| LineError::SecondsOverflow {
+            value: field.to_string(),
+        })
 }
 
 /// `major,minor` as blkparse prints a device.
@@ -487,7 +637,7 @@ fn is_device(field: &str) -> bool {
     }
 }
 
-fn parse_blkparse(line: &str) -> Result<Parsed, String> {
+fn parse_blkparse(line: &str) -> Result<Parsed, LineError> {
     // dev cpu seq time pid action rwbs [sector + nsectors] [process]
     let mut it = line.split_ascii_whitespace();
     let dev = it.next().unwrap_or("");
@@ -502,25 +652,29 @@ fn parse_blkparse(line: &str) -> Result<Parsed, String> {
     if action != "Q" {
         return Ok(None);
     }
-    let rwbs = it.next().ok_or("queue event has no RWBS field")?;
+    let rwbs = it.next().ok_or(LineError::NoRwbs)?;
     let time = parse_seconds_ns(time)?;
     let flush = rwbs.contains('F');
     let sector = match it.next() {
         Some(s) if !s.starts_with('[') => s,
         _ if flush => return Ok(Some((Request::new(Op::Flush, 0, 0), time))),
-        _ => return Err(format!("queue event with RWBS \"{rwbs}\" has no sector")),
+        _ => {
+            return Err(LineError::NoSector {
+                rwbs: rwbs.to_string(),
+            })
+        }
     };
     let sector = parse_u64("sector", sector)?;
     match it.next() {
         Some("+") => {}
         Some(other) => {
-            return Err(format!(
-                "expected \"+\" after the sector, found \"{other}\""
-            ))
+            return Err(LineError::NotPlus {
+                found: other.to_string(),
+            })
         }
-        None => return Err("expected \"+ nsectors\" after the sector".to_string()),
+        None => return Err(LineError::NoPlus),
     }
-    let nsectors = parse_u64("nsectors", it.next().ok_or("missing nsectors after \"+\"")?)?;
+    let nsectors = parse_u64("nsectors", it.next().ok_or(LineError::NoSectorCount)?)?;
     let op = if rwbs.contains('D') {
         Op::Trim
     } else if rwbs.contains('W') {
@@ -530,15 +684,15 @@ fn parse_blkparse(line: &str) -> Result<Parsed, String> {
     } else if flush {
         return Ok(Some((Request::new(Op::Flush, 0, 0), time)));
     } else {
-        return Err(format!(
-            "RWBS \"{rwbs}\" is none of read (R), write (W), discard (D), flush (F)"
-        ));
+        return Err(LineError::Rwbs {
+            rwbs: rwbs.to_string(),
+        });
     };
     if nsectors == 0 {
         if flush {
             return Ok(Some((Request::new(Op::Flush, 0, 0), time)));
         }
-        return Err("nsectors is 0".to_string());
+        return Err(LineError::ZeroSize { field: "nsectors" });
     }
     let (offset, len) = sector_range(sector, nsectors)?;
     Ok(Some((Request::new(op, offset, len), time)))
@@ -549,12 +703,19 @@ fn parse_blkparse(line: &str) -> Result<Parsed, String> {
 pub struct TraceSummary {
     /// All requests.
     pub requests: u64,
+    /// Read requests.
     pub reads: u64,
+    /// Write requests.
     pub writes: u64,
+    /// Discard (TRIM) requests (blkparse `D`).
     pub trims: u64,
+    /// Flush requests (blkparse `F` without data).
     pub flushes: u64,
+    /// Bytes the reads ask for.
     pub bytes_read: u64,
+    /// Bytes the writes carry.
     pub bytes_written: u64,
+    /// Bytes the discards cover.
     pub bytes_trimmed: u64,
     /// Largest `offset + len` of any request: the logical space the trace needs.
     pub max_end_offset: u64,
@@ -686,8 +847,9 @@ mod tests {
         }
         assert_eq!("MSR".parse::<TraceFormat>(), Ok(TraceFormat::MsrCsv));
         let err = "fio".parse::<TraceFormat>().unwrap_err();
+        assert_eq!(err, UnknownTraceFormat { name: "fio".into() });
         assert!(
-            err.contains("fio") && err.contains("mqsim, msr, blkparse, fiu"),
+            err.to_string().contains("mqsim, msr, blkparse, fiu"),
             "{err}"
         );
         assert_eq!(detect(Path::new("a/b.trace")), Some(TraceFormat::Mqsim));

@@ -217,6 +217,131 @@ pub enum IndexError {
     Io(String),
 }
 
+/// A node [`Index::check`] found wrong: a dirty node in memory, or a committed one on flash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckedNode {
+    /// The dirty node with this arena handle.
+    Dirty(u32),
+    /// The committed node at this address.
+    Committed(NodeAddr),
+}
+
+impl std::fmt::Display for CheckedNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckedNode::Dirty(h) => write!(f, "dirty node {h}"),
+            CheckedNode::Committed(a) => write!(f, "node {a}"),
+        }
+    }
+}
+
+/// What [`Index::check`] found wrong with the tree: the first inconsistency, naming the node.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// An address is on the list of nodes to free twice.
+    #[error("an address is scheduled for freeing twice")]
+    FreedTwice,
+    /// The dirty nodes reachable from the root are not the ones the arena accounts for.
+    #[error("{reachable} dirty nodes reachable but {accounted} accounted")]
+    DirtyCount {
+        /// Dirty nodes reached from the root.
+        reachable: usize,
+        /// Dirty nodes in the arena.
+        accounted: usize,
+    },
+    /// The clean cache holds more nodes than its bound.
+    #[error("{cached} clean nodes cached, bound is {bound}")]
+    CacheOverBound {
+        /// Clean nodes cached.
+        cached: usize,
+        /// The cache's bound in nodes.
+        bound: usize,
+    },
+    /// An in-memory child that is not a dirty node.
+    #[error("in-memory child {handle} is not a dirty node")]
+    NotDirty {
+        /// Its arena handle.
+        handle: u32,
+    },
+    /// A committed node two parents point to.
+    #[error("node {addr} is referenced twice")]
+    ReferencedTwice {
+        /// The node.
+        addr: NodeAddr,
+    },
+    /// A committed node that is still referenced but scheduled for freeing.
+    #[error("node {addr} is referenced but scheduled for freeing")]
+    ReferencedButFreed {
+        /// The node.
+        addr: NodeAddr,
+    },
+    /// A committed node could not be read or decoded.
+    #[error(transparent)]
+    Read(#[from] IndexError),
+    /// The cached copy of a committed node differs from what is on flash.
+    #[error("cached copy of node {addr} differs from flash")]
+    CacheDiffers {
+        /// The node.
+        addr: NodeAddr,
+    },
+    /// A node at another level than its parent says.
+    #[error("{node}: level {found} where {expected} was expected")]
+    Level {
+        /// The node.
+        node: CheckedNode,
+        /// The level it claims.
+        found: u8,
+        /// The level its parent implies.
+        expected: u8,
+    },
+    /// A node with too few or too many entries.
+    #[error("{node}: {entries} entries, outside {low}..={high}")]
+    Fill {
+        /// The node.
+        node: CheckedNode,
+        /// Its entries.
+        entries: usize,
+        /// The fewest it may hold (fewer for the root).
+        low: usize,
+        /// The most it may hold.
+        high: usize,
+    },
+    /// A leaf body above level 0, or an inner body at level 0.
+    #[error("{node}: body does not match level {level}")]
+    Body {
+        /// The node.
+        node: CheckedNode,
+        /// Its level.
+        level: u8,
+    },
+    /// Keys not strictly ascending within a node.
+    #[error("{node}: keys not strictly ascending")]
+    KeyOrder {
+        /// The node.
+        node: CheckedNode,
+    },
+    /// A node's smallest key is not the separator its parent holds for it.
+    #[error("{node}: smallest key {first:?} but parent says {parent:?}")]
+    SmallestKey {
+        /// The node.
+        node: CheckedNode,
+        /// Its smallest key.
+        first: IndexKey,
+        /// The parent's separator.
+        parent: IndexKey,
+    },
+    /// A node's key at or above the parent's next separator.
+    #[error("{node}: key {key:?} not below the next separator {separator:?}")]
+    AboveSeparator {
+        /// The node.
+        node: CheckedNode,
+        /// Its largest key.
+        key: IndexKey,
+        /// The next separator in the parent.
+        separator: IndexKey,
+    },
+}
+
 /// Counters of index work.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IndexStats {
@@ -451,7 +576,7 @@ impl Index {
     /// consistent with children, cached copies equal to what is on flash. Returns the number
     /// of entries and the committed node addresses it visited (so fsck can check each is
     /// referenced exactly once). Committed nodes are read from `io`, not from the cache.
-    pub fn check(&mut self, io: &mut dyn NodeIo) -> Result<(u64, Vec<NodeAddr>), String> {
+    pub fn check(&mut self, io: &mut dyn NodeIo) -> Result<(u64, Vec<NodeAddr>), CheckError> {
         let r = self.check_impl(io);
         self.arena.trim();
         r

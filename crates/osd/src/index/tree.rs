@@ -2,7 +2,7 @@
 
 use super::cache::SlotState;
 use super::node::{route, Body, Child, Handle, Node};
-use super::{Index, IndexError, IndexKey, NodeAddr, NodeIo};
+use super::{CheckError, CheckedNode, Index, IndexError, IndexKey, NodeAddr, NodeIo};
 use rustc_hash::FxHashSet;
 
 type Result<T> = std::result::Result<T, IndexError>;
@@ -784,7 +784,7 @@ impl Index {
     pub(super) fn check_impl(
         &mut self,
         io: &mut dyn NodeIo,
-    ) -> std::result::Result<(u64, Vec<NodeAddr>), String> {
+    ) -> std::result::Result<(u64, Vec<NodeAddr>), CheckError> {
         let mut ctx = CheckCtx {
             visited: Vec::new(),
             seen: FxHashSet::default(),
@@ -792,7 +792,7 @@ impl Index {
             dirty_seen: 0,
         };
         if ctx.pending.len() != self.pending_free.len() {
-            return Err("an address is scheduled for freeing twice".into());
+            return Err(CheckError::FreedTwice);
         }
         let n = match self.root {
             None => 0,
@@ -802,18 +802,16 @@ impl Index {
             }
         };
         if ctx.dirty_seen != self.arena.dirty_count() {
-            return Err(format!(
-                "{} dirty nodes reachable but {} accounted",
-                ctx.dirty_seen,
-                self.arena.dirty_count()
-            ));
+            return Err(CheckError::DirtyCount {
+                reachable: ctx.dirty_seen,
+                accounted: self.arena.dirty_count(),
+            });
         }
         if self.arena.clean_count() > self.arena.cap {
-            return Err(format!(
-                "{} clean nodes cached, bound is {}",
-                self.arena.clean_count(),
-                self.arena.cap
-            ));
+            return Err(CheckError::CacheOverBound {
+                cached: self.arena.clean_count(),
+                bound: self.arena.cap,
+            });
         }
         self.len = Some(n);
         Ok((n, ctx.visited))
@@ -828,38 +826,39 @@ impl Index {
         level: u8,
         bounds: (Option<IndexKey>, Option<IndexKey>),
         ctx: &mut CheckCtx,
-    ) -> std::result::Result<(u64, IndexKey), String> {
+    ) -> std::result::Result<(u64, IndexKey), CheckError> {
         let is_root = Some(c) == self.root;
         let (node, what) = match c {
             Child::Mem(h) => {
                 if self.arena.state(h) != SlotState::Dirty {
-                    return Err(format!("in-memory child {h} is not a dirty node"));
+                    return Err(CheckError::NotDirty { handle: h });
                 }
                 ctx.dirty_seen += 1;
-                (self.arena.node(h).clone(), format!("dirty node {h}"))
+                (self.arena.node(h).clone(), CheckedNode::Dirty(h))
             }
             Child::Addr(a) => {
                 if !ctx.seen.insert(a) {
-                    return Err(format!("node {a} is referenced twice"));
+                    return Err(CheckError::ReferencedTwice { addr: a });
                 }
                 if ctx.pending.contains(&a) {
-                    return Err(format!("node {a} is referenced but scheduled for freeing"));
+                    return Err(CheckError::ReferencedButFreed { addr: a });
                 }
                 ctx.visited.push(a);
-                let node = self.read_node(io, a, level).map_err(|e| e.to_string())?;
+                let node = self.read_node(io, a, level)?;
                 if let Some(h) = self.arena.peek(a) {
                     if *self.arena.node(h) != node {
-                        return Err(format!("cached copy of node {a} differs from flash"));
+                        return Err(CheckError::CacheDiffers { addr: a });
                     }
                 }
-                (node, format!("node {a}"))
+                (node, CheckedNode::Committed(a))
             }
         };
         if node.level != level {
-            return Err(format!(
-                "{what}: level {} where {level} was expected",
-                node.level
-            ));
+            return Err(CheckError::Level {
+                node: what,
+                found: node.level,
+                expected: level,
+            });
         }
         let n = node.len();
         let (min, max) = (self.geom.min(level), self.geom.max(level));
@@ -873,32 +872,40 @@ impl Index {
             min
         };
         if n < low || n > max {
-            return Err(format!("{what}: {n} entries, outside {low}..={max}"));
+            return Err(CheckError::Fill {
+                node: what,
+                entries: n,
+                low,
+                high: max,
+            });
         }
         let keys: Vec<IndexKey> = match &node.body {
             Body::Leaf(v) => v.iter().map(|e| e.0).collect(),
             Body::Inner(v) => v.iter().map(|e| e.0).collect(),
         };
         if (level == 0) != matches!(node.body, Body::Leaf(_)) {
-            return Err(format!("{what}: body does not match level {level}"));
+            return Err(CheckError::Body { node: what, level });
         }
         if keys.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(format!("{what}: keys not strictly ascending"));
+            return Err(CheckError::KeyOrder { node: what });
         }
         let first = keys[0];
         if let Some(lo) = bounds.0 {
             if first != lo {
-                return Err(format!(
-                    "{what}: smallest key {first:?} but parent says {lo:?}"
-                ));
+                return Err(CheckError::SmallestKey {
+                    node: what,
+                    first,
+                    parent: lo,
+                });
             }
         }
         if let Some(hi) = bounds.1 {
             if keys[n - 1] >= hi {
-                return Err(format!(
-                    "{what}: key {:?} not below the next separator {hi:?}",
-                    keys[n - 1]
-                ));
+                return Err(CheckError::AboveSeparator {
+                    node: what,
+                    key: keys[n - 1],
+                    separator: hi,
+                });
             }
         }
         match node.body {

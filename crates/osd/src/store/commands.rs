@@ -301,10 +301,10 @@ impl<F: Flash> Osd for ObjectStore<F> {
             (Attr::ModifiedTime, AttrValue::U64(t)) => o.modified_ns = t,
             (Attr::User(id), AttrValue::Bytes(v)) => o
                 .set_user_attr(id, Some(&v))
-                .map_err(OsdError::InvalidArgument)?,
+                .map_err(|e| OsdError::InvalidArgument(e.to_string()))?,
             (Attr::User(id), AttrValue::Absent) => o
                 .set_user_attr(id, None)
-                .map_err(OsdError::InvalidArgument)?,
+                .map_err(|e| OsdError::InvalidArgument(e.to_string()))?,
             (Attr::User(id), _) if id < FIRST_USER_ATTR => {
                 return Err(bad("a user attribute id of at least 0x1000"))
             }

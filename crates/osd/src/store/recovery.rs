@@ -416,8 +416,8 @@ impl<F: Flash> ObjectStore<F> {
     pub(super) fn mark_valid(&mut self, v: u32) -> Result<(), OsdError> {
         self.fml
             .mark_valid(Vpa(v))
-            .map_err(|what| OsdError::Corrupted {
-                what,
+            .map_err(|e| OsdError::Corrupted {
+                what: e.to_string(),
                 location: "recovery".into(),
             })
     }

@@ -56,24 +56,57 @@ fn encode_page(entries: &[(Oid, u64, &[u8])], unit: usize) -> Vec<u8> {
     page
 }
 
+/// Why a small-object page image did not decode.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(super) enum SmallPageError {
+    /// The page is shorter than its header or lacks the magic.
+    #[error("not a small-object page")]
+    NotSmallPage,
+    /// An entry's header runs past the end of the page.
+    #[error("entry {entry} runs past the page")]
+    HeaderPastPage {
+        /// The entry's position in the page.
+        entry: usize,
+    },
+    /// An entry's bytes run past the end of the page.
+    #[error("entry {entry} of {len} bytes runs past the page")]
+    BytesPastPage {
+        /// The entry's position in the page.
+        entry: usize,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// A field read past the end of the page.
+    #[error(transparent)]
+    Truncated(#[from] le::Truncated),
+    /// The unit holds another kind of record.
+    #[error("unit holds a {kind} ({content:?})")]
+    OtherRecord {
+        /// The record's kind.
+        kind: &'static str,
+        /// What the unit holds.
+        content: Content,
+    },
+}
+
 /// The entries of a page image; an error says what is wrong (the bytes are untrusted).
-fn decode_page(page: &[u8]) -> Result<Vec<(Oid, u64, Vec<u8>)>, String> {
+fn decode_page(page: &[u8]) -> Result<Vec<(Oid, u64, Vec<u8>)>, SmallPageError> {
     if page.len() < PAGE_HEADER || &page[..4] != SMALL_MAGIC {
-        return Err("not a small-object page".into());
+        return Err(SmallPageError::NotSmallPage);
     }
     let count = u16::from_le_bytes([page[4], page[5]]) as usize;
     let mut at = PAGE_HEADER;
     let mut out = Vec::with_capacity(count);
     for i in 0..count {
         if at + ENTRY_HEADER > page.len() {
-            return Err(format!("entry {i} runs past the page"));
+            return Err(SmallPageError::HeaderPastPage { entry: i });
         }
         let oid = Oid::from_u128(u128::from_le_bytes(le::array_at(page, at)?));
         let seq = le::u64_at(page, at + 16)?;
         let len = le::u32_at(page, at + 24)? as usize;
         at += ENTRY_HEADER;
         if len > page.len() - at {
-            return Err(format!("entry {i} of {len} bytes runs past the page"));
+            return Err(SmallPageError::BytesPastPage { entry: i, len });
         }
         out.push((oid, seq, page[at..at + len].to_vec()));
         at += len;
@@ -140,15 +173,18 @@ impl<F: Flash> ObjectStore<F> {
                 self.now = self.now.max(t);
                 decode_page(&page)
             }
-            Ok((_, c, rec)) => Err(format!("unit holds a {} ({c:?})", rec.kind_name())),
+            Ok((_, content, rec)) => Err(SmallPageError::OtherRecord {
+                kind: rec.kind_name(),
+                content,
+            }),
             Err(e) => {
                 self.scratch = page;
                 return Err(e.into_osd("small-object page", vpa));
             }
         };
         self.scratch = page;
-        r.map_err(|what| OsdError::Corrupted {
-            what,
+        r.map_err(|e| OsdError::Corrupted {
+            what: e.to_string(),
             location: format!("small-object page at unit {vpa}"),
         })
     }
@@ -512,11 +548,17 @@ mod tests {
         let mut bad = page.clone();
         bad[8 + 24] = 0xFF; // a length past the page
         bad[8 + 25] = 0xFF;
-        assert!(decode_page(&bad).unwrap_err().contains("runs past"));
+        assert_eq!(
+            decode_page(&bad),
+            Err(SmallPageError::BytesPastPage {
+                entry: 0,
+                len: 0xFFFF
+            })
+        );
         let mut bad = page;
         bad[4] = 0xFF; // more entries than the page holds
         bad[5] = 0xFF;
         assert!(decode_page(&bad).is_err());
-        assert!(decode_page(&[0u8; 16]).is_err());
+        assert_eq!(decode_page(&[0u8; 16]), Err(SmallPageError::NotSmallPage));
     }
 }

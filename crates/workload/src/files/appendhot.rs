@@ -100,27 +100,26 @@ impl AppendHot {
     /// Checks the parameters: `rotate_factor` and `run_transactions_mean` at least 1, at least
     /// one file, `zipf_theta` above 0, shares non-negative and not all 0, every size range
     /// `1 <= min <= max`. The error names the bad parameter.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), AppendHotError> {
         if !(self.rotate_factor.is_finite() && self.rotate_factor >= 1.0) {
-            return Err(format!(
-                "append-hot: rotate_factor = {} must be at least 1",
-                self.rotate_factor
-            ));
+            return Err(AppendHotError::AtLeastOne {
+                field: "rotate_factor",
+                value: self.rotate_factor,
+            });
         }
         if !(self.run_transactions_mean.is_finite() && self.run_transactions_mean >= 1.0) {
-            return Err(format!(
-                "append-hot: run_transactions_mean = {} must be at least 1",
-                self.run_transactions_mean
-            ));
+            return Err(AppendHotError::AtLeastOne {
+                field: "run_transactions_mean",
+                value: self.run_transactions_mean,
+            });
         }
         if self.files == 0 {
-            return Err("append-hot: files must be at least 1".into());
+            return Err(AppendHotError::NoFiles);
         }
         if !(self.zipf_theta.is_finite() && self.zipf_theta > 0.0) {
-            return Err(format!(
-                "append-hot: zipf_theta = {} must be > 0",
-                self.zipf_theta
-            ));
+            return Err(AppendHotError::ZipfTheta {
+                theta: self.zipf_theta,
+            });
         }
         let shares = [
             self.append_share,
@@ -131,7 +130,7 @@ impl AppendHot {
         ];
         if shares.iter().any(|s| !(s.is_finite() && *s >= 0.0)) || shares.iter().sum::<f64>() <= 0.0
         {
-            return Err("append-hot: operation shares must be >= 0 and not all 0".into());
+            return Err(AppendHotError::Shares);
         }
         for (name, lo, hi) in [
             ("file_bytes", self.file_bytes_min, self.file_bytes_max),
@@ -143,13 +142,51 @@ impl AppendHot {
             ),
         ] {
             if lo == 0 || lo > hi {
-                return Err(format!(
-                    "append-hot: {name}_min must be >= 1 and <= {name}_max"
-                ));
+                return Err(AppendHotError::Range {
+                    name,
+                    min: lo,
+                    max: hi,
+                });
             }
         }
         Ok(())
     }
+}
+
+/// Why [`AppendHot::validate`] refused the parameters.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum AppendHotError {
+    /// `rotate_factor` or `run_transactions_mean` below 1 (or not finite).
+    #[error("append-hot: {field} = {value} must be at least 1")]
+    AtLeastOne {
+        /// The parameter.
+        field: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// `files` is 0.
+    #[error("append-hot: files must be at least 1")]
+    NoFiles,
+    /// `zipf_theta` is not above 0 (or not finite).
+    #[error("append-hot: zipf_theta = {theta} must be > 0")]
+    ZipfTheta {
+        /// The value.
+        theta: f64,
+    },
+    /// An operation share below 0 or not finite, or all shares 0.
+    #[error("append-hot: operation shares must be >= 0 and not all 0")]
+    Shares,
+    /// A size range (`file_bytes`, `append_bytes`, `overwrite_bytes`) with `min` 0 or above
+    /// `max`.
+    #[error("append-hot: {name}_min must be >= 1 and <= {name}_max (got {min} and {max})")]
+    Range {
+        /// The range's name (the parameters are `{name}_min` and `{name}_max`).
+        name: &'static str,
+        /// `{name}_min`.
+        min: u64,
+        /// `{name}_max`.
+        max: u64,
+    },
 }
 
 /// The size past which a file of initial size `initial` is rotated (at least one append).
@@ -169,7 +206,7 @@ fn run_length(m: &mut Meter, mean: f64) -> u64 {
 
 /// Runs the workload; phases "fill" and "run".
 pub fn run(m: &mut Meter, w: &AppendHot) -> Result<Phases, FsError> {
-    w.validate().map_err(FsError::Invalid)?;
+    w.validate().map_err(|e| FsError::Invalid(e.to_string()))?;
     let mut inos: Vec<Ino> = Vec::with_capacity(w.files as usize);
     let mut sizes: Vec<u64> = Vec::with_capacity(w.files as usize);
     let mut caps: Vec<u64> = Vec::with_capacity(w.files as usize);
@@ -286,12 +323,17 @@ mod tests {
         // Geometric: one in eight runs is a single transaction.
         let ones = lengths.iter().filter(|&&l| l == 1).count() as f64 / n as f64;
         assert!((ones - 0.125).abs() < 0.01, "{ones}");
-        assert!(AppendHot {
-            run_transactions_mean: 0.5,
-            ..AppendHot::default()
-        }
-        .validate()
-        .is_err());
+        assert_eq!(
+            AppendHot {
+                run_transactions_mean: 0.5,
+                ..AppendHot::default()
+            }
+            .validate(),
+            Err(AppendHotError::AtLeastOne {
+                field: "run_transactions_mean",
+                value: 0.5
+            })
+        );
     }
 
     #[test]
@@ -314,11 +356,13 @@ mod tests {
         let live: u64 = names.iter().map(|(_, i)| fs.stat(*i).unwrap().size).sum();
         // Files never pass twice their initial size (at most 64 KiB each; 50 files).
         assert!(live <= (50 * 128) << 10, "live {live}");
-        assert!(AppendHot {
-            zipf_theta: 0.0,
-            ..w.clone()
-        }
-        .validate()
-        .is_err());
+        assert_eq!(
+            AppendHot {
+                zipf_theta: 0.0,
+                ..w.clone()
+            }
+            .validate(),
+            Err(AppendHotError::ZipfTheta { theta: 0.0 })
+        );
     }
 }

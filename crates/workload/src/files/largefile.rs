@@ -8,7 +8,7 @@ use vfs::{FsError, ROOT};
 
 use super::{Meter, Phases};
 
-/// The largefile benchmark's parameters.
+/// The largefile benchmark's parameters (OSCM-11 V-C; see the module docs).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LargeFile {

@@ -9,7 +9,7 @@ use vfs::{FsError, Ino, ROOT};
 use super::aging::Aging;
 use super::{Meter, Phases};
 
-/// PostMark's parameters.
+/// PostMark's parameters (OSSD-13 VI-F, OSCM-11 V-A/V-D; see the module docs).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PostMark {

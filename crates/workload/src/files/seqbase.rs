@@ -6,7 +6,7 @@ use vfs::{FsError, ROOT};
 
 use super::{Meter, Phases};
 
-/// The base sequential test's parameters.
+/// The base sequential test's parameters (OSSD-13 VI-B; see the module docs).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SeqBase {

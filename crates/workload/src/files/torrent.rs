@@ -17,7 +17,7 @@ use vfs::{FsError, Ino, ROOT};
 
 use super::{Meter, Phases};
 
-/// The torrent workload's parameters.
+/// The torrent workload's parameters (OSSD-13 VI-C; see the module docs).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Torrent {

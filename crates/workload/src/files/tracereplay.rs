@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use vfs::{FsError, Ino, ROOT};
 
 use super::{Meter, Phases};
-use crate::trace::{TraceFormat, TraceReader};
+use crate::trace::{TraceFormat, TraceReader, UnknownTraceFormat};
 use controller::request::Op;
 
 /// A block trace to replay onto files, and how.
@@ -52,25 +52,21 @@ fn default_object_bytes() -> u64 {
 
 impl TraceReplay {
     /// Checks that `object_bytes` is at least one 512-byte sector.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), TraceReplayError> {
         if self.object_bytes < 512 {
-            return Err(format!(
-                "trace: object_bytes = {} must be at least one 512-byte sector",
-                self.object_bytes
-            ));
+            return Err(TraceReplayError::ObjectBytes {
+                bytes: self.object_bytes,
+            });
         }
         Ok(())
     }
 
     /// The trace's format: `format` parsed, or detected from the file when absent.
-    pub fn format(&self) -> Result<TraceFormat, String> {
+    pub fn format(&self) -> Result<TraceFormat, TraceReplayError> {
         match &self.format {
-            Some(f) => f.parse(),
-            None => TraceFormat::detect(&self.path).ok_or_else(|| {
-                format!(
-                    "{}: cannot tell the trace format from the name; set format = \"mqsim\", \"msr\", \"blkparse\" or \"fiu\"",
-                    self.path.display()
-                )
+            Some(f) => Ok(f.parse()?),
+            None => TraceFormat::detect(&self.path).ok_or_else(|| TraceReplayError::Undetected {
+                path: self.path.clone(),
             }),
         }
     }
@@ -81,6 +77,26 @@ impl TraceReplay {
             self.path = dir.join(&self.path);
         }
     }
+}
+
+/// Why a [`TraceReplay`]'s parameters were refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TraceReplayError {
+    /// `object_bytes` is less than a 512-byte sector.
+    #[error("trace: object_bytes = {bytes} must be at least one 512-byte sector")]
+    ObjectBytes {
+        /// The value.
+        bytes: u64,
+    },
+    /// `format` names no trace format.
+    #[error(transparent)]
+    Format(#[from] UnknownTraceFormat),
+    /// No `format`, and the file's name and first lines do not tell it.
+    #[error("{}: cannot tell the trace format from the name; set format = \"mqsim\", \"msr\", \"blkparse\" or \"fiu\"", .path.display())]
+    Undetected {
+        /// The trace file.
+        path: PathBuf,
+    },
 }
 
 /// Counts of what the replay did not turn into file calls.
@@ -99,8 +115,8 @@ pub fn run(m: &mut Meter, t: &TraceReplay) -> Result<Phases, FsError> {
 
 /// Runs the replay like [`run`] and also returns what was skipped.
 pub fn run_counted(m: &mut Meter, t: &TraceReplay) -> Result<(Phases, Skipped), FsError> {
-    t.validate().map_err(FsError::Invalid)?;
-    let format = t.format().map_err(FsError::Invalid)?;
+    t.validate().map_err(|e| FsError::Invalid(e.to_string()))?;
+    let format = t.format().map_err(|e| FsError::Invalid(e.to_string()))?;
     let reader = TraceReader::open(&t.path, format).map_err(|e| FsError::Invalid(e.to_string()))?;
     let mut files: FxHashMap<u64, Ino> = FxHashMap::default();
     let mut skipped = Skipped::default();

@@ -9,7 +9,7 @@ use vfs::{FsError, Ino, ROOT};
 use super::aging::Aging;
 use super::{Meter, Phases};
 
-/// The videoserver workload's parameters.
+/// The videoserver workload's parameters (OSSD-13 VI-F FILEB; see the module docs).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct VideoServer {
