@@ -360,13 +360,6 @@ pub enum Inconsistency {
     },
 }
 
-/// Until ftl's own check is typed, it forwards this with `?` into its `String` error.
-impl From<Inconsistency> for String {
-    fn from(e: Inconsistency) -> String {
-        e.to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

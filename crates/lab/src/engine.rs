@@ -16,8 +16,9 @@ use std::collections::{BTreeMap, BinaryHeap};
 use flash::Nanos;
 use hdrhistogram::Histogram;
 
+pub use crate::failure::{Failure, Mismatch};
 use crate::request::{Op, Request};
-use stacks::{Stack, StackFault};
+use stacks::Stack;
 use workload::trace::TraceError;
 
 /// Closed-loop load shape: `threads x queue_depth` request slots (see the module doc).
@@ -161,42 +162,6 @@ impl Verifier {
         }
         Ok(())
     }
-}
-
-/// A read that returned another fingerprint than the last whole write of its unit left there
-/// ([`Verifier`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unit {unit} read back fingerprint {got:#x}, expected {expected:#x}")]
-pub struct Mismatch {
-    /// The write unit, numbered in the stack's flat byte space.
-    pub unit: u64,
-    /// The fingerprint read.
-    pub got: u64,
-    /// The fingerprint the last whole write left.
-    pub expected: u64,
-}
-
-/// Why a request, a GC step or a source of requests failed during a run.
-#[derive(Debug, thiserror::Error)]
-pub enum Failure {
-    /// The stack failed the request or the GC step.
-    #[error(transparent)]
-    Stack(#[from] StackFault),
-    /// A read returned the wrong data.
-    #[error(transparent)]
-    Mismatch(#[from] Mismatch),
-    /// A trace line could not be read or parsed.
-    #[error(transparent)]
-    Trace(#[from] TraceError),
-    /// The host side of a scheduled OFS run (OAQ, the files) failed.
-    #[error(transparent)]
-    Host(#[from] crate::ofsprio::OfsHostError),
-    /// A completion tagged as the prioritized file writer's in a run that has none (a bug).
-    #[error("a chained request without its chain")]
-    NoChain,
-    /// A completion tagged as the host's in a run that has none (a bug).
-    #[error("a host request without its host")]
-    NoHost,
 }
 
 /// What a phase of requests did.

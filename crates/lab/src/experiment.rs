@@ -796,10 +796,10 @@ pub fn judge(e: &Experiment, variants: &[VariantResult]) -> Vec<Verdict> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const HOTCOLD: &str = r#"
+    pub(crate) const HOTCOLD: &str = r#"
 name = "hotcold"
 title = "Hot/cold files"
 source = "OSSD-13 VI-D"
@@ -918,33 +918,24 @@ worse = "B"
         }
     }
 
-    #[test]
-    fn variants_run_and_claims_are_judged() {
+    /// The HOTCOLD experiment run on the in-memory oracle (no device time).
+    pub(crate) fn hotcold_result() -> ExperimentResult {
         let e = Experiment::from_toml(HOTCOLD, "t.toml").unwrap();
         let build =
             |_: &Variant, _: DeviceConfig| -> Result<(Box<dyn FileStack>, u64), StackError> {
                 Ok((Box::new(vfs::oracle::MemFs::default()), 4096))
             };
-        let r = run_experiment(&e, 1.0, &build, &mut |_, _| {});
+        run_experiment(&e, 1.0, &build, &mut |_, _| {})
+    }
+
+    #[test]
+    fn variants_run_and_claims_are_judged() {
+        let e = Experiment::from_toml(HOTCOLD, "t.toml").unwrap();
+        let r = hotcold_result();
         let results = &r.variants;
         assert!(results.iter().all(|r| r.error.is_none()), "{results:?}");
         assert_eq!(results[0].phases[1].phase, "rewrite");
         let v = judge(&e, results);
-        let dir = std::env::temp_dir().join(format!("ossd-report-{}", std::process::id()));
-        let md = crate::report::write(&dir, &[r]).unwrap();
-        let text = std::fs::read_to_string(&md).unwrap();
-        assert!(text.contains("| the paper says |") && text.contains("hotcold-0.png"));
-        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
-        assert!(html.contains("<svg") && html.contains("<table>"));
-        assert!(dir.join("hotcold-0.svg").exists() && dir.join("hotcold-0.png").exists());
-        assert!(
-            std::fs::read_to_string(dir.join("metrics.csv"))
-                .unwrap()
-                .lines()
-                .count()
-                == 5
-        );
-        std::fs::remove_dir_all(&dir).unwrap();
         // The oracle takes no time, so the comparison is undecided but measured.
         assert_eq!(v.len(), 1);
         assert!(v[0].measured.contains("transactions_per_s"));

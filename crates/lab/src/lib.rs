@@ -7,6 +7,7 @@
 
 pub mod engine;
 pub mod experiment;
+pub mod failure;
 pub mod ofsprio;
 pub mod plot;
 pub mod prio;

@@ -20,49 +20,12 @@ use sched::{Direction, Oaq, Oio, Priority};
 
 pub use host::{HostConfig, HostStats, PriorityBy};
 
-use vfs::FsError;
 use workload::files::FileStats;
 
-use crate::engine::Failure;
+use crate::failure::Failure;
+pub use crate::failure::OfsHostError;
 use crate::prio::Host;
 use crate::request::{Op, Request};
-
-/// Why the host side of a scheduled OFS run failed.
-#[derive(Debug, thiserror::Error)]
-pub enum OfsHostError {
-    /// OAQ or the host queue refused an OIO, or lost track of one.
-    #[error(transparent)]
-    Host(#[from] host::HostError),
-    /// An OIO of a file could not be made (a range that is not whole sectors, or too long).
-    #[error(transparent)]
-    Fs(#[from] FsError),
-    /// A prioritized file writer with no files to write.
-    #[error("file-writes: no file slots")]
-    NoSlots,
-    /// A completion of the file writer with none of its OIOs outstanding (a bug).
-    #[error("a file write completed with none outstanding")]
-    NoneOutstanding,
-    /// A completion of a file write in a run without a file writer (a bug).
-    #[error("a file write without its writer")]
-    NoWriter,
-    /// A request of an operation the scheduled OFS path does not carry (TRIM, FLUSH).
-    #[error("the scheduled OFS path has no {op:?}")]
-    Op {
-        /// The operation.
-        op: Op,
-    },
-    /// A request whose range is not within one file.
-    #[error("request {offset}+{len} crosses a file boundary")]
-    CrossesFiles {
-        /// Its first byte in the flat space.
-        offset: u64,
-        /// Its length in bytes.
-        len: u64,
-    },
-    /// The workload's requests arrived out of order.
-    #[error("requests are not in arrival order")]
-    ArrivalOrder,
-}
 
 /// Whose an OIO is, for the accounting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -334,6 +297,7 @@ mod tests {
     use ofs::Ofs;
     use sched::OaqConfig;
     use vfs::FileSystem;
+    use vfs::FsError;
 
     /// Two files of 1 MiB on a small OFS, laid end to end.
     fn files() -> Files {

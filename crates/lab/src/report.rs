@@ -396,3 +396,25 @@ fn series_csv(results: &[ExperimentResult]) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_report_has_tables_plots_and_csv() {
+        let r = crate::experiment::tests::hotcold_result();
+        let dir = std::env::temp_dir().join(format!("ossd-report-{}", std::process::id()));
+        let md = super::write(&dir, &[r]).unwrap();
+        let text = std::fs::read_to_string(&md).unwrap();
+        assert!(text.contains("| the paper says |") && text.contains("hotcold-0.png"));
+        assert!(
+            text.contains("ext4-like = blockfs"),
+            "the labels are explained"
+        );
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        assert!(html.contains("<svg") && html.contains("<table>"));
+        assert!(dir.join("hotcold-0.svg").exists() && dir.join("hotcold-0.png").exists());
+        let csv = std::fs::read_to_string(dir.join("metrics.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 5);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
