@@ -4,7 +4,7 @@
 
 use ftl::FtlError;
 
-use crate::inode::Extent;
+use crate::extent::Extent;
 
 /// Why an inode slot, an extent block or a directory block did not decode (the bytes are
 /// untrusted).

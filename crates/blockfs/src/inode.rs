@@ -22,30 +22,12 @@ use vfs::le::{self, Le};
 use vfs::FileKind;
 
 use crate::error::DecodeError;
+pub use crate::extent::Extent;
 
 const HEADER: usize = 32;
 const ENTRY: usize = 12;
 const LEAF_HEADER: usize = 16;
 const LEAF_MAGIC: &[u8; 2] = b"XL";
-
-/// A run of blocks: logical blocks `[logical, logical + len)` of a file at physical blocks
-/// `[start, start + len)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Extent {
-    /// First logical block of the file the run covers.
-    pub logical: u32,
-    /// First physical block of the run.
-    pub start: u32,
-    /// Blocks in the run.
-    pub len: u32,
-}
-
-impl Extent {
-    /// One past the last logical block of the run.
-    pub fn logical_end(&self) -> u32 {
-        self.logical + self.len
-    }
-}
 
 /// A piece of a logical range: mapped to `phys` or a hole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

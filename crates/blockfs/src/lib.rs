@@ -23,6 +23,7 @@ pub mod config;
 mod data;
 mod dir;
 pub mod error;
+mod extent;
 pub mod inode;
 pub mod layout;
 mod meta;
