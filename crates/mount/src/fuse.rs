@@ -104,7 +104,11 @@ impl<B: Backend> OssdFuse<B> {
         let Some(b) = guard.as_mut() else {
             return Err(libc::EIO);
         };
-        let issued = wall_ns();
+        // The wall clock, but at least 1 ns after the previous call's completion: the store
+        // stamps times with its own clock, which the device model's latency can move ahead of
+        // the wall clock, and two calls must never stamp the same time (make, rsync and POSIX
+        // tests compare them).
+        let issued = wall_ns().max(b.now().saturating_add(1));
         b.set_time(issued);
         let r = match catch_unwind(AssertUnwindSafe(|| f(&mut *b))) {
             Ok(r) => r,
@@ -243,19 +247,25 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
         _flags: Option<u32>,
         reply: ReplyAttr,
     ) {
-        let ns = |t: TimeOrNow| match t {
-            TimeOrNow::Now => wall_ns(),
-            TimeOrNow::SpecificTime(t) => time_ns(t),
-        };
-        let set = SetAttr {
-            perm: mode.map(|m| m & 0o7777),
-            uid,
-            gid,
-            size,
-            atime_ns: atime.map(ns),
-            mtime_ns: mtime.map(ns),
-        };
-        match self.call(|b| b.setattr(ino, set)) {
+        let r = self.call(|b| {
+            // UTIME_NOW is the call's issue time: the clock the store stamps changes with,
+            // which may run ahead of the wall clock (see `call`).
+            let now = b.now();
+            let ns = |t: TimeOrNow| match t {
+                TimeOrNow::Now => now,
+                TimeOrNow::SpecificTime(t) => time_ns(t),
+            };
+            let set = SetAttr {
+                perm: mode.map(|m| m & 0o7777),
+                uid,
+                gid,
+                size,
+                atime_ns: atime.map(ns),
+                mtime_ns: mtime.map(ns),
+            };
+            b.setattr(ino, set)
+        });
+        match r {
             Ok(a) => reply.attr(&TTL, &self.to_fuse(&a)),
             Err(e) => reply.error(e),
         }
