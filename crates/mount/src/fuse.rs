@@ -383,8 +383,25 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
         self.entry(r, reply);
     }
 
-    fn open(&mut self, _req: &Request<'_>, _ino: u64, _flags: i32, reply: ReplyOpen) {
-        reply.opened(0, 0);
+    fn open(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        // Counted, so that a file removed while open keeps its data until its release.
+        match self.call(|b| b.open(ino)) {
+            Ok(()) => reply.opened(0, 0),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn release(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        done(self.call(|b| b.release(ino)), reply);
     }
 
     fn read(
@@ -649,7 +666,10 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
     ) {
         let r = self
             .make(req, parent, name, FileKind::File, mode, umask)
-            .and_then(|ino| self.attr(ino));
+            .and_then(|ino| {
+                self.call(|b| b.open(ino))?;
+                self.attr(ino)
+            });
         match r {
             Ok(a) => reply.created(&TTL, &a, 0, 0, 0),
             Err(e) => reply.error(e),

@@ -2,7 +2,7 @@
 
 use flash::{Flash, Nanos};
 use osd::{Attr, AttrValue, FlushScope, ObjectStore, Oid, Osd, OsdError};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use vfs::oracle::check_name;
 use vfs::{
     FileAttr, FileData, FileKind, FileStat, FileSystem, FsCounters, FsError, Ino, Owner, ReadInto,
@@ -54,6 +54,16 @@ pub struct Ofs<F: Flash> {
     /// The link count of every inode in `kinds` that has more than one name (absent: one), so
     /// that `unlink` needs no inode read to know whether to remove the inode.
     pub(crate) links: FxHashMap<Ino, u32>,
+    /// Opens not yet released, per inode (a mount's open files).
+    pub(crate) open: FxHashMap<Ino, u32>,
+    /// Files and links whose last name was removed while they were open: their objects stay
+    /// until the last release (or unmount). A crash leaves them as orphans, which the
+    /// repair at mount removes.
+    pub(crate) unlinked: FxHashSet<Ino>,
+    /// Subdirectory counts of the directories `getattr` was asked about (a directory's link
+    /// count is 2 plus its subdirectories), counted from the buckets once and then kept up
+    /// to date by mkdir, rmdir and rename.
+    pub(crate) subdirs: FxHashMap<Ino, u32>,
     pub(crate) counters: OfsCounters,
     name: String,
     fps: Vec<u64>,
@@ -90,6 +100,9 @@ impl<F: Flash> Ofs<F> {
             sb,
             kinds: FxHashMap::default(),
             links: FxHashMap::default(),
+            open: FxHashMap::default(),
+            unlinked: FxHashSet::default(),
+            subdirs: FxHashMap::default(),
             counters: OfsCounters::default(),
             name,
             fps: Vec::new(),
@@ -171,6 +184,13 @@ impl<F: Flash> Ofs<F> {
     /// Marks the file system clean (keeping the inode allocator) and hands the store back,
     /// flushed; the caller closes it.
     pub fn unmount(mut self) -> Result<ObjectStore<F>, FsError> {
+        // Files removed while open are closed now.
+        let mut held: Vec<Ino> = self.unlinked.drain().collect();
+        held.sort_unstable();
+        for ino in held {
+            self.remove_inode(ino)?;
+        }
+        self.open.clear();
         self.write_super(true)?;
         self.flush(FlushScope::Device)?;
         Ok(self.store)
@@ -397,6 +417,8 @@ impl<F: Flash> Ofs<F> {
     pub(crate) fn remove_inode(&mut self, ino: Ino) -> Result<(), FsError> {
         self.kinds.remove(&ino);
         self.links.remove(&ino);
+        self.subdirs.remove(&ino);
+        self.unlinked.remove(&ino);
         self.remove_object(data_oid(ino))?;
         if self.sb.inode_objects {
             self.remove_object(inode_oid(ino))?;
@@ -646,6 +668,9 @@ impl<F: Flash> Ofs<F> {
         }
         self.kinds.insert(ino, kind);
         self.insert_entry(dir, name, (ino, kind), Some((b, bucket)), true)?;
+        if kind == FileKind::Dir {
+            self.count_subdir(dir, 1);
+        }
         Ok(ino)
     }
 
@@ -671,7 +696,37 @@ impl<F: Flash> Ofs<F> {
         let shape = self.dir_shape(dir)?;
         self.write_bucket(dir, b, shape, &bucket)?;
         self.shrink_dir_size(dir, name)?;
+        if kind == FileKind::Dir {
+            self.count_subdir(dir, -1);
+        }
         self.drop_link(ino, kind)
+    }
+
+    /// A subdirectory came to (`+1`) or left (`-1`) `dir`: its kept count follows.
+    fn count_subdir(&mut self, dir: Ino, delta: i32) {
+        if let Some(n) = self.subdirs.get_mut(&dir) {
+            *n = n.saturating_add_signed(delta);
+        }
+    }
+
+    /// The subdirectories of `dir`: counted from its buckets (their entries carry the kind)
+    /// the first time, then kept.
+    fn subdir_count(&mut self, dir: Ino) -> Result<u32, FsError> {
+        if let Some(&n) = self.subdirs.get(&dir) {
+            return Ok(n);
+        }
+        let shape = self.dir_shape(dir)?;
+        let mut n = 0u32;
+        for b in 0..shape.0 {
+            let bucket = self.read_bucket(dir, b, shape)?;
+            n += bucket
+                .entries
+                .iter()
+                .filter(|e| e.kind == FileKind::Dir)
+                .count() as u32;
+        }
+        self.subdirs.insert(dir, n);
+        Ok(n)
     }
 
     fn shrink_dir_size(&mut self, dir: Ino, name: &str) -> Result<(), FsError> {
@@ -689,6 +744,11 @@ impl<F: Flash> Ofs<F> {
             let mut rec = self.inode_record(ino)?;
             rec.nlink = rec.nlink.saturating_sub(1).max(1);
             return self.write_record(ino, rec);
+        }
+        if kind != FileKind::Dir && self.open.contains_key(&ino) {
+            // Open: its objects stay until the last release.
+            self.unlinked.insert(ino);
+            return Ok(());
         }
         self.remove_inode(ino)
     }
@@ -1000,6 +1060,11 @@ impl<F: Flash> FileSystem for Ofs<F> {
         };
         let atime_ns = time(Attr::AccessedTime)?;
         let ctime_ns = time(Attr::AttrChangedTime)?.max(st.modified_ns);
+        let nlink = match st.kind {
+            FileKind::Dir => 2 + self.subdir_count(ino)?,
+            _ if self.unlinked.contains(&ino) => 0,
+            _ => rec.nlink,
+        };
         Ok(FileAttr {
             ino,
             kind: st.kind,
@@ -1007,7 +1072,7 @@ impl<F: Flash> FileSystem for Ofs<F> {
             perm: rec.owner.perm,
             uid: rec.owner.uid,
             gid: rec.owner.gid,
-            nlink: rec.nlink,
+            nlink,
             atime_ns,
             mtime_ns: st.modified_ns,
             ctime_ns,
@@ -1065,6 +1130,10 @@ impl<F: Flash> FileSystem for Ofs<F> {
             return Err(FsError::NotPermitted(format!(
                 "inode {ino} is a directory: no hard links to directories"
             )));
+        }
+        if self.unlinked.contains(&ino) {
+            // Its last name is gone (it is only open): it cannot get a new one.
+            return Err(FsError::NotFound(format!("inode {ino}")));
         }
         check_name(name)?;
         self.dir(dir)?;
@@ -1151,7 +1220,14 @@ impl<F: Flash> FileSystem for Ofs<F> {
         }
         // 3. The old name goes; 4. the replaced inode loses a link.
         self.remove_entry_of(dir, name, ino)?;
+        if kind == FileKind::Dir {
+            self.count_subdir(dir, -1);
+            self.count_subdir(new_dir, 1);
+        }
         if let Some((t, tkind)) = replaced {
+            if tkind == FileKind::Dir {
+                self.count_subdir(new_dir, -1);
+            }
             self.drop_link(t, tkind)?;
         }
         Ok(())
@@ -1317,6 +1393,26 @@ impl<F: Flash> FileSystem for Ofs<F> {
                 AttrValue::Absent,
             )
             .map_err(osd_err)
+    }
+
+    fn open(&mut self, ino: Ino) -> Result<(), FsError> {
+        self.kind_of(ino)?;
+        *self.open.entry(ino).or_insert(0) += 1;
+        Ok(())
+    }
+
+    fn release(&mut self, ino: Ino) -> Result<(), FsError> {
+        let Some(n) = self.open.get_mut(&ino) else {
+            return Ok(());
+        };
+        *n -= 1;
+        if *n == 0 {
+            self.open.remove(&ino);
+            if self.unlinked.contains(&ino) {
+                self.remove_inode(ino)?;
+            }
+        }
+        Ok(())
     }
 
     fn statfs(&mut self) -> Result<SpaceInfo, FsError> {

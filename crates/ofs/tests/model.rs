@@ -79,6 +79,10 @@ enum Op {
     GetXattr(usize, usize),
     ListXattr(usize),
     RemoveXattr(usize, usize),
+    /// A program opens an inode (a file removed while open keeps its data until released).
+    Open(usize),
+    /// Releases one open (or, with none, an inode never opened: nothing happens).
+    Release(usize),
 }
 
 /// Extended attribute names; `ossd.priority` is the object's priority class.
@@ -128,6 +132,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (n(), 0..XNAMES.len()).prop_map(|(i, k)| Op::GetXattr(i, k)),
         1 => n().prop_map(Op::ListXattr),
         1 => (n(), 0..XNAMES.len()).prop_map(|(i, k)| Op::RemoveXattr(i, k)),
+        3 => n().prop_map(Op::Open),
+        2 => n().prop_map(Op::Release),
     ]
 }
 
@@ -147,6 +153,8 @@ struct Rig {
     nodes: Vec<(Ino, Ino)>,
     to_ofs: FxHashMap<Ino, Ino>,
     stamp: u8,
+    /// Opens not yet released, as (oracle's number, OFS's number).
+    opened: Vec<(Ino, Ino)>,
 }
 
 fn same_err<T: std::fmt::Debug, U: std::fmt::Debug>(
@@ -243,6 +251,16 @@ impl Rig {
             prop_assert_eq!(g.ino, f);
         }
         Ok(())
+    }
+
+    /// A clean remount: every open is released first (the kernel closes every file before an
+    /// unmount ends; OFS drops files removed while open when unmounted).
+    fn remount(&mut self) {
+        for (o, _) in std::mem::take(&mut self.opened) {
+            self.oracle.release(o).unwrap();
+        }
+        let fs = self.fs.take().unwrap();
+        self.fs = Some(common::remount(fs, self.cfg));
     }
 
     fn node(&mut self, i: usize) -> (Ino, Ino) {
@@ -381,10 +399,7 @@ impl Rig {
                 .fs()
                 .sync()
                 .map_err(|e| TestCaseError::fail(e.to_string()))?,
-            Op::Remount => {
-                let fs = self.fs.take().unwrap();
-                self.fs = Some(common::remount(fs, self.cfg));
-            }
+            Op::Remount => self.remount(),
             Op::Check => {
                 let p = self
                     .fs()
@@ -523,6 +538,26 @@ impl Rig {
                 let got = self.fs().removexattr(f, XNAMES[k]);
                 same_err(&what, &want, &got)?;
             }
+            Op::Open(i) => {
+                let (o, f) = self.any(i);
+                let want = self.oracle.open(o);
+                let got = self.fs().open(f);
+                same_err(&what, &want, &got)?;
+                if want.is_ok() {
+                    self.opened.push((o, f));
+                }
+            }
+            Op::Release(i) => {
+                let (o, f) = if self.opened.is_empty() {
+                    self.any(i)
+                } else {
+                    self.opened.swap_remove(i % self.opened.len())
+                };
+                let want = self.oracle.release(o);
+                let got = self.fs().release(f);
+                same_err(&what, &want, &got)?;
+                self.same_attrs(&what, o, f)?;
+            }
             Op::Burst { node, count } => {
                 let (od, fd) = self.dir(node);
                 for i in 0..count {
@@ -576,6 +611,7 @@ proptest! {
             nodes: vec![(ROOT, ROOT)],
             to_ofs: [(ROOT, ROOT)].into_iter().collect(),
             stamp: 0,
+            opened: Vec::new(),
         };
         for op in &ops {
             rig.run(op)?;
@@ -584,8 +620,7 @@ proptest! {
         prop_assert!(p.is_empty(), "final check: {:?}", p);
         if std::env::var("OFS_DEBUG").is_ok() { eprintln!("{} ops, {} nodes, {:?}", ops.len(), rig.nodes.len(), rig.fs().ofs_counters()); }
         // The whole tree survives a remount.
-        let fs = rig.fs.take().unwrap();
-        rig.fs = Some(common::remount(fs, rig.cfg));
+        rig.remount();
         for i in 0..rig.nodes.len() {
             let (o, f) = rig.nodes[i];
             let want = rig.oracle.stat(o);

@@ -146,7 +146,9 @@ pub struct FileAttr {
     pub uid: u32,
     /// Owning group id.
     pub gid: u32,
-    /// Names the inode has (directories report 1: the count of subdirectories is not kept).
+    /// Names the inode has: for a file or link its names (0 once the last is removed while the
+    /// file is open), for a directory 2 plus its subdirectories (its name, its `.`, and each
+    /// subdirectory's `..`).
     pub nlink: u32,
     /// Times in the file system's clock (virtual ns in the lab; ns since the Unix epoch
     /// through a mount).
@@ -390,5 +392,17 @@ pub trait FileSystem {
     /// Space on the device.
     fn statfs(&mut self) -> Result<SpaceInfo, FsError> {
         unsupported("statfs")
+    }
+    /// A program opened file `ino` (an open file of a mount). Until the matching
+    /// [`FileSystem::release`], removing the file's last name keeps its data (`getattr` then
+    /// reports no links), as POSIX asks of an open file. The default keeps nothing: file
+    /// systems that serve only the lab remove a file with its last name.
+    fn open(&mut self, _ino: Ino) -> Result<(), FsError> {
+        Ok(())
+    }
+    /// Closes one [`FileSystem::open`] of `ino`; the last close of a file with no name left
+    /// removes it. A close without an open is ignored.
+    fn release(&mut self, _ino: Ino) -> Result<(), FsError> {
+        Ok(())
     }
 }

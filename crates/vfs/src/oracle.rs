@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use crate::Nanos;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::{
     FileAttr, FileData, FileKind, FileStat, FileSystem, FsCounters, FsError, Ino, Owner, ReadInto,
@@ -38,6 +38,10 @@ pub struct MemFs {
     nodes: FxHashMap<Ino, Inode>,
     next: Ino,
     now: Nanos,
+    /// Opens not yet released, per inode.
+    open: FxHashMap<Ino, u32>,
+    /// Inodes whose last name went while they were open: kept until the last release.
+    unlinked: FxHashSet<Ino>,
 }
 
 impl Default for MemFs {
@@ -46,6 +50,8 @@ impl Default for MemFs {
             nodes: FxHashMap::default(),
             next: ROOT + 1,
             now: 0,
+            open: FxHashMap::default(),
+            unlinked: FxHashSet::default(),
         };
         fs.nodes.insert(
             ROOT,
@@ -162,6 +168,9 @@ impl MemFs {
         if n.kind != FileKind::Dir && n.nlink > 1 {
             n.nlink -= 1;
             n.ctime = now;
+        } else if n.kind != FileKind::Dir && self.open.contains_key(&ino) {
+            // Open: it stays, nameless, until its last release.
+            self.unlinked.insert(ino);
         } else {
             self.nodes.remove(&ino);
         }
@@ -317,7 +326,19 @@ impl FileSystem for MemFs {
 
     fn getattr(&mut self, ino: Ino) -> Result<FileAttr, FsError> {
         let size = self.stat(ino)?.size;
+        let n = self.nodes.get(&ino).ok_or_else(|| not_found(ino))?;
+        let subdirs = n
+            .entries
+            .values()
+            .filter(|c| self.nodes.get(c).is_some_and(|n| n.kind == FileKind::Dir))
+            .count() as u32;
+        let unlinked = self.unlinked.contains(&ino);
         let n = self.node(ino)?;
+        let nlink = match n.kind {
+            FileKind::Dir => 2 + subdirs,
+            _ if unlinked => 0,
+            _ => n.nlink,
+        };
         Ok(FileAttr {
             ino,
             kind: n.kind,
@@ -325,7 +346,7 @@ impl FileSystem for MemFs {
             perm: n.owner.perm,
             uid: n.owner.uid,
             gid: n.owner.gid,
-            nlink: n.nlink,
+            nlink,
             atime_ns: n.atime,
             mtime_ns: n.mtime,
             ctime_ns: n.ctime,
@@ -369,6 +390,10 @@ impl FileSystem for MemFs {
     fn link(&mut self, ino: Ino, dir: Ino, name: &str) -> Result<(), FsError> {
         if self.node(ino)?.kind == FileKind::Dir {
             return Err(FsError::NotPermitted(format!("inode {ino} is a directory")));
+        }
+        if self.unlinked.contains(&ino) {
+            // Its last name is gone (it is only open): it cannot get a new one.
+            return Err(not_found(ino));
         }
         check_name(name)?;
         let d = self.dir(dir)?;
@@ -506,6 +531,26 @@ impl FileSystem for MemFs {
             .remove(name)
             .map(|_| ())
             .ok_or_else(|| FsError::NotFound(name.into()))
+    }
+
+    fn open(&mut self, ino: Ino) -> Result<(), FsError> {
+        self.node(ino)?;
+        *self.open.entry(ino).or_insert(0) += 1;
+        Ok(())
+    }
+
+    fn release(&mut self, ino: Ino) -> Result<(), FsError> {
+        let Some(n) = self.open.get_mut(&ino) else {
+            return Ok(());
+        };
+        *n -= 1;
+        if *n == 0 {
+            self.open.remove(&ino);
+            if self.unlinked.remove(&ino) {
+                self.nodes.remove(&ino);
+            }
+        }
+        Ok(())
     }
 }
 
