@@ -14,7 +14,9 @@ use fuser::{
     ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
 };
 use libc::c_int;
-use vfs::{FileAttr, FileData, FileKind, FsError, Ino, Owner, ReadInto, SetAttr, XattrMode};
+use vfs::{
+    FileAttr, FileData, FileKind, FsError, Ino, Owner, ReadInto, SetAttr, Special, XattrMode,
+};
 
 use crate::{Backend, Timing};
 
@@ -58,6 +60,10 @@ fn file_type(k: FileKind) -> FileType {
         FileKind::File => FileType::RegularFile,
         FileKind::Dir => FileType::Directory,
         FileKind::Symlink => FileType::Symlink,
+        FileKind::Special(Special::Fifo) => FileType::NamedPipe,
+        FileKind::Special(Special::Socket) => FileType::Socket,
+        FileKind::Special(Special::CharDevice) => FileType::CharDevice,
+        FileKind::Special(Special::BlockDevice) => FileType::BlockDevice,
     }
 }
 
@@ -153,7 +159,8 @@ impl<B: Backend> OssdFuse<B> {
             nlink: a.nlink,
             uid: a.uid,
             gid: a.gid,
-            rdev: 0,
+            // The kernel's 32-bit encoding, as mknod handed it in.
+            rdev: a.rdev as u32,
             blksize: self.block_bytes,
             flags: 0,
         }
@@ -285,16 +292,31 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
-        let fmt = mode & libc::S_IFMT;
-        if fmt != 0 && fmt != libc::S_IFREG {
-            // Devices, FIFOs and sockets: OFS keeps files, directories and links only.
-            reply.error(libc::EOPNOTSUPP);
-            return;
-        }
-        let r = self.make(req, parent, name, FileKind::File, mode, umask);
+        let special = match mode & libc::S_IFMT {
+            0 | libc::S_IFREG => None,
+            libc::S_IFIFO => Some(Special::Fifo),
+            libc::S_IFSOCK => Some(Special::Socket),
+            libc::S_IFCHR => Some(Special::CharDevice),
+            libc::S_IFBLK => Some(Special::BlockDevice),
+            _ => {
+                reply.error(libc::EINVAL);
+                return;
+            }
+        };
+        let r = match special {
+            None => self.make(req, parent, name, FileKind::File, mode, umask),
+            Some(kind) => name_of(name).and_then(|n| {
+                let owner = Owner {
+                    perm: mode & !umask & 0o7777,
+                    uid: req.uid(),
+                    gid: req.gid(),
+                };
+                self.call(|b| b.mknod(parent, n, kind, rdev as u64, owner))
+            }),
+        };
         self.entry(r, reply);
     }
 

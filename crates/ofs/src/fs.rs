@@ -5,8 +5,8 @@ use osd::{Attr, AttrValue, FlushScope, ObjectStore, Oid, Osd, OsdError};
 use rustc_hash::{FxHashMap, FxHashSet};
 use vfs::oracle::check_name;
 use vfs::{
-    FileAttr, FileData, FileKind, FileStat, FileSystem, FsCounters, FsError, Ino, Owner, ReadInto,
-    SetAttr, SpaceInfo, XattrMode, ROOT, SYMLINK_MAX, XATTR_NAME_MAX,
+    le, FileAttr, FileData, FileKind, FileStat, FileSystem, FsCounters, FsError, Ino, Owner,
+    ReadInto, SetAttr, SpaceInfo, Special, XattrMode, ROOT, SYMLINK_MAX, XATTR_NAME_MAX,
 };
 
 use crate::config::OfsConfig;
@@ -402,6 +402,7 @@ impl<F: Flash> Ofs<F> {
             FileKind::File => Ok(data_oid(ino)),
             FileKind::Dir => Err(FsError::IsDir(format!("inode {ino}"))),
             FileKind::Symlink => Err(FsError::Invalid(format!("inode {ino} is a symbolic link"))),
+            FileKind::Special(_) => Err(FsError::Invalid(format!("inode {ino} is a special file"))),
         }
     }
 
@@ -409,7 +410,9 @@ impl<F: Flash> Ofs<F> {
     fn dir(&mut self, ino: Ino) -> Result<(), FsError> {
         match self.kind_of(ino)? {
             FileKind::Dir => Ok(()),
-            FileKind::File | FileKind::Symlink => Err(FsError::NotDir(format!("inode {ino}"))),
+            FileKind::File | FileKind::Symlink | FileKind::Special(_) => {
+                Err(FsError::NotDir(format!("inode {ino}")))
+            }
         }
     }
 
@@ -686,7 +689,9 @@ impl<F: Flash> Ofs<F> {
         let kind = self.kind_of(ino)?;
         match (rmdir, kind) {
             (false, FileKind::Dir) => return Err(FsError::IsDir(name.into())),
-            (true, FileKind::File | FileKind::Symlink) => return Err(FsError::NotDir(name.into())),
+            (true, FileKind::File | FileKind::Symlink | FileKind::Special(_)) => {
+                return Err(FsError::NotDir(name.into()))
+            }
             (true, FileKind::Dir) if self.dir_size(ino)?.entries > 0 => {
                 return Err(FsError::NotEmpty(name.into()))
             }
@@ -981,6 +986,8 @@ impl<F: Flash> FileSystem for Ofs<F> {
         let size = match kind {
             FileKind::File | FileKind::Symlink => self.length(oid)?,
             FileKind::Dir => self.dir_size(ino)?.bytes,
+            // A device node's data object holds its device number: not a size.
+            FileKind::Special(_) => 0,
         };
         let modified_ns = match self
             .store
@@ -1065,6 +1072,13 @@ impl<F: Flash> FileSystem for Ofs<F> {
             _ if self.unlinked.contains(&ino) => 0,
             _ => rec.nlink,
         };
+        let rdev = match st.kind {
+            FileKind::Special(Special::CharDevice | Special::BlockDevice) => {
+                let b = self.read_exact(oid, 0, 8, &format!("device number of inode {ino}"))?;
+                le::u64_at(&b, 0)?
+            }
+            _ => 0,
+        };
         Ok(FileAttr {
             ino,
             kind: st.kind,
@@ -1076,6 +1090,7 @@ impl<F: Flash> FileSystem for Ofs<F> {
             atime_ns,
             mtime_ns: st.modified_ns,
             ctime_ns,
+            rdev,
         })
     }
 
@@ -1086,8 +1101,14 @@ impl<F: Flash> FileSystem for Ofs<F> {
         kind: FileKind,
         owner: Owner,
     ) -> Result<Ino, FsError> {
-        if kind == FileKind::Symlink {
-            return Err(FsError::Invalid("a symbolic link needs a target".into()));
+        match kind {
+            FileKind::Symlink => {
+                return Err(FsError::Invalid("a symbolic link needs a target".into()))
+            }
+            FileKind::Special(_) => {
+                return Err(FsError::Invalid("special files are made by mknod".into()))
+            }
+            FileKind::File | FileKind::Dir => {}
         }
         self.make(dir, name, kind, owner, None)
     }
@@ -1101,6 +1122,22 @@ impl<F: Flash> FileSystem for Ofs<F> {
     ) -> Result<Ino, FsError> {
         vfs::oracle::check_symlink_target(target)?;
         self.make(dir, name, FileKind::Symlink, owner, Some(target))
+    }
+
+    fn mknod(
+        &mut self,
+        dir: Ino,
+        name: &str,
+        kind: Special,
+        rdev: u64,
+        owner: Owner,
+    ) -> Result<Ino, FsError> {
+        // A device node's number is its data object's 8 bytes, written before its entry as a
+        // symbolic link's target is.
+        let number = rdev.to_le_bytes();
+        let data =
+            matches!(kind, Special::CharDevice | Special::BlockDevice).then_some(&number[..]);
+        self.make(dir, name, FileKind::Special(kind), owner, data)
     }
 
     fn readlink(&mut self, ino: Ino) -> Result<Vec<u8>, FsError> {
@@ -1241,6 +1278,9 @@ impl<F: Flash> FileSystem for Ofs<F> {
                 FileKind::Dir => return Err(FsError::IsDir(format!("inode {ino}"))),
                 FileKind::Symlink => {
                     return Err(FsError::Invalid(format!("inode {ino} is a symbolic link")))
+                }
+                FileKind::Special(_) => {
+                    return Err(FsError::Invalid(format!("inode {ino} is a special file")))
                 }
             }
         }

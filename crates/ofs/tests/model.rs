@@ -14,7 +14,8 @@ use proptest::prelude::*;
 use rustc_hash::FxHashMap;
 use vfs::oracle::MemFs;
 use vfs::{
-    FileData, FileKind, FileSystem, FsError, Ino, Owner, ReadInto, SetAttr, XattrMode, ROOT,
+    FileData, FileKind, FileSystem, FsError, Ino, Owner, ReadInto, SetAttr, Special, XattrMode,
+    ROOT,
 };
 
 const NAMES: &[&str] = &[
@@ -62,6 +63,8 @@ enum Op {
     /// A file or directory with an owner and permissions.
     CreateAs(usize, usize, bool, u32),
     Symlink(usize, usize, usize),
+    /// A FIFO, socket or device node: (directory, name, kind, device number).
+    Mknod(usize, usize, usize, u64),
     Readlink(usize),
     /// (inode: file, symlink or directory; directory; name).
     Link(usize, usize, usize),
@@ -123,6 +126,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (n(), name(), any::<bool>(), 0u32..0o10000).prop_map(|(d, m, dir, p)| Op::CreateAs(d, m, dir, p)),
         2 => (n(), name(), 0usize..4).prop_map(|(d, m, t)| Op::Symlink(d, m, t)),
         1 => n().prop_map(Op::Readlink),
+        2 => (n(), name(), 0usize..4, any::<u64>()).prop_map(|(d, m, k, r)| Op::Mknod(d, m, k, r)),
         3 => (n(), n(), name()).prop_map(|(i, d, m)| Op::Link(i, d, m)),
         5 => (n(), name(), n(), name()).prop_map(|(d, m, e, o)| Op::Rename(d, m, e, o)),
         2 => n().prop_map(Op::Getattr),
@@ -211,10 +215,11 @@ impl Rig {
 
     /// Any inode ever made, live ones mostly.
     fn any(&mut self, i: usize) -> (Ino, Ino) {
-        match i % 3 {
-            0 => self.pick(i / 3, FileKind::File),
-            1 => self.pick(i / 3, FileKind::Dir),
-            _ => self.pick(i / 3, FileKind::Symlink),
+        match i % 4 {
+            0 => self.pick(i / 4, FileKind::File),
+            1 => self.pick(i / 4, FileKind::Dir),
+            2 => self.pick(i / 4, FileKind::Symlink),
+            _ => self.pick(i / 4, FileKind::Special(Special::CharDevice)),
         }
     }
 
@@ -240,8 +245,8 @@ impl Rig {
         same_err(what, &want, &got)?;
         if let (Ok(w), Ok(g)) = (want, got) {
             prop_assert_eq!(
-                (w.kind, w.perm, w.uid, w.gid, w.nlink),
-                (g.kind, g.perm, g.uid, g.gid, g.nlink),
+                (w.kind, w.perm, w.uid, w.gid, w.nlink, w.rdev),
+                (g.kind, g.perm, g.uid, g.gid, g.nlink, g.rdev),
                 "{}",
                 what
             );
@@ -383,7 +388,7 @@ impl Rig {
                     prop_assert_eq!(w.kind, g.kind, "{}", what);
                     prop_assert_eq!(g.ino, f);
                     let size = match w.kind {
-                        FileKind::File | FileKind::Symlink => w.size,
+                        FileKind::File | FileKind::Symlink | FileKind::Special(_) => w.size,
                         FileKind::Dir => self.expected_dir_bytes(o),
                     };
                     prop_assert_eq!(size, g.size, "{}: size", what);
@@ -439,6 +444,24 @@ impl Rig {
                 let owner = Owner::default_for(FileKind::Symlink);
                 let want = self.oracle.symlink(od, &n, target, owner);
                 let got = self.fs().symlink(fd, &n, target, owner);
+                self.record(&what, want, got)?;
+            }
+            Op::Mknod(d, m, k, rdev) => {
+                let (od, fd) = self.dir(d);
+                let n = name(m);
+                let kind = [
+                    Special::Fifo,
+                    Special::Socket,
+                    Special::CharDevice,
+                    Special::BlockDevice,
+                ][k];
+                let owner = Owner {
+                    perm: (rdev % 0o10000) as u32,
+                    uid: 7,
+                    gid: 8,
+                };
+                let want = self.oracle.mknod(od, &n, kind, rdev, owner);
+                let got = self.fs().mknod(fd, &n, kind, rdev, owner);
                 self.record(&what, want, got)?;
             }
             Op::Readlink(i) => {
@@ -641,6 +664,8 @@ proptest! {
                 Ok(FileKind::Symlink) => {
                     prop_assert_eq!(rig.oracle.readlink(o), rig.fs().readlink(f));
                 }
+                // Their attributes (the device number too) are compared below.
+                Ok(FileKind::Special(_)) => {}
                 Err(_) => {}
             }
             rig.same_attrs("attributes after remount", o, f)?;

@@ -125,3 +125,62 @@ fn a_file_removed_while_open_lives_until_its_last_release() {
     assert!(matches!(fs.getattr(k), Err(FsError::NotFound(_))));
     assert_clean(&mut fs);
 }
+
+#[test]
+fn special_files_keep_their_kind_owner_and_device_number() {
+    use vfs::{FileKind, Owner, Special};
+    let (mut fs, cfg) = fresh(Placement::Semantic, 64, OfsConfig::default());
+    let owner = Owner {
+        perm: 0o640,
+        uid: 12,
+        gid: 34,
+    };
+    let mut made = Vec::new();
+    for (name, kind, rdev) in [
+        ("fifo", Special::Fifo, 99),
+        ("sock", Special::Socket, 0),
+        ("chr", Special::CharDevice, (1 << 8) | 3),
+        ("blk", Special::BlockDevice, u64::MAX - 5),
+    ] {
+        let ino = fs.mknod(ROOT, name, kind, rdev, owner).unwrap();
+        let rdev = if matches!(kind, Special::CharDevice | Special::BlockDevice) {
+            rdev
+        } else {
+            0
+        };
+        made.push((name, ino, kind, rdev));
+    }
+    assert!(matches!(
+        fs.mknod(ROOT, "fifo", Special::Fifo, 0, owner),
+        Err(FsError::Exists(_))
+    ));
+    assert!(matches!(
+        fs.create_as(ROOT, "x", FileKind::Special(Special::Fifo), owner),
+        Err(FsError::Invalid(_))
+    ));
+    let chr = made[2].1;
+    assert!(matches!(
+        fs.write(chr, 0, 1, FileData::Bytes(b"x")),
+        Err(FsError::Invalid(_))
+    ));
+    assert!(matches!(fs.rmdir(ROOT, "chr"), Err(FsError::NotDir(_))));
+    let mut fs = remount(fs, cfg);
+    for (name, ino, kind, rdev) in made {
+        assert_eq!(fs.lookup(ROOT, name).unwrap(), Some(ino));
+        let a = fs.getattr(ino).unwrap();
+        assert_eq!(
+            (a.kind, a.size, a.perm, a.uid, a.gid, a.nlink, a.rdev),
+            (FileKind::Special(kind), 0, 0o640, 12, 34, 1, rdev),
+            "{name}"
+        );
+    }
+    fs.link(chr, ROOT, "chr2").unwrap();
+    fs.rename(ROOT, "chr2", ROOT, "fifo").unwrap();
+    fs.unlink(ROOT, "chr").unwrap();
+    fs.unlink(ROOT, "sock").unwrap();
+    assert_clean(&mut fs);
+    let mut names: Vec<String> = fs.readdir(ROOT).unwrap().into_iter().map(|e| e.0).collect();
+    names.sort();
+    assert_eq!(names, ["blk", "fifo"]);
+    assert_eq!(fs.getattr(chr).unwrap().rdev, (1 << 8) | 3);
+}

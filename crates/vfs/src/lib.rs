@@ -78,7 +78,7 @@ impl ReadInto<'_> {
     }
 }
 
-/// A file, a directory or a symbolic link.
+/// A file, a directory, a symbolic link or a special file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FileKind {
     /// A regular file.
@@ -88,6 +88,22 @@ pub enum FileKind {
     /// A symbolic link: its target is its contents ([`FileSystem::readlink`]). Only file
     /// systems that implement [`FileSystem::symlink`] make them.
     Symlink,
+    /// A FIFO, socket or device node: a name and attributes only (the kernel serves its I/O).
+    /// Only file systems that implement [`FileSystem::mknod`] make them.
+    Special(Special),
+}
+
+/// The kinds of special file ([`FileKind::Special`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Special {
+    /// A named pipe (`mkfifo`).
+    Fifo,
+    /// A Unix domain socket's name (`bind`).
+    Socket,
+    /// A character device node; its device number is [`FileAttr::rdev`].
+    CharDevice,
+    /// A block device node; its device number is [`FileAttr::rdev`].
+    BlockDevice,
 }
 
 /// What `stat` reports.
@@ -122,6 +138,7 @@ impl Owner {
             FileKind::File => 0o644,
             FileKind::Dir => 0o755,
             FileKind::Symlink => 0o777,
+            FileKind::Special(_) => 0o644,
         };
         Owner {
             perm,
@@ -157,6 +174,8 @@ pub struct FileAttr {
     pub mtime_ns: Nanos,
     /// Last change of the inode (attributes, links, contents).
     pub ctime_ns: Nanos,
+    /// A device node's device number (`st_rdev`); 0 for every other kind.
+    pub rdev: u64,
 }
 
 /// What `setattr` changes; `None` leaves a field as it is.
@@ -319,6 +338,7 @@ pub trait FileSystem {
             atime_ns: s.modified_ns,
             mtime_ns: s.modified_ns,
             ctime_ns: s.modified_ns,
+            rdev: 0,
         })
     }
     /// Creates an empty file or directory `name` in `dir` owned by `owner`.
@@ -341,6 +361,18 @@ pub trait FileSystem {
         _owner: Owner,
     ) -> Result<Ino, FsError> {
         unsupported("symbolic links")
+    }
+    /// Creates a special file `name` in `dir`: a FIFO, a socket's name, or a device node with
+    /// device number `rdev` (ignored for the others).
+    fn mknod(
+        &mut self,
+        _dir: Ino,
+        _name: &str,
+        _kind: Special,
+        _rdev: u64,
+        _owner: Owner,
+    ) -> Result<Ino, FsError> {
+        unsupported("special files")
     }
     /// The target of a symbolic link.
     fn readlink(&mut self, _ino: Ino) -> Result<Vec<u8>, FsError> {

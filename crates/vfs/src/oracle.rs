@@ -13,7 +13,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::{
     FileAttr, FileData, FileKind, FileStat, FileSystem, FsCounters, FsError, Ino, Owner, ReadInto,
-    SetAttr, XattrMode, NAME_MAX, ROOT, SYMLINK_MAX, XATTR_NAME_MAX,
+    SetAttr, Special, XattrMode, NAME_MAX, ROOT, SYMLINK_MAX, XATTR_NAME_MAX,
 };
 
 /// The extended attribute that stands for the object's priority class.
@@ -27,6 +27,8 @@ struct Inode {
     entries: BTreeMap<String, Ino>,
     owner: Owner,
     nlink: u32,
+    /// A device node's device number.
+    rdev: u64,
     atime: Nanos,
     mtime: Nanos,
     ctime: Nanos,
@@ -98,6 +100,7 @@ impl MemFs {
             entries: BTreeMap::new(),
             owner,
             nlink: 1,
+            rdev: 0,
             atime: self.now,
             mtime: self.now,
             ctime: self.now,
@@ -123,6 +126,7 @@ impl MemFs {
             FileKind::File => Ok(n),
             FileKind::Dir => Err(FsError::IsDir(format!("inode {ino}"))),
             FileKind::Symlink => Err(FsError::Invalid(format!("inode {ino} is a symbolic link"))),
+            FileKind::Special(_) => Err(FsError::Invalid(format!("inode {ino} is a special file"))),
         }
     }
 
@@ -185,7 +189,9 @@ impl MemFs {
         let n = self.node(ino)?;
         match (rmdir, n.kind) {
             (false, FileKind::Dir) => return Err(FsError::IsDir(name.into())),
-            (true, FileKind::File | FileKind::Symlink) => return Err(FsError::NotDir(name.into())),
+            (true, FileKind::File | FileKind::Symlink | FileKind::Special(_)) => {
+                return Err(FsError::NotDir(name.into()))
+            }
             (true, FileKind::Dir) if !n.entries.is_empty() => {
                 return Err(FsError::NotEmpty(name.into()))
             }
@@ -284,7 +290,7 @@ impl FileSystem for MemFs {
     fn stat(&mut self, ino: Ino) -> Result<FileStat, FsError> {
         let n = self.node(ino)?;
         let size = match n.kind {
-            FileKind::File | FileKind::Symlink => n.data.len() as u64,
+            FileKind::File | FileKind::Symlink | FileKind::Special(_) => n.data.len() as u64,
             FileKind::Dir => n.entries.len() as u64,
         };
         Ok(FileStat {
@@ -350,6 +356,7 @@ impl FileSystem for MemFs {
             atime_ns: n.atime,
             mtime_ns: n.mtime,
             ctime_ns: n.ctime,
+            rdev: n.rdev,
         })
     }
 
@@ -360,8 +367,14 @@ impl FileSystem for MemFs {
         kind: FileKind,
         owner: Owner,
     ) -> Result<Ino, FsError> {
-        if kind == FileKind::Symlink {
-            return Err(FsError::Invalid("a symbolic link needs a target".into()));
+        match kind {
+            FileKind::Symlink => {
+                return Err(FsError::Invalid("a symbolic link needs a target".into()))
+            }
+            FileKind::Special(_) => {
+                return Err(FsError::Invalid("special files are made by mknod".into()))
+            }
+            FileKind::File | FileKind::Dir => {}
         }
         self.make(dir, name, kind, owner, Vec::new())
     }
@@ -375,6 +388,21 @@ impl FileSystem for MemFs {
     ) -> Result<Ino, FsError> {
         check_symlink_target(target)?;
         self.make(dir, name, FileKind::Symlink, owner, target.to_vec())
+    }
+
+    fn mknod(
+        &mut self,
+        dir: Ino,
+        name: &str,
+        kind: Special,
+        rdev: u64,
+        owner: Owner,
+    ) -> Result<Ino, FsError> {
+        let ino = self.make(dir, name, FileKind::Special(kind), owner, Vec::new())?;
+        if matches!(kind, Special::CharDevice | Special::BlockDevice) {
+            self.node(ino)?.rdev = rdev;
+        }
+        Ok(ino)
     }
 
     fn readlink(&mut self, ino: Ino) -> Result<Vec<u8>, FsError> {
@@ -469,6 +497,9 @@ impl FileSystem for MemFs {
                 FileKind::Dir => return Err(FsError::IsDir(format!("inode {ino}"))),
                 FileKind::Symlink => {
                     return Err(FsError::Invalid(format!("inode {ino} is a symbolic link")))
+                }
+                FileKind::Special(_) => {
+                    return Err(FsError::Invalid(format!("inode {ino} is a special file")))
                 }
             }
         }
