@@ -349,7 +349,16 @@ impl<F: Flash> Ofs<F> {
                 .truncate(oid, bytes.len() as u64)
                 .map_err(osd_err)?;
         }
-        Ok(())
+        // The change time is the data object's: the inode object's write does not move it.
+        self.touch_ctime(ino)
+    }
+
+    /// Moves inode `ino`'s change time to now, for a change that sets no attribute of its data
+    /// object: a SET_ATTR of the object's priority class to the value it has (the store stamps
+    /// the change time of every SET_ATTR).
+    fn touch_ctime(&mut self, ino: Ino) -> Result<(), FsError> {
+        let p = self.object_priority(ino)?;
+        self.set_object_priority(ino, p)
     }
 
     /// Inode `ino`'s record, read from where the layout keeps it.
@@ -1251,6 +1260,9 @@ impl<F: Flash> FileSystem for Ofs<F> {
             let mut rec = self.inode_record(ino)?;
             rec.parent = new_dir;
             self.write_record(ino, rec)?;
+        } else {
+            // A rename changes the moved inode's ctime, as Linux's file systems do.
+            self.touch_ctime(ino)?;
         }
         if self.sb.dirent_objects {
             self.rewrite_dirent(ino, new_dir, kind, new_name)?;

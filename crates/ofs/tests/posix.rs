@@ -184,3 +184,53 @@ fn special_files_keep_their_kind_owner_and_device_number() {
     assert_eq!(names, ["blk", "fifo"]);
     assert_eq!(fs.getattr(chr).unwrap().rdev, (1 << 8) | 3);
 }
+
+#[test]
+fn rename_chmod_and_links_move_the_change_time_in_every_layout() {
+    use vfs::SetAttr;
+    for inode_objects in [false, true] {
+        let config = OfsConfig {
+            inode_objects,
+            ..OfsConfig::default()
+        };
+        let (mut fs, _) = fresh(Placement::Semantic, 64, config);
+        let f = fs.create(ROOT, "f").unwrap();
+        let d = fs.mkdir(ROOT, "d").unwrap();
+        let mut t = fs.now() + 1_000_000_000;
+        let mut ctime_moves =
+            |fs: &mut ofs::Ofs<_>, ino: Ino, what: &str, op: &dyn Fn(&mut ofs::Ofs<_>)| {
+                t += 1_000_000_000;
+                fs.set_time(t);
+                op(fs);
+                let c = fs.getattr(ino).unwrap().ctime_ns;
+                assert!(
+                    c >= t,
+                    "{what} (inode_objects {inode_objects}): ctime {c} < {t}"
+                );
+            };
+        ctime_moves(&mut fs, f, "rename of a file", &|fs| {
+            fs.rename(ROOT, "f", d, "g").unwrap()
+        });
+        ctime_moves(&mut fs, f, "rename in place", &|fs| {
+            fs.rename(d, "g", d, "h").unwrap()
+        });
+        ctime_moves(&mut fs, d, "rename of a directory", &|fs| {
+            fs.rename(ROOT, "d", ROOT, "e").unwrap()
+        });
+        ctime_moves(&mut fs, f, "chmod", &|fs| {
+            fs.setattr(
+                f,
+                SetAttr {
+                    perm: Some(0o600),
+                    ..SetAttr::default()
+                },
+            )
+            .unwrap();
+        });
+        ctime_moves(&mut fs, f, "link", &|fs| fs.link(f, ROOT, "f2").unwrap());
+        ctime_moves(&mut fs, f, "unlink of one name", &|fs| {
+            fs.unlink(ROOT, "f2").unwrap()
+        });
+        assert_clean(&mut fs);
+    }
+}
