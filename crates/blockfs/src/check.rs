@@ -75,7 +75,9 @@ impl<F: Flash> BlockFs<F> {
             let zone = match i.kind {
                 FileKind::File => l.data_zone,
                 FileKind::Dir => l.meta_zone,
-                FileKind::Symlink => unreachable!("blockfs makes no symbolic links"),
+                FileKind::Symlink | FileKind::Special(_) => {
+                    unreachable!("blockfs makes no symbolic links or special files")
+                }
             };
             let mut end = 0u64;
             for e in &i.extents {
@@ -159,7 +161,9 @@ impl<F: Flash> BlockFs<F> {
                     }
                 }
             }
-            FileKind::Symlink => unreachable!("blockfs makes no symbolic links"),
+            FileKind::Symlink | FileKind::Special(_) => {
+                unreachable!("blockfs makes no symbolic links or special files")
+            }
         }
     }
 

@@ -109,7 +109,9 @@ impl Dir {
             out[o + 4] = match e.kind {
                 FileKind::File => 1,
                 FileKind::Dir => 2,
-                FileKind::Symlink => unreachable!("blockfs makes no symbolic links"),
+                FileKind::Symlink | FileKind::Special(_) => {
+                    unreachable!("blockfs makes no symbolic links or special files")
+                }
             };
             out[o + 5] = e.name.len() as u8;
             out[o + 6..o + 6 + e.name.len()].copy_from_slice(e.name.as_bytes());

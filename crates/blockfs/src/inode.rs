@@ -259,7 +259,9 @@ pub fn encode(inode: &Inode, slot: &mut [u8], leaf_cap: usize) {
     slot[0] = match inode.kind {
         FileKind::File => 1,
         FileKind::Dir => 2,
-        FileKind::Symlink => unreachable!("blockfs makes no symbolic links"),
+        FileKind::Symlink | FileKind::Special(_) => {
+            unreachable!("blockfs makes no symbolic links or special files")
+        }
     };
     let entries: Vec<Extent> = if inode.leaves.is_empty() {
         inode.extents.clone()

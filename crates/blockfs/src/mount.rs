@@ -280,7 +280,9 @@ impl<F: Flash> BlockFs<F> {
         let zone = match d.kind {
             FileKind::File => l.data_zone,
             FileKind::Dir => l.meta_zone,
-            FileKind::Symlink => unreachable!("blockfs makes no symbolic links"),
+            FileKind::Symlink | FileKind::Special(_) => {
+                unreachable!("blockfs makes no symbolic links or special files")
+            }
         };
         check_extents(&extents, zone)?;
         let held = extents.iter().map(|e| e.len as u64).sum::<u64>() + leaves.len() as u64;

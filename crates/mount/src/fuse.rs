@@ -14,7 +14,9 @@ use fuser::{
     ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
 };
 use libc::c_int;
-use vfs::{FileAttr, FileData, FileKind, FsError, Ino, Owner, ReadInto, SetAttr, XattrMode};
+use vfs::{
+    FileAttr, FileData, FileKind, FsError, Ino, Owner, ReadInto, SetAttr, Special, XattrMode,
+};
 
 use crate::{Backend, Timing};
 
@@ -58,6 +60,10 @@ fn file_type(k: FileKind) -> FileType {
         FileKind::File => FileType::RegularFile,
         FileKind::Dir => FileType::Directory,
         FileKind::Symlink => FileType::Symlink,
+        FileKind::Special(Special::Fifo) => FileType::NamedPipe,
+        FileKind::Special(Special::Socket) => FileType::Socket,
+        FileKind::Special(Special::CharDevice) => FileType::CharDevice,
+        FileKind::Special(Special::BlockDevice) => FileType::BlockDevice,
     }
 }
 
@@ -104,7 +110,11 @@ impl<B: Backend> OssdFuse<B> {
         let Some(b) = guard.as_mut() else {
             return Err(libc::EIO);
         };
-        let issued = wall_ns();
+        // The wall clock, but at least 1 ns after the previous call's completion: the store
+        // stamps times with its own clock, which the device model's latency can move ahead of
+        // the wall clock, and two calls must never stamp the same time (make, rsync and POSIX
+        // tests compare them).
+        let issued = wall_ns().max(b.now().saturating_add(1));
         b.set_time(issued);
         let r = match catch_unwind(AssertUnwindSafe(|| f(&mut *b))) {
             Ok(r) => r,
@@ -149,7 +159,8 @@ impl<B: Backend> OssdFuse<B> {
             nlink: a.nlink,
             uid: a.uid,
             gid: a.gid,
-            rdev: 0,
+            // The kernel's 32-bit encoding, as mknod handed it in.
+            rdev: a.rdev as u32,
             blksize: self.block_bytes,
             flags: 0,
         }
@@ -243,19 +254,25 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
         _flags: Option<u32>,
         reply: ReplyAttr,
     ) {
-        let ns = |t: TimeOrNow| match t {
-            TimeOrNow::Now => wall_ns(),
-            TimeOrNow::SpecificTime(t) => time_ns(t),
-        };
-        let set = SetAttr {
-            perm: mode.map(|m| m & 0o7777),
-            uid,
-            gid,
-            size,
-            atime_ns: atime.map(ns),
-            mtime_ns: mtime.map(ns),
-        };
-        match self.call(|b| b.setattr(ino, set)) {
+        let r = self.call(|b| {
+            // UTIME_NOW is the call's issue time: the clock the store stamps changes with,
+            // which may run ahead of the wall clock (see `call`).
+            let now = b.now();
+            let ns = |t: TimeOrNow| match t {
+                TimeOrNow::Now => now,
+                TimeOrNow::SpecificTime(t) => time_ns(t),
+            };
+            let set = SetAttr {
+                perm: mode.map(|m| m & 0o7777),
+                uid,
+                gid,
+                size,
+                atime_ns: atime.map(ns),
+                mtime_ns: mtime.map(ns),
+            };
+            b.setattr(ino, set)
+        });
+        match r {
             Ok(a) => reply.attr(&TTL, &self.to_fuse(&a)),
             Err(e) => reply.error(e),
         }
@@ -275,16 +292,31 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
-        let fmt = mode & libc::S_IFMT;
-        if fmt != 0 && fmt != libc::S_IFREG {
-            // Devices, FIFOs and sockets: OFS keeps files, directories and links only.
-            reply.error(libc::EOPNOTSUPP);
-            return;
-        }
-        let r = self.make(req, parent, name, FileKind::File, mode, umask);
+        let special = match mode & libc::S_IFMT {
+            0 | libc::S_IFREG => None,
+            libc::S_IFIFO => Some(Special::Fifo),
+            libc::S_IFSOCK => Some(Special::Socket),
+            libc::S_IFCHR => Some(Special::CharDevice),
+            libc::S_IFBLK => Some(Special::BlockDevice),
+            _ => {
+                reply.error(libc::EINVAL);
+                return;
+            }
+        };
+        let r = match special {
+            None => self.make(req, parent, name, FileKind::File, mode, umask),
+            Some(kind) => name_of(name).and_then(|n| {
+                let owner = Owner {
+                    perm: mode & !umask & 0o7777,
+                    uid: req.uid(),
+                    gid: req.gid(),
+                };
+                self.call(|b| b.mknod(parent, n, kind, rdev as u64, owner))
+            }),
+        };
         self.entry(r, reply);
     }
 
@@ -373,8 +405,25 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
         self.entry(r, reply);
     }
 
-    fn open(&mut self, _req: &Request<'_>, _ino: u64, _flags: i32, reply: ReplyOpen) {
-        reply.opened(0, 0);
+    fn open(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        // Counted, so that a file removed while open keeps its data until its release.
+        match self.call(|b| b.open(ino)) {
+            Ok(()) => reply.opened(0, 0),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn release(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        done(self.call(|b| b.release(ino)), reply);
     }
 
     fn read(
@@ -639,7 +688,10 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
     ) {
         let r = self
             .make(req, parent, name, FileKind::File, mode, umask)
-            .and_then(|ino| self.attr(ino));
+            .and_then(|ino| {
+                self.call(|b| b.open(ino))?;
+                self.attr(ino)
+            });
         match r {
             Ok(a) => reply.created(&TTL, &a, 0, 0, 0),
             Err(e) => reply.error(e),

@@ -147,6 +147,14 @@ impl<F: Flash> Ofs<F> {
                 });
             }
         }
+        if !repairing {
+            // Files removed while open keep their objects until closed: not orphans.
+            for &ino in &self.unlinked {
+                if let Some(&k) = self.kinds.get(&ino) {
+                    reached.entry(ino).or_insert(k);
+                }
+            }
+        }
         self.walk_objects(&reached, &mut w)?;
         for (&ino, &k) in &self.kinds {
             if reached.get(&ino) != Some(&k) {

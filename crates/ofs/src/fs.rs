@@ -2,11 +2,11 @@
 
 use flash::{Flash, Nanos};
 use osd::{Attr, AttrValue, FlushScope, ObjectStore, Oid, Osd, OsdError};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use vfs::oracle::check_name;
 use vfs::{
-    FileAttr, FileData, FileKind, FileStat, FileSystem, FsCounters, FsError, Ino, Owner, ReadInto,
-    SetAttr, SpaceInfo, XattrMode, ROOT, SYMLINK_MAX, XATTR_NAME_MAX,
+    le, FileAttr, FileData, FileKind, FileStat, FileSystem, FsCounters, FsError, Ino, Owner,
+    ReadInto, SetAttr, SpaceInfo, Special, XattrMode, ROOT, SYMLINK_MAX, XATTR_NAME_MAX,
 };
 
 use crate::config::OfsConfig;
@@ -60,6 +60,16 @@ pub struct Ofs<F: Flash> {
     /// The link count of every inode in `kinds` that has more than one name (absent: one), so
     /// that `unlink` needs no inode read to know whether to remove the inode.
     pub(crate) links: FxHashMap<Ino, u32>,
+    /// Opens not yet released, per inode (a mount's open files).
+    pub(crate) open: FxHashMap<Ino, u32>,
+    /// Files and links whose last name was removed while they were open: their objects stay
+    /// until the last release (or unmount). A crash leaves them as orphans, which the
+    /// repair at mount removes.
+    pub(crate) unlinked: FxHashSet<Ino>,
+    /// Subdirectory counts of the directories `getattr` was asked about (a directory's link
+    /// count is 2 plus its subdirectories), counted from the buckets once and then kept up
+    /// to date by mkdir, rmdir and rename.
+    pub(crate) subdirs: FxHashMap<Ino, u32>,
     pub(crate) counters: OfsCounters,
     name: String,
     fps: Vec<u64>,
@@ -96,6 +106,9 @@ impl<F: Flash> Ofs<F> {
             sb,
             kinds: FxHashMap::default(),
             links: FxHashMap::default(),
+            open: FxHashMap::default(),
+            unlinked: FxHashSet::default(),
+            subdirs: FxHashMap::default(),
             counters: OfsCounters::default(),
             name,
             fps: Vec::new(),
@@ -177,6 +190,13 @@ impl<F: Flash> Ofs<F> {
     /// Marks the file system clean (keeping the inode allocator) and hands the store back,
     /// flushed; the caller closes it.
     pub fn unmount(mut self) -> Result<ObjectStore<F>, FsError> {
+        // Files removed while open are closed now.
+        let mut held: Vec<Ino> = self.unlinked.drain().collect();
+        held.sort_unstable();
+        for ino in held {
+            self.remove_inode(ino)?;
+        }
+        self.open.clear();
         self.write_super(true)?;
         self.flush(FlushScope::Device)?;
         Ok(self.store)
@@ -337,7 +357,16 @@ impl<F: Flash> Ofs<F> {
                 .truncate(oid, bytes.len() as u64)
                 .map_err(osd_err)?;
         }
-        Ok(())
+        // The change time is the data object's: the inode object's write does not move it.
+        self.touch_ctime(ino)
+    }
+
+    /// Moves inode `ino`'s change time to now, for a change that sets no attribute of its data
+    /// object: a SET_ATTR of the object's priority class to the value it has (the store stamps
+    /// the change time of every SET_ATTR).
+    fn touch_ctime(&mut self, ino: Ino) -> Result<(), FsError> {
+        let p = self.object_priority(ino)?;
+        self.set_object_priority(ino, p)
     }
 
     /// Inode `ino`'s record, read from where the layout keeps it.
@@ -390,6 +419,7 @@ impl<F: Flash> Ofs<F> {
             FileKind::File => Ok(data_oid(ino)),
             FileKind::Dir => Err(FsError::IsDir(format!("inode {ino}"))),
             FileKind::Symlink => Err(FsError::Invalid(format!("inode {ino} is a symbolic link"))),
+            FileKind::Special(_) => Err(FsError::Invalid(format!("inode {ino} is a special file"))),
         }
     }
 
@@ -397,7 +427,9 @@ impl<F: Flash> Ofs<F> {
     fn dir(&mut self, ino: Ino) -> Result<(), FsError> {
         match self.kind_of(ino)? {
             FileKind::Dir => Ok(()),
-            FileKind::File | FileKind::Symlink => Err(FsError::NotDir(format!("inode {ino}"))),
+            FileKind::File | FileKind::Symlink | FileKind::Special(_) => {
+                Err(FsError::NotDir(format!("inode {ino}")))
+            }
         }
     }
 
@@ -405,6 +437,8 @@ impl<F: Flash> Ofs<F> {
     pub(crate) fn remove_inode(&mut self, ino: Ino) -> Result<(), FsError> {
         self.kinds.remove(&ino);
         self.links.remove(&ino);
+        self.subdirs.remove(&ino);
+        self.unlinked.remove(&ino);
         self.remove_object(data_oid(ino))?;
         if self.sb.inode_objects {
             self.remove_object(inode_oid(ino))?;
@@ -654,6 +688,9 @@ impl<F: Flash> Ofs<F> {
         }
         self.kinds.insert(ino, kind);
         self.insert_entry(dir, name, (ino, kind), Some((b, bucket)), true)?;
+        if kind == FileKind::Dir {
+            self.count_subdir(dir, 1);
+        }
         Ok(ino)
     }
 
@@ -669,7 +706,9 @@ impl<F: Flash> Ofs<F> {
         let kind = self.kind_of(ino)?;
         match (rmdir, kind) {
             (false, FileKind::Dir) => return Err(FsError::IsDir(name.into())),
-            (true, FileKind::File | FileKind::Symlink) => return Err(FsError::NotDir(name.into())),
+            (true, FileKind::File | FileKind::Symlink | FileKind::Special(_)) => {
+                return Err(FsError::NotDir(name.into()))
+            }
             (true, FileKind::Dir) if self.dir_size(ino)?.entries > 0 => {
                 return Err(FsError::NotEmpty(name.into()))
             }
@@ -679,7 +718,37 @@ impl<F: Flash> Ofs<F> {
         let shape = self.dir_shape(dir)?;
         self.write_bucket(dir, b, shape, &bucket)?;
         self.shrink_dir_size(dir, name)?;
+        if kind == FileKind::Dir {
+            self.count_subdir(dir, -1);
+        }
         self.drop_link(ino, kind)
+    }
+
+    /// A subdirectory came to (`+1`) or left (`-1`) `dir`: its kept count follows.
+    fn count_subdir(&mut self, dir: Ino, delta: i32) {
+        if let Some(n) = self.subdirs.get_mut(&dir) {
+            *n = n.saturating_add_signed(delta);
+        }
+    }
+
+    /// The subdirectories of `dir`: counted from its buckets (their entries carry the kind)
+    /// the first time, then kept.
+    fn subdir_count(&mut self, dir: Ino) -> Result<u32, FsError> {
+        if let Some(&n) = self.subdirs.get(&dir) {
+            return Ok(n);
+        }
+        let shape = self.dir_shape(dir)?;
+        let mut n = 0u32;
+        for b in 0..shape.0 {
+            let bucket = self.read_bucket(dir, b, shape)?;
+            n += bucket
+                .entries
+                .iter()
+                .filter(|e| e.kind == FileKind::Dir)
+                .count() as u32;
+        }
+        self.subdirs.insert(dir, n);
+        Ok(n)
     }
 
     fn shrink_dir_size(&mut self, dir: Ino, name: &str) -> Result<(), FsError> {
@@ -697,6 +766,11 @@ impl<F: Flash> Ofs<F> {
             let mut rec = self.inode_record(ino)?;
             rec.nlink = rec.nlink.saturating_sub(1).max(1);
             return self.write_record(ino, rec);
+        }
+        if kind != FileKind::Dir && self.open.contains_key(&ino) {
+            // Open: its objects stay until the last release.
+            self.unlinked.insert(ino);
+            return Ok(());
         }
         self.remove_inode(ino)
     }
@@ -929,6 +1003,8 @@ impl<F: Flash> FileSystem for Ofs<F> {
         let size = match kind {
             FileKind::File | FileKind::Symlink => self.length(oid)?,
             FileKind::Dir => self.dir_size(ino)?.bytes,
+            // A device node's data object holds its device number: not a size.
+            FileKind::Special(_) => 0,
         };
         let modified_ns = match self
             .store
@@ -1008,6 +1084,18 @@ impl<F: Flash> FileSystem for Ofs<F> {
         };
         let atime_ns = time(Attr::AccessedTime)?;
         let ctime_ns = time(Attr::AttrChangedTime)?.max(st.modified_ns);
+        let nlink = match st.kind {
+            FileKind::Dir => 2 + self.subdir_count(ino)?,
+            _ if self.unlinked.contains(&ino) => 0,
+            _ => rec.nlink,
+        };
+        let rdev = match st.kind {
+            FileKind::Special(Special::CharDevice | Special::BlockDevice) => {
+                let b = self.read_exact(oid, 0, 8, &format!("device number of inode {ino}"))?;
+                le::u64_at(&b, 0)?
+            }
+            _ => 0,
+        };
         Ok(FileAttr {
             ino,
             kind: st.kind,
@@ -1015,10 +1103,11 @@ impl<F: Flash> FileSystem for Ofs<F> {
             perm: rec.owner.perm,
             uid: rec.owner.uid,
             gid: rec.owner.gid,
-            nlink: rec.nlink,
+            nlink,
             atime_ns,
             mtime_ns: st.modified_ns,
             ctime_ns,
+            rdev,
         })
     }
 
@@ -1029,8 +1118,14 @@ impl<F: Flash> FileSystem for Ofs<F> {
         kind: FileKind,
         owner: Owner,
     ) -> Result<Ino, FsError> {
-        if kind == FileKind::Symlink {
-            return Err(FsError::Invalid("a symbolic link needs a target".into()));
+        match kind {
+            FileKind::Symlink => {
+                return Err(FsError::Invalid("a symbolic link needs a target".into()))
+            }
+            FileKind::Special(_) => {
+                return Err(FsError::Invalid("special files are made by mknod".into()))
+            }
+            FileKind::File | FileKind::Dir => {}
         }
         self.make(dir, name, kind, owner, None)
     }
@@ -1044,6 +1139,22 @@ impl<F: Flash> FileSystem for Ofs<F> {
     ) -> Result<Ino, FsError> {
         vfs::oracle::check_symlink_target(target)?;
         self.make(dir, name, FileKind::Symlink, owner, Some(target))
+    }
+
+    fn mknod(
+        &mut self,
+        dir: Ino,
+        name: &str,
+        kind: Special,
+        rdev: u64,
+        owner: Owner,
+    ) -> Result<Ino, FsError> {
+        // A device node's number is its data object's 8 bytes, written before its entry as a
+        // symbolic link's target is.
+        let number = rdev.to_le_bytes();
+        let data =
+            matches!(kind, Special::CharDevice | Special::BlockDevice).then_some(&number[..]);
+        self.make(dir, name, FileKind::Special(kind), owner, data)
     }
 
     fn readlink(&mut self, ino: Ino) -> Result<Vec<u8>, FsError> {
@@ -1073,6 +1184,10 @@ impl<F: Flash> FileSystem for Ofs<F> {
             return Err(FsError::NotPermitted(format!(
                 "inode {ino} is a directory: no hard links to directories"
             )));
+        }
+        if self.unlinked.contains(&ino) {
+            // Its last name is gone (it is only open): it cannot get a new one.
+            return Err(FsError::NotFound(format!("inode {ino}")));
         }
         check_name(name)?;
         self.dir(dir)?;
@@ -1153,13 +1268,23 @@ impl<F: Flash> FileSystem for Ofs<F> {
             let mut rec = self.inode_record(ino)?;
             rec.parent = new_dir;
             self.write_record(ino, rec)?;
+        } else {
+            // A rename changes the moved inode's ctime, as Linux's file systems do.
+            self.touch_ctime(ino)?;
         }
         if self.sb.dirent_objects {
             self.rewrite_dirent(ino, new_dir, kind, new_name)?;
         }
         // 3. The old name goes; 4. the replaced inode loses a link.
         self.remove_entry_of(dir, name, ino)?;
+        if kind == FileKind::Dir {
+            self.count_subdir(dir, -1);
+            self.count_subdir(new_dir, 1);
+        }
         if let Some((t, tkind)) = replaced {
+            if tkind == FileKind::Dir {
+                self.count_subdir(new_dir, -1);
+            }
             self.drop_link(t, tkind)?;
         }
         Ok(())
@@ -1173,6 +1298,9 @@ impl<F: Flash> FileSystem for Ofs<F> {
                 FileKind::Dir => return Err(FsError::IsDir(format!("inode {ino}"))),
                 FileKind::Symlink => {
                     return Err(FsError::Invalid(format!("inode {ino} is a symbolic link")))
+                }
+                FileKind::Special(_) => {
+                    return Err(FsError::Invalid(format!("inode {ino} is a special file")))
                 }
             }
         }
@@ -1325,6 +1453,26 @@ impl<F: Flash> FileSystem for Ofs<F> {
                 AttrValue::Absent,
             )
             .map_err(osd_err)
+    }
+
+    fn open(&mut self, ino: Ino) -> Result<(), FsError> {
+        self.kind_of(ino)?;
+        *self.open.entry(ino).or_insert(0) += 1;
+        Ok(())
+    }
+
+    fn release(&mut self, ino: Ino) -> Result<(), FsError> {
+        let Some(n) = self.open.get_mut(&ino) else {
+            return Ok(());
+        };
+        *n -= 1;
+        if *n == 0 {
+            self.open.remove(&ino);
+            if self.unlinked.contains(&ino) {
+                self.remove_inode(ino)?;
+            }
+        }
+        Ok(())
     }
 
     fn statfs(&mut self) -> Result<SpaceInfo, FsError> {

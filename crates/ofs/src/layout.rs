@@ -6,7 +6,7 @@
 use osd::id::FIRST_USER_ID;
 use osd::{Attr, ObjectId, Oid, PartitionId};
 use vfs::le;
-use vfs::{FileKind, FsError, Ino, Owner};
+use vfs::{FileKind, FsError, Ino, Owner, Special};
 
 /// The one partition OFS formats and lives in.
 pub const PARTITION: PartitionId = PartitionId(FIRST_USER_ID);
@@ -120,6 +120,10 @@ pub fn kind_code(k: FileKind) -> u8 {
         FileKind::File => 1,
         FileKind::Dir => 2,
         FileKind::Symlink => 3,
+        FileKind::Special(Special::Fifo) => 4,
+        FileKind::Special(Special::Socket) => 5,
+        FileKind::Special(Special::CharDevice) => 6,
+        FileKind::Special(Special::BlockDevice) => 7,
     }
 }
 
@@ -129,6 +133,10 @@ pub fn kind_from_code(c: u8) -> Option<FileKind> {
         1 => Some(FileKind::File),
         2 => Some(FileKind::Dir),
         3 => Some(FileKind::Symlink),
+        4 => Some(FileKind::Special(Special::Fifo)),
+        5 => Some(FileKind::Special(Special::Socket)),
+        6 => Some(FileKind::Special(Special::CharDevice)),
+        7 => Some(FileKind::Special(Special::BlockDevice)),
         _ => None,
     }
 }
@@ -175,7 +183,7 @@ impl InodeRecord {
     /// Version 1: magic, version, kind, two reserved bytes, parent, CRC. Version 2: magic,
     /// version, kind, permissions (2), parent, uid, gid, link count, CRC.
     pub fn encode(&self) -> Vec<u8> {
-        let plain = self.kind != FileKind::Symlink
+        let plain = matches!(self.kind, FileKind::File | FileKind::Dir)
             && self.nlink == 1
             && self.owner == Owner::default_for(self.kind);
         let mut v = Vec::with_capacity(INODE_RECORD_V2_BYTES);
@@ -210,8 +218,8 @@ impl InodeRecord {
         let u32_at = |i: usize| le::u32_at(body, i);
         let parent = le::u64_at(body, 8)?;
         if v1 {
-            if kind == FileKind::Symlink {
-                return Err(bad("a version 1 record of a symbolic link"));
+            if !matches!(kind, FileKind::File | FileKind::Dir) {
+                return Err(bad("a version 1 record of a symbolic link or special file"));
             }
             return Ok(InodeRecord::new(kind, parent, Owner::default_for(kind)));
         }
@@ -267,9 +275,9 @@ impl DirSize {
 
 const SUPER_MAGIC: &[u8; 4] = b"OFSB";
 /// Version 2 added inode record version 2, symbolic links, hard links and extended
-/// attributes; a version 1 file system mounts and is marked version 2 (it holds only version 1
-/// records, which version 2 reads).
-const SUPER_VERSION: u16 = 2;
+/// attributes; version 3 special files (kinds 4 to 7). An older file system mounts and is
+/// marked version 3 (it holds only records version 3 reads).
+const SUPER_VERSION: u16 = 3;
 const FLAG_INODE_OBJECTS: u16 = 1;
 const FLAG_EMBED_INODES: u16 = 2;
 const FLAG_DIRENT_OBJECTS: u16 = 4;
@@ -325,7 +333,7 @@ impl Superblock {
             return Err(bad("not an OFS superblock".into()));
         }
         let version = u16::from_le_bytes([body[4], body[5]]);
-        if version != SUPER_VERSION && version != 1 {
+        if !(1..=SUPER_VERSION).contains(&version) {
             return Err(bad(format!(
                 "version {version}; this OFS reads version {SUPER_VERSION}"
             )));

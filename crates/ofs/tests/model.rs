@@ -14,7 +14,8 @@ use proptest::prelude::*;
 use rustc_hash::FxHashMap;
 use vfs::oracle::MemFs;
 use vfs::{
-    FileData, FileKind, FileSystem, FsError, Ino, Owner, ReadInto, SetAttr, XattrMode, ROOT,
+    FileData, FileKind, FileSystem, FsError, Ino, Owner, ReadInto, SetAttr, Special, XattrMode,
+    ROOT,
 };
 
 const NAMES: &[&str] = &[
@@ -62,6 +63,8 @@ enum Op {
     /// A file or directory with an owner and permissions.
     CreateAs(usize, usize, bool, u32),
     Symlink(usize, usize, usize),
+    /// A FIFO, socket or device node: (directory, name, kind, device number).
+    Mknod(usize, usize, usize, u64),
     Readlink(usize),
     /// (inode: file, symlink or directory; directory; name).
     Link(usize, usize, usize),
@@ -79,6 +82,10 @@ enum Op {
     GetXattr(usize, usize),
     ListXattr(usize),
     RemoveXattr(usize, usize),
+    /// A program opens an inode (a file removed while open keeps its data until released).
+    Open(usize),
+    /// Releases one open (or, with none, an inode never opened: nothing happens).
+    Release(usize),
 }
 
 /// Extended attribute names; `ossd.priority` is the object's priority class.
@@ -119,6 +126,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (n(), name(), any::<bool>(), 0u32..0o10000).prop_map(|(d, m, dir, p)| Op::CreateAs(d, m, dir, p)),
         2 => (n(), name(), 0usize..4).prop_map(|(d, m, t)| Op::Symlink(d, m, t)),
         1 => n().prop_map(Op::Readlink),
+        2 => (n(), name(), 0usize..4, any::<u64>()).prop_map(|(d, m, k, r)| Op::Mknod(d, m, k, r)),
         3 => (n(), n(), name()).prop_map(|(i, d, m)| Op::Link(i, d, m)),
         5 => (n(), name(), n(), name()).prop_map(|(d, m, e, o)| Op::Rename(d, m, e, o)),
         2 => n().prop_map(Op::Getattr),
@@ -128,6 +136,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (n(), 0..XNAMES.len()).prop_map(|(i, k)| Op::GetXattr(i, k)),
         1 => n().prop_map(Op::ListXattr),
         1 => (n(), 0..XNAMES.len()).prop_map(|(i, k)| Op::RemoveXattr(i, k)),
+        3 => n().prop_map(Op::Open),
+        2 => n().prop_map(Op::Release),
     ]
 }
 
@@ -147,6 +157,8 @@ struct Rig {
     nodes: Vec<(Ino, Ino)>,
     to_ofs: FxHashMap<Ino, Ino>,
     stamp: u8,
+    /// Opens not yet released, as (oracle's number, OFS's number).
+    opened: Vec<(Ino, Ino)>,
 }
 
 fn same_err<T: std::fmt::Debug, U: std::fmt::Debug>(
@@ -203,10 +215,11 @@ impl Rig {
 
     /// Any inode ever made, live ones mostly.
     fn any(&mut self, i: usize) -> (Ino, Ino) {
-        match i % 3 {
-            0 => self.pick(i / 3, FileKind::File),
-            1 => self.pick(i / 3, FileKind::Dir),
-            _ => self.pick(i / 3, FileKind::Symlink),
+        match i % 4 {
+            0 => self.pick(i / 4, FileKind::File),
+            1 => self.pick(i / 4, FileKind::Dir),
+            2 => self.pick(i / 4, FileKind::Symlink),
+            _ => self.pick(i / 4, FileKind::Special(Special::CharDevice)),
         }
     }
 
@@ -232,8 +245,8 @@ impl Rig {
         same_err(what, &want, &got)?;
         if let (Ok(w), Ok(g)) = (want, got) {
             prop_assert_eq!(
-                (w.kind, w.perm, w.uid, w.gid, w.nlink),
-                (g.kind, g.perm, g.uid, g.gid, g.nlink),
+                (w.kind, w.perm, w.uid, w.gid, w.nlink, w.rdev),
+                (g.kind, g.perm, g.uid, g.gid, g.nlink, g.rdev),
                 "{}",
                 what
             );
@@ -243,6 +256,16 @@ impl Rig {
             prop_assert_eq!(g.ino, f);
         }
         Ok(())
+    }
+
+    /// A clean remount: every open is released first (the kernel closes every file before an
+    /// unmount ends; OFS drops files removed while open when unmounted).
+    fn remount(&mut self) {
+        for (o, _) in std::mem::take(&mut self.opened) {
+            self.oracle.release(o).unwrap();
+        }
+        let fs = self.fs.take().unwrap();
+        self.fs = Some(common::remount(fs, self.cfg));
     }
 
     fn node(&mut self, i: usize) -> (Ino, Ino) {
@@ -365,7 +388,7 @@ impl Rig {
                     prop_assert_eq!(w.kind, g.kind, "{}", what);
                     prop_assert_eq!(g.ino, f);
                     let size = match w.kind {
-                        FileKind::File | FileKind::Symlink => w.size,
+                        FileKind::File | FileKind::Symlink | FileKind::Special(_) => w.size,
                         FileKind::Dir => self.expected_dir_bytes(o),
                     };
                     prop_assert_eq!(size, g.size, "{}: size", what);
@@ -381,10 +404,7 @@ impl Rig {
                 .fs()
                 .sync()
                 .map_err(|e| TestCaseError::fail(e.to_string()))?,
-            Op::Remount => {
-                let fs = self.fs.take().unwrap();
-                self.fs = Some(common::remount(fs, self.cfg));
-            }
+            Op::Remount => self.remount(),
             Op::Check => {
                 let p = self
                     .fs()
@@ -424,6 +444,24 @@ impl Rig {
                 let owner = Owner::default_for(FileKind::Symlink);
                 let want = self.oracle.symlink(od, &n, target, owner);
                 let got = self.fs().symlink(fd, &n, target, owner);
+                self.record(&what, want, got)?;
+            }
+            Op::Mknod(d, m, k, rdev) => {
+                let (od, fd) = self.dir(d);
+                let n = name(m);
+                let kind = [
+                    Special::Fifo,
+                    Special::Socket,
+                    Special::CharDevice,
+                    Special::BlockDevice,
+                ][k];
+                let owner = Owner {
+                    perm: (rdev % 0o10000) as u32,
+                    uid: 7,
+                    gid: 8,
+                };
+                let want = self.oracle.mknod(od, &n, kind, rdev, owner);
+                let got = self.fs().mknod(fd, &n, kind, rdev, owner);
                 self.record(&what, want, got)?;
             }
             Op::Readlink(i) => {
@@ -523,6 +561,26 @@ impl Rig {
                 let got = self.fs().removexattr(f, XNAMES[k]);
                 same_err(&what, &want, &got)?;
             }
+            Op::Open(i) => {
+                let (o, f) = self.any(i);
+                let want = self.oracle.open(o);
+                let got = self.fs().open(f);
+                same_err(&what, &want, &got)?;
+                if want.is_ok() {
+                    self.opened.push((o, f));
+                }
+            }
+            Op::Release(i) => {
+                let (o, f) = if self.opened.is_empty() {
+                    self.any(i)
+                } else {
+                    self.opened.swap_remove(i % self.opened.len())
+                };
+                let want = self.oracle.release(o);
+                let got = self.fs().release(f);
+                same_err(&what, &want, &got)?;
+                self.same_attrs(&what, o, f)?;
+            }
             Op::Burst { node, count } => {
                 let (od, fd) = self.dir(node);
                 for i in 0..count {
@@ -576,6 +634,7 @@ proptest! {
             nodes: vec![(ROOT, ROOT)],
             to_ofs: [(ROOT, ROOT)].into_iter().collect(),
             stamp: 0,
+            opened: Vec::new(),
         };
         for op in &ops {
             rig.run(op)?;
@@ -584,8 +643,7 @@ proptest! {
         prop_assert!(p.is_empty(), "final check: {:?}", p);
         if std::env::var("OFS_DEBUG").is_ok() { eprintln!("{} ops, {} nodes, {:?}", ops.len(), rig.nodes.len(), rig.fs().ofs_counters()); }
         // The whole tree survives a remount.
-        let fs = rig.fs.take().unwrap();
-        rig.fs = Some(common::remount(fs, rig.cfg));
+        rig.remount();
         for i in 0..rig.nodes.len() {
             let (o, f) = rig.nodes[i];
             let want = rig.oracle.stat(o);
@@ -606,6 +664,8 @@ proptest! {
                 Ok(FileKind::Symlink) => {
                     prop_assert_eq!(rig.oracle.readlink(o), rig.fs().readlink(f));
                 }
+                // Their attributes (the device number too) are compared below.
+                Ok(FileKind::Special(_)) => {}
                 Err(_) => {}
             }
             rig.same_attrs("attributes after remount", o, f)?;

@@ -489,3 +489,82 @@ fn fsynced_files_survive_kill_9_of_the_daemon() {
         "too few files were written to test anything: {n}"
     );
 }
+
+/// What pjdfstest found (scripts/mount-conformance.sh runs it): a file removed while open
+/// stays readable and writable through its descriptor; FIFOs and device nodes; a directory's
+/// link count; every call stamps a later time than the one before, even with no pause.
+#[test]
+fn open_unlinked_files_special_files_link_counts_and_times() {
+    require_fuse!("open_unlinked_files_special_files_link_counts_and_times");
+    let mut r = Rig::new("details");
+    r.mount();
+    // unlinked while open
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(r.p("open"))
+        .unwrap();
+    f.write_all(b"kept").unwrap();
+    fs::remove_file(r.p("open")).unwrap();
+    assert!(!r.p("open").exists());
+    assert_eq!(f.metadata().unwrap().nlink(), 0);
+    f.write_all(b" while open").unwrap();
+    let mut back = String::new();
+    f.seek(SeekFrom::Start(0)).unwrap();
+    f.read_to_string(&mut back).unwrap();
+    assert_eq!(back, "kept while open");
+    drop(f);
+    // special files: the kernel serves them, OFS keeps kind, mode and device number
+    let cwd = rustix::fs::CWD;
+    let mode = rustix::fs::Mode::from_raw_mode(0o640);
+    rustix::fs::mknodat(cwd, r.p("fifo"), rustix::fs::FileType::Fifo, mode, 0).unwrap();
+    let dev = rustix::fs::makedev(1, 3);
+    rustix::fs::mknodat(
+        cwd,
+        r.p("null"),
+        rustix::fs::FileType::CharacterDevice,
+        mode,
+        dev,
+    )
+    .unwrap();
+    use std::os::unix::fs::FileTypeExt;
+    let m = fs::metadata(r.p("fifo")).unwrap();
+    assert!(m.file_type().is_fifo());
+    assert_eq!(m.permissions().mode() & 0o7777, 0o640);
+    let m = fs::metadata(r.p("null")).unwrap();
+    assert!(m.file_type().is_char_device());
+    assert_eq!(m.rdev(), dev);
+    // a FIFO carries data between a writer and a reader, through the kernel
+    let path = r.p("fifo");
+    let writer = std::thread::spawn(move || fs::write(path, b"through the pipe").unwrap());
+    assert_eq!(fs::read(r.p("fifo")).unwrap(), b"through the pipe");
+    writer.join().unwrap();
+    // a directory links from its name, its '.' and each subdirectory's '..'
+    fs::create_dir_all(r.p("a/b")).unwrap();
+    fs::create_dir(r.p("a/c")).unwrap();
+    fs::write(r.p("a/file"), b"").unwrap();
+    assert_eq!(fs::metadata(r.p("a")).unwrap().nlink(), 4);
+    fs::rename(r.p("a/c"), r.p("a/b/c")).unwrap();
+    assert_eq!(fs::metadata(r.p("a")).unwrap().nlink(), 3);
+    assert_eq!(fs::metadata(r.p("a/b")).unwrap().nlink(), 3);
+    // times only move forward, call after call
+    let ctime = |p: &Path| {
+        let m = fs::symlink_metadata(p).unwrap();
+        (m.ctime(), m.ctime_nsec())
+    };
+    let mut last = ctime(&r.p("a/file"));
+    for i in 0..20 {
+        let p = r.p("a/file");
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o600 + (i % 2) * 0o40)).unwrap();
+        let now = ctime(&p);
+        assert!(now > last, "chmod {i}: ctime {now:?} after {last:?}");
+        last = now;
+    }
+    r.unmount();
+    assert!(r.fsck().contains("OFS: 0 problems"));
+    r.mount();
+    assert!(fs::metadata(r.p("fifo")).unwrap().file_type().is_fifo());
+    assert_eq!(fs::metadata(r.p("null")).unwrap().rdev(), dev);
+    r.unmount();
+}

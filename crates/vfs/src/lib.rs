@@ -78,7 +78,7 @@ impl ReadInto<'_> {
     }
 }
 
-/// A file, a directory or a symbolic link.
+/// A file, a directory, a symbolic link or a special file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FileKind {
     /// A regular file.
@@ -88,6 +88,22 @@ pub enum FileKind {
     /// A symbolic link: its target is its contents ([`FileSystem::readlink`]). Only file
     /// systems that implement [`FileSystem::symlink`] make them.
     Symlink,
+    /// A FIFO, socket or device node: a name and attributes only (the kernel serves its I/O).
+    /// Only file systems that implement [`FileSystem::mknod`] make them.
+    Special(Special),
+}
+
+/// The kinds of special file ([`FileKind::Special`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Special {
+    /// A named pipe (`mkfifo`).
+    Fifo,
+    /// A Unix domain socket's name (`bind`).
+    Socket,
+    /// A character device node; its device number is [`FileAttr::rdev`].
+    CharDevice,
+    /// A block device node; its device number is [`FileAttr::rdev`].
+    BlockDevice,
 }
 
 /// What `stat` reports.
@@ -122,6 +138,7 @@ impl Owner {
             FileKind::File => 0o644,
             FileKind::Dir => 0o755,
             FileKind::Symlink => 0o777,
+            FileKind::Special(_) => 0o644,
         };
         Owner {
             perm,
@@ -146,7 +163,9 @@ pub struct FileAttr {
     pub uid: u32,
     /// Owning group id.
     pub gid: u32,
-    /// Names the inode has (directories report 1: the count of subdirectories is not kept).
+    /// Names the inode has: for a file or link its names (0 once the last is removed while the
+    /// file is open), for a directory 2 plus its subdirectories (its name, its `.`, and each
+    /// subdirectory's `..`).
     pub nlink: u32,
     /// Times in the file system's clock (virtual ns in the lab; ns since the Unix epoch
     /// through a mount).
@@ -155,6 +174,8 @@ pub struct FileAttr {
     pub mtime_ns: Nanos,
     /// Last change of the inode (attributes, links, contents).
     pub ctime_ns: Nanos,
+    /// A device node's device number (`st_rdev`); 0 for every other kind.
+    pub rdev: u64,
 }
 
 /// What `setattr` changes; `None` leaves a field as it is.
@@ -317,6 +338,7 @@ pub trait FileSystem {
             atime_ns: s.modified_ns,
             mtime_ns: s.modified_ns,
             ctime_ns: s.modified_ns,
+            rdev: 0,
         })
     }
     /// Creates an empty file or directory `name` in `dir` owned by `owner`.
@@ -339,6 +361,18 @@ pub trait FileSystem {
         _owner: Owner,
     ) -> Result<Ino, FsError> {
         unsupported("symbolic links")
+    }
+    /// Creates a special file `name` in `dir`: a FIFO, a socket's name, or a device node with
+    /// device number `rdev` (ignored for the others).
+    fn mknod(
+        &mut self,
+        _dir: Ino,
+        _name: &str,
+        _kind: Special,
+        _rdev: u64,
+        _owner: Owner,
+    ) -> Result<Ino, FsError> {
+        unsupported("special files")
     }
     /// The target of a symbolic link.
     fn readlink(&mut self, _ino: Ino) -> Result<Vec<u8>, FsError> {
@@ -390,5 +424,17 @@ pub trait FileSystem {
     /// Space on the device.
     fn statfs(&mut self) -> Result<SpaceInfo, FsError> {
         unsupported("statfs")
+    }
+    /// A program opened file `ino` (an open file of a mount). Until the matching
+    /// [`FileSystem::release`], removing the file's last name keeps its data (`getattr` then
+    /// reports no links), as POSIX asks of an open file. The default keeps nothing: file
+    /// systems that serve only the lab remove a file with its last name.
+    fn open(&mut self, _ino: Ino) -> Result<(), FsError> {
+        Ok(())
+    }
+    /// Closes one [`FileSystem::open`] of `ino`; the last close of a file with no name left
+    /// removes it. A close without an open is ignored.
+    fn release(&mut self, _ino: Ino) -> Result<(), FsError> {
+        Ok(())
     }
 }

@@ -9,11 +9,11 @@
 use std::collections::BTreeMap;
 
 use crate::Nanos;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::{
     FileAttr, FileData, FileKind, FileStat, FileSystem, FsCounters, FsError, Ino, Owner, ReadInto,
-    SetAttr, XattrMode, NAME_MAX, ROOT, SYMLINK_MAX, XATTR_NAME_MAX,
+    SetAttr, Special, XattrMode, NAME_MAX, ROOT, SYMLINK_MAX, XATTR_NAME_MAX,
 };
 
 /// The extended attribute that stands for the object's priority class.
@@ -27,6 +27,8 @@ struct Inode {
     entries: BTreeMap<String, Ino>,
     owner: Owner,
     nlink: u32,
+    /// A device node's device number.
+    rdev: u64,
     atime: Nanos,
     mtime: Nanos,
     ctime: Nanos,
@@ -38,6 +40,10 @@ pub struct MemFs {
     nodes: FxHashMap<Ino, Inode>,
     next: Ino,
     now: Nanos,
+    /// Opens not yet released, per inode.
+    open: FxHashMap<Ino, u32>,
+    /// Inodes whose last name went while they were open: kept until the last release.
+    unlinked: FxHashSet<Ino>,
 }
 
 impl Default for MemFs {
@@ -46,6 +52,8 @@ impl Default for MemFs {
             nodes: FxHashMap::default(),
             next: ROOT + 1,
             now: 0,
+            open: FxHashMap::default(),
+            unlinked: FxHashSet::default(),
         };
         fs.nodes.insert(
             ROOT,
@@ -92,6 +100,7 @@ impl MemFs {
             entries: BTreeMap::new(),
             owner,
             nlink: 1,
+            rdev: 0,
             atime: self.now,
             mtime: self.now,
             ctime: self.now,
@@ -117,6 +126,7 @@ impl MemFs {
             FileKind::File => Ok(n),
             FileKind::Dir => Err(FsError::IsDir(format!("inode {ino}"))),
             FileKind::Symlink => Err(FsError::Invalid(format!("inode {ino} is a symbolic link"))),
+            FileKind::Special(_) => Err(FsError::Invalid(format!("inode {ino} is a special file"))),
         }
     }
 
@@ -162,6 +172,9 @@ impl MemFs {
         if n.kind != FileKind::Dir && n.nlink > 1 {
             n.nlink -= 1;
             n.ctime = now;
+        } else if n.kind != FileKind::Dir && self.open.contains_key(&ino) {
+            // Open: it stays, nameless, until its last release.
+            self.unlinked.insert(ino);
         } else {
             self.nodes.remove(&ino);
         }
@@ -176,7 +189,9 @@ impl MemFs {
         let n = self.node(ino)?;
         match (rmdir, n.kind) {
             (false, FileKind::Dir) => return Err(FsError::IsDir(name.into())),
-            (true, FileKind::File | FileKind::Symlink) => return Err(FsError::NotDir(name.into())),
+            (true, FileKind::File | FileKind::Symlink | FileKind::Special(_)) => {
+                return Err(FsError::NotDir(name.into()))
+            }
             (true, FileKind::Dir) if !n.entries.is_empty() => {
                 return Err(FsError::NotEmpty(name.into()))
             }
@@ -275,7 +290,7 @@ impl FileSystem for MemFs {
     fn stat(&mut self, ino: Ino) -> Result<FileStat, FsError> {
         let n = self.node(ino)?;
         let size = match n.kind {
-            FileKind::File | FileKind::Symlink => n.data.len() as u64,
+            FileKind::File | FileKind::Symlink | FileKind::Special(_) => n.data.len() as u64,
             FileKind::Dir => n.entries.len() as u64,
         };
         Ok(FileStat {
@@ -317,7 +332,19 @@ impl FileSystem for MemFs {
 
     fn getattr(&mut self, ino: Ino) -> Result<FileAttr, FsError> {
         let size = self.stat(ino)?.size;
+        let n = self.nodes.get(&ino).ok_or_else(|| not_found(ino))?;
+        let subdirs = n
+            .entries
+            .values()
+            .filter(|c| self.nodes.get(c).is_some_and(|n| n.kind == FileKind::Dir))
+            .count() as u32;
+        let unlinked = self.unlinked.contains(&ino);
         let n = self.node(ino)?;
+        let nlink = match n.kind {
+            FileKind::Dir => 2 + subdirs,
+            _ if unlinked => 0,
+            _ => n.nlink,
+        };
         Ok(FileAttr {
             ino,
             kind: n.kind,
@@ -325,10 +352,11 @@ impl FileSystem for MemFs {
             perm: n.owner.perm,
             uid: n.owner.uid,
             gid: n.owner.gid,
-            nlink: n.nlink,
+            nlink,
             atime_ns: n.atime,
             mtime_ns: n.mtime,
             ctime_ns: n.ctime,
+            rdev: n.rdev,
         })
     }
 
@@ -339,8 +367,14 @@ impl FileSystem for MemFs {
         kind: FileKind,
         owner: Owner,
     ) -> Result<Ino, FsError> {
-        if kind == FileKind::Symlink {
-            return Err(FsError::Invalid("a symbolic link needs a target".into()));
+        match kind {
+            FileKind::Symlink => {
+                return Err(FsError::Invalid("a symbolic link needs a target".into()))
+            }
+            FileKind::Special(_) => {
+                return Err(FsError::Invalid("special files are made by mknod".into()))
+            }
+            FileKind::File | FileKind::Dir => {}
         }
         self.make(dir, name, kind, owner, Vec::new())
     }
@@ -356,6 +390,21 @@ impl FileSystem for MemFs {
         self.make(dir, name, FileKind::Symlink, owner, target.to_vec())
     }
 
+    fn mknod(
+        &mut self,
+        dir: Ino,
+        name: &str,
+        kind: Special,
+        rdev: u64,
+        owner: Owner,
+    ) -> Result<Ino, FsError> {
+        let ino = self.make(dir, name, FileKind::Special(kind), owner, Vec::new())?;
+        if matches!(kind, Special::CharDevice | Special::BlockDevice) {
+            self.node(ino)?.rdev = rdev;
+        }
+        Ok(ino)
+    }
+
     fn readlink(&mut self, ino: Ino) -> Result<Vec<u8>, FsError> {
         let n = self.node(ino)?;
         if n.kind != FileKind::Symlink {
@@ -369,6 +418,10 @@ impl FileSystem for MemFs {
     fn link(&mut self, ino: Ino, dir: Ino, name: &str) -> Result<(), FsError> {
         if self.node(ino)?.kind == FileKind::Dir {
             return Err(FsError::NotPermitted(format!("inode {ino} is a directory")));
+        }
+        if self.unlinked.contains(&ino) {
+            // Its last name is gone (it is only open): it cannot get a new one.
+            return Err(not_found(ino));
         }
         check_name(name)?;
         let d = self.dir(dir)?;
@@ -445,6 +498,9 @@ impl FileSystem for MemFs {
                 FileKind::Symlink => {
                     return Err(FsError::Invalid(format!("inode {ino} is a symbolic link")))
                 }
+                FileKind::Special(_) => {
+                    return Err(FsError::Invalid(format!("inode {ino} is a special file")))
+                }
             }
         }
         let now = self.now;
@@ -506,6 +562,26 @@ impl FileSystem for MemFs {
             .remove(name)
             .map(|_| ())
             .ok_or_else(|| FsError::NotFound(name.into()))
+    }
+
+    fn open(&mut self, ino: Ino) -> Result<(), FsError> {
+        self.node(ino)?;
+        *self.open.entry(ino).or_insert(0) += 1;
+        Ok(())
+    }
+
+    fn release(&mut self, ino: Ino) -> Result<(), FsError> {
+        let Some(n) = self.open.get_mut(&ino) else {
+            return Ok(());
+        };
+        *n -= 1;
+        if *n == 0 {
+            self.open.remove(&ino);
+            if self.unlinked.remove(&ino) {
+                self.nodes.remove(&ino);
+            }
+        }
+        Ok(())
     }
 }
 
