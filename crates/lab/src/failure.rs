@@ -70,7 +70,7 @@ pub enum OfsHostError {
 }
 
 /// A read that returned another fingerprint than the last whole write of its unit left there
-/// ([`Verifier`]).
+/// ([`crate::engine::Verifier`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unit {unit} read back fingerprint {got:#x}, expected {expected:#x}")]
 pub struct Mismatch {
