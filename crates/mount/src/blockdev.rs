@@ -35,9 +35,9 @@ use fuser::{
 };
 use libc::c_int;
 
-use crate::fuse::wall_ns;
+use crate::fuse::{hold_reply, wall_ns};
 use crate::image::{expect_content, lock, ImageError, ImageLock};
-use crate::{MountError, MountOptions, Timing};
+use crate::{lock_slot, take_slot, MountError, MountOptions, Timing};
 
 /// The exported file's name in the mount's root directory.
 pub const DISK: &str = "disk";
@@ -176,22 +176,14 @@ impl BlockDevFuse {
         &mut self,
         f: impl FnOnce(&mut ImageFtl, Nanos) -> Result<(T, Nanos), FtlError>,
     ) -> Result<T, c_int> {
-        let mut guard = match self.ftl.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let mut guard = lock_slot(&self.ftl);
         let Some(ftl) = guard.as_mut() else {
             return Err(libc::EIO);
         };
         let issued = wall_ns();
         match f(ftl, issued) {
             Ok((v, done)) => {
-                if self.timing == Timing::Emulate {
-                    let now = wall_ns();
-                    if done > now {
-                        std::thread::sleep(Duration::from_nanos((done - now).min(10_000_000_000)));
-                    }
-                }
+                hold_reply(self.timing, done);
                 Ok(v)
             }
             Err(e) => {
@@ -470,11 +462,7 @@ pub fn serve(
         options.push(fuser::MountOption::AllowOther);
     }
     crate::serve_until_unmounted(fs, mountpoint, &options, handle_signals, ready)?;
-    let ftl = match shared.lock() {
-        Ok(mut g) => g.take(),
-        Err(p) => p.into_inner().take(),
-    };
-    match ftl {
+    match take_slot(&shared) {
         Some(f) => f.close(wall_ns()).map(drop).map_err(MountError::Ftl),
         None => Ok(()),
     }

@@ -18,7 +18,7 @@ use vfs::{
     FileAttr, FileData, FileKind, FsError, Ino, Owner, ReadInto, SetAttr, Special, XattrMode,
 };
 
-use crate::{Backend, Timing};
+use crate::{lock_slot, Backend, Timing};
 
 /// How long the kernel may cache attributes and entries. Every change goes through this
 /// mount, so the kernel's cache cannot go stale behind its back.
@@ -48,6 +48,17 @@ pub fn wall_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// With [`Timing::Emulate`], returns only at `done`, the device model's completion time of a
+/// call (ns since the Unix epoch), waiting 10 s at most; with [`Timing::None`] at once.
+pub fn hold_reply(timing: Timing, done: u64) {
+    if timing == Timing::Emulate {
+        let now = wall_ns();
+        if done > now {
+            std::thread::sleep(Duration::from_nanos((done - now).min(10_000_000_000)));
+        }
+    }
 }
 
 fn time_ns(t: SystemTime) -> u64 {
@@ -103,10 +114,7 @@ impl<B: Backend> OssdFuse<B> {
     /// EIO and a poisoned backend (dropped without being marked clean; every later call is
     /// EIO). With [`Timing::Emulate`] returns only at the device model's completion time.
     fn call<T>(&mut self, f: impl FnOnce(&mut B) -> Result<T, FsError>) -> Result<T, c_int> {
-        let mut guard = match self.backend.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let mut guard = lock_slot(&self.backend);
         let Some(b) = guard.as_mut() else {
             return Err(libc::EIO);
         };
@@ -129,13 +137,7 @@ impl<B: Backend> OssdFuse<B> {
                 return Err(libc::EIO);
             }
         };
-        if self.timing == Timing::Emulate {
-            let done = b.now();
-            let now = wall_ns();
-            if done > now {
-                std::thread::sleep(Duration::from_nanos((done - now).min(10_000_000_000)));
-            }
-        }
+        hold_reply(self.timing, b.now());
         r.map_err(|e| errno(&e))
     }
 

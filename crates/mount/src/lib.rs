@@ -30,7 +30,7 @@ pub mod fuse;
 pub mod image;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use flash::image::ImageStore;
@@ -161,13 +161,20 @@ fn session<B: Backend>(
     Ok((s, shared))
 }
 
+/// The guard of a slot shared with the session thread, whether or not a panicking holder
+/// poisoned the mutex: the slot itself says, by being empty, that what it held is unusable.
+pub(crate) fn lock_slot<T>(slot: &Mutex<Option<T>>) -> MutexGuard<'_, Option<T>> {
+    slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Empties a shared slot (see [`lock_slot`]).
+pub(crate) fn take_slot<T>(slot: &Mutex<Option<T>>) -> Option<T> {
+    lock_slot(slot).take()
+}
+
 /// After the session ended: shut the backend down (unless a panic poisoned it).
 fn finish<B: Backend>(shared: &Shared<B>) -> Result<(), MountError> {
-    let backend = match shared.lock() {
-        Ok(mut g) => g.take(),
-        Err(p) => p.into_inner().take(),
-    };
-    match backend {
+    match take_slot(shared) {
         Some(b) => b.shutdown().map_err(MountError::Shutdown),
         None => Err(MountError::Shutdown(FsError::Device(
             "the file system was poisoned by an earlier failure; it was not marked clean, \
