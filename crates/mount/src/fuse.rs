@@ -15,10 +15,16 @@ use fuser::{
 };
 use libc::c_int;
 use vfs::{
-    FileAttr, FileData, FileKind, FsError, Ino, Owner, ReadInto, SetAttr, Special, XattrMode,
+    FileAttr, FileData, FileKind, FileSystem, FsError, Ino, Owner, ReadInto, SetAttr, Special,
+    XattrMode,
 };
 
+use crate::scheduled::{FileIo, IoOp, IoQueue};
+use crate::stats::STATS_FILE;
 use crate::{lock_slot, Backend, Timing};
+
+/// The inode number of the statistics file at the root (outside OFS's numbers).
+const STATS_INO: u64 = u64::MAX - 1;
 
 /// How long the kernel may cache attributes and entries. Every change goes through this
 /// mount, so the kernel's cache cannot go stale behind its back.
@@ -94,6 +100,8 @@ pub struct OssdFuse<B: Backend> {
     block_bytes: u32,
     /// Listings of open directories, by handle: (name, inode, type).
     dirs: HashMap<u64, Vec<(Vec<u8>, Ino, FileType)>>,
+    /// Open statistics files, by handle: the document as it was at open.
+    stats_files: HashMap<u64, Vec<u8>>,
     next_fh: u64,
 }
 
@@ -106,26 +114,38 @@ impl<B: Backend> OssdFuse<B> {
             timing,
             block_bytes: 4096,
             dirs: HashMap::new(),
+            stats_files: HashMap::new(),
             next_fh: 1,
         }
     }
 
-    /// Runs `f` on the backend at the wall clock's time: errors become errno values, a panic
-    /// EIO and a poisoned backend (dropped without being marked clean; every later call is
-    /// EIO). With [`Timing::Emulate`] returns only at the device model's completion time.
-    fn call<T>(&mut self, f: impl FnOnce(&mut B) -> Result<T, FsError>) -> Result<T, c_int> {
+    /// Runs `f` on the backend's file system at the wall clock's time: errors become errno
+    /// values, a panic EIO and a poisoned backend (dropped without being marked clean; every
+    /// later call is EIO). With [`Timing::Emulate`] returns only at the device model's
+    /// completion time.
+    fn call<T>(&mut self, f: impl FnOnce(&mut B::Fs) -> Result<T, FsError>) -> Result<T, c_int> {
         let mut guard = lock_slot(&self.backend);
         let Some(b) = guard.as_mut() else {
             return Err(libc::EIO);
         };
-        // The wall clock, but at least 1 ns after the previous call's completion: the store
-        // stamps times with its own clock, which the device model's latency can move ahead of
-        // the wall clock, and two calls must never stamp the same time (make, rsync and POSIX
-        // tests compare them).
-        let issued = wall_ns().max(b.now().saturating_add(1));
-        b.set_time(issued);
-        let r = match catch_unwind(AssertUnwindSafe(|| f(&mut *b))) {
-            Ok(r) => r,
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            b.call(|fs| {
+                // The wall clock, but at least 1 ns after the previous call's completion: the
+                // store stamps times with its own clock, which the device model's latency can
+                // move ahead of the wall clock, and two calls must never stamp the same time
+                // (make, rsync and POSIX tests compare them).
+                let issued = wall_ns().max(fs.now().saturating_add(1));
+                fs.set_time(issued);
+                let r = f(fs);
+                (r, fs.now())
+            })
+        }));
+        match r {
+            Ok(Ok((r, done))) => {
+                hold_reply(self.timing, done);
+                r.map_err(|e| errno(&e))
+            }
+            Ok(Err(e)) => Err(errno(&e)),
             Err(_) => {
                 eprintln!(
                     "ossd mount: a file system call panicked; every later call fails with EIO \
@@ -134,11 +154,48 @@ impl<B: Backend> OssdFuse<B> {
                 // Not shut down: its state is unknown. Dropping it closes nothing cleanly,
                 // as a crash would.
                 guard.take();
-                return Err(libc::EIO);
+                Err(libc::EIO)
             }
-        };
-        hold_reply(self.timing, b.now());
-        r.map_err(|e| errno(&e))
+        }
+    }
+
+    /// The backend's queue for reads and writes, if it has one and is still serving.
+    fn io_queue(&self) -> Option<IoQueue> {
+        lock_slot(&self.backend).as_ref().and_then(|b| b.io_queue())
+    }
+
+    /// A fresh statistics document, as the file's bytes.
+    fn stats_bytes(&mut self) -> Result<Vec<u8>, c_int> {
+        let mut guard = lock_slot(&self.backend);
+        let b = guard.as_mut().ok_or(libc::EIO)?;
+        let v = b.stats().map_err(|e| errno(&e))?;
+        let mut text = serde_json::to_vec_pretty(&v).map_err(|_| libc::EIO)?;
+        text.push(b'\n');
+        Ok(text)
+    }
+
+    /// The statistics file's attributes (read-only, owned by root, its size that of a fresh
+    /// document).
+    fn stats_attr(&mut self) -> Result<fuser::FileAttr, c_int> {
+        let len = self.stats_bytes()?.len() as u64;
+        let now = SystemTime::now();
+        Ok(fuser::FileAttr {
+            ino: STATS_INO,
+            size: len,
+            blocks: len.div_ceil(512),
+            atime: now,
+            mtime: now,
+            ctime: now,
+            crtime: now,
+            kind: FileType::RegularFile,
+            perm: 0o444,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            blksize: self.block_bytes,
+            flags: 0,
+        })
     }
 
     fn attr(&mut self, ino: Ino) -> Result<fuser::FileAttr, c_int> {
@@ -185,6 +242,9 @@ impl<B: Backend> OssdFuse<B> {
         umask: u32,
     ) -> Result<Ino, c_int> {
         let name = name_of(name)?;
+        if is_stats_file(parent, name) {
+            return Err(libc::EEXIST);
+        }
         let owner = Owner {
             perm: mode & !umask & 0o7777,
             uid: req.uid(),
@@ -199,6 +259,11 @@ fn done(r: Result<(), c_int>, reply: ReplyEmpty) {
         Ok(()) => reply.ok(),
         Err(e) => reply.error(e),
     }
+}
+
+/// Whether `name` in `parent` is the statistics file (which OFS's own files cannot be named).
+fn is_stats_file(parent: u64, name: &str) -> bool {
+    parent == vfs::ROOT && name == STATS_FILE
 }
 
 /// A user extended attribute's name without its namespace; `None` for other namespaces.
@@ -227,11 +292,26 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
     }
 
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        if name_of(name).is_ok_and(|n| is_stats_file(parent, n)) {
+            // Never cached: its size changes with every look.
+            match self.stats_attr() {
+                Ok(a) => reply.entry(&Duration::ZERO, &a, 0),
+                Err(e) => reply.error(e),
+            }
+            return;
+        }
         let r = name_of(name).and_then(|n| self.call(|b| b.lookup(parent, n))?.ok_or(libc::ENOENT));
         self.entry(r, reply);
     }
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        if ino == STATS_INO {
+            match self.stats_attr() {
+                Ok(a) => reply.attr(&Duration::ZERO, &a),
+                Err(e) => reply.error(e),
+            }
+            return;
+        }
         match self.attr(ino) {
             Ok(a) => reply.attr(&TTL, &a),
             Err(e) => reply.error(e),
@@ -256,6 +336,10 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
         _flags: Option<u32>,
         reply: ReplyAttr,
     ) {
+        if ino == STATS_INO {
+            reply.error(libc::EPERM);
+            return;
+        }
         let r = self.call(|b| {
             // UTIME_NOW is the call's issue time: the clock the store stamps changes with,
             // which may run ahead of the wall clock (see `call`).
@@ -361,6 +445,8 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
         let t = target.as_os_str().as_bytes();
         let r = if t.len() > vfs::SYMLINK_MAX {
             Err(libc::ENAMETOOLONG)
+        } else if name_of(link_name).is_ok_and(|n| is_stats_file(parent, n)) {
+            Err(libc::EEXIST)
         } else {
             name_of(link_name).and_then(|n| self.call(|b| b.symlink(parent, n, t, owner)))
         };
@@ -379,6 +465,9 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
     ) {
         let r = (|| {
             let (n, nn) = (name_of(name)?, name_of(newname)?);
+            if is_stats_file(newparent, nn) || is_stats_file(parent, n) {
+                return Err(libc::EPERM);
+            }
             if flags & !libc::RENAME_NOREPLACE != 0 {
                 // RENAME_EXCHANGE and RENAME_WHITEOUT are not built.
                 return Err(libc::EINVAL);
@@ -402,12 +491,34 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
         reply: ReplyEntry,
     ) {
         let r = name_of(newname)
-            .and_then(|n| self.call(|b| b.link(ino, newparent, n)))
+            .and_then(|n| {
+                if is_stats_file(newparent, n) || ino == STATS_INO {
+                    return Err(libc::EPERM);
+                }
+                self.call(|b| b.link(ino, newparent, n))
+            })
             .map(|()| ino);
         self.entry(r, reply);
     }
 
-    fn open(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+        if ino == STATS_INO {
+            if flags & libc::O_ACCMODE != libc::O_RDONLY {
+                reply.error(libc::EACCES);
+                return;
+            }
+            match self.stats_bytes() {
+                Ok(doc) => {
+                    let fh = self.next_fh;
+                    self.next_fh += 1;
+                    self.stats_files.insert(fh, doc);
+                    // Direct I/O: reads are not cut at a size the kernel cached.
+                    reply.opened(fh, fuser::consts::FOPEN_DIRECT_IO);
+                }
+                Err(e) => reply.error(e),
+            }
+            return;
+        }
         // Counted, so that a file removed while open keeps its data until its release.
         match self.call(|b| b.open(ino)) {
             Ok(()) => reply.opened(0, 0),
@@ -419,12 +530,17 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
         &mut self,
         _req: &Request<'_>,
         ino: u64,
-        _fh: u64,
+        fh: u64,
         _flags: i32,
         _lock_owner: Option<u64>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        if ino == STATS_INO {
+            self.stats_files.remove(&fh);
+            reply.ok();
+            return;
+        }
         done(self.call(|b| b.release(ino)), reply);
     }
 
@@ -432,7 +548,7 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
         &mut self,
         _req: &Request<'_>,
         ino: u64,
-        _fh: u64,
+        fh: u64,
         offset: i64,
         size: u32,
         _flags: i32,
@@ -443,6 +559,34 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
             reply.error(libc::EINVAL);
             return;
         };
+        if ino == STATS_INO {
+            match self.stats_files.get(&fh) {
+                Some(doc) => {
+                    let from = (offset as usize).min(doc.len());
+                    let to = from.saturating_add(size as usize).min(doc.len());
+                    reply.data(&doc[from..to]);
+                }
+                None => reply.error(libc::EBADF),
+            }
+            return;
+        }
+        if FileIo::schedulable(offset, size as u64) {
+            if let Some(q) = self.io_queue() {
+                let io = FileIo {
+                    ino,
+                    offset,
+                    op: IoOp::Read { len: size },
+                };
+                q.submit(
+                    io,
+                    Box::new(move |r| match r {
+                        Ok(bytes) => reply.data(&bytes),
+                        Err(e) => reply.error(errno(&e)),
+                    }),
+                );
+                return;
+            }
+        }
         let mut buf = vec![0u8; size as usize];
         match self.call(|b| b.read(ino, offset, ReadInto::Bytes(&mut buf))) {
             Ok(n) => reply.data(&buf[..n as usize]),
@@ -468,6 +612,29 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
         };
         let append = flags & libc::O_APPEND != 0;
         let len = data.len() as u64;
+        let in_range = offset
+            .checked_add(len)
+            .is_some_and(|end| end <= i64::MAX as u64);
+        if !append && in_range && FileIo::schedulable(offset, len) {
+            if let Some(q) = self.io_queue() {
+                let io = FileIo {
+                    ino,
+                    offset,
+                    op: IoOp::Write {
+                        data: data.to_vec(),
+                    },
+                };
+                let n = data.len() as u32;
+                q.submit(
+                    io,
+                    Box::new(move |r| match r {
+                        Ok(_) => reply.written(n),
+                        Err(e) => reply.error(errno(&e)),
+                    }),
+                );
+                return;
+            }
+        }
         let r = self.call(|b| {
             // O_APPEND: at the end as the file system sees it, whatever the kernel thought.
             let at = if append { b.stat(ino)?.size } else { offset };

@@ -3,24 +3,34 @@
 //! OFS mounted with FUSE: real programs on ossd.
 //!
 //! ```text
-//!   write(2) -> kernel FUSE -> OssdFuse (fuse.rs) -> Backend (the seam) -> Ofs -> ObjectStore
-//!                                                                          -> Nand<ImageStore>
+//!   write(2) -> kernel FUSE -> OssdFuse (fuse.rs) -> Backend (the seam)
+//!       ScheduledOfs (the default): reads/writes -> OAQ -> device-side controller -> Ofs
+//!                                   other calls  -> (OAQ drained) -> Ofs
+//!       DirectOfs (--direct):       every call   -> Ofs
+//!                                               Ofs -> ObjectStore -> Nand<ImageStore>
 //! ```
 //!
-//! - [`Backend`] is the one seam every file system call of the mount goes through: a
-//!   [`vfs::FileSystem`] (the POSIX calls) plus shutdown. Today [`DirectOfs`] implements it by
-//!   calling OFS directly, in the daemon's process. The host path of the architecture,
-//!   OFS -> OAQ (crates/sched) -> device-side controller, is not wired under the mount yet: a
-//!   backend that queues OFS's object commands through OAQ implements the same trait and the
-//!   FUSE adapter does not change.
-//! - The adapter ([`fuse::OssdFuse`]) runs the FUSE session loop on one thread, so the backend
-//!   sees one call at a time. It maps [`vfs::FsError`] to errno values and never panics: a
-//!   panic inside the backend is caught, answered with EIO, and the backend refuses every
-//!   later call (the store's state is unknown), until the image is mounted again.
+//! - [`Backend`] is the one seam every file system call of the mount goes through:
+//!   [`Backend::call`] runs a [`vfs::FileSystem`] call, [`Backend::io_queue`] (when the backend
+//!   has one) takes file reads and writes asynchronously, and [`Backend::shutdown`] ends it.
+//!   [`ScheduledOfs`] (module [`scheduled`]) is OSSD-13's host path: each read and write is an
+//!   object I/O instance for OAQ, and a device thread, the device-side controller, orders OAQ's
+//!   object requests against GC steps by priority (`controller::policy::decide`). The program's
+//!   `user.ossd.priority` on a file is the class its requests queue at. [`DirectOfs`] calls OFS
+//!   directly, one call at a time, as a reference.
+//! - The adapter ([`fuse::OssdFuse`]) runs the FUSE session loop on one thread. It maps
+//!   [`vfs::FsError`] to errno values and never panics: a panic inside the backend is caught,
+//!   answered with EIO, and the backend refuses every later call (the store's state is
+//!   unknown), until the image is mounted again. Reads and writes the host path queued are
+//!   answered from the controller's thread, so several can be in flight and merge in OAQ.
 //! - Time: before each call the backend's clock is set to the wall clock (ns since the Unix
 //!   epoch), so the times the store keeps (modified, accessed, attributes changed) are real
 //!   times. With [`Timing::Emulate`] each reply is held until the device model's completion
 //!   time of the call, so programs see the simulated device's latency.
+//! - Statistics ([`stats`]): `.ossd-stats.json` at the mount's root is a read-only file of the
+//!   device's counters, OAQ's and the controller's work and the latency per priority class,
+//!   made afresh at each open; the same document is written on unmount
+//!   ([`MountOptions::stats_out`]).
 //! - Unmount (Ctrl-C, SIGTERM, `fusermount3 -u`, or [`Mounted::unmount`]) ends the session,
 //!   then [`Backend::shutdown`] marks OFS clean, flushes and closes the store (its checkpoint).
 //!   After a crash (kill -9) the next mount finds OFS not clean and repairs it.
@@ -28,6 +38,8 @@
 pub mod blockdev;
 pub mod fuse;
 pub mod image;
+pub mod scheduled;
+pub mod stats;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -40,20 +52,57 @@ use ofs::Ofs;
 use vfs::{FileSystem, FsError};
 
 pub use fuse::OssdFuse;
+pub use scheduled::{FileIo, IoDone, IoOp, IoQueue, ScheduledOfs};
 
 /// The one seam between the FUSE adapter and the file system below: every call the mount makes
-/// is a method of this trait (the [`vfs::FileSystem`] calls, and shutdown).
-pub trait Backend: FileSystem + Send + 'static {
+/// goes through this trait.
+pub trait Backend: Send + 'static {
+    /// The file system the calls reach.
+    type Fs: FileSystem;
+
+    /// Runs one file system call. A backend that queues reads and writes first waits until
+    /// they have all run, so the call sees every write the kernel was answered for. Fails
+    /// only when the backend itself can serve no call any more.
+    fn call<T>(&mut self, f: impl FnOnce(&mut Self::Fs) -> T) -> Result<T, FsError>;
+
+    /// Where reads and writes of whole sectors go asynchronously; `None` (the default): they
+    /// are ordinary calls.
+    fn io_queue(&self) -> Option<IoQueue> {
+        None
+    }
+
+    /// The statistics document of [`stats`]; [`FsError::Unsupported`] (the default) when the
+    /// backend keeps none.
+    fn stats(&mut self) -> Result<serde_json::Value, FsError> {
+        Err(FsError::Unsupported("statistics".into()))
+    }
+
     /// Ends the file system cleanly: marks it clean, makes everything durable and closes the
     /// device.
     fn shutdown(self) -> Result<(), FsError>;
 }
 
-/// OFS on an image-backed object store, called directly (no OAQ, no device-side controller):
-/// today's [`Backend`].
+/// OFS on an image-backed object store, called directly, one call at a time (no OAQ, no
+/// device-side controller): `ossd mount --direct`, and what [`ScheduledOfs`] runs on.
 pub type DirectOfs = Ofs<Nand<ImageStore>>;
 
 impl Backend for DirectOfs {
+    type Fs = Self;
+
+    fn call<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> Result<T, FsError> {
+        Ok(f(self))
+    }
+
+    fn stats(&mut self) -> Result<serde_json::Value, FsError> {
+        Ok(stats::mount_json(
+            "OFS (direct calls)",
+            Timing::None,
+            stats::ofs_json(self),
+            None,
+            serde_json::json!({}),
+        ))
+    }
+
     fn shutdown(self) -> Result<(), FsError> {
         let store = self.unmount()?;
         store
@@ -100,6 +149,8 @@ pub struct MountOptions {
     pub timing: Timing,
     /// Let users other than the one mounting use the mount (FUSE's `allow_other`).
     pub allow_other: bool,
+    /// Where the statistics document is written on unmount (none: not written).
+    pub stats_out: Option<PathBuf>,
 }
 
 /// Errors of mounting.
@@ -172,15 +223,37 @@ pub(crate) fn take_slot<T>(slot: &Mutex<Option<T>>) -> Option<T> {
     lock_slot(slot).take()
 }
 
-/// After the session ended: shut the backend down (unless a panic poisoned it).
-fn finish<B: Backend>(shared: &Shared<B>) -> Result<(), MountError> {
+/// After the session ended: write the statistics, and shut the backend down (unless a panic
+/// poisoned it).
+fn finish<B: Backend>(shared: &Shared<B>, stats_out: Option<&Path>) -> Result<(), MountError> {
     match take_slot(shared) {
-        Some(b) => b.shutdown().map_err(MountError::Shutdown),
+        Some(mut b) => {
+            if let Some(path) = stats_out {
+                write_stats(&mut b, path);
+            }
+            b.shutdown().map_err(MountError::Shutdown)
+        }
         None => Err(MountError::Shutdown(FsError::Device(
             "the file system was poisoned by an earlier failure; it was not marked clean, \
              the next mount repairs it"
                 .into(),
         ))),
+    }
+}
+
+/// Writes the backend's statistics document to `path`; a failure is reported, not fatal (the
+/// data is what matters at unmount).
+fn write_stats<B: Backend>(b: &mut B, path: &Path) {
+    let r = b
+        .stats()
+        .map_err(|e| e.to_string())
+        .and_then(|v| serde_json::to_string_pretty(&v).map_err(|e| e.to_string()))
+        .and_then(|text| std::fs::write(path, text + "\n").map_err(|e| e.to_string()));
+    if let Err(e) = r {
+        eprintln!(
+            "ossd mount: statistics not written to {}: {e}",
+            path.display()
+        );
     }
 }
 
@@ -238,7 +311,7 @@ pub fn mount<B: Backend>(
     let shared: Shared<B> = Arc::new(Mutex::new(Some(backend)));
     let fs = OssdFuse::new(shared.clone(), opts.timing);
     let run = serve_until_unmounted(fs, mountpoint, &fuse_options(opts), handle_signals, ready);
-    let done = finish(&shared);
+    let done = finish(&shared, opts.stats_out.as_deref());
     run?;
     done
 }
@@ -293,10 +366,11 @@ pub fn spawn<B: Backend>(
     opts: &MountOptions,
 ) -> Result<Mounted, MountError> {
     let (mut s, shared) = session(backend, mountpoint, opts)?;
+    let stats_out = opts.stats_out.clone();
     let thread = std::thread::spawn(move || {
         let run = s.run();
         drop(s);
-        let done = finish(&shared);
+        let done = finish(&shared, stats_out.as_deref());
         run.map_err(MountError::Session)?;
         done
     });
@@ -347,8 +421,9 @@ fn signal_set() -> SigSet {
 }
 
 /// Blocks SIGINT, SIGTERM and SIGHUP in this thread and the threads it starts, so that only
-/// the thread in [`wait_signal`] receives them.
-fn block_signals() -> nix::Result<()> {
+/// the thread in [`wait_signal`] receives them. Call it before starting a backend's threads
+/// ([`ScheduledOfs::start`]) when the mount is to handle these signals.
+pub fn block_signals() -> nix::Result<()> {
     signal_set().thread_block()
 }
 

@@ -286,6 +286,15 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Live statistics of an OFS mount (`ossd mount`): write amplification, GC copies,
+    /// erases, free blocks, OAQ's merging and the latency per priority class.
+    Stats {
+        /// Where OFS is mounted.
+        mountpoint: PathBuf,
+        /// Print the whole document (`MOUNTPOINT/.ossd-stats.json`) instead of a summary.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// An object in a store image.
@@ -399,6 +408,7 @@ fn main() -> ExitCode {
         Command::Mount(m) => mountcmd::run(m.into_args(mountcmd::Export::Ofs)),
         Command::Blockdev(m) => mountcmd::run(m.into_args(mountcmd::Export::Block)),
         Command::Info { image, json } => info(&image, json.as_deref()),
+        Command::Stats { mountpoint, json } => mountcmd::stats(&mountpoint, json),
         Command::Put {
             image,
             partition,
@@ -745,6 +755,14 @@ struct MountArgs {
     /// Let other users use the mount (FUSE allow_other).
     #[arg(long)]
     allow_other: bool,
+    /// Call OFS directly, one call at a time, instead of through OAQ and the device-side
+    /// controller (the default host path); a reference for comparisons.
+    #[arg(long)]
+    direct: bool,
+    /// Where the statistics (`.ossd-stats.json`) are written on unmount (default: IMAGE.stats.json
+    /// beside the image).
+    #[arg(long)]
+    stats_out: Option<PathBuf>,
 }
 
 impl MountArgs {
@@ -757,6 +775,8 @@ impl MountArgs {
             log: self.log,
             timing: self.timing,
             allow_other: self.allow_other,
+            direct: self.direct,
+            stats_out: self.stats_out,
         }
     }
 }

@@ -34,6 +34,9 @@ pub struct Args {
     pub log: Option<PathBuf>,
     pub timing: String,
     pub allow_other: bool,
+    /// OFS called directly instead of through OAQ and the controller.
+    pub direct: bool,
+    pub stats_out: Option<PathBuf>,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -58,9 +61,15 @@ pub fn run(a: Args) -> Result<()> {
     if a.daemon {
         return daemon(&a);
     }
+    let stats_out = match (&a.stats_out, a.export) {
+        (Some(p), _) => Some(p.clone()),
+        (None, Export::Ofs) => Some(default_stats_path(&a.image)),
+        (None, Export::Block) => None,
+    };
     let opts = mount::MountOptions {
         timing,
         allow_other: a.allow_other,
+        stats_out,
     };
     if a.export == Export::Block {
         return blockdev(&a, &opts);
@@ -75,15 +84,116 @@ pub fn run(a: Args) -> Result<()> {
         );
     }
     let (image, mp) = (a.image.display(), a.mountpoint.display());
-    mount::mount(fs, &a.mountpoint, &opts, true, || {
+    let path = if a.direct {
+        "OFS called directly"
+    } else {
+        "OFS -> OAQ -> device-side controller"
+    };
+    let ready = || {
         eprintln!(
-            "mounted {image} at {mp} (pid {}); Ctrl-C, SIGTERM or fusermount3 -u {mp} unmounts",
+            "mounted {image} at {mp} ({path}; pid {}); Ctrl-C, SIGTERM or fusermount3 -u {mp} unmounts",
             std::process::id()
         )
-    })?;
+    };
+    if a.direct {
+        mount::mount(fs, &a.mountpoint, &opts, true, ready)?;
+    } else {
+        // Before the host path's threads start, so that none of them takes SIGTERM.
+        mount::block_signals().context("blocking SIGINT, SIGTERM and SIGHUP")?;
+        let fs = mount::ScheduledOfs::start(fs, timing)?;
+        mount::mount(fs, &a.mountpoint, &opts, true, ready)?;
+    }
     drop(lock);
     eprintln!("unmounted {mp}; {image} closed cleanly");
     Ok(())
+}
+
+/// `ossd stats MOUNTPOINT`: the mount's statistics document, whole (`--json`) or summarized.
+pub fn stats(mountpoint: &Path, json: bool) -> Result<()> {
+    let path = mountpoint.join(mount::stats::STATS_FILE);
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "reading {} (is OFS mounted there with ossd mount?)",
+            path.display()
+        )
+    })?;
+    if json {
+        print!("{text}");
+        return Ok(());
+    }
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a statistics document", path.display()))?;
+    print!("{}", stats_summary(&v));
+    Ok(())
+}
+
+/// A few lines a person reads: the device's counters, the host path's work, latency by class.
+fn stats_summary(v: &serde_json::Value) -> String {
+    use std::fmt::Write as _;
+    let d = &v["device"];
+    let num = |x: &serde_json::Value| x.as_f64().unwrap_or(0.0);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "path: {} (timing {})",
+        v["path"].as_str().unwrap_or("?"),
+        v["timing"].as_str().unwrap_or("?")
+    );
+    let _ = writeln!(
+        out,
+        "device: {:.1} MiB written by the host, {:.1} MiB read; write amplification {:.3}; \
+         {} GC page copies; {} blocks erased (erase count {}..{}); {} of {} blocks free",
+        num(&d["host_write_bytes"]) / 1048576.0,
+        num(&d["host_read_bytes"]) / 1048576.0,
+        num(&d["write_amplification"]),
+        d["gc_page_copies"],
+        d["flash_blocks_erased"],
+        d["erase_count_min"],
+        d["erase_count_max"],
+        d["free_blocks"],
+        d["blocks"],
+    );
+    let h = &v["host_path"];
+    if h.is_object() {
+        let _ = writeln!(
+            out,
+            "host path: {} OIOs -> {} OREQs ({} merged, {} prioritized, at most {} queued); \
+             {} GC steps by the controller; {} barrier calls",
+            h["oios"],
+            h["oreqs"],
+            h["merges"],
+            h["prioritized_oreqs"],
+            h["max_queued"],
+            h["gc_steps"],
+            h["barriers"],
+        );
+    }
+    if let Some(classes) = v["latency"].as_object() {
+        for (class, dirs) in classes {
+            for dir in ["read", "write"] {
+                let l = &dirs[dir];
+                if l.is_object() {
+                    let _ = writeln!(
+                        out,
+                        "{class} {dir}s: {} (p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us, max {:.0} us)",
+                        l["count"],
+                        num(&l["p50_us"]),
+                        num(&l["p99_us"]),
+                        num(&l["p999_us"]),
+                        num(&l["max_us"]),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Where a mount of `image` writes its statistics on unmount unless told otherwise.
+pub fn default_stats_path(image: &Path) -> PathBuf {
+    let mut p = image.as_os_str().to_owned();
+    p.push(".stats.json");
+    PathBuf::from(p)
 }
 
 /// `ossd blockdev` in the foreground.
@@ -151,6 +261,12 @@ fn daemon(a: &Args) -> Result<()> {
         .args(["--timing", &a.timing]);
     if a.allow_other {
         cmd.arg("--allow-other");
+    }
+    if a.direct {
+        cmd.arg("--direct");
+    }
+    if let Some(p) = &a.stats_out {
+        cmd.arg("--stats-out").arg(p);
     }
     cmd.stdin(Stdio::null()).stdout(out).stderr(err);
     // The child gets a process group of its own, so the caller's Ctrl-C (sent to the terminal's

@@ -256,7 +256,7 @@ fn check_tree(r: &Rig) {
     f.seek(SeekFrom::Start(FIVE_GIB - 4091)).unwrap();
     f.read_exact(&mut buf).unwrap();
     assert!(buf[..4091].iter().all(|&b| b == 0), "a hole reads as zeros");
-    assert_eq!(&buf[4091..], b"tail\0"[..5].as_ref());
+    assert_eq!(&buf[4091..], &b"tail\0"[..5]);
     let mut big: Vec<String> = fs::read_dir(r.p("big"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
@@ -493,6 +493,71 @@ fn fsynced_files_survive_kill_9_of_the_daemon() {
 /// What pjdfstest found (scripts/mount-conformance.sh runs it): a file removed while open
 /// stays readable and writable through its descriptor; FIFOs and device nodes; a directory's
 /// link count; every call stamps a later time than the one before, even with no pause.
+/// `.ossd-stats.json` at the root is a fresh, read-only document while mounted: host writes
+/// and OAQ's OIOs grow with the program's I/O, the file refuses writes and cannot be replaced,
+/// `ossd stats` summarizes it, and the same document lands beside the image on unmount.
+#[test]
+fn live_statistics_while_mounted_and_on_unmount() {
+    require_fuse!("live_statistics_while_mounted_and_on_unmount");
+    let mut r = Rig::new("stats");
+    r.mount();
+    let stats = r.p(".ossd-stats.json");
+    let read = || -> serde_json::Value {
+        serde_json::from_str(&fs::read_to_string(r.p(".ossd-stats.json")).unwrap()).unwrap()
+    };
+    let before = read();
+    assert_eq!(before["path"], "OFS -> OAQ -> device-side controller");
+    let data = pattern(7, 1 << 20);
+    fs::write(r.p("f"), &data).unwrap();
+    assert_eq!(fs::read(r.p("f")).unwrap(), data);
+    let after = read();
+    let n = |v: &serde_json::Value, a: &str, b: &str| v[a][b].as_u64().unwrap();
+    assert!(
+        n(&after, "device", "host_write_bytes")
+            >= n(&before, "device", "host_write_bytes") + (1 << 20),
+        "{after}"
+    );
+    assert!(
+        n(&after, "host_path", "oios") > n(&before, "host_path", "oios"),
+        "{after}"
+    );
+    assert!(
+        after["latency"]["priority_0"]["write"]["count"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{after}"
+    );
+    assert_eq!(
+        errno(fs::OpenOptions::new().write(true).open(&stats)),
+        libc_errno::EACCES
+    );
+    assert_eq!(errno(fs::write(&stats, b"x")), libc_errno::EACCES);
+    assert_eq!(errno(fs::rename(r.p("f"), &stats)), libc_errno::EPERM);
+    let out = Command::new(OSSD)
+        .arg("stats")
+        .arg(&r.mnt)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("write amplification"),
+        "{out:?}"
+    );
+    r.unmount();
+    let mut on_disk = r.image.clone().into_os_string();
+    on_disk.push(".stats.json");
+    let last: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(on_disk).unwrap()).unwrap();
+    assert!(n(&last, "device", "host_write_bytes") >= 1 << 20, "{last}");
+}
+
+/// errno values the tests compare with.
+mod libc_errno {
+    pub const EACCES: i32 = 13;
+    pub const EPERM: i32 = 1;
+}
+
 #[test]
 fn open_unlinked_files_special_files_link_counts_and_times() {
     require_fuse!("open_unlinked_files_special_files_link_counts_and_times");

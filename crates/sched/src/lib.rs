@@ -221,6 +221,11 @@ impl Oaq {
         self.merges
     }
 
+    /// OREQs waiting in the queue of priority `p` (0 for a level OAQ does not have).
+    pub fn queued_at(&self, p: Priority) -> usize {
+        self.queues.get(p.0 as usize).map_or(0, |q| q.len())
+    }
+
     /// The highest priority of any queued OREQ.
     pub fn highest_queued(&self) -> Option<Priority> {
         (0..self.queues.len())

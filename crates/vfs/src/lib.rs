@@ -228,7 +228,7 @@ pub const SYMLINK_MAX: usize = 4095;
 pub const XATTR_NAME_MAX: usize = 255;
 
 /// File system errors, each saying what it is about.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum FsError {
     /// No such name or inode (`ENOENT`); says which.
     #[error("{0}: no such file or directory")]

@@ -1,0 +1,807 @@
+//! The host path under the mount (OSSD-13 IV-C, V-C, VI-E): OFS -> OAQ -> the device-side
+//! controller -> the object store, for real programs.
+//!
+//! ```text
+//!   FUSE read/write --submit--> OAQ (merge per object, one FIFO per priority)
+//!                                  |
+//!        device thread: controller::policy::decide(View) -> GC step | issue OAQ's head
+//!                                  |
+//!                     one OFS read/write of the file's data object per OREQ -> replies
+//! ```
+//!
+//! - A read or write of whole 512-byte sectors of a regular file becomes an object I/O
+//!   instance (OIO) of the file's data object at the file's priority (`user.ossd.priority`, the
+//!   object's `Priority` attribute). OAQ merges contiguous OIOs of one object, direction and
+//!   priority into one object request (OREQ), as the prototype's OAQ does.
+//! - One device thread plays the device-side controller. It asks the controller's policy
+//!   ([`controller::policy::decide`], the same pure function the lab's virtual-time controller
+//!   runs) what to do next: a GC step (cleaning as preemptible steps, priority-aware by
+//!   default), or the head of the highest priority class OAQ holds. It runs each OREQ as one OFS
+//!   read or write and replies to every OIO the OREQ carried.
+//! - Everything else (metadata calls, unaligned or `O_APPEND` writes) is a barrier: it waits
+//!   until OAQ is empty, then runs on OFS directly. So a call never overtakes a read or write
+//!   the kernel has already been answered for, and `fsync` covers every acknowledged write.
+//! - Time. The controller's clock is the wall clock (ns since the Unix epoch) or, when the
+//!   device model is behind, the device model's time. With [`Timing::Emulate`] the thread waits
+//!   on the wall clock for what the policy waits for, and each reply is held until the device
+//!   model's completion time; with [`Timing::None`] it jumps its clock instead and replies at
+//!   once. Die contention is resolved inside the device model (the store issues each command
+//!   at the controller's time and the dies queue it), so the policy sees every queued request
+//!   as ready now.
+//!
+//! Simplifications against the lab's controller, each because the live path gains nothing from
+//! it: FCFS within a class (no SWTF), no stripe merging beyond OAQ's, no device-side queue
+//! depth (OAQ is the only queue).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use controller::policy::{decide, Action, ClassView, View};
+use controller::ControllerConfig;
+use flash::{DieId, Flash, Nanos};
+use sched::{Direction, Oaq, OaqConfig, ObjectId, Oio, OioId, Oreq, Priority};
+use vfs::{FileData, FileSystem, FsError, Ino, ReadInto};
+
+use crate::fuse::wall_ns;
+use crate::stats::{HostPathStats, Latencies};
+use crate::{Backend, DirectOfs, Timing};
+
+/// OAQ's sector: OIOs are whole sectors of an object.
+pub const SECTOR_BYTES: u64 = 512;
+
+/// A read or write of file data for the host path.
+#[derive(Debug)]
+pub struct FileIo {
+    /// The regular file.
+    pub ino: Ino,
+    /// Byte offset in the file; a multiple of [`SECTOR_BYTES`].
+    pub offset: u64,
+    /// What to do.
+    pub op: IoOp,
+}
+
+/// The direction of a [`FileIo`], with its data.
+#[derive(Debug)]
+pub enum IoOp {
+    /// Read this many bytes (a multiple of [`SECTOR_BYTES`]).
+    Read {
+        /// Bytes.
+        len: u32,
+    },
+    /// Write these bytes (a multiple of [`SECTOR_BYTES`] of them).
+    Write {
+        /// The data.
+        data: Vec<u8>,
+    },
+}
+
+impl FileIo {
+    /// Bytes it moves.
+    pub fn len(&self) -> u64 {
+        match &self.op {
+            IoOp::Read { len } => *len as u64,
+            IoOp::Write { data } => data.len() as u64,
+        }
+    }
+
+    /// Whether it moves nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the host path can queue it: whole, non-empty sectors (OAQ counts sectors).
+    pub fn schedulable(offset: u64, len: u64) -> bool {
+        len > 0 && offset.is_multiple_of(SECTOR_BYTES) && len.is_multiple_of(SECTOR_BYTES)
+    }
+}
+
+/// Called once with an OIO's outcome: the bytes read (empty for a write) or the error.
+pub type IoDone = Box<dyn FnOnce(Result<Vec<u8>, FsError>) + Send>;
+
+/// An OIO waiting in OAQ or for its reply.
+struct Waiting {
+    io: FileIo,
+    done: IoDone,
+    priority: u8,
+    submitted_ns: u64,
+}
+
+/// GC bookkeeping of the controller mechanism (as `controller::Controller` keeps it).
+#[derive(Default)]
+struct GcBook {
+    /// No step may start before this (the store's clock was ahead at the last try).
+    hold_ns: Nanos,
+    /// The last step did nothing and no write has run since.
+    stalled: bool,
+    /// Steps owed to prioritized writes.
+    debt: u64,
+    /// Completion times of prioritized OREQs issued.
+    priority_in_flight: BinaryHeap<Reverse<Nanos>>,
+}
+
+/// What the device thread and the FUSE thread share.
+struct State {
+    /// `None` once shut down or poisoned (a panic below, or dropped without a shutdown).
+    ofs: Option<DirectOfs>,
+    oaq: Oaq,
+    waiting: HashMap<OioId, Waiting>,
+    /// Priority classes of files, as OAQ queues them (cleared by every barrier call, which may
+    /// have changed one).
+    priorities: HashMap<Ino, u8>,
+    /// The controller's clock.
+    clock: Nanos,
+    gc: GcBook,
+    stop: bool,
+    /// Tests hold the device thread so that OIOs queue (and merge) deterministically.
+    held: bool,
+    stats: HostPathStats,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled when OIOs arrive, when an OREQ completes (barriers wait for OAQ to empty), on
+    /// release of a hold and at stop.
+    changed: Condvar,
+    latencies: Mutex<Latencies>,
+    timing: Timing,
+    controller: ControllerConfig,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the state leaves `ofs` as it was; callers check it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait<'a>(&self, g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.changed.wait(g).unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait_for<'a>(&self, g: MutexGuard<'a, State>, ns: u64) -> MutexGuard<'a, State> {
+        let d = Duration::from_nanos(ns.clamp(1_000, 100_000_000));
+        match self.changed.wait_timeout(g, d) {
+            Ok((g, _)) => g,
+            Err(p) => p.into_inner().0,
+        }
+    }
+
+    /// Answers an OIO and records its latency (wall clock, submission to reply).
+    fn reply(&self, w: Waiting, r: Result<Vec<u8>, FsError>) {
+        let write = matches!(w.io.op, IoOp::Write { .. });
+        let latency = wall_ns().saturating_sub(w.submitted_ns);
+        self.latencies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .record(w.priority, write, latency);
+        (w.done)(r);
+    }
+}
+
+/// OFS whose file reads and writes go through OAQ and the device-side controller: the mount's
+/// default [`Backend`].
+pub struct ScheduledOfs {
+    shared: Arc<Shared>,
+    device: Option<JoinHandle<()>>,
+    replier: Option<Replier>,
+}
+
+/// A cloneable handle to submit OIOs.
+#[derive(Clone)]
+pub struct IoQueue {
+    shared: Arc<Shared>,
+    replier: Option<Arc<ReplierShared>>,
+}
+
+impl ScheduledOfs {
+    /// Starts the host path over `ofs` with the default OAQ and controller settings.
+    pub fn start(ofs: DirectOfs, timing: Timing) -> Result<ScheduledOfs, FsError> {
+        Self::start_with(
+            ofs,
+            timing,
+            OaqConfig::default(),
+            ControllerConfig::default(),
+        )
+    }
+
+    /// Starts the host path over `ofs` with these OAQ and controller settings.
+    pub fn start_with(
+        mut ofs: DirectOfs,
+        timing: Timing,
+        oaq: OaqConfig,
+        controller: ControllerConfig,
+    ) -> Result<ScheduledOfs, FsError> {
+        controller
+            .validate()
+            .map_err(|e| FsError::Invalid(format!("controller settings: {e}")))?;
+        let oaq = Oaq::new(oaq).map_err(|e| FsError::Invalid(e.to_string()))?;
+        let clock = wall_ns().max(ofs.now());
+        ofs.set_time(clock);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                ofs: Some(ofs),
+                oaq,
+                waiting: HashMap::new(),
+                priorities: HashMap::new(),
+                clock,
+                gc: GcBook::default(),
+                stop: false,
+                held: false,
+                stats: HostPathStats::default(),
+            }),
+            changed: Condvar::new(),
+            latencies: Mutex::new(Latencies::default()),
+            timing,
+            controller,
+        });
+        let replier = match timing {
+            Timing::Emulate => Some(Replier::start(shared.clone())?),
+            Timing::None => None,
+        };
+        let queue = IoQueue {
+            shared: shared.clone(),
+            replier: replier.as_ref().map(|r| r.shared.clone()),
+        };
+        let device = std::thread::Builder::new()
+            .name("ossd-controller".into())
+            .spawn(move || {
+                quiet_signals();
+                device_thread(queue)
+            })
+            .map_err(|e| FsError::Device(format!("starting the controller thread: {e}")))?;
+        Ok(ScheduledOfs {
+            shared,
+            device: Some(device),
+            replier,
+        })
+    }
+
+    /// A handle to submit OIOs with.
+    pub fn queue(&self) -> IoQueue {
+        IoQueue {
+            shared: self.shared.clone(),
+            replier: self.replier.as_ref().map(|r| r.shared.clone()),
+        }
+    }
+
+    /// Holds (true) or releases (false) the device thread: while held, OIOs queue in OAQ and
+    /// barrier calls would wait forever, so only tests use it.
+    #[doc(hidden)]
+    pub fn hold(&self, held: bool) {
+        self.shared.lock().held = held;
+        self.shared.changed.notify_all();
+    }
+
+    /// What OAQ and the controller have done so far.
+    pub fn host_stats(&self) -> HostPathStats {
+        let s = self.shared.lock();
+        HostPathStats {
+            merges: s.oaq.merges(),
+            ..s.stats
+        }
+    }
+
+    /// Stops the threads: the device thread after OAQ is empty, then the replier after the
+    /// replies it holds.
+    fn stop_threads(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.changed.notify_all();
+        if let Some(t) = self.device.take() {
+            let _ = t.join();
+        }
+        if let Some(r) = self.replier.take() {
+            r.stop();
+        }
+    }
+}
+
+impl Backend for ScheduledOfs {
+    type Fs = DirectOfs;
+
+    /// A barrier: waits until OAQ is empty (everything submitted has run), then calls OFS.
+    fn call<T>(&mut self, f: impl FnOnce(&mut DirectOfs) -> T) -> Result<T, FsError> {
+        let mut s = self.shared.lock();
+        while !s.oaq.is_empty() && s.ofs.is_some() && !s.held {
+            s = self.shared.wait(s);
+        }
+        s.priorities.clear();
+        s.stats.barriers += 1;
+        let ofs = s.ofs.as_mut().ok_or_else(poisoned)?;
+        let r = f(ofs);
+        // The call may have moved the store's clock (its own device work).
+        s.clock = s.clock.max(s.ofs.as_ref().map_or(0, |o| o.now()));
+        Ok(r)
+    }
+
+    fn io_queue(&self) -> Option<IoQueue> {
+        Some(self.queue())
+    }
+
+    fn stats(&mut self) -> Result<serde_json::Value, FsError> {
+        let host = self.host_stats();
+        let latencies = self
+            .shared
+            .latencies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .to_json();
+        let timing = self.shared.timing;
+        let device = self.call(|ofs| crate::stats::ofs_json(ofs))?;
+        Ok(crate::stats::mount_json(
+            "OFS -> OAQ -> device-side controller",
+            timing,
+            device,
+            Some(host),
+            latencies,
+        ))
+    }
+
+    fn shutdown(mut self) -> Result<(), FsError> {
+        self.stop_threads();
+        let ofs = self.shared.lock().ofs.take().ok_or_else(poisoned)?;
+        ofs.shutdown()
+    }
+}
+
+impl Drop for ScheduledOfs {
+    /// Without a shutdown (a panic in a call, or the process ending): the threads stop and OFS
+    /// is dropped as it is, not marked clean, as a crash would leave it.
+    fn drop(&mut self) {
+        {
+            let mut s = self.shared.lock();
+            if s.ofs.take().is_some() {
+                s.stop = true;
+            }
+        }
+        self.stop_threads();
+    }
+}
+
+fn poisoned() -> FsError {
+    FsError::Device(
+        "the mount's host path failed earlier (a panic below OAQ); unmount, and the next \
+         mount repairs the file system"
+            .into(),
+    )
+}
+
+impl IoQueue {
+    /// Queues a read or write (see [`FileIo::schedulable`]); `done` is called once, from the
+    /// device thread or the replier, with its outcome.
+    pub fn submit(&self, io: FileIo, done: IoDone) {
+        let mut s = self.shared.lock();
+        if s.ofs.is_none() {
+            drop(s);
+            done(Err(poisoned()));
+            return;
+        }
+        let len = io.len();
+        if !FileIo::schedulable(io.offset, len) || len / SECTOR_BYTES > u32::MAX as u64 {
+            drop(s);
+            done(Err(FsError::Invalid(format!(
+                "{len} bytes at {}: the host path takes whole sectors",
+                io.offset
+            ))));
+            return;
+        }
+        let priority = match s.priorities.get(&io.ino) {
+            Some(&p) => p,
+            None => {
+                let levels = s.oaq.config().priority_levels;
+                // A file's class; anything else (not a regular file, an unreadable attribute)
+                // queues as normal and fails in its OFS call if it must.
+                let p = s
+                    .ofs
+                    .as_mut()
+                    .and_then(|o| o.priority(io.ino).ok())
+                    .unwrap_or(0)
+                    .min(levels.saturating_sub(1));
+                s.priorities.insert(io.ino, p);
+                p
+            }
+        };
+        let oio = Oio {
+            oid: ObjectId(io.ino),
+            dir: match io.op {
+                IoOp::Read { .. } => Direction::Read,
+                IoOp::Write { .. } => Direction::Write,
+            },
+            offset_sectors: io.offset / SECTOR_BYTES,
+            sectors: (len / SECTOR_BYTES) as u32,
+            priority: Some(Priority(priority)),
+        };
+        match s.oaq.submit(oio) {
+            Ok(id) => {
+                s.stats.oios += 1;
+                s.waiting.insert(
+                    id,
+                    Waiting {
+                        io,
+                        done,
+                        priority,
+                        submitted_ns: wall_ns(),
+                    },
+                );
+                s.stats.max_queued = s.stats.max_queued.max(s.oaq.queued() as u64);
+                drop(s);
+                self.shared.changed.notify_all();
+            }
+            Err(e) => {
+                drop(s);
+                done(Err(FsError::Invalid(e.to_string())));
+            }
+        }
+    }
+
+    /// Replies to finished OIOs: at once, or at the device model's completion time.
+    fn finish(&self, done_ns: Nanos, items: Vec<(Waiting, Result<Vec<u8>, FsError>)>) {
+        match &self.replier {
+            Some(r) => r.schedule(done_ns, items),
+            None => {
+                for (w, r) in items {
+                    self.shared.reply(w, r);
+                }
+            }
+        }
+    }
+}
+
+/// The host path's threads never take the signals that unmount (SIGINT, SIGTERM, SIGHUP):
+/// whichever thread the kernel picked would end the process by the default action before the
+/// mount's signal thread could unmount cleanly.
+fn quiet_signals() {
+    if let Err(e) = crate::block_signals() {
+        eprintln!("ossd mount: blocking signals in a host-path thread: {e}");
+    }
+}
+
+/// The device-side controller's loop (see the module doc).
+fn device_thread(q: IoQueue) {
+    let shared = &*q.shared;
+    let mut s = shared.lock();
+    loop {
+        if s.ofs.is_none() {
+            fail_all(&q, s);
+            return;
+        }
+        if s.stop && s.oaq.is_empty() {
+            return;
+        }
+        if s.held {
+            s = shared.wait(s);
+            continue;
+        }
+        let wall = wall_ns();
+        s.clock = s.clock.max(wall);
+        let now = s.clock;
+        while s
+            .gc
+            .priority_in_flight
+            .peek()
+            .is_some_and(|Reverse(d)| *d <= now)
+        {
+            s.gc.priority_in_flight.pop();
+        }
+        let view = view(&s, now);
+        let d = decide(&shared.controller, &view);
+        if !d.want_gc {
+            s.gc.debt = 0;
+        }
+        match d.action {
+            Action::GcStep => gc_step(&mut s, now, view.gc),
+            Action::Issue { at_ns, .. } => {
+                if shared.timing == Timing::Emulate && at_ns > wall {
+                    s = shared.wait_for(s, at_ns - wall);
+                    continue;
+                }
+                s.clock = s.clock.max(at_ns);
+                s = issue(&q, s, d.want_gc);
+            }
+            Action::WaitUntil(t) => match shared.timing {
+                Timing::Emulate => s = shared.wait_for(s, t.saturating_sub(wall)),
+                Timing::None => s.clock = s.clock.max(t),
+            },
+            Action::Stalled if !s.oaq.is_empty() => {
+                // The policy sees no way forward with requests queued (a policy bug or an
+                // impossible configuration): serve them rather than hang the programs.
+                s.stats.stalls += 1;
+                s = issue(&q, s, d.want_gc);
+            }
+            Action::Stalled => s = shared.wait(s),
+        }
+    }
+}
+
+/// What the policy sees now.
+fn view(s: &State, now: Nanos) -> View {
+    let gc = match &s.ofs {
+        Some(ofs) => stacks::gc_state_of(ofs.store().fml()),
+        None => controller::GcState {
+            free_blocks: 0,
+            blocks: 0,
+            collecting: false,
+        },
+    };
+    let mut dies: Vec<DieId> = Vec::new();
+    let gc_dies_free_ns = s.ofs.as_ref().map_or(now, |ofs| {
+        let fml = ofs.store().fml();
+        stacks::gc_dies_of(fml, None, &mut dies);
+        dies.iter()
+            .map(|&d| fml.flash().die_free_ns(d))
+            .max()
+            .unwrap_or(0)
+            .max(now)
+    });
+    let levels = s.oaq.config().priority_levels;
+    let classes = (0..levels)
+        .filter(|&p| s.oaq.queued_at(Priority(p)) > 0)
+        .map(|p| ClassView {
+            priority: p,
+            ready_ns: vec![now],
+        })
+        .collect();
+    View {
+        now_ns: now,
+        gc,
+        gc_dies_free_ns,
+        gc_hold_ns: s.gc.hold_ns,
+        gc_stalled: s.gc.stalled,
+        gc_debt: s.gc.debt,
+        priority_in_flight: !s.gc.priority_in_flight.is_empty(),
+        next_arrival_ns: None,
+        classes,
+    }
+}
+
+/// A count that moves whenever the device does any work.
+fn work_done(ofs: &DirectOfs) -> u64 {
+    let f = ofs.store().fml().flash().stats();
+    f.pages_programmed
+        .wrapping_add(f.pages_read)
+        .wrapping_add(f.blocks_erased)
+}
+
+/// One GC step at `now`; learns whether it did anything (as `controller::Controller` does).
+fn gc_step(s: &mut State, now: Nanos, before: controller::GcState) {
+    let Some(ofs) = s.ofs.as_mut() else { return };
+    let work = work_done(ofs);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        ofs.store_mut().background(now, now.saturating_add(1))
+    }));
+    let done = match r {
+        Ok(Ok(done)) => done,
+        Ok(Err(e)) => {
+            // A failed step is the store's to report on the next call that needs space; the
+            // controller stops trying until a write changes something.
+            eprintln!("ossd mount: background GC step failed: {e}");
+            s.gc.stalled = true;
+            return;
+        }
+        Err(_) => {
+            eprintln!("ossd mount: a GC step panicked; every later call fails with EIO");
+            s.ofs = None;
+            return;
+        }
+    };
+    let after = stacks::gc_state_of(ofs.store().fml());
+    if after != before || work_done(ofs) != work {
+        s.stats.gc_steps += 1;
+        s.gc.debt = s.gc.debt.saturating_sub(1);
+        s.clock = s.clock.max(done);
+    } else if done > now {
+        s.gc.hold_ns = done;
+    } else {
+        s.gc.stalled = true;
+    }
+}
+
+/// Issues OAQ's head as one OFS call and replies to its OIOs; returns the lock (released while
+/// replying).
+fn issue<'a>(q: &'a IoQueue, mut s: MutexGuard<'a, State>, want_gc: bool) -> MutexGuard<'a, State> {
+    let Some(oreq) = s.oaq.dispatch() else {
+        return s;
+    };
+    s.stats.oreqs += 1;
+    if oreq.priority.0 > 0 {
+        s.stats.prioritized_oreqs += 1;
+    }
+    let mut items: Vec<Waiting> = oreq
+        .oios
+        .iter()
+        .filter_map(|id| s.waiting.remove(id))
+        .collect();
+    items.sort_by_key(|w| w.io.offset);
+    let at = s.clock;
+    let Some(ofs) = s.ofs.as_mut() else {
+        drop(s);
+        q.finish(
+            at,
+            items.into_iter().map(|w| (w, Err(poisoned()))).collect(),
+        );
+        return q.shared.lock();
+    };
+    ofs.set_time(at);
+    let outcome = catch_unwind(AssertUnwindSafe(|| run(ofs, &oreq, &items)));
+    let (results, done_ns) = match outcome {
+        Ok(r) => (r, ofs.now().max(at)),
+        Err(_) => {
+            eprintln!("ossd mount: an object request panicked; every later call fails with EIO");
+            s.ofs = None;
+            let n = items.len();
+            (
+                std::iter::repeat_with(|| Err(poisoned())).take(n).collect(),
+                at,
+            )
+        }
+    };
+    if oreq.dir == Direction::Write {
+        s.gc.stalled = false;
+        let preempt = q.shared.controller.gc_preemption != controller::GcPreemption::Collection;
+        if oreq.priority.0 > 0 && preempt && want_gc {
+            if let Some(ofs) = s.ofs.as_ref() {
+                let unit = ofs.store().unit_bytes() as u64;
+                let (lo, len) = (oreq.offset_sectors * SECTOR_BYTES, oreq.sectors as u64);
+                s.gc.debt += (lo + len * SECTOR_BYTES).div_ceil(unit) - lo / unit;
+            }
+        }
+    }
+    if oreq.priority.0 > 0 {
+        s.gc.priority_in_flight.push(Reverse(done_ns));
+    }
+    drop(s);
+    q.shared.changed.notify_all();
+    q.finish(done_ns, items.into_iter().zip(results).collect());
+    q.shared.lock()
+}
+
+/// One OREQ as one OFS call: its OIOs are contiguous and sorted, so a write is their bytes laid
+/// end to end and a read is cut back into them.
+fn run(ofs: &mut DirectOfs, oreq: &Oreq, items: &[Waiting]) -> Vec<Result<Vec<u8>, FsError>> {
+    let offset = oreq.offset_sectors * SECTOR_BYTES;
+    let len = oreq.sectors as u64 * SECTOR_BYTES;
+    match oreq.dir {
+        Direction::Write => {
+            let mut buf = Vec::with_capacity(len as usize);
+            for w in items {
+                if let IoOp::Write { data } = &w.io.op {
+                    buf.extend_from_slice(data);
+                }
+            }
+            let r = if buf.len() as u64 == len {
+                ofs.write(oreq.oid.0, offset, len, FileData::Bytes(&buf))
+            } else {
+                Err(FsError::Device(format!(
+                    "an object request of {len} bytes carried {} bytes of writes",
+                    buf.len()
+                )))
+            };
+            items
+                .iter()
+                .map(|_| r.clone().map(|()| Vec::new()))
+                .collect()
+        }
+        Direction::Read => {
+            let mut buf = vec![0u8; len as usize];
+            match ofs.read(oreq.oid.0, offset, ReadInto::Bytes(&mut buf)) {
+                Ok(n) => items
+                    .iter()
+                    .map(|w| {
+                        let from = ((w.io.offset - offset).min(n)) as usize;
+                        let to = ((w.io.offset - offset + w.io.len()).min(n)) as usize;
+                        Ok(buf[from..to].to_vec())
+                    })
+                    .collect(),
+                Err(e) => items.iter().map(|_| Err(e.clone())).collect(),
+            }
+        }
+    }
+}
+
+/// Fails every waiting OIO (the host path is gone).
+fn fail_all(q: &IoQueue, mut s: MutexGuard<'_, State>) {
+    while s.oaq.dispatch().is_some() {}
+    let items: Vec<Waiting> = s.waiting.drain().map(|(_, w)| w).collect();
+    drop(s);
+    q.shared.changed.notify_all();
+    q.finish(0, items.into_iter().map(|w| (w, Err(poisoned()))).collect());
+}
+
+/// Holds replies until the device model's completion time ([`Timing::Emulate`]).
+struct Replier {
+    shared: Arc<ReplierShared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+type Replies = Vec<(Waiting, Result<Vec<u8>, FsError>)>;
+
+#[derive(Default)]
+struct ReplierState {
+    due: BinaryHeap<Reverse<(Nanos, u64)>>,
+    held: HashMap<u64, Replies>,
+    next: u64,
+    stop: bool,
+}
+
+struct ReplierShared {
+    state: Mutex<ReplierState>,
+    changed: Condvar,
+    host: Arc<Shared>,
+}
+
+impl ReplierShared {
+    fn lock(&self) -> MutexGuard<'_, ReplierState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn schedule(&self, done_ns: Nanos, items: Replies) {
+        let mut s = self.lock();
+        let n = s.next;
+        s.next += 1;
+        s.due.push(Reverse((done_ns, n)));
+        s.held.insert(n, items);
+        drop(s);
+        self.changed.notify_all();
+    }
+}
+
+impl Replier {
+    fn start(host: Arc<Shared>) -> Result<Replier, FsError> {
+        let shared = Arc::new(ReplierShared {
+            state: Mutex::new(ReplierState::default()),
+            changed: Condvar::new(),
+            host,
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("ossd-replier".into())
+            .spawn(move || {
+                quiet_signals();
+                replier_thread(&s)
+            })
+            .map_err(|e| FsError::Device(format!("starting the reply thread: {e}")))?;
+        Ok(Replier {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    fn stop(mut self) {
+        self.shared.lock().stop = true;
+        self.shared.changed.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn replier_thread(r: &ReplierShared) {
+    let mut s = r.lock();
+    loop {
+        let Some(&Reverse((due, n))) = s.due.peek() else {
+            if s.stop {
+                return;
+            }
+            s = r.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+            continue;
+        };
+        let now = wall_ns();
+        if due > now && !s.stop {
+            let d = Duration::from_nanos((due - now).min(10_000_000_000));
+            s = match r.changed.wait_timeout(s, d) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+            continue;
+        }
+        s.due.pop();
+        let items = s.held.remove(&n).unwrap_or_default();
+        drop(s);
+        for (w, res) in items {
+            r.host.reply(w, res);
+        }
+        s = r.lock();
+    }
+}
