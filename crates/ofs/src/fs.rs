@@ -884,6 +884,22 @@ impl<F: Flash> Ofs<F> {
 /// The extended attribute that is the object's priority class rather than a stored value.
 pub const PRIORITY_XATTR: &str = "ossd.priority";
 
+/// Read-only extended attributes that show the store's own attributes of the inode's object
+/// (decimal numbers): bytes its data occupies on flash, and its parity units per group
+/// (OSCM-11 object-level reliability). Not listed, so that copying a file's attributes
+/// (`cp -a`, `rsync -X`) does not try to set them.
+pub const STORE_XATTRS: [(&str, Attr); 2] = [
+    ("ossd.flash_bytes", Attr::UsedCapacity),
+    ("ossd.reliability", Attr::Reliability),
+];
+
+fn store_xattr(name: &str) -> Option<Attr> {
+    STORE_XATTRS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, a)| a)
+}
+
 fn check_xattr_name(name: &str) -> Result<(), FsError> {
     if name.is_empty() || name.len() > XATTR_NAME_MAX || name.contains('\0') {
         return Err(FsError::Invalid(format!(
@@ -1336,6 +1352,12 @@ impl<F: Flash> FileSystem for Ofs<F> {
             let p = self.object_priority(ino)?;
             return Ok((p != 0).then(|| p.to_string().into_bytes()));
         }
+        if let Some(attr) = store_xattr(name) {
+            return match self.store.get_attr(data_oid(ino), attr).map_err(osd_err)? {
+                AttrValue::U64(v) => Ok(Some(v.to_string().into_bytes())),
+                v => Err(FsError::Device(format!("{name} reads {v:?}"))),
+            };
+        }
         Ok(self
             .xattr_slots(ino)?
             .into_iter()
@@ -1352,6 +1374,9 @@ impl<F: Flash> FileSystem for Ofs<F> {
     ) -> Result<(), FsError> {
         self.kind_of(ino)?;
         check_xattr_name(name)?;
+        if store_xattr(name).is_some() {
+            return Err(FsError::NotPermitted(format!("{name} is read-only")));
+        }
         let exists = if name == PRIORITY_XATTR {
             self.object_priority(ino)? != 0
         } else {
@@ -1425,6 +1450,9 @@ impl<F: Flash> FileSystem for Ofs<F> {
     fn removexattr(&mut self, ino: Ino, name: &str) -> Result<(), FsError> {
         self.kind_of(ino)?;
         check_xattr_name(name)?;
+        if store_xattr(name).is_some() {
+            return Err(FsError::NotPermitted(format!("{name} is read-only")));
+        }
         if name == PRIORITY_XATTR {
             if self.object_priority(ino)? == 0 {
                 return Err(FsError::NotFound(name.into()));

@@ -534,6 +534,26 @@ fn live_statistics_while_mounted_and_on_unmount() {
     );
     assert_eq!(errno(fs::write(&stats, b"x")), libc_errno::EACCES);
     assert_eq!(errno(fs::rename(r.p("f"), &stats)), libc_errno::EPERM);
+    // The store's own attributes of a file's object, read-only.
+    fs::File::open(r.p("f")).unwrap().sync_all().unwrap();
+    let on_flash: u64 = String::from_utf8(getxattr(&r.p("f"), "user.ossd.flash_bytes").unwrap())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(on_flash >= 1 << 20, "{on_flash} bytes on flash");
+    assert_eq!(getxattr(&r.p("f"), "user.ossd.reliability").unwrap(), b"0");
+    assert_eq!(
+        setxattr(
+            &r.p("f"),
+            "user.ossd.flash_bytes",
+            b"1",
+            XattrFlags::empty()
+        ),
+        libc_errno::EPERM
+    );
+    assert!(!listxattr(&r.p("f"))
+        .iter()
+        .any(|n| n.contains("flash_bytes")));
     let out = Command::new(OSSD)
         .arg("stats")
         .arg(&r.mnt)
