@@ -40,7 +40,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use controller::policy::{decide, Action, ClassView, View};
+use controller::policy::{decide, Action, ClassView, Decision, View};
 use controller::ControllerConfig;
 use flash::{DieId, Flash, Nanos};
 use sched::{Direction, Oaq, OaqConfig, ObjectId, Oio, OioId, Oreq, Priority};
@@ -426,13 +426,31 @@ impl IoQueue {
                     },
                 );
                 s.stats.max_queued = s.stats.max_queued.max(s.oaq.queued() as u64);
-                drop(s);
+                drop(self.issue_inline(s));
                 self.shared.changed.notify_all();
             }
             Err(e) => {
                 drop(s);
                 done(Err(FsError::Invalid(e.to_string())));
             }
+        }
+    }
+
+    /// When OAQ holds only the OIO just submitted, asks the policy on the caller's thread and,
+    /// if it says to issue it now, runs it here: handing it to the device thread would change
+    /// nothing but the cost of two thread wake-ups. Everything the device thread does happens
+    /// under the same lock, so the two never run the store at once.
+    fn issue_inline<'a>(&'a self, mut s: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        if s.held || s.oaq.queued() != 1 || s.ofs.is_none() {
+            return s;
+        }
+        let d = consult(&self.shared, &mut s);
+        match d.action {
+            Action::Issue { at_ns, .. } if at_ns <= s.clock => {
+                s.stats.inline += 1;
+                issue(self, s, d.want_gc)
+            }
+            _ => s,
         }
     }
 
@@ -475,23 +493,12 @@ fn device_thread(q: IoQueue) {
             continue;
         }
         let wall = wall_ns();
-        s.clock = s.clock.max(wall);
-        let now = s.clock;
-        while s
-            .gc
-            .priority_in_flight
-            .peek()
-            .is_some_and(|Reverse(d)| *d <= now)
-        {
-            s.gc.priority_in_flight.pop();
-        }
-        let view = view(&s, now);
-        let d = decide(&shared.controller, &view);
-        if !d.want_gc {
-            s.gc.debt = 0;
-        }
+        let d = consult(shared, &mut s);
         match d.action {
-            Action::GcStep => gc_step(&mut s, now, view.gc),
+            Action::GcStep => {
+                let (now, before) = (s.clock, gc_state(&s));
+                gc_step(&mut s, now, before)
+            }
             Action::Issue { at_ns, .. } => {
                 if shared.timing == Timing::Emulate && at_ns > wall {
                     s = shared.wait_for(s, at_ns - wall);
@@ -515,16 +522,40 @@ fn device_thread(q: IoQueue) {
     }
 }
 
-/// What the policy sees now.
-fn view(s: &State, now: Nanos) -> View {
-    let gc = match &s.ofs {
+/// Moves the controller's clock to the wall clock (if behind) and asks the policy what to do
+/// next.
+fn consult(shared: &Shared, s: &mut State) -> Decision {
+    s.clock = s.clock.max(wall_ns());
+    let now = s.clock;
+    while s
+        .gc
+        .priority_in_flight
+        .peek()
+        .is_some_and(|Reverse(d)| *d <= now)
+    {
+        s.gc.priority_in_flight.pop();
+    }
+    let d = decide(&shared.controller, &view(s, now));
+    if !d.want_gc {
+        s.gc.debt = 0;
+    }
+    d
+}
+
+fn gc_state(s: &State) -> controller::GcState {
+    match &s.ofs {
         Some(ofs) => stacks::gc_state_of(ofs.store().fml()),
         None => controller::GcState {
             free_blocks: 0,
             blocks: 0,
             collecting: false,
         },
-    };
+    }
+}
+
+/// What the policy sees now.
+fn view(s: &State, now: Nanos) -> View {
+    let gc = gc_state(s);
     let mut dies: Vec<DieId> = Vec::new();
     let gc_dies_free_ns = s.ofs.as_ref().map_or(now, |ofs| {
         let fml = ofs.store().fml();

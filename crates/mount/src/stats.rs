@@ -32,6 +32,8 @@ pub struct HostPathStats {
     pub max_queued: u64,
     /// GC steps the controller ran (cleaning as preemptible steps).
     pub gc_steps: u64,
+    /// OREQs issued on the submitting thread (OAQ held only them and the policy said "now").
+    pub inline: u64,
     /// Calls that waited for OAQ to empty (metadata, unaligned writes, fsync).
     pub barriers: u64,
     /// Times the policy saw no way forward with requests queued (0 unless a policy bug).
@@ -136,6 +138,7 @@ pub fn mount_json(
             "prioritized_oreqs": h.prioritized_oreqs,
             "max_queued": h.max_queued,
             "gc_steps": h.gc_steps,
+            "inline": h.inline,
             "barriers": h.barriers,
             "stalls": h.stalls,
         })

@@ -158,12 +158,13 @@ fn stats_summary(v: &serde_json::Value) -> String {
         let _ = writeln!(
             out,
             "host path: {} OIOs -> {} OREQs ({} merged, {} prioritized, at most {} queued); \
-             {} GC steps by the controller; {} barrier calls",
+             {} issued on the FUSE thread; {} GC steps by the controller; {} barrier calls",
             h["oios"],
             h["oreqs"],
             h["merges"],
             h["prioritized_oreqs"],
             h["max_queued"],
+            h["inline"],
             h["gc_steps"],
             h["barriers"],
         );
