@@ -119,7 +119,10 @@ impl<F: Flash> ObjectStore<F> {
         c.onode.wrapped_key = wrapped;
         c.onode.attr_changed_ns = now;
         c.dirty = true;
-        Ok(())
+        // The onode reaches flash before any unit of the new kind: otherwise a crash could
+        // roll sealed units forward into an object whose durable onode is plain (or plain
+        // units into an encrypted one), and they would read as corruption.
+        self.flush_all()
     }
 
     /// Encrypts a unit of `oid` about to be programmed with sequence number `seq` in place;
