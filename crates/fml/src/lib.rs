@@ -438,6 +438,21 @@ impl<F: Flash> Fml<F> {
     pub fn config(&self) -> &FmlConfig {
         &self.config
     }
+    /// Bytes of the spare (OOB) area of each page of the device.
+    pub fn oob_bytes_per_page(&self) -> usize {
+        self.dev.flash().config().geometry.oob_size_bytes as usize
+    }
+
+    /// Bytes of each unit's OOB area read from now on by GC copies and scans (at most the
+    /// device's spare area per page): for a mapping layer some of whose records are longer than
+    /// the `oob_record_bytes` it opened with (the object store's encrypted data units). Reading
+    /// more costs the transfer of those bytes on every GC copy, which is why it is not the
+    /// default.
+    pub fn set_oob_record_bytes(&mut self, bytes: usize) {
+        let n = bytes.min(self.oob_bytes_per_page());
+        self.oob_buf.resize(n, 0);
+    }
+
     /// The device under the FML.
     pub fn flash(&self) -> &F {
         self.dev.flash()

@@ -82,6 +82,8 @@ pub(crate) fn osd_err(e: OsdError) -> FsError {
         OsdError::NoSpace { .. } => FsError::NoSpace(e.to_string()),
         OsdError::InvalidArgument(s) => FsError::Invalid(s),
         OsdError::ReadOnly(_) => FsError::Invalid(e.to_string()),
+        // OFS encrypts nothing; an object encrypted behind its back is unusable to it.
+        OsdError::KeyRequired(_) | OsdError::WrongKey(_) => FsError::Unsupported(e.to_string()),
         OsdError::Corrupted { .. } | OsdError::Uncorrectable { .. } => {
             FsError::Corrupted(e.to_string())
         }

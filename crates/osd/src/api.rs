@@ -33,6 +33,11 @@ pub enum Attr {
     /// data units, 0 for none (at most [`crate::store::MAX_RELIABILITY`]). Setting it on an
     /// object with data recomputes its parity.
     Reliability,
+    /// Per-object encryption (issue 16 item 7): `U64(0)` none, `U64(1)` XChaCha20-Poly1305
+    /// under a random data key wrapped by the device master key
+    /// ([`crate::ObjectStore::set_master_key`]). Set only while the object is empty and has
+    /// no parity.
+    Encryption,
     /// User attribute `id` (at least 0x1000): bytes kept in the onode.
     User(u16),
 }
@@ -117,6 +122,16 @@ pub enum OsdError {
     /// device error stays on the target.
     #[error("remote: {0}")]
     Remote(String),
+    /// The object is encrypted and the store has no master key: open it with one
+    /// (`--key-file`).
+    #[error(
+        "object {0} is encrypted: give the device master key (--key-file) to read or write it"
+    )]
+    KeyRequired(Oid),
+    /// The master key given does not unwrap the object's data key: it is not the key the object
+    /// was encrypted under (or the wrapped key was altered).
+    #[error("the master key given does not unwrap the data key of object {0}: wrong key file")]
+    WrongKey(Oid),
     /// An earlier write failed part way; the store refuses writes until it is reopened (the
     /// first failure's reason).
     #[error("the store stopped accepting writes after an earlier failure ({0}); reopen it")]

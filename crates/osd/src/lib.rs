@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod crypt;
 pub mod id;
 pub mod index;
 pub mod onode;
@@ -13,6 +14,7 @@ pub mod record;
 pub mod store;
 
 pub use api::{Attr, AttrValue, FlushScope, Osd, OsdError};
+pub use crypt::MasterKey;
 pub use id::{ObjectId, Oid, PartitionId};
 pub use placement::{Placement, UnknownPlacement};
 pub use store::{IndexMode, ObjectStore, OsdConfig};

@@ -2,6 +2,7 @@
 //! user attributes as (id, length, value) tuples (OSSD-13 V-D, OSCM-11 III-A). Several onodes
 //! share one descriptor page on flash.
 
+use crate::crypt::WRAPPED_KEY_BYTES;
 use crate::id::Oid;
 use codec::le;
 
@@ -17,6 +18,13 @@ const MAGIC: u8 = 0xD5;
 /// is still written as version 1 (so its size, and how many share a descriptor page, is
 /// unchanged); version 1 onodes decode with none.
 const VERSION: u8 = 2;
+/// Version 3 adds, after version 2's services, the object's encryption: an algorithm byte and
+/// its wrapped data key. Written only for encrypted objects.
+const VERSION_CRYPT: u8 = 3;
+/// Encryption algorithm codes (byte 93 of a version 3 onode).
+const ALGO_XCHACHA20_POLY1305: u8 = 1;
+/// Version 3's encryption bytes: the algorithm, the wrapped data key.
+const CRYPT_BYTES: usize = 1 + WRAPPED_KEY_BYTES;
 const FLAG_REMOVED: u8 = 1;
 const FLAG_READ_ONLY: u8 = 2;
 const FLAG_INODE: u8 = 4;
@@ -104,6 +112,9 @@ pub struct Onode {
     pub reliability: u8,
     /// Data units per parity group (fixed once the object has parity; 0 when `reliability` is).
     pub parity_group: u8,
+    /// Encryption (XChaCha20-Poly1305, the only algorithm): the object's data key wrapped by
+    /// the device master key ([`crate::crypt`]); `None` for a plain object.
+    pub wrapped_key: Option<[u8; WRAPPED_KEY_BYTES]>,
     /// User attributes, sorted by id.
     pub attrs: Vec<(u16, Vec<u8>)>,
     /// The object's data, kept within the onode (an embedded inode); `None` when it lives in
@@ -170,12 +181,23 @@ impl Onode {
         self.reliability != 0 || self.parity_group != 0
     }
 
+    /// The version the onode is written as: 1 plain, 2 with parity, 3 encrypted.
+    fn version(&self) -> u8 {
+        if self.wrapped_key.is_some() {
+            VERSION_CRYPT
+        } else if self.has_services() {
+            VERSION
+        } else {
+            1
+        }
+    }
+
     /// Bytes the onode takes encoded in a descriptor page.
     pub fn encoded_len(&self) -> usize {
-        let fixed = if self.has_services() {
-            FIXED_BYTES
-        } else {
-            FIXED_BYTES_V1
+        let fixed = match self.version() {
+            1 => FIXED_BYTES_V1,
+            VERSION => FIXED_BYTES,
+            _ => FIXED_BYTES + CRYPT_BYTES,
         };
         fixed
             + self.attrs.iter().map(|(_, v)| 3 + v.len()).sum::<usize>()
@@ -196,7 +218,7 @@ impl Onode {
             | flag(self.read_only, FLAG_READ_ONLY)
             | flag(self.inode, FLAG_INODE)
             | flag(self.inline.is_some(), FLAG_INLINE);
-        let version = if self.has_services() { VERSION } else { 1 };
+        let version = self.version();
         out.extend_from_slice(&[MAGIC, version, flags, self.priority, self.access.code()]);
         out.extend_from_slice(&self.oid.as_u128().to_le_bytes());
         for v in [
@@ -213,8 +235,12 @@ impl Onode {
         out.extend_from_slice(&self.write_count.to_le_bytes());
         out.extend_from_slice(&self.seq.to_le_bytes());
         out.push(self.attrs.len() as u8);
-        if self.has_services() {
+        if version >= VERSION {
             out.extend_from_slice(&[self.reliability, self.parity_group, 0]);
+        }
+        if let Some(w) = &self.wrapped_key {
+            out.push(ALGO_XCHACHA20_POLY1305);
+            out.extend_from_slice(w);
         }
         for (id, v) in &self.attrs {
             out.extend_from_slice(&id.to_le_bytes());
@@ -243,9 +269,10 @@ impl Onode {
         let fixed = match b[1] {
             1 => FIXED_BYTES_V1,
             VERSION => FIXED_BYTES,
+            VERSION_CRYPT => FIXED_BYTES + CRYPT_BYTES,
             v => {
                 return Err(OnodeError::Corrupted(format!(
-                    "onode version {v} is not supported (this build reads 1 and {VERSION})"
+                    "onode version {v} is not supported (this build reads 1 to {VERSION_CRYPT})"
                 )))
             }
         };
@@ -288,7 +315,7 @@ impl Onode {
             return Err(bad("onode checksum mismatch"));
         }
         let flags = b[2];
-        let (reliability, parity_group) = if fixed == FIXED_BYTES {
+        let (reliability, parity_group) = if fixed >= FIXED_BYTES {
             let s = &b[FIXED_BYTES_V1..FIXED_BYTES];
             if s[2] != 0 || (s[0] == 0) != (s[1] == 0) || s[0] as usize + s[1] as usize > 256 {
                 return Err(OnodeError::Corrupted(format!(
@@ -298,6 +325,17 @@ impl Onode {
             (s[0], s[1])
         } else {
             (0, 0)
+        };
+        let wrapped_key = if fixed == FIXED_BYTES + CRYPT_BYTES {
+            if b[FIXED_BYTES] != ALGO_XCHACHA20_POLY1305 {
+                return Err(OnodeError::Corrupted(format!(
+                    "onode encryption algorithm {} is unknown",
+                    b[FIXED_BYTES]
+                )));
+            }
+            Some(le::array_at(b, FIXED_BYTES + 1)?)
+        } else {
+            None
         };
         let onode = Onode {
             oid: Oid::from_u128(u128::from_le_bytes(le::array_at(b, 5)?)),
@@ -317,6 +355,7 @@ impl Onode {
             seq: u64_at(81)?,
             reliability,
             parity_group,
+            wrapped_key,
             attrs,
             inline,
         };
@@ -401,11 +440,39 @@ mod tests {
             matches!(Onode::decode(&bad), Err(OnodeError::Corrupted(m)) if m.contains("services"))
         );
         // A future version is refused by name.
-        let mut v3 = buf.clone();
-        v3[1] = 3;
+        let mut v4 = buf.clone();
+        v4[1] = 4;
         assert!(
-            matches!(Onode::decode(&v3), Err(OnodeError::Corrupted(m)) if m.contains("version 3"))
+            matches!(Onode::decode(&v4), Err(OnodeError::Corrupted(m)) if m.contains("version 4"))
         );
+    }
+
+    #[test]
+    fn encryption_takes_version_3_with_its_wrapped_key() {
+        let mut o = Onode::new(Oid::new(0x10000, 0x10001), 5);
+        o.set_user_attr(0x1000, Some(b"name")).unwrap();
+        let mut plain = Vec::new();
+        o.encode(&mut plain).unwrap();
+        o.wrapped_key = Some([0x5A; WRAPPED_KEY_BYTES]);
+        for (m, k) in [(0, 0), (1, 16)] {
+            o.reliability = m;
+            o.parity_group = k;
+            let mut buf = Vec::new();
+            o.encode(&mut buf).unwrap();
+            assert_eq!(buf[1], 3);
+            assert_eq!(buf.len(), plain.len() + SERVICES_BYTES + CRYPT_BYTES);
+            assert_eq!(buf[FIXED_BYTES], ALGO_XCHACHA20_POLY1305);
+            assert_eq!(Onode::decode(&buf).unwrap().0, o);
+            // An unknown algorithm is refused, not guessed.
+            let mut bad = buf.clone();
+            bad[FIXED_BYTES] = 2;
+            let n = bad.len();
+            let crc = crc32c::crc32c(&bad[..n - 4]);
+            bad[n - 4..].copy_from_slice(&crc.to_le_bytes());
+            assert!(
+                matches!(Onode::decode(&bad), Err(OnodeError::Corrupted(m)) if m.contains("algorithm"))
+            );
+        }
     }
 
     #[test]

@@ -4,8 +4,18 @@
 use crate::id::Oid;
 use crate::index::IndexKey;
 
-/// The longest record (a data or parity unit's), in bytes.
-pub const RECORD_MAX_BYTES: usize = 44;
+/// The longest record (an encrypted data unit's, kinds 9 and 10), in bytes: exactly the
+/// 64-byte spare area of the unit's first page.
+pub const RECORD_MAX_BYTES: usize = ENCRYPTED_RECORD_BYTES;
+/// What scans read of every record (recovery, the quick scrub, GC of a store without encrypted
+/// objects): every record but an encrypted data unit's is whole in it, and an encrypted data
+/// unit's first 44 bytes decode on their own (all but its AEAD tag).
+pub const SCAN_RECORD_BYTES: usize = 44;
+/// An encrypted data unit's record (kinds 9 and 10): a data record, then the AEAD tag of its
+/// payload (16 bytes) and a CRC-32C of the 60 bytes before it.
+pub const ENCRYPTED_RECORD_BYTES: usize = 64;
+/// The AEAD tag of an encrypted unit, in bytes.
+pub const TAG_BYTES: usize = 16;
 /// Record version 2 added the payload checksum (bytes 8..12) and narrowed a data record's unit
 /// index and length to 48 bits, so the largest record still takes 44 bytes (the OOB bytes every
 /// data read and GC copy transfers, hence their device time, are unchanged).
@@ -32,6 +42,18 @@ pub enum RecordError {
     Version(u8),
 }
 
+/// What an encrypted data unit's record (kinds 9 and 10) adds to a data record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seal {
+    /// The sequence number of the program that encrypted the payload, the input of its nonce:
+    /// the record's own sequence number in kind 9; kept by every GC copy (kind 10, in the
+    /// bytes that hold the stale length of a plain copy).
+    pub nonce_seq: u64,
+    /// The payload's AEAD tag, when the record was read whole ([`ENCRYPTED_RECORD_BYTES`]);
+    /// `None` from a scan's 44-byte read, or a record written without one.
+    pub tag: Option<[u8; TAG_BYTES]>,
+}
+
 /// The payload checksums live with the payload types (shared with the other mapping layer).
 pub use flash::{content_crc, payload_crc};
 
@@ -52,6 +74,8 @@ pub enum Record {
         seq: u64,
         /// A copy GC made: `length` is stale.
         moved: bool,
+        /// For a unit of an encrypted object: its nonce's input and its tag.
+        seal: Option<Seal>,
     },
     /// A descriptor page of onodes.
     Descriptor {
@@ -180,13 +204,34 @@ impl Record {
                 offset,
                 length,
                 moved,
+                seal,
                 ..
             } => {
                 debug_assert!(offset < LENGTH_LIMIT_BYTES && length < LENGTH_LIMIT_BYTES);
-                out[0] = if moved { 5 } else { 1 };
+                out[0] = match (moved, seal.is_some()) {
+                    (false, false) => 1,
+                    (true, false) => 5,
+                    (false, true) => 9,
+                    (true, true) => 10,
+                };
                 out[12..28].copy_from_slice(&oid.as_u128().to_le_bytes());
                 out[28..34].copy_from_slice(&offset.to_le_bytes()[..6]);
-                out[34..40].copy_from_slice(&length.to_le_bytes()[..6]);
+                // A GC copy of an encrypted unit keeps its nonce's input where a plain copy
+                // keeps its stale length.
+                let at_34 = match seal {
+                    Some(s) if moved => s.nonce_seq,
+                    _ => length,
+                };
+                debug_assert!(at_34 < LENGTH_LIMIT_BYTES);
+                out[34..40].copy_from_slice(&at_34.to_le_bytes()[..6]);
+                if let Some(Seal { tag: Some(tag), .. }) = seal {
+                    let crc = crc32c::crc32c(&out[..40]);
+                    out[40..44].copy_from_slice(&crc.to_le_bytes());
+                    out[44..60].copy_from_slice(&tag);
+                    let crc = crc32c::crc32c(&out[..60]);
+                    out[60..64].copy_from_slice(&crc.to_le_bytes());
+                    return ENCRYPTED_RECORD_BYTES;
+                }
                 40
             }
             Record::Descriptor { .. } => {
@@ -268,7 +313,7 @@ impl Record {
             return damaged(format!("OOB record version {} is unknown or damaged", b[1]));
         }
         let body = match b[0] {
-            1 | 5 | 8 => 40,
+            1 | 5 | 8 | 9 | 10 => 40,
             2 | 4 | 6 | 7 => 12,
             3 => 13 + IndexKey::ENCODED_BYTES,
             k => return damaged(format!("OOB record kind {k} is unknown")),
@@ -290,6 +335,37 @@ impl Record {
                     length: u48(&b[34..40]),
                     seq,
                     moved: b[0] == 5,
+                    seal: None,
+                }
+            }
+            9 | 10 => {
+                oid.copy_from_slice(&b[12..28]);
+                let moved = b[0] == 10;
+                let at_34 = u48(&b[34..40]);
+                // The tag and its CRC, when the read took them and they were written.
+                let tag = match b.get(44..ENCRYPTED_RECORD_BYTES) {
+                    Some(t) if t.iter().all(|&x| x == 0xFF) => None,
+                    Some(_) => {
+                        if crc32c::crc32c(&b[..60]) != u32_at(b, 60) {
+                            return damaged("OOB record tag checksum mismatch".into());
+                        }
+                        let mut tag = [0u8; TAG_BYTES];
+                        tag.copy_from_slice(&b[44..60]);
+                        Some(tag)
+                    }
+                    None => None,
+                };
+                Record::Data {
+                    oid: Oid::from_u128(u128::from_le_bytes(oid)),
+                    offset: u48(&b[28..34]),
+                    // A copy's length is stale: its bytes hold the nonce's input instead.
+                    length: if moved { 0 } else { at_34 },
+                    seq,
+                    moved,
+                    seal: Some(Seal {
+                        nonce_seq: if moved { at_34 } else { seq },
+                        tag,
+                    }),
                 }
             }
             2 => Record::Descriptor { seq },
@@ -338,6 +414,29 @@ mod tests {
                 length: LENGTH_LIMIT_BYTES - 1,
                 seq: 99,
                 moved: true,
+                seal: None,
+            },
+            Record::Data {
+                oid: Oid::new(0x10000, 0x10006),
+                offset: 4,
+                length: 12345,
+                seq: 100,
+                moved: false,
+                seal: Some(Seal {
+                    nonce_seq: 100,
+                    tag: Some([0xA5; TAG_BYTES]),
+                }),
+            },
+            Record::Data {
+                oid: Oid::new(0x10000, 0x10006),
+                offset: LENGTH_LIMIT_BYTES - 1,
+                length: 0,
+                seq: 101,
+                moved: true,
+                seal: Some(Seal {
+                    nonce_seq: LENGTH_LIMIT_BYTES - 2,
+                    tag: Some([7; TAG_BYTES]),
+                }),
             },
             Record::Descriptor { seq: 1 },
             Record::Index {
@@ -365,6 +464,7 @@ mod tests {
             let mut b = [0u8; RECORD_MAX_BYTES];
             let n = r.encode(0xDEAD_BEEF, &mut b);
             let expected = match r {
+                Record::Data { seal: Some(_), .. } => ENCRYPTED_RECORD_BYTES,
                 Record::Data { .. } => DATA_RECORD_BYTES,
                 Record::Parity { .. } => PARITY_RECORD_BYTES,
                 Record::Index { .. } => INDEX_RECORD_BYTES,
@@ -392,6 +492,45 @@ mod tests {
             }
         }
         assert_eq!(Record::decode(&[0xFF; 64]), Ok(None));
+    }
+
+    #[test]
+    fn an_encrypted_record_decodes_from_its_first_44_bytes_without_its_tag() {
+        let r = Record::Data {
+            oid: Oid::new(0x10000, 0x10006),
+            offset: 4,
+            length: 0,
+            seq: 300,
+            moved: true,
+            seal: Some(Seal {
+                nonce_seq: 200,
+                tag: Some([3; TAG_BYTES]),
+            }),
+        };
+        let mut b = [0xFFu8; RECORD_MAX_BYTES];
+        assert_eq!(r.encode(1, &mut b), ENCRYPTED_RECORD_BYTES);
+        let head = Record::decode(&b[..SCAN_RECORD_BYTES]);
+        let Ok(Some(Record::Data { seal: Some(s), .. })) = head else {
+            panic!("{head:?}")
+        };
+        assert_eq!((s.nonce_seq, s.tag), (200, None));
+        // Written without a tag, a whole read sees erased bytes there: no tag, never zeros.
+        let r = Record::Data {
+            oid: Oid::new(0x10000, 0x10006),
+            offset: 4,
+            length: 0,
+            seq: 300,
+            moved: true,
+            seal: Some(Seal {
+                nonce_seq: 200,
+                tag: None,
+            }),
+        };
+        let mut b = [0u8; RECORD_MAX_BYTES];
+        let n = r.encode(1, &mut b);
+        assert_eq!(n, SCAN_RECORD_BYTES);
+        b[n..].fill(0xFF);
+        assert_eq!(Record::decode(&b), Ok(Some(r)));
     }
 
     #[test]

@@ -39,8 +39,9 @@ use crate::index::{Index, IndexError, IndexKey, NodeAddr, NodeIo};
 use crate::onode::{Onode, FIRST_USER_ATTR, INLINE_MAX_BYTES, ONODE_MAX_BYTES};
 use crate::placement::{Hint, PageKind, Placement, Placer};
 use crate::record::{
-    content_crc, payload_crc, Record, RecordError, Sealed, DATA_RECORD_BYTES, INDEX_RECORD_BYTES,
-    LENGTH_LIMIT_BYTES, META_RECORD_BYTES, PARITY_RECORD_BYTES, RECORD_MAX_BYTES,
+    content_crc, payload_crc, Record, RecordError, Seal, Sealed, DATA_RECORD_BYTES,
+    ENCRYPTED_RECORD_BYTES, INDEX_RECORD_BYTES, LENGTH_LIMIT_BYTES, META_RECORD_BYTES,
+    PARITY_RECORD_BYTES, RECORD_MAX_BYTES, SCAN_RECORD_BYTES,
 };
 use fml::buffer::{Entry, Fill, WriteBuffer};
 
@@ -48,6 +49,7 @@ mod atime;
 mod checkpoint;
 mod commands;
 mod data;
+mod encryption;
 mod fsck;
 mod gc;
 mod onodes;
@@ -57,6 +59,7 @@ mod scrub;
 mod small;
 mod unit_io;
 
+pub use encryption::SEQ_GAP_AT_OPEN;
 pub use fsck::FsckReport;
 use gc::GcLog;
 pub use parity::{covers_term, MAX_RELIABILITY};
@@ -322,6 +325,15 @@ pub struct ObjectStore<F: Flash> {
     parity_suspect: FxHashSet<(Oid, u64)>,
     /// Reed-Solomon codes by (data, parity) units per group.
     codecs: FxHashMap<(u8, u8), std::sync::Arc<reed_solomon_erasure::galois_8::ReedSolomon>>,
+    /// The device master key, if given ([`ObjectStore::set_master_key`]); never on flash.
+    master: Option<crate::crypt::MasterKey>,
+    /// Data keys of encrypted objects unwrapped so far.
+    data_keys: FxHashMap<Oid, crate::crypt::DataKey>,
+    /// Encrypted units may be on flash: GC copies and scans read whole 64-byte records (their
+    /// tags), and every open skips [`encryption::SEQ_GAP_AT_OPEN`] sequence numbers.
+    wide_records: bool,
+    /// The seal of the encrypted unit whose bytes `read_data_unit` left in the scratch buffer.
+    scratch_seal: Option<Seal>,
 }
 
 impl<F: Flash> ObjectStore<F> {
@@ -334,7 +346,9 @@ impl<F: Flash> ObjectStore<F> {
             )));
         }
         let streams = Placer::streams(Placement::Semantic, realtime);
-        let fml = Fml::open(flash, config.fml, streams, RECORD_MAX_BYTES).map_err(fml_err)?;
+        // Every record but an encrypted unit's fits the scan length; GC reads whole encrypted
+        // records once the store holds any (`widen_records`).
+        let fml = Fml::open(flash, config.fml, streams, SCAN_RECORD_BYTES).map_err(fml_err)?;
         let layout = *fml.layout();
         let unit = layout.write_unit_bytes as usize;
         if unit as u64 / SECTOR > 64 {
@@ -383,6 +397,10 @@ impl<F: Flash> ObjectStore<F> {
             recent_order: std::collections::VecDeque::new(),
             parity_suspect: FxHashSet::default(),
             codecs: FxHashMap::default(),
+            master: None,
+            data_keys: FxHashMap::default(),
+            wide_records: false,
+            scratch_seal: None,
         })
     }
 

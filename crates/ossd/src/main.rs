@@ -133,6 +133,14 @@ enum Command {
         /// most 4): damaged units are rebuilt on read and by `ossd scrub --repair`.
         #[arg(long, default_value_t = 0)]
         reliability: u8,
+        /// Encrypt the object (XChaCha20-Poly1305 under a fresh data key wrapped by the device
+        /// master key in --key-file; docs/SECURITY.md "Data at rest"). Not with --reliability.
+        #[arg(long, requires = "key_file", conflicts_with = "reliability")]
+        encrypt: bool,
+        /// Device master key file (from `ossd keygen`): needed to encrypt, and to read or
+        /// write encrypted objects.
+        #[arg(long)]
+        key_file: Option<PathBuf>,
         file: String,
     },
     /// Write an object's bytes to a file, or to standard output.
@@ -159,7 +167,9 @@ enum Command {
         #[command(flatten)]
         object: ObjectRef,
     },
-    /// Set an attribute: priority, expected-size, length, read-only, inode, or a user id (0x1000+).
+    /// Set an attribute: priority, expected-size, length, read-only, inode, reliability,
+    /// encryption (none | xchacha20-poly1305, on an empty object, with --key-file), or a user id
+    /// (0x1000+).
     Setattr {
         #[command(flatten)]
         object: ObjectRef,
@@ -228,6 +238,19 @@ enum Command {
         /// Replace an existing file.
         #[arg(long)]
         force: bool,
+    },
+    /// Rotate the device master key of a stopped image: every encrypted object's data key is
+    /// unwrapped with --key-file and wrapped with --new-key-file; no data is rewritten. Run it
+    /// again with the same keys if it was interrupted.
+    Rekey {
+        #[arg(long)]
+        image: PathBuf,
+        /// The current master key file.
+        #[arg(long)]
+        key_file: PathBuf,
+        /// The new master key file (`ossd keygen --out NEW`).
+        #[arg(long)]
+        new_key_file: PathBuf,
     },
     /// Print a capability and its capability key (hex) for a client.
     Cap {
@@ -307,6 +330,9 @@ struct ObjectRef {
     /// Object id, decimal or 0x-hex.
     #[arg(long)]
     id: String,
+    /// Device master key file (from `ossd keygen`), for encrypted objects.
+    #[arg(long)]
+    key_file: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -414,11 +440,32 @@ fn main() -> ExitCode {
             partition,
             id,
             reliability,
+            encrypt,
+            key_file,
             file,
-        } => objects::put(&image, partition, id.as_deref(), reliability, &file),
-        Command::Get { object: o, output } => {
-            objects::get(&o.image, o.partition, &o.id, output.as_deref())
-        }
+        } => objects::put(
+            &image,
+            partition,
+            id.as_deref(),
+            &objects::PutOptions {
+                reliability,
+                encrypt,
+                key_file: key_file.as_deref(),
+            },
+            &file,
+        ),
+        Command::Get { object: o, output } => objects::get(
+            &o.image,
+            o.key_file.as_deref(),
+            o.partition,
+            &o.id,
+            output.as_deref(),
+        ),
+        Command::Rekey {
+            image,
+            key_file,
+            new_key_file,
+        } => objects::rekey(&image, &key_file, &new_key_file),
         Command::Rm { object: o } => objects::rm(&o.image, o.partition, &o.id),
         Command::Ls { image, partition } => objects::ls(&image, partition),
         Command::Stat { object: o } => objects::stat(&o.image, o.partition, &o.id),
@@ -426,7 +473,14 @@ fn main() -> ExitCode {
             object: o,
             attr,
             value,
-        } => objects::setattr(&o.image, o.partition, &o.id, &attr, &value),
+        } => objects::setattr(
+            &o.image,
+            o.key_file.as_deref(),
+            o.partition,
+            &o.id,
+            &attr,
+            &value,
+        ),
         Command::Fsck { image } => objects::fsck(&image),
         Command::Scrub {
             image,

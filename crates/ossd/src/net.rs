@@ -36,6 +36,11 @@ pub fn read_key(path: &Path) -> Result<MasterKey> {
     MasterKey::parse(&bytes).map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
+/// Reads a master key file as the object store's device master key (per-object encryption).
+pub fn read_store_key(path: &Path) -> Result<osd::MasterKey> {
+    Ok(osd::MasterKey::from_bytes(*read_key(path)?.as_bytes()))
+}
+
 /// Writes a fresh random master key (from the operating system's generator), mode 0600.
 pub fn keygen(out: &Path, force: bool) -> Result<()> {
     use rand::RngCore;
@@ -158,7 +163,10 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     };
     match (&a.image, &a.memory) {
         (Some(image), None) => {
-            let store = objects::open(image)?;
+            let mut store = objects::open(image)?;
+            // The same master key unwraps the data keys of encrypted objects (docs/SECURITY.md
+            // "Data at rest": derived under another label than the capability keys).
+            store.set_master_key(Some(osd::MasterKey::from_bytes(*key.as_bytes())));
             let what = image.display().to_string();
             let store = run(store, key, config, &a.listen, &what)?;
             objects::close(store)?;

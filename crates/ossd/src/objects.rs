@@ -45,6 +45,15 @@ pub fn open(image: &Path) -> Result<Store> {
     Ok(mount::image::open_store(image)?)
 }
 
+/// Opens the image with the device master key in `key_file`, if given (encrypted objects
+/// refuse reads and writes without it).
+pub fn open_keyed(image: &Path, key_file: Option<&Path>) -> Result<Store> {
+    let key = key_file.map(crate::net::read_store_key).transpose()?;
+    let mut s = open(image)?;
+    s.set_master_key(key);
+    Ok(s)
+}
+
 pub fn close(s: Store) -> Result<()> {
     s.close().map_err(|e| anyhow!(e))?;
     Ok(())
@@ -57,14 +66,27 @@ fn oid(partition: u64, id: &str) -> Result<Oid> {
     })
 }
 
+/// How `put` stores an object.
+pub struct PutOptions<'a> {
+    /// Parity units per group (0: none).
+    pub reliability: u8,
+    /// Encrypt the object under a fresh data key wrapped by the master key in `key_file`.
+    pub encrypt: bool,
+    /// The device master key file.
+    pub key_file: Option<&'a Path>,
+}
+
 /// Stores a file (or standard input, for `-`) as an object; prints its id.
 pub fn put(
     image: &Path,
     partition: u64,
     id: Option<&str>,
-    reliability: u8,
+    opts: &PutOptions<'_>,
     file: &str,
 ) -> Result<()> {
+    if opts.encrypt && opts.key_file.is_none() {
+        bail!("--encrypt needs the device master key: --key-file K (from `ossd keygen`)");
+    }
     let mut data = Vec::new();
     if file == "-" {
         std::io::stdin()
@@ -73,7 +95,7 @@ pub fn put(
     } else {
         data = std::fs::read(file).with_context(|| format!("reading {file}"))?;
     }
-    let mut s = open(image)?;
+    let mut s = open_keyed(image, opts.key_file)?;
     let want = id.map(parse_id).transpose()?.map(ObjectId);
     let object = s
         .create(PartitionId(partition), want)
@@ -82,9 +104,20 @@ pub fn put(
         partition: PartitionId(partition),
         object,
     };
-    if reliability > 0 {
-        s.set_attr(oid, Attr::Reliability, AttrValue::U64(reliability as u64))
+    if opts.encrypt {
+        // While the object is empty, before any parity (the two are not combined yet).
+        s.set_attr(oid, Attr::Reliability, AttrValue::U64(0))
             .map_err(|e| anyhow!(e))?;
+        s.set_attr(oid, Attr::Encryption, AttrValue::U64(1))
+            .map_err(|e| anyhow!(e))?;
+    }
+    if opts.reliability > 0 {
+        s.set_attr(
+            oid,
+            Attr::Reliability,
+            AttrValue::U64(opts.reliability as u64),
+        )
+        .map_err(|e| anyhow!(e))?;
     }
     s.write(oid, 0, &data).map_err(|e| anyhow!(e))?;
     s.flush(FlushScope::Device).map_err(|e| anyhow!(e))?;
@@ -94,8 +127,14 @@ pub fn put(
 }
 
 /// Writes an object's bytes to a file, or to standard output.
-pub fn get(image: &Path, partition: u64, id: &str, out: Option<&Path>) -> Result<()> {
-    let mut s = open(image)?;
+pub fn get(
+    image: &Path,
+    key_file: Option<&Path>,
+    partition: u64,
+    id: &str,
+    out: Option<&Path>,
+) -> Result<()> {
+    let mut s = open_keyed(image, key_file)?;
     let oid = oid(partition, id)?;
     let AttrValue::U64(len) = s
         .get_attr(oid, Attr::LogicalLength)
@@ -105,9 +144,10 @@ pub fn get(image: &Path, partition: u64, id: &str, out: Option<&Path>) -> Result
     };
     let mut data = vec![0u8; len as usize];
     // The whole object is read (and every unit checked) before a byte is written out.
-    let n = s
-        .read(oid, 0, &mut data)
-        .map_err(|e| anyhow!("object {oid} is damaged, nothing written: {e}"))?;
+    let n = s.read(oid, 0, &mut data).map_err(|e| match e {
+        osd::OsdError::KeyRequired(_) | osd::OsdError::WrongKey(_) => anyhow!(e),
+        e => anyhow!("object {oid} is damaged, nothing written: {e}"),
+    })?;
     data.truncate(n);
     match out {
         Some(p) => std::fs::write(p, &data).with_context(|| format!("writing {}", p.display()))?,
@@ -185,6 +225,15 @@ pub fn stat(image: &Path, partition: u64, id: &str) -> Result<()> {
         ("reliability", Attr::Reliability),
     ];
     println!("object {oid}");
+    let enc = s.get_attr(oid, Attr::Encryption).map_err(|e| anyhow!(e))?;
+    println!(
+        "  {:<24} {}",
+        "encryption",
+        match enc {
+            AttrValue::U64(1) => "xchacha20-poly1305",
+            _ => "none",
+        }
+    );
     for (name, a) in attrs {
         println!(
             "  {name:<24} {:?}",
@@ -202,8 +251,15 @@ pub fn stat(image: &Path, partition: u64, id: &str) -> Result<()> {
 /// Sets an attribute: a predefined name (priority, expected-size, read-only, inode,
 /// reliability) or a user
 /// attribute id (0x1000 and up) whose value is taken as text.
-pub fn setattr(image: &Path, partition: u64, id: &str, attr: &str, value: &str) -> Result<()> {
-    let mut s = open(image)?;
+pub fn setattr(
+    image: &Path,
+    key_file: Option<&Path>,
+    partition: u64,
+    id: &str,
+    attr: &str,
+    value: &str,
+) -> Result<()> {
+    let mut s = open_keyed(image, key_file)?;
     let oid = oid(partition, id)?;
     let num = || {
         value
@@ -224,6 +280,14 @@ pub fn setattr(image: &Path, partition: u64, id: &str, attr: &str, value: &str) 
         "read-only" => (Attr::ReadOnly, AttrValue::Bool(flag()?)),
         "inode" => (Attr::InodeEmbedded, AttrValue::Bool(flag()?)),
         "reliability" => (Attr::Reliability, AttrValue::U64(num()?)),
+        "encryption" => (
+            Attr::Encryption,
+            AttrValue::U64(match value {
+                "none" | "0" => 0,
+                "xchacha20-poly1305" | "1" => 1,
+                _ => bail!("encryption takes none or xchacha20-poly1305, not '{value}'"),
+            }),
+        ),
         other => {
             let id = parse_id(other).map_err(|_| anyhow!("unknown attribute '{other}': use priority, expected-size, length, read-only, inode, reliability, or a user attribute id (0x1000 and up)"))?;
             let id = u16::try_from(id).map_err(|_| anyhow!("user attribute ids fit 16 bits"))?;
@@ -232,6 +296,21 @@ pub fn setattr(image: &Path, partition: u64, id: &str, attr: &str, value: &str) 
     };
     s.set_attr(oid, a, v).map_err(|e| anyhow!(e))?;
     close(s)
+}
+
+/// Rotates the device master key of a stopped image: every encrypted object's data key is
+/// rewrapped from `old` to `new` (no data rewritten); prints how many.
+pub fn rekey(image: &Path, old: &Path, new: &Path) -> Result<()> {
+    let new_key = crate::net::read_store_key(new)?;
+    let mut s = open_keyed(image, Some(old))?;
+    let n = s.rekey(new_key).map_err(|e| anyhow!(e))?;
+    close(s)?;
+    println!(
+        "{}: {n} data keys rewrapped under {}",
+        image.display(),
+        new.display()
+    );
+    Ok(())
 }
 
 /// Checks every invariant; a non-zero exit and a report on any problem.

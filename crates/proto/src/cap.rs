@@ -275,6 +275,12 @@ impl MasterKey {
         Err(wrong_length)
     }
 
+    /// The key's 32 bytes (for the object store's data-key wrapping, which derives its own
+    /// key from them).
+    pub fn as_bytes(&self) -> &[u8; KEY_LEN] {
+        &self.0
+    }
+
     /// The key file text: 64 lowercase hex digits and a newline.
     pub fn to_file_text(&self) -> String {
         format!("{}\n", hex_encode(&self.0))

@@ -276,6 +276,10 @@ pub enum Status {
     Uncorrectable = 0x09,
     /// An internal invariant of the target did not hold (a bug on the target).
     Internal = 0x0a,
+    /// `OsdError::KeyRequired`: the object is encrypted and the target has no master key.
+    KeyRequired = 0x0b,
+    /// `OsdError::WrongKey`: the target's master key does not unwrap the object's data key.
+    WrongKey = 0x0c,
     /// The frame's body could not be decoded.
     BadFrame = 0x100,
     /// The HELLO offered no version the target speaks, or a frame carries another version.
@@ -311,7 +315,7 @@ pub enum Status {
 
 impl Status {
     /// Every status, in code order.
-    pub const ALL: [Status; 26] = [
+    pub const ALL: [Status; 28] = [
         Status::Ok,
         Status::NotFound,
         Status::AlreadyExists,
@@ -323,6 +327,8 @@ impl Status {
         Status::Poisoned,
         Status::Uncorrectable,
         Status::Internal,
+        Status::KeyRequired,
+        Status::WrongKey,
         Status::BadFrame,
         Status::UnsupportedVersion,
         Status::UnknownOpcode,
@@ -363,6 +369,8 @@ impl Status {
             OsdError::Poisoned(_) => Status::Poisoned,
             OsdError::Uncorrectable { .. } => Status::Uncorrectable,
             OsdError::Internal(_) => Status::Internal,
+            OsdError::KeyRequired(_) => Status::KeyRequired,
+            OsdError::WrongKey(_) => Status::WrongKey,
         }
     }
 }
@@ -495,6 +503,7 @@ fn write_attr(w: &mut Writer, a: Attr) {
         Attr::InodeEmbedded => (11, 0),
         Attr::User(id) => (12, id),
         Attr::Reliability => (13, 0),
+        Attr::Encryption => (14, 0),
     };
     w.u8(kind);
     w.u16(id);
@@ -518,6 +527,7 @@ fn read_attr(r: &mut Reader<'_>) -> Result<Attr, ProtoError> {
         11 => Attr::InodeEmbedded,
         12 => return Ok(Attr::User(id)),
         13 => Attr::Reliability,
+        14 => Attr::Encryption,
         k => {
             return Err(ProtoError::BadValue {
                 what: "attribute kind",
@@ -879,7 +889,9 @@ fn write_failure(w: &mut Writer, f: &Failure) {
                 w.u64(*needed_bytes);
                 w.u64(*free_bytes);
             }
-            OsdError::ReadOnly(oid) => write_oid(w, *oid),
+            OsdError::ReadOnly(oid) | OsdError::KeyRequired(oid) | OsdError::WrongKey(oid) => {
+                write_oid(w, *oid)
+            }
             OsdError::Corrupted { what, location } | OsdError::Uncorrectable { what, location } => {
                 w.string(what);
                 w.string(location);
@@ -909,6 +921,8 @@ fn read_failure(status: Status, r: &mut Reader<'_>) -> Result<Failure, ProtoErro
             free_bytes: r.u64("bytes free")?,
         },
         Status::ReadOnly => OsdError::ReadOnly(read_oid(r)?),
+        Status::KeyRequired => OsdError::KeyRequired(read_oid(r)?),
+        Status::WrongKey => OsdError::WrongKey(read_oid(r)?),
         Status::Corrupted => OsdError::Corrupted {
             what: s(r)?,
             location: s(r)?,

@@ -53,6 +53,9 @@ impl<F: Flash> ObjectStore<F> {
         page[16..24].copy_from_slice(&self.next_object.to_le_bytes());
         page[24..32].copy_from_slice(&self.next_partition.to_le_bytes());
         page[32..36].copy_from_slice(&(self.unit as u32).to_le_bytes());
+        // Bit 0: encrypted units may be on flash (read whole records; skip sequence numbers
+        // at open).
+        page[36] = self.wide_records as u8;
         // Everything written before this number is in the checkpoint.
         let logical = self.gc.take_seq();
         page[40..48].copy_from_slice(&logical.to_le_bytes());

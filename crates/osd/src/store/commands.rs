@@ -118,6 +118,10 @@ impl<F: Flash> Osd for ObjectStore<F> {
         reason = "the buffered unit taken was found in the buffer just above"
     )]
     fn read(&mut self, oid: Oid, offset: u64, out: &mut [u8]) -> Result<usize, OsdError> {
+        if self.is_encrypted(oid)? {
+            // Without the key nothing is read, not even a hole's zeros.
+            self.data_key(oid)?;
+        }
         let c = self.onode_mut(oid)?;
         let len = c.onode.logical_length;
         if let Some(d) = &c.onode.inline {
@@ -195,6 +199,9 @@ impl<F: Flash> Osd for ObjectStore<F> {
         if length >= LENGTH_LIMIT_BYTES {
             return Err(too_long(length));
         }
+        if self.is_encrypted(oid)? {
+            self.data_key(oid)?;
+        }
         let c = self.onode_mut(oid)?;
         if c.onode.read_only {
             return Err(OsdError::ReadOnly(oid));
@@ -253,6 +260,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
             Attr::ReadOnly => AttrValue::Bool(o.read_only),
             Attr::InodeEmbedded => AttrValue::Bool(o.inode),
             Attr::Reliability => AttrValue::U64(o.reliability as u64),
+            Attr::Encryption => AttrValue::U64(o.wrapped_key.is_some() as u64),
             Attr::User(id) => o
                 .user_attr(id)
                 .map_or(AttrValue::Absent, |v| AttrValue::Bytes(v.to_vec())),
@@ -279,6 +287,14 @@ impl<F: Flash> Osd for ObjectStore<F> {
                 return Err(OsdError::ReadOnly(oid));
             }
             return self.set_reliability(oid, m);
+        }
+        if attr == Attr::Encryption {
+            let AttrValue::U64(on) = value else {
+                return Err(OsdError::InvalidArgument(
+                    "encryption takes 0 (none) or 1 (xchacha20-poly1305)".into(),
+                ));
+            };
+            return self.set_encryption(oid, on);
         }
         let now = self.now;
         let c = self.onode_mut(oid)?;
@@ -407,11 +423,14 @@ impl<F: Flash> ObjectStore<F> {
         self.buf.drop_where(|&(o, _)| o == oid);
         self.drop_small(oid)?;
         self.atime_journal.remove(&oid);
+        self.data_keys.remove(&oid);
         let c = self.onode_mut(oid)?;
         c.onode.removed = true;
         c.onode.logical_length = 0;
         c.onode.used_bytes = 0;
         c.onode.inline = None;
+        // The tombstone keeps no wrapped data key.
+        c.onode.wrapped_key = None;
         c.dirty = true;
         // The tombstone reaches flash before the object's units are released (see truncate).
         self.flush_all()?;

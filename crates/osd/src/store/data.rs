@@ -105,8 +105,15 @@ impl<F: Flash> ObjectStore<F> {
     /// names that object and unit: a unit that reads erased or holds another unit (a
     /// misdirected write) is corruption, never data.
     pub(super) fn read_data_unit(&mut self, oid: Oid, u: u64, v: u32) -> Result<Content, OsdError> {
+        let encrypted = self.is_encrypted(oid)?;
+        let oob_len = if encrypted {
+            ENCRYPTED_RECORD_BYTES
+        } else {
+            DATA_RECORD_BYTES
+        };
+        self.scratch_seal = None;
         let mut scratch = std::mem::take(&mut self.scratch);
-        let r = read_checked(&mut self.fml, self.now, v, &mut scratch, DATA_RECORD_BYTES);
+        let r = read_checked(&mut self.fml, self.now, v, &mut scratch, oob_len);
         self.scratch = scratch;
         let unit = self.unit as u64;
         let what = format_args!(
@@ -115,8 +122,28 @@ impl<F: Flash> ObjectStore<F> {
             (u + 1) * unit
         );
         match r {
-            Ok((t, content, Record::Data { oid: o, offset, .. })) if o == oid && offset == u => {
+            Ok((
+                t,
+                content,
+                Record::Data {
+                    oid: o,
+                    offset,
+                    seal,
+                    ..
+                },
+            )) if o == oid && offset == u => {
                 self.io_done = self.io_done.max(t);
+                if encrypted != seal.is_some() {
+                    return Err(OsdError::Corrupted {
+                        what: format!(
+                            "{what}: the object is {}encrypted and the unit is {}",
+                            if encrypted { "" } else { "not " },
+                            if seal.is_some() { "sealed" } else { "plain" }
+                        ),
+                        location: format!("unit {v}"),
+                    });
+                }
+                self.scratch_seal = seal;
                 Ok(content)
             }
             Ok(_) => Err(OsdError::Corrupted {
@@ -162,12 +189,26 @@ impl<F: Flash> ObjectStore<F> {
         let hint = self.hint(e.key.0)?;
         let stream = self.placer.choose(&hint);
         let length = self.onode_mut(e.key.0)?.onode.logical_length;
+        let seq = self.gc.take_seq();
+        let seal = if self.is_encrypted(e.key.0)? {
+            // Sealed as it leaves: its nonce is this program's sequence number.
+            let Fill::Bytes(b) = &mut e.fill else {
+                return Err(OsdError::Internal(format!(
+                    "a fingerprint unit of encrypted object {}",
+                    e.key.0
+                )));
+            };
+            Some(self.seal_unit(e.key.0, e.key.1, seq, b)?)
+        } else {
+            None
+        };
         let rec = Record::Data {
             oid: e.key.0,
             offset: e.key.1,
             length,
-            seq: self.gc.take_seq(),
+            seq,
             moved: false,
+            seal,
         };
         let payload = match &e.fill {
             Fill::Bytes(b) => Payload::Bytes(b),
@@ -296,6 +337,15 @@ impl<F: Flash> ObjectStore<F> {
         }
         if self.onode_mut(oid)?.onode.read_only {
             return Err(OsdError::ReadOnly(oid));
+        }
+        if self.is_encrypted(oid)? {
+            if data.is_none() {
+                return Err(OsdError::InvalidArgument(format!(
+                    "object {oid} is encrypted: fingerprint-mode writes carry no bytes to encrypt"
+                )));
+            }
+            // Refused before anything is buffered: a unit is sealed when it is programmed.
+            self.data_key(oid)?;
         }
         if self.write_inline(oid, offset, len, data)? {
             return Ok(());
@@ -426,6 +476,7 @@ impl<F: Flash> ObjectStore<F> {
         let empty =
             c.onode.inline.is_none() && c.onode.logical_length == 0 && c.onode.used_bytes == 0;
         let candidate = c.onode.inode
+            && c.onode.wrapped_key.is_none()
             && data.is_some()
             && end as usize <= INLINE_MAX_BYTES
             && (c.onode.inline.is_some() || empty);

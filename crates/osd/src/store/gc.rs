@@ -34,6 +34,7 @@ impl Owner for GcLog {
                     oid,
                     offset,
                     length,
+                    seal,
                     ..
                 } => Record::Data {
                     oid,
@@ -41,6 +42,9 @@ impl Owner for GcLog {
                     length,
                     seq: 0,
                     moved: true,
+                    // An encrypted unit's copy keeps its nonce's input and its tag (the store
+                    // reads whole encrypted records once it holds any: `widen_records`).
+                    seal,
                 },
                 other => other,
             };

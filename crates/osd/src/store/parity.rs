@@ -815,6 +815,7 @@ impl<F: Flash> ObjectStore<F> {
             length,
             seq: self.gc.take_seq(),
             moved: true,
+            seal: None,
         };
         let payload = fill.payload();
         let mut oob = [0u8; RECORD_MAX_BYTES];
@@ -855,7 +856,13 @@ impl<F: Flash> ObjectStore<F> {
             self.read_data_unit(oid, u, v)
         };
         let e = match first {
-            Ok(c) => return Ok(c),
+            Ok(c) => {
+                if let Some(seal) = self.scratch_seal.take() {
+                    // Encrypted objects have no parity: only this path opens their units.
+                    self.open_scratch(oid, u, v, seal)?;
+                }
+                return Ok(c);
+            }
             Err(e @ (OsdError::Uncorrectable { .. } | OsdError::Corrupted { .. })) => e,
             Err(e) => return Err(e),
         };
@@ -910,6 +917,13 @@ impl<F: Flash> ObjectStore<F> {
             )));
         }
         let m = m as u8;
+        if m > 0 && self.is_encrypted(oid)? {
+            // A rebuilt unit needs the nonce and tag of its lost record, which parity does not
+            // keep (docs/DESIGN.md "Per-object encryption").
+            return Err(OsdError::InvalidArgument(format!(
+                "object {oid} is encrypted: encryption and parity are not combined yet"
+            )));
+        }
         let c = self.onode_mut(oid)?;
         if c.onode.reliability == m && (m == 0 || c.onode.parity_group == k) {
             return Ok(());
@@ -1017,7 +1031,7 @@ impl<F: Flash> ObjectStore<F> {
     /// The OOB record of unit `v` and the payload checksum it carries, if it reads back whole
     /// (the OOB area only: no payload is transferred).
     pub(super) fn sealed_at(&mut self, v: u32) -> Option<Sealed> {
-        let mut oob = [0u8; RECORD_MAX_BYTES];
+        let mut oob = [0u8; SCAN_RECORD_BYTES];
         let (t, _) = self.fml.read(self.now, Vpa(v), &mut [], &mut oob).ok()?;
         self.now = self.now.max(t);
         Record::decode_sealed(&oob).ok().flatten()

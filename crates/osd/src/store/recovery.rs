@@ -37,7 +37,7 @@ impl<F: Flash> ObjectStore<F> {
 
     /// The OOB record of a unit, if it reads back whole.
     pub(super) fn record_at(&mut self, v: u32) -> Option<Record> {
-        let mut oob = [0u8; RECORD_MAX_BYTES];
+        let mut oob = [0u8; SCAN_RECORD_BYTES];
         let (t, _) = self.fml.read(self.now, Vpa(v), &mut [], &mut oob).ok()?;
         self.now = self.now.max(t);
         match Record::decode(&oob) {
@@ -233,6 +233,16 @@ impl<F: Flash> ObjectStore<F> {
         );
         self.next_object = le::u64_at(&page, 16).map_err(short)?;
         self.next_partition = le::u64_at(&page, 24).map_err(short)?;
+        // Encrypted units may be on flash: the checkpoint says so, or a unit written since.
+        if page[36] & 1 != 0
+            || later
+                .iter()
+                .any(|(_, _, r)| matches!(r, Record::Data { seal: Some(_), .. }))
+        {
+            self.widen_records();
+            // No nonce's sequence number is used twice (see SEQ_GAP_AT_OPEN).
+            self.gc.seq = self.gc.seq.saturating_add(encryption::SEQ_GAP_AT_OPEN);
+        }
         self.index = if root == u32::MAX {
             Index::new(self.unit, self.config.index_cache_bytes as usize)
         } else {

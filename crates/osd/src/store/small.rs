@@ -238,7 +238,12 @@ impl<F: Flash> ObjectStore<F> {
         data: Option<&[u8]>,
     ) -> Result<bool, OsdError> {
         let c = &self.onode_mut(oid)?.onode;
-        let (inode, length, used) = (c.inode, c.logical_length, c.used_bytes);
+        // An encrypted object's data lives only in sealed data units, never in shared pages.
+        let (inode, length, used) = (
+            c.inode || c.wrapped_key.is_some(),
+            c.logical_length,
+            c.used_bytes,
+        );
         let small = self.is_small(oid, length)?;
         let end = offset + data.map_or(0, |d| d.len() as u64);
         let fits = end <= self.small_max() && !inode && data.is_some();

@@ -226,6 +226,8 @@ fn all_replies() -> Vec<(u16, Result<ReplyBody, Failure>)> {
             Err(Failure::Osd(OsdError::InvalidArgument("z".into()))),
         ),
         (Opcode::Write, Err(Failure::Osd(OsdError::ReadOnly(oid)))),
+        (Opcode::Read, Err(Failure::Osd(OsdError::KeyRequired(oid)))),
+        (Opcode::Write, Err(Failure::Osd(OsdError::WrongKey(oid)))),
         (
             Opcode::Read,
             Err(Failure::Osd(OsdError::Corrupted {
@@ -478,6 +480,7 @@ fn arb_attr() -> impl Strategy<Value = Attr> {
         Just(Attr::ReadOnly),
         Just(Attr::InodeEmbedded),
         Just(Attr::Reliability),
+        Just(Attr::Encryption),
         any::<u16>().prop_map(Attr::User),
     ]
 }
