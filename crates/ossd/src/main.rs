@@ -104,7 +104,9 @@ enum Command {
         /// Seed of the factory bad-block draw.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Also make a file system on the store: `ofs` (mount it with `ossd mount`).
+        /// Also make a file system: `ofs` on the object store, or `blockfs` (the ext4-like
+        /// block file system on the page-mapping FTL); mount either with `ossd mount`
+        /// (`--fs blockfs` for the second).
         #[arg(long)]
         fs: Option<String>,
         /// Format for the page-mapping FTL instead of the object store: a block device, to
@@ -112,9 +114,10 @@ enum Command {
         #[arg(long, conflicts_with_all = ["fs", "policy"])]
         block: bool,
     },
-    /// Mount the OFS on an image (made by `format --fs ofs`) with FUSE. Runs in the
+    /// Mount the OFS on an image (made by `format --fs ofs`) with FUSE, or with `--fs blockfs`
+    /// the ext4-like block file system (made by `format --fs blockfs`). Runs in the
     /// foreground until Ctrl-C, SIGTERM or `fusermount3 -u MOUNTPOINT`, then unmounts cleanly.
-    Mount(MountArgs),
+    Mount(MountFsArgs),
     /// Export the page-mapping FTL on an image (made by `format --block`) through FUSE as one
     /// file, MOUNTPOINT/disk: reads and writes are sectors, fallocate punch-hole is TRIM, fsync
     /// is FLUSH. Put a loop device on it for a real file system: `losetup -f --show
@@ -396,7 +399,9 @@ fn main() -> ExitCode {
                 format(&image, &device, &policy, seed, fs.as_deref())
             }
         }
-        Command::Mount(m) => mountcmd::run(m.into_args(mountcmd::Export::Ofs)),
+        Command::Mount(m) => {
+            mountcmd::Export::for_fs(&m.fs).and_then(|e| mountcmd::run(m.mount.into_args(e)))
+        }
         Command::Blockdev(m) => mountcmd::run(m.into_args(mountcmd::Export::Block)),
         Command::Info { image, json } => info(&image, json.as_deref()),
         Command::Put {
@@ -714,7 +719,20 @@ fn format(image: &Path, device: &str, policy: &str, seed: u64, fs: Option<&str>)
             );
             return Ok(());
         }
-        Some(other) => bail!("--fs {other}: the file system on an image is ofs"),
+        Some("blockfs") => {
+            if placement != osd::Placement::Semantic {
+                bail!("--policy is an object store setting; --fs blockfs has no placement policy");
+            }
+            let data = mount::blockfs_mount::format(image, cfg, blockfs::BlockFsConfig::default())?;
+            println!(
+                "formatted {} on {device} as the page-mapping FTL with the ext4-like block file system on it ({} for file data); mount it with: ossd mount --fs blockfs --image {} MOUNTPOINT",
+                image.display(),
+                human(data),
+                image.display()
+            );
+            return Ok(());
+        }
+        Some(other) => bail!("--fs {other}: the file systems ossd formats are ofs and blockfs"),
     }
     objects::format(image, cfg, placement)?;
     println!(
@@ -745,6 +763,17 @@ struct MountArgs {
     /// Let other users use the mount (FUSE allow_other).
     #[arg(long)]
     allow_other: bool,
+}
+
+/// The options of `ossd mount`: those of `ossd blockdev`, and which file system.
+#[derive(clap::Args)]
+struct MountFsArgs {
+    #[command(flatten)]
+    mount: MountArgs,
+    /// The file system on the image: ofs (made by `format --fs ofs`) or blockfs (made by
+    /// `format --fs blockfs`).
+    #[arg(long, default_value = "ofs")]
+    fs: String,
 }
 
 impl MountArgs {

@@ -1,5 +1,6 @@
-//! `ossd mount`: OFS on a device image, mounted with FUSE (crates/mount); `ossd blockdev`: the
-//! page-mapping FTL on a device image, exported through FUSE as one file (`mount::blockdev`).
+//! `ossd mount`: OFS on a device image, mounted with FUSE (crates/mount), or with `--fs blockfs`
+//! the ext4-like block file system (`mount::blockfs_mount`); `ossd blockdev`: the page-mapping
+//! FTL on a device image, exported through FUSE as one file (`mount::blockdev`).
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -15,13 +16,33 @@ pub enum Export {
     Ofs,
     /// The FTL as the file `disk` (`ossd blockdev`).
     Block,
+    /// The ext4-like block file system on the FTL (`ossd mount --fs blockfs`).
+    BlockFs,
 }
 
 impl Export {
     fn command(self) -> &'static str {
         match self {
-            Export::Ofs => "mount",
+            Export::Ofs | Export::BlockFs => "mount",
             Export::Block => "blockdev",
+        }
+    }
+
+    /// What `ossd mount --fs NAME` mounts.
+    pub fn for_fs(name: &str) -> Result<Export> {
+        match name {
+            "ofs" => Ok(Export::Ofs),
+            "blockfs" => Ok(Export::BlockFs),
+            other => bail!("--fs {other}: the file systems ossd mounts are ofs and blockfs"),
+        }
+    }
+
+    /// How `ossd format` makes an image for it.
+    fn format_flag(self) -> &'static str {
+        match self {
+            Export::Ofs => "--fs ofs",
+            Export::Block => "--block",
+            Export::BlockFs => "--fs blockfs",
         }
     }
 }
@@ -42,11 +63,7 @@ pub fn run(a: Args) -> Result<()> {
         bail!(
             "{}: no such image (make one with ossd format {})",
             a.image.display(),
-            if a.export == Export::Ofs {
-                "--fs ofs"
-            } else {
-                "--block"
-            }
+            a.export.format_flag()
         );
     }
     if !a.mountpoint.is_dir() {
@@ -62,8 +79,10 @@ pub fn run(a: Args) -> Result<()> {
         timing,
         allow_other: a.allow_other,
     };
-    if a.export == Export::Block {
-        return blockdev(&a, &opts);
+    match a.export {
+        Export::Block => return blockdev(&a, &opts),
+        Export::BlockFs => return blockfs(&a, &opts),
+        Export::Ofs => {}
     }
     let (fs, lock) = mount::image::open_ofs(&a.image)?;
     let c = fs.ofs_counters();
@@ -78,6 +97,37 @@ pub fn run(a: Args) -> Result<()> {
     mount::mount(fs, &a.mountpoint, &opts, true, || {
         eprintln!(
             "mounted {image} at {mp} (pid {}); Ctrl-C, SIGTERM or fusermount3 -u {mp} unmounts",
+            std::process::id()
+        )
+    })?;
+    drop(lock);
+    eprintln!("unmounted {mp}; {image} closed cleanly");
+    Ok(())
+}
+
+/// `ossd mount --fs blockfs` in the foreground.
+fn blockfs(a: &Args, opts: &mount::MountOptions) -> Result<()> {
+    let (fs, lock) = mount::blockfs_mount::open(&a.image)?;
+    if !fs.inner().was_clean() {
+        eprintln!(
+            "{}: was not unmounted cleanly (no journal: files fsync'ed before the end are intact, \
+             other recent changes may be lost)",
+            a.image.display()
+        );
+    }
+    let problems = fs.inner().problems();
+    if !problems.is_empty() {
+        eprintln!(
+            "{}: {} problem(s) found; mounted read-only (writes fail with EIO). The first: {}",
+            a.image.display(),
+            problems.len(),
+            problems[0]
+        );
+    }
+    let (image, mp) = (a.image.display(), a.mountpoint.display());
+    mount::mount(fs, &a.mountpoint, opts, true, || {
+        eprintln!(
+            "mounted {image} (blockfs) at {mp} (pid {}); Ctrl-C, SIGTERM or fusermount3 -u {mp} unmounts",
             std::process::id()
         )
     })?;
@@ -149,6 +199,9 @@ fn daemon(a: &Args) -> Result<()> {
         .arg(&a.image)
         .arg(&a.mountpoint)
         .args(["--timing", &a.timing]);
+    if a.export == Export::BlockFs {
+        cmd.args(["--fs", "blockfs"]);
+    }
     if a.allow_other {
         cmd.arg("--allow-other");
     }
