@@ -81,6 +81,9 @@ pub enum BenchError {
     /// The export's session ended before it was mounted.
     #[error("the block export ended before it was mounted")]
     ExportEnded,
+    /// The stack's mount ended while a program ran on it.
+    #[error("{0}")]
+    Gone(String),
     /// The video scenario's writer thread panicked.
     #[error("the background writer panicked")]
     WriterPanicked,
@@ -106,6 +109,9 @@ pub struct Args {
     pub experiments: PathBuf,
     /// `emulate` (default) or `none`.
     pub timing: String,
+    /// Before measuring, fill each file system to this percentage of its blocks with 128 KiB
+    /// files and rewrite as many, hot/cold (0: no aging).
+    pub age_percent: f64,
 }
 
 const OFS: &str = "OFS";
@@ -307,8 +313,17 @@ fn measure(
     f: impl FnOnce() -> Result<Measured, BenchError>,
 ) {
     bar.set_message(format!("{}: {name}", st.label));
+    if let Some(why) = st.gone() {
+        out.errors.push(format!("{name}: not run: {why}"));
+        bar.inc(1);
+        return;
+    }
     let before = st.counters();
-    match f() {
+    let r = f().and_then(|m| match st.gone() {
+        Some(why) => Err(BenchError::Gone(why)),
+        None => Ok(m),
+    });
+    match r {
         Ok(m) => {
             let after = st.counters();
             out.phases.push(phase(name, &m, &before, &after, page));
@@ -449,6 +464,7 @@ fn section(
     name: &str,
     title: &str,
     keep_claims: bool,
+    aged: bool,
 ) -> Result<Experiment, BenchError> {
     let path = dir.join(format!("{name}.toml"));
     let mut e = Experiment::load(&path)?;
@@ -463,7 +479,7 @@ fn section(
                 *l = EXT4.to_string();
             }
         }
-        c.why = why_on_the_mount(&c.text).map(str::to_string);
+        c.why = why_on_the_mount(&c.text, aged).map(str::to_string);
         c.paper_percent = None;
     }
     Ok(e)
@@ -472,7 +488,7 @@ fn section(
 /// What is known about why a claim can come out otherwise on the mount than in the paper,
 /// shown beside the verdict only when it disagrees. These are properties of the two stacks as
 /// mounted here (checked in the phase's device counters), not tuning.
-fn why_on_the_mount(claim: &str) -> Option<&'static str> {
+fn why_on_the_mount(claim: &str, aged: bool) -> Option<&'static str> {
     if claim.starts_with("With fdatasync, EXT4 is slower than OFS") {
         Some(
             "The device programs fewer pages for OFS (the next claim), so the difference is in \
@@ -491,12 +507,12 @@ fn why_on_the_mount(claim: &str) -> Option<&'static str> {
              device model's completion time. This measures the mount's missing page cache, \
              not the two layouts; the paper's OFS was a kernel file system.",
         )
-    } else if claim.starts_with("OFS outperforms OFS-ONE") {
+    } else if claim.starts_with("OFS outperforms OFS-ONE") && !aged {
         Some(
             "OSSD-13 aged the device to 85% full first, so garbage collection (which placement \
-             changes) dominated. bench-mount does not age the device: the phase copies no \
-             valid page (gc_page_copies is 0) and both placements program the same pages, so \
-             the two differ only by the wall clock's run-to-run noise.",
+             changes) dominated. This run did not age the device (`--age 0`): the phase copies \
+             no valid page (gc_page_copies is 0) and both placements program the same pages, \
+             so the two differ only by the wall clock's run-to-run noise. `--age 85` ages it.",
         )
     } else {
         None
@@ -520,6 +536,12 @@ pub fn run(a: Args) -> Result<PathBuf, BenchError> {
             a.scale
         )));
     }
+    if !(0.0..=95.0).contains(&a.age_percent) {
+        return Err(BenchError::Usage(format!(
+            "--age must be a percentage from 0 to 95, got {}",
+            a.age_percent
+        )));
+    }
     let timing: Timing = a
         .timing
         .parse()
@@ -535,30 +557,35 @@ pub fn run(a: Args) -> Result<PathBuf, BenchError> {
             "000-vi-b-base",
             "fio on the mount: sequential write (buffered; fdatasync after each 128 KiB), sequential read, 4 KiB random write and read",
             true,
+            a.age_percent > 0.0,
         )?,
         section(
             &a.experiments,
             "000-vi-f-post1",
             "PostMark (POST1-shaped: 16-256 KiB files, 16 KiB I/O) on the mount",
             true,
+            a.age_percent > 0.0,
         )?,
         section(
             &a.experiments,
             "000-vi-f-post2",
             "PostMark (POST2-shaped: 256-512 KiB files, reads and appends only) on the mount",
             true,
+            a.age_percent > 0.0,
         )?,
         section(
             &a.experiments,
             "000-vi-f-fileb",
             "FILEB (Filebench videoserver): NOT run on the mount",
             true,
+            a.age_percent > 0.0,
         )?,
         section(
             &a.experiments,
             "000-vi-e-prioritized-read",
             "Video read at 30 frames/s of 64 KiB under a background writer, on the mount (measured only)",
             false,
+            a.age_percent > 0.0,
         )?,
     ];
     let work = a.work.clone().unwrap_or_else(|| a.out.join("work"));
@@ -612,6 +639,11 @@ pub fn run(a: Args) -> Result<PathBuf, BenchError> {
         Collected::new(EXT4),
     ];
     let mut failures = Vec::new();
+    let aging = |dir: &Path| {
+        let b = bar.clone();
+        programs::age(dir, a.age_percent, 42, &move |m: String| b.set_message(m))
+    };
+    let age: Option<stack::Age> = (a.age_percent > 0.0).then_some(&aging as stack::Age);
     if !no_fuse {
         // OFS (semantic placement): everything.
         bar.set_message("formatting and mounting OFS");
@@ -623,6 +655,7 @@ pub fn run(a: Args) -> Result<PathBuf, BenchError> {
             device,
             Placement::Semantic,
             &opts,
+            age,
         ) {
             Ok(mut st) => {
                 if run_fio {
@@ -651,6 +684,7 @@ pub fn run(a: Args) -> Result<PathBuf, BenchError> {
                 device,
                 Placement::One,
                 &opts,
+                age,
             ) {
                 Ok(mut st) => {
                     postmark_phases(&st, [&mut post1[1], &mut post2[1]], &z, page, &bar);
@@ -672,6 +706,7 @@ pub fn run(a: Args) -> Result<PathBuf, BenchError> {
                 &work.join("ext4"),
                 device,
                 &opts,
+                age,
             ) {
                 Ok(mut st) => {
                     if run_fio {
@@ -781,13 +816,14 @@ fn preface(a: &Args, z: &Sizes, skipped: &[String], failures: &[String], seconds
     let mut s = String::from("# ossd bench-mount report: real programs on the mount\n\n");
     let _ = writeln!(
         s,
-        "`ossd bench-mount --device {} --scale {} --timing {}` on {} ({} CPUs), {:.0} s of wall \
+        "`ossd bench-mount --device {} --scale {} --timing {} --age {}` on {} ({} CPUs), {:.0} s of wall \
          time. Every figure is a real program's, timed by the wall clock; with `--timing \
          emulate` each reply waits for the device model's completion time, so the times are the \
          simulated device's plus the host's (FUSE, the kernel, the programs).\n",
         a.device,
         a.scale,
         a.timing,
+        a.age_percent,
         std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map_or_else(|_| "this machine".into(), |h| h.trim().to_string()),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
@@ -830,6 +866,22 @@ fn preface(a: &Args, z: &Sizes, skipped: &[String], failures: &[String], seconds
         z.video.seconds,
         z.video.writer_file_bytes >> 10,
     );
+    if a.age_percent > 0.0 {
+        let _ = writeln!(
+            s,
+            "Aged first (`--age {}`): each file system, mounted with `--timing none`, was filled \
+             with 128 KiB files until {}% of its blocks were in use and as many whole files were \
+             rewritten, 90% of the rewrites on 10% of the files (OSSD-13 VI-F aged to 85% with \
+             its hot/cold benchmark); the files stay during the measurements.\n",
+            a.age_percent, a.age_percent
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "Not aged (`--age 0`): the programs run on an empty device, so there is little or \
+             no garbage collection; OSSD-13 VI-F aged the device to 85% first.\n"
+        );
+    }
     let _ = writeln!(
         s,
         "Not run: FILEB (the Filebench videoserver of VI-F; Filebench is not packaged in \

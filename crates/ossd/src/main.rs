@@ -81,6 +81,10 @@ enum Command {
         /// emulate: replies wait for the device model's time; none: as fast as the host goes.
         #[arg(long, default_value = "emulate")]
         timing: String,
+        /// Age each file system first (OSSD-13 VI-F aged to 85%): fill this percentage of its
+        /// blocks with 128 KiB files and rewrite as many, hot/cold, at host speed; 0: no aging.
+        #[arg(long = "age", default_value_t = 0.0)]
+        age_percent: f64,
     },
     /// The pinned paper-scale verdicts (docs/results/reproduce-1.json) and the documents
     /// generated from them (docs/RESULTS.md, the README's headline): print the headline,
@@ -388,6 +392,7 @@ fn main() -> ExitCode {
             work,
             experiments,
             timing,
+            age_percent,
         } => benchmount::run(benchmount::Args {
             device,
             scale,
@@ -395,6 +400,7 @@ fn main() -> ExitCode {
             work,
             experiments,
             timing,
+            age_percent,
         })
         .map(drop)
         .map_err(anyhow::Error::from),

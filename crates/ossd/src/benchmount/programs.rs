@@ -385,6 +385,62 @@ fn summarize(ns: &mut [u64]) -> LatencySummary {
     }
 }
 
+/// Ages a file system as OSSD-13 VI-F did with its hot/cold benchmark (VI-D), through the
+/// kernel: 128 KiB files in `DIR/aging` until `percent` of the file system's blocks are in use,
+/// then as many whole-file rewrites, 90% of them on the first 10% of the files (seeded). The
+/// files stay, so the measurements run on a device that full, with that much garbage collected.
+pub fn age(
+    dir: &Path,
+    percent: f64,
+    seed: u64,
+    progress: &dyn Fn(String),
+) -> Result<(), BenchError> {
+    use rand::{Rng, SeedableRng};
+    const FILE_BYTES: usize = 128 << 10;
+    let root = dir.join("aging");
+    let io = |p: &Path| {
+        let p = p.to_owned();
+        move |source| BenchError::Io { path: p, source }
+    };
+    std::fs::create_dir_all(&root).map_err(io(&root))?;
+    let v = rustix::fs::statvfs(dir).map_err(|e| BenchError::Io {
+        path: dir.to_owned(),
+        source: e.into(),
+    })?;
+    let block = v.f_frsize.max(1);
+    let total = v.f_blocks * block;
+    let used = v.f_blocks.saturating_sub(v.f_bfree) * block;
+    let target = (total as f64 * percent / 100.0) as u64;
+    let files = target.saturating_sub(used) / FILE_BYTES as u64;
+    let data = vec![0xA5u8; FILE_BYTES];
+    let write = |i: u64| -> Result<(), BenchError> {
+        let path = root.join(format!("f{i:06}"));
+        let mut f = File::create(&path).map_err(io(&path))?;
+        f.write_all(&data).map_err(io(&path))
+    };
+    for i in 0..files {
+        if i % 256 == 0 {
+            progress(format!("aging: writing file {i} of {files}"));
+        }
+        write(i)?;
+    }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let hot = (files / 10).max(1);
+    for n in 0..files {
+        if n % 256 == 0 {
+            progress(format!("aging: rewrite {n} of {files}"));
+        }
+        let i = if rng.gen_bool(0.9) {
+            rng.gen_range(0..hot)
+        } else {
+            rng.gen_range(0..files)
+        };
+        write(i)?;
+    }
+    run(Command::new("sync").arg("-f").arg(dir))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

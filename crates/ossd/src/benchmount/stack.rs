@@ -248,7 +248,11 @@ enum Kind {
     },
 }
 
-/// OFS with `placement` on a new image at `image`, mounted at `mnt`.
+/// What ages a file system before the measurements: called on its mount point, through a
+/// mount with `--timing none` (host speed), which is then ended cleanly.
+pub type Age<'a> = &'a dyn Fn(&Path) -> Result<(), BenchError>;
+
+/// OFS with `placement` on a new image at `image`, mounted at `mnt` (aged first by `age`).
 pub fn ofs(
     label: &str,
     image: &Path,
@@ -256,8 +260,28 @@ pub fn ofs(
     device: DeviceConfig,
     placement: Placement,
     opts: &MountOptions,
+    age: Option<Age>,
 ) -> Result<Running, BenchError> {
     mount::image::format(image, device, placement, ofs::OfsConfig::default())?;
+    if let Some(age) = age {
+        let fast = MountOptions {
+            timing: mount::Timing::None,
+            ..opts.clone()
+        };
+        let mut st = mount_ofs(label, image, mnt, placement, &fast)?;
+        age(mnt)?;
+        st.end()?;
+    }
+    mount_ofs(label, image, mnt, placement, opts)
+}
+
+fn mount_ofs(
+    label: &str,
+    image: &Path,
+    mnt: &Path,
+    placement: Placement,
+    opts: &MountOptions,
+) -> Result<Running, BenchError> {
     let lock = mount::image::lock(image)?;
     let (device, store) = ImageStore::open(image).map_err(mount::image::ImageError::from)?;
     mount::image::expect_content(image, &store, ImageContent::ObjectStore)?;
@@ -293,8 +317,32 @@ pub fn ext4(
     ext_dir: &Path,
     device: DeviceConfig,
     opts: &MountOptions,
+    age: Option<Age>,
 ) -> Result<Running, BenchError> {
     mount::blockdev::format(image, device)?;
+    let mut mkfs = true;
+    if let Some(age) = age {
+        let fast = MountOptions {
+            timing: mount::Timing::None,
+            ..opts.clone()
+        };
+        let mut st = export_ext4(label, image, fuse_dir, ext_dir, &fast, true)?;
+        age(ext_dir)?;
+        st.end()?;
+        drop(st);
+        mkfs = false;
+    }
+    export_ext4(label, image, fuse_dir, ext_dir, opts, mkfs)
+}
+
+fn export_ext4(
+    label: &str,
+    image: &Path,
+    fuse_dir: &Path,
+    ext_dir: &Path,
+    opts: &MountOptions,
+    mkfs: bool,
+) -> Result<Running, BenchError> {
     let (ftl, lock) = mount::blockdev::open(image)?;
     let slot: SharedFtl = Arc::new(Mutex::new(Some(ftl)));
     let (tx, rx) = std::sync::mpsc::channel();
@@ -330,9 +378,11 @@ pub fn ext4(
     if let Kind::Ext4 { loopdev, .. } = &mut r.kind {
         *loopdev = Some(dev.clone());
     }
-    run(Command::new("mkfs.ext4")
-        .args(["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"])
-        .arg(&dev))?;
+    if mkfs {
+        run(Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"])
+            .arg(&dev))?;
+    }
     run(Command::new("mount")
         .args(["-o", "discard", &dev])
         .arg(ext_dir))?;
@@ -356,6 +406,39 @@ impl Running {
                 .as_ref()
                 .map(stacks::ftl_counters)
                 .unwrap_or_default(),
+        }
+    }
+
+    /// Why the stack is no longer mounted, if it is not: the FUSE session ended (unmounted or
+    /// its connection aborted from outside), so programs would now write into the empty
+    /// directory beneath and measure nothing of ossd.
+    pub fn gone(&self) -> Option<String> {
+        let ended = |mounted: bool, slot_empty: bool| -> Option<String> {
+            if slot_empty || !mounted {
+                Some(format!(
+                    "the {} mount at {} ended during the run (unmounted or aborted from outside); \
+                     this phase measured nothing of ossd",
+                    self.label,
+                    self.dir.display()
+                ))
+            } else {
+                None
+            }
+        };
+        match &self.kind {
+            Kind::Ofs { slot, mounted, .. } => ended(
+                mounted.is_some() && crate::mountcmd::is_mounted(&self.dir),
+                lock(slot).is_none(),
+            ),
+            Kind::Ext4 {
+                slot,
+                fuse_dir,
+                ext_mounted,
+                ..
+            } => ended(
+                *ext_mounted && crate::mountcmd::is_mounted(fuse_dir),
+                lock(slot).is_none(),
+            ),
         }
     }
 
