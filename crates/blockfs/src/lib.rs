@@ -204,6 +204,10 @@ impl<F: Flash> BlockFs<F> {
     pub fn free_data_blocks(&self) -> u32 {
         self.free_data
     }
+    /// Free inode slots.
+    pub fn free_inodes(&self) -> u32 {
+        self.free_inodes
+    }
     /// The physical extents of a file or directory (tests, reports).
     pub fn extents(&self, ino: Ino) -> Option<Vec<inode::Extent>> {
         self.inodes.get(&(ino as u32)).map(|i| i.extents.clone())

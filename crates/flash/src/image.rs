@@ -31,6 +31,10 @@ pub enum ImageContent {
     ObjectStore,
     /// The page-mapping FTL (`ftl`), exported as a block device.
     BlockFtl,
+    /// The page-mapping FTL with the ext4-like block file system (`blockfs`) on it, mounted
+    /// with `ossd mount --fs blockfs`. Kept apart from [`ImageContent::BlockFtl`] so that a
+    /// raw export (where a real ext4 would be made over blockfs's bytes) refuses it.
+    BlockFs,
 }
 
 impl ImageContent {
@@ -39,6 +43,7 @@ impl ImageContent {
             ImageContent::Unspecified => 0,
             ImageContent::ObjectStore => 1,
             ImageContent::BlockFtl => 2,
+            ImageContent::BlockFs => 3,
         }
     }
 
@@ -47,6 +52,7 @@ impl ImageContent {
             0 => Some(ImageContent::Unspecified),
             1 => Some(ImageContent::ObjectStore),
             2 => Some(ImageContent::BlockFtl),
+            3 => Some(ImageContent::BlockFs),
             _ => None,
         }
     }
@@ -58,6 +64,7 @@ impl std::fmt::Display for ImageContent {
             ImageContent::Unspecified => "unspecified",
             ImageContent::ObjectStore => "an object store",
             ImageContent::BlockFtl => "a block device (page-mapping FTL)",
+            ImageContent::BlockFs => "the ext4-like block file system on the page-mapping FTL",
         })
     }
 }
@@ -626,6 +633,11 @@ mod tests {
         drop(ImageStore::create_for(&path, &c, ImageContent::BlockFtl).unwrap());
         let (_, store) = ImageStore::open(&path).unwrap();
         assert_eq!(store.content(), ImageContent::BlockFtl);
+        drop(store);
+        std::fs::remove_file(&path).unwrap();
+        drop(ImageStore::create_for(&path, &c, ImageContent::BlockFs).unwrap());
+        let (_, store) = ImageStore::open(&path).unwrap();
+        assert_eq!(store.content(), ImageContent::BlockFs);
         // Version 2: the scheduling word, then the CRC.
         let mut v2 = encode_header(&c, ImageContent::BlockFtl);
         v2.truncate(HEADER_LEN_V2 - 4);

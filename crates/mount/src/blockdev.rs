@@ -89,7 +89,8 @@ pub fn errno(e: &FtlError) -> c_int {
     }
 }
 
-type SharedFtl = Arc<Mutex<Option<ImageFtl>>>;
+/// An exported FTL, shared with the FUSE session (empty once the export has ended).
+pub type SharedFtl = Arc<Mutex<Option<ImageFtl>>>;
 
 /// The FUSE file system of one file over the FTL.
 pub struct BlockDevFuse {
@@ -448,11 +449,31 @@ pub fn serve(
     handle_signals: bool,
     ready: impl FnOnce(),
 ) -> Result<(), MountError> {
+    serve_shared(
+        Arc::new(Mutex::new(Some(ftl))),
+        mountpoint,
+        opts,
+        handle_signals,
+        ready,
+    )
+}
+
+/// [`serve`] of an FTL the caller keeps a handle on, to read its counters while it is exported
+/// (`ossd bench-mount`): lock the slot between calls, never across one. The slot is empty once
+/// the export has ended (the FTL checkpointed and closed).
+pub fn serve_shared(
+    shared: SharedFtl,
+    mountpoint: &Path,
+    opts: &MountOptions,
+    handle_signals: bool,
+    ready: impl FnOnce(),
+) -> Result<(), MountError> {
     if !mountpoint.is_dir() {
         return Err(MountError::NotADirectory(mountpoint.to_owned()));
     }
-    let capacity = ftl.capacity_bytes();
-    let shared: SharedFtl = Arc::new(Mutex::new(Some(ftl)));
+    let capacity = lock_slot(&shared)
+        .as_ref()
+        .map_or(0, |f| f.capacity_bytes());
     let fs = BlockDevFuse::new(shared.clone(), capacity, opts.timing);
     let mut options = vec![
         fuser::MountOption::FSName("ossd-blockdev".into()),

@@ -293,12 +293,13 @@ impl<B: Backend> Filesystem for OssdFuse<B> {
 
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
         if name_of(name).is_ok_and(|n| is_stats_file(parent, n)) {
-            // Never cached: its size changes with every look.
+            // Never cached: its size changes with every look. A backend that keeps no
+            // statistics has no such file.
             match self.stats_attr() {
-                Ok(a) => reply.entry(&Duration::ZERO, &a, 0),
-                Err(e) => reply.error(e),
+                Ok(a) => return reply.entry(&Duration::ZERO, &a, 0),
+                Err(libc::EOPNOTSUPP) => {}
+                Err(e) => return reply.error(e),
             }
-            return;
         }
         let r = name_of(name).and_then(|n| self.call(|b| b.lookup(parent, n))?.ok_or(libc::ENOENT));
         self.entry(r, reply);

@@ -36,6 +36,7 @@
 //!   After a crash (kill -9) the next mount finds OFS not clean and repairs it.
 
 pub mod blockdev;
+pub mod blockfs_mount;
 pub mod fuse;
 pub mod image;
 pub mod scheduled;

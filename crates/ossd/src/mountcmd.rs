@@ -1,5 +1,6 @@
-//! `ossd mount`: OFS on a device image, mounted with FUSE (crates/mount); `ossd blockdev`: the
-//! page-mapping FTL on a device image, exported through FUSE as one file (`mount::blockdev`).
+//! `ossd mount`: OFS on a device image, mounted with FUSE (crates/mount), or with `--fs blockfs`
+//! the ext4-like block file system (`mount::blockfs_mount`); `ossd blockdev`: the page-mapping
+//! FTL on a device image, exported through FUSE as one file (`mount::blockdev`).
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -15,13 +16,33 @@ pub enum Export {
     Ofs,
     /// The FTL as the file `disk` (`ossd blockdev`).
     Block,
+    /// The ext4-like block file system on the FTL (`ossd mount --fs blockfs`).
+    BlockFs,
 }
 
 impl Export {
     fn command(self) -> &'static str {
         match self {
-            Export::Ofs => "mount",
+            Export::Ofs | Export::BlockFs => "mount",
             Export::Block => "blockdev",
+        }
+    }
+
+    /// What `ossd mount --fs NAME` mounts.
+    pub fn for_fs(name: &str) -> Result<Export> {
+        match name {
+            "ofs" => Ok(Export::Ofs),
+            "blockfs" => Ok(Export::BlockFs),
+            other => bail!("--fs {other}: the file systems ossd mounts are ofs and blockfs"),
+        }
+    }
+
+    /// How `ossd format` makes an image for it.
+    fn format_flag(self) -> &'static str {
+        match self {
+            Export::Ofs => "--fs ofs",
+            Export::Block => "--block",
+            Export::BlockFs => "--fs blockfs",
         }
     }
 }
@@ -45,11 +66,7 @@ pub fn run(a: Args) -> Result<()> {
         bail!(
             "{}: no such image (make one with ossd format {})",
             a.image.display(),
-            if a.export == Export::Ofs {
-                "--fs ofs"
-            } else {
-                "--block"
-            }
+            a.export.format_flag()
         );
     }
     if !a.mountpoint.is_dir() {
@@ -64,15 +81,17 @@ pub fn run(a: Args) -> Result<()> {
     let stats_out = match (&a.stats_out, a.export) {
         (Some(p), _) => Some(p.clone()),
         (None, Export::Ofs) => Some(default_stats_path(&a.image)),
-        (None, Export::Block) => None,
+        (None, Export::Block | Export::BlockFs) => None,
     };
     let opts = mount::MountOptions {
         timing,
         allow_other: a.allow_other,
         stats_out,
     };
-    if a.export == Export::Block {
-        return blockdev(&a, &opts);
+    match a.export {
+        Export::Block => return blockdev(&a, &opts),
+        Export::BlockFs => return blockfs(&a, &opts),
+        Export::Ofs => {}
     }
     let (fs, lock) = mount::image::open_ofs(&a.image)?;
     let c = fs.ofs_counters();
@@ -197,6 +216,37 @@ pub fn default_stats_path(image: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// `ossd mount --fs blockfs` in the foreground.
+fn blockfs(a: &Args, opts: &mount::MountOptions) -> Result<()> {
+    let (fs, lock) = mount::blockfs_mount::open(&a.image)?;
+    if !fs.inner().was_clean() {
+        eprintln!(
+            "{}: was not unmounted cleanly (no journal: files fsync'ed before the end are intact, \
+             other recent changes may be lost)",
+            a.image.display()
+        );
+    }
+    let problems = fs.inner().problems();
+    if !problems.is_empty() {
+        eprintln!(
+            "{}: {} problem(s) found; mounted read-only (writes fail with EIO). The first: {}",
+            a.image.display(),
+            problems.len(),
+            problems[0]
+        );
+    }
+    let (image, mp) = (a.image.display(), a.mountpoint.display());
+    mount::mount(fs, &a.mountpoint, opts, true, || {
+        eprintln!(
+            "mounted {image} (blockfs) at {mp} (pid {}); Ctrl-C, SIGTERM or fusermount3 -u {mp} unmounts",
+            std::process::id()
+        )
+    })?;
+    drop(lock);
+    eprintln!("unmounted {mp}; {image} closed cleanly");
+    Ok(())
+}
+
 /// `ossd blockdev` in the foreground.
 fn blockdev(a: &Args, opts: &mount::MountOptions) -> Result<()> {
     let (ftl, lock) = mount::blockdev::open(&a.image)?;
@@ -260,6 +310,9 @@ fn daemon(a: &Args) -> Result<()> {
         .arg(&a.image)
         .arg(&a.mountpoint)
         .args(["--timing", &a.timing]);
+    if a.export == Export::BlockFs {
+        cmd.args(["--fs", "blockfs"]);
+    }
     if a.allow_other {
         cmd.arg("--allow-other");
     }
