@@ -6,7 +6,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
 use client::{Client, Credentials};
-use osd::{ObjectId, Oid, Osd, PartitionId};
+use std::sync::{Arc, Mutex};
+
+use osd::{Attr, AttrValue, FlushScope, ObjectId, Oid, Osd, OsdError, PartitionId};
 use proto::{CapObject, Capability, MasterKey, Ops};
 
 use crate::objects;
@@ -136,31 +138,78 @@ pub struct ServeArgs {
     pub image: Option<PathBuf>,
     /// Serve a fresh in-memory device of this preset instead of an image (nothing persists).
     pub memory: Option<String>,
-    pub listen: String,
-    pub key_file: PathBuf,
+    /// The OSD face: address and master key file.
+    pub listen: Option<String>,
+    pub key_file: Option<PathBuf>,
     pub max_frame_bytes: u32,
     pub idle_timeout_s: u64,
     pub frame_timeout_s: u64,
+    /// The S3 face: address and credentials file.
+    pub s3: Option<String>,
+    pub s3_credentials: Option<PathBuf>,
+    pub s3_max_object_bytes: u64,
+    pub s3_min_part_bytes: u64,
+}
+
+/// What `ossd serve` runs: the OSD face, the S3 face, or both on one store.
+struct Faces {
+    osd: Option<(MasterKey, server::ServerConfig, String)>,
+    s3: Option<(s3::Credentials, s3::S3Config, String)>,
+}
+
+fn faces(a: &ServeArgs) -> Result<Faces> {
+    let osd = match (&a.listen, &a.key_file) {
+        (Some(listen), Some(key_file)) => {
+            let key = read_key(key_file)?;
+            if a.max_frame_bytes < 4096 {
+                bail!("--max-frame-bytes {}: at least 4096", a.max_frame_bytes);
+            }
+            let config = server::ServerConfig {
+                max_frame_bytes: a.max_frame_bytes,
+                idle_timeout: Duration::from_secs(a.idle_timeout_s),
+                frame_timeout: Duration::from_secs(a.frame_timeout_s),
+                ..server::ServerConfig::default()
+            };
+            Some((key, config, listen.clone()))
+        }
+        (Some(_), None) => bail!("--listen needs --key-file (the master key of the OSD face)"),
+        (None, Some(_)) => bail!("--key-file is for the OSD face: give --listen ADDR with it"),
+        (None, None) => None,
+    };
+    let s3 = match (&a.s3, &a.s3_credentials) {
+        (Some(addr), Some(file)) => {
+            let creds = s3::Credentials::load(file).map_err(|e| anyhow!(e))?;
+            if a.s3_max_object_bytes == 0 {
+                bail!("--s3-max-object-bytes must be positive");
+            }
+            let config = s3::S3Config {
+                limits: s3::Limits {
+                    max_object_bytes: a.s3_max_object_bytes,
+                    min_part_bytes: a.s3_min_part_bytes,
+                },
+                ..s3::S3Config::default()
+            };
+            Some((creds, config, addr.clone()))
+        }
+        (Some(_), None) => bail!("--s3 needs --s3-credentials FILE (access and secret keys, TOML)"),
+        (None, Some(_)) => bail!("--s3-credentials is for the S3 face: give --s3 ADDR with it"),
+        (None, None) => None,
+    };
+    if osd.is_none() && s3.is_none() {
+        bail!("nothing to serve: give --listen ADDR --key-file K (OSD) and/or --s3 ADDR --s3-credentials F (S3)");
+    }
+    Ok(Faces { osd, s3 })
 }
 
 /// Serves an image (or a fresh in-memory device) until SIGTERM or Ctrl-C; then drains, flushes
 /// and closes it.
 pub fn serve(a: ServeArgs) -> Result<()> {
-    let key = read_key(&a.key_file)?;
-    if a.max_frame_bytes < 4096 {
-        bail!("--max-frame-bytes {}: at least 4096", a.max_frame_bytes);
-    }
-    let config = server::ServerConfig {
-        max_frame_bytes: a.max_frame_bytes,
-        idle_timeout: Duration::from_secs(a.idle_timeout_s),
-        frame_timeout: Duration::from_secs(a.frame_timeout_s),
-        ..server::ServerConfig::default()
-    };
+    let faces = faces(&a)?;
     match (&a.image, &a.memory) {
         (Some(image), None) => {
             let store = objects::open(image)?;
             let what = image.display().to_string();
-            let store = run(store, key, config, &a.listen, &what)?;
+            let store = run(store, faces, &what)?;
             objects::close(store)?;
             println!("closed {what}");
         }
@@ -176,56 +225,175 @@ pub fn serve(a: ServeArgs) -> Result<()> {
                 .create_partition(Some(PartitionId(objects::DEFAULT_PARTITION)))
                 .map_err(|e| anyhow!(e))?;
             let what = format!("in-memory {preset} device");
-            run(store, key, config, &a.listen, &what)?;
+            run(store, faces, &what)?;
         }
         _ => bail!("give one of --image FILE and --memory PRESET"),
     }
     Ok(())
 }
 
-fn run<S: Osd + Send + 'static>(
-    store: S,
-    key: MasterKey,
-    config: server::ServerConfig,
-    listen: &str,
-    what: &str,
-) -> Result<S> {
+/// One store behind a mutex, so the OSD face's store thread and the S3 face can share it: each
+/// command locks it for its own duration.
+struct SharedStore<S>(Arc<Mutex<S>>);
+
+impl<S> Clone for SharedStore<S> {
+    fn clone(&self) -> Self {
+        SharedStore(self.0.clone())
+    }
+}
+
+impl<S: Osd> SharedStore<S> {
+    fn with<T>(&self, f: impl FnOnce(&mut S) -> Result<T, OsdError>) -> Result<T, OsdError> {
+        let mut g = self
+            .0
+            .lock()
+            .map_err(|_| OsdError::Internal("a command panicked holding the store".into()))?;
+        f(&mut g)
+    }
+}
+
+impl<S: Osd> Osd for SharedStore<S> {
+    fn create_partition(&mut self, id: Option<PartitionId>) -> Result<PartitionId, OsdError> {
+        self.with(|s| s.create_partition(id))
+    }
+    fn remove_partition(&mut self, id: PartitionId) -> Result<(), OsdError> {
+        self.with(|s| s.remove_partition(id))
+    }
+    fn create(&mut self, p: PartitionId, id: Option<ObjectId>) -> Result<ObjectId, OsdError> {
+        self.with(|s| s.create(p, id))
+    }
+    fn remove(&mut self, oid: Oid) -> Result<(), OsdError> {
+        self.with(|s| s.remove(oid))
+    }
+    fn read(&mut self, oid: Oid, offset: u64, buf: &mut [u8]) -> Result<usize, OsdError> {
+        self.with(|s| s.read(oid, offset, buf))
+    }
+    fn write(&mut self, oid: Oid, offset: u64, data: &[u8]) -> Result<(), OsdError> {
+        self.with(|s| s.write(oid, offset, data))
+    }
+    fn append(&mut self, oid: Oid, data: &[u8]) -> Result<u64, OsdError> {
+        self.with(|s| s.append(oid, data))
+    }
+    fn truncate(&mut self, oid: Oid, length: u64) -> Result<(), OsdError> {
+        self.with(|s| s.truncate(oid, length))
+    }
+    fn get_attr(&mut self, oid: Oid, attr: Attr) -> Result<AttrValue, OsdError> {
+        self.with(|s| s.get_attr(oid, attr))
+    }
+    fn set_attr(&mut self, oid: Oid, attr: Attr, value: AttrValue) -> Result<(), OsdError> {
+        self.with(|s| s.set_attr(oid, attr, value))
+    }
+    fn list_partitions(
+        &mut self,
+        token: u64,
+        max: usize,
+    ) -> Result<(Vec<PartitionId>, Option<u64>), OsdError> {
+        self.with(|s| s.list_partitions(token, max))
+    }
+    fn list(
+        &mut self,
+        p: PartitionId,
+        token: u64,
+        max: usize,
+    ) -> Result<(Vec<ObjectId>, Option<u64>), OsdError> {
+        self.with(|s| s.list(p, token, max))
+    }
+    fn flush(&mut self, scope: FlushScope) -> Result<(), OsdError> {
+        self.with(|s| s.flush(scope))
+    }
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+async fn signalled() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {},
+                    _ = tokio::signal::ctrl_c() => {},
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    eprintln!("ossd serve: shutting down: draining, flushing, closing");
+}
+
+fn run<S: Osd + Send + 'static>(store: S, faces: Faces, what: &str) -> Result<S> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
     rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("listening on {listen}"))?;
-        let addr = listener.local_addr()?;
-        println!("listening on {addr} ({what})");
-        std::io::stdout().flush()?;
-        let shutdown = async {
-            #[cfg(unix)]
-            {
-                use tokio::signal::unix::{signal, SignalKind};
-                match signal(SignalKind::terminate()) {
-                    Ok(mut term) => {
-                        tokio::select! {
-                            _ = term.recv() => {},
-                            _ = tokio::signal::ctrl_c() => {},
-                        }
-                    }
-                    Err(_) => {
-                        let _ = tokio::signal::ctrl_c().await;
-                    }
-                }
-            }
-            #[cfg(not(unix))]
-            {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-            eprintln!("ossd serve: shutting down: draining, flushing, closing");
+        let osd_listener = match &faces.osd {
+            Some((_, _, listen)) => Some(
+                tokio::net::TcpListener::bind(listen)
+                    .await
+                    .with_context(|| format!("listening on {listen}"))?,
+            ),
+            None => None,
         };
-        server::serve(listener, store, key, config, shutdown)
-            .await
-            .map_err(|e| anyhow!(e))
+        let s3_listener = match &faces.s3 {
+            Some((_, _, addr)) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("listening on {addr} (S3)"))?,
+            ),
+            None => None,
+        };
+        if let Some(l) = &osd_listener {
+            println!("listening on {} ({what})", l.local_addr()?);
+        }
+        if let Some(l) = &s3_listener {
+            println!("s3 listening on {} ({what})", l.local_addr()?);
+        }
+        std::io::stdout().flush()?;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stopped = move || {
+            let mut rx = stop_rx.clone();
+            async move {
+                let _ = rx.wait_for(|s| *s).await;
+            }
+        };
+        tokio::spawn(async move {
+            signalled().await;
+            let _ = stop_tx.send(true);
+        });
+        match (faces.osd, faces.s3, osd_listener, s3_listener) {
+            (Some((key, config, _)), None, Some(l), None) => {
+                server::serve(l, store, key, config, stopped())
+                    .await
+                    .map_err(|e| anyhow!(e))
+            }
+            (None, Some((creds, config, _)), None, Some(l)) => {
+                s3::serve(l, store, creds, config, stopped())
+                    .await
+                    .map_err(|e| anyhow!(e))
+            }
+            (Some((key, oconfig, _)), Some((creds, sconfig, _)), Some(ol), Some(sl)) => {
+                let shared = SharedStore(Arc::new(Mutex::new(store)));
+                let (a, b) = tokio::join!(
+                    server::serve(ol, shared.clone(), key, oconfig, stopped()),
+                    s3::serve(sl, shared.clone(), creds, sconfig, stopped()),
+                );
+                drop(a.map_err(|e| anyhow!(e))?);
+                drop(b.map_err(|e| anyhow!(e))?);
+                let inner = Arc::try_unwrap(shared.0)
+                    .map_err(|_| anyhow!("the store is still shared after both faces stopped"))?;
+                inner
+                    .into_inner()
+                    .map_err(|_| anyhow!("a command panicked holding the store"))
+            }
+            _ => bail!("internal: faces and listeners disagree"),
+        }
     })
 }
 
