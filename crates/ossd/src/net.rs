@@ -186,6 +186,7 @@ fn faces(a: &ServeArgs) -> Result<Faces> {
                 limits: s3::Limits {
                     max_object_bytes: a.s3_max_object_bytes,
                     min_part_bytes: a.s3_min_part_bytes,
+                    ..s3::Limits::default()
                 },
                 ..s3::S3Config::default()
             };

@@ -2,16 +2,20 @@
 //! object each, see [`crate::dir`]), object data, durability and the removal of objects no key
 //! references any more. The HTTP layer ([`crate::service`]) calls it under one lock.
 //!
-//! Write path of a PUT, with its durability points:
+//! Write path of a PUT, with its durability points ("ordered" mode: data before the record
+//! that names it):
 //! 1. a fresh object is created in the bucket's partition and the body is written into it;
-//! 2. a `Put` record naming it is appended to the bucket's directory log and applied in memory;
-//! 3. [`Engine::sync`] flushes the store (one FLUSH covers every record written before it:
-//!    group commit) — **durable** — and only then is the reply sent;
-//! 4. the object the key named before is removed (after the flush, so a crash can never leave a
+//! 2. FLUSH, unless one since the last data write already happened — **the data is durable**,
+//!    so a record can never outlive, in a crash, the object it names;
+//! 3. a `Put` record naming the object is appended to the bucket's directory log and applied
+//!    in memory;
+//! 4. [`Engine::sync`] FLUSHes (one FLUSH covers every record written before it: group
+//!    commit) — **the key is durable** — and only then is the reply sent;
+//! 5. the object the key named before is removed (after the flush, so a crash can never leave a
 //!    durable key pointing at a removed object), unless a reader still streams it, in which case
 //!    it is removed when the last reader ends.
 //!
-//! A crash between 1 and 3 leaves an object no record names; [`Engine::open`] removes such
+//! A crash between 1 and 4 leaves an object no record names; [`Engine::open`] removes such
 //! orphans, and cuts a torn record off the end of each log.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -32,8 +36,6 @@ pub const MAX_USER_META_BYTES: usize = 2048;
 /// Longest content type kept, in bytes.
 pub const MAX_CONTENT_TYPE_BYTES: usize = 1024;
 
-/// Compact a log once it holds this many dead records and more dead than live ones (twice).
-const COMPACT_MIN_DEAD: u64 = 4096;
 /// Bytes read or written per store call when copying.
 pub const CHUNK_BYTES: usize = 1 << 20;
 
@@ -45,6 +47,9 @@ pub struct Limits {
     pub max_object_bytes: u64,
     /// Smallest part but the last of a multipart upload, bytes (default 5 MiB, as S3).
     pub min_part_bytes: u64,
+    /// Compact a bucket's directory log once it holds at least this many dead records and
+    /// twice as many dead as live ones (default 4096).
+    pub compact_min_dead_records: u64,
 }
 
 impl Default for Limits {
@@ -52,6 +57,7 @@ impl Default for Limits {
         Limits {
             max_object_bytes: 5 << 30,
             min_part_bytes: 5 << 20,
+            compact_min_dead_records: 4096,
         }
     }
 }
@@ -66,10 +72,13 @@ struct Bucket {
 /// Buckets and keys on an OSD store.
 pub struct Engine<S> {
     store: S,
+    limits: Limits,
     buckets: BTreeMap<String, Bucket>,
     /// Changes made (sequence numbers handed out) and changes known durable.
     written: u64,
     flushed: u64,
+    /// Object data or creations not yet flushed: a record must not be appended before them.
+    dirty: bool,
     /// Objects to remove once the change that unreferenced them is durable.
     pending: Vec<(u64, Oid)>,
     /// Objects being read by a streaming GET or copied, and how many times.
@@ -143,7 +152,11 @@ fn read_all<S: Osd>(s: &mut S, oid: Oid) -> Result<Vec<u8>, Error> {
 }
 
 /// Checks a key and its metadata against S3's limits before any byte is stored.
-pub fn check_key_and_meta(key: &str, content_type: &str, user: &[(String, String)]) -> Result<(), Error> {
+pub fn check_key_and_meta(
+    key: &str,
+    content_type: &str,
+    user: &[(String, String)],
+) -> Result<(), Error> {
     if key.is_empty() || key.len() > MAX_KEY_BYTES {
         return Err(Error::KeyTooLong(key.len()));
     }
@@ -157,14 +170,14 @@ pub fn check_key_and_meta(key: &str, content_type: &str, user: &[(String, String
 impl<S: Osd> Engine<S> {
     /// Opens the buckets on `store`: replays each bucket's directory log, cuts torn tails,
     /// finishes interrupted bucket creations and deletions, removes orphaned objects.
-    pub fn open(mut store: S) -> Result<Self, Error> {
+    pub fn open(mut store: S, limits: Limits) -> Result<Self, Error> {
         let mut buckets = BTreeMap::new();
         let mut changed = false;
         for p in all_partitions(&mut store)? {
             let log = match store.get_attr(Oid::partition_root(p), Attr::User(DIR_ATTR))? {
-                AttrValue::Bytes(b) if b.len() == 8 => {
-                    ObjectId(u64::from_le_bytes(b.as_slice().try_into().unwrap_or([0; 8])))
-                }
+                AttrValue::Bytes(b) if b.len() == 8 => ObjectId(u64::from_le_bytes(
+                    b.as_slice().try_into().unwrap_or([0; 8]),
+                )),
                 AttrValue::Absent => continue,
                 other => {
                     return Err(Error::Corrupted {
@@ -191,9 +204,11 @@ impl<S: Osd> Engine<S> {
         }
         let mut e = Engine {
             store,
+            limits,
             buckets,
             written: 0,
             flushed: 0,
+            dirty: false,
             pending: Vec::new(),
             pins: HashMap::new(),
             doomed: HashSet::new(),
@@ -259,6 +274,12 @@ impl<S: Osd> Engine<S> {
         }
         self.store.flush(FlushScope::Device)?;
         Ok(self.store)
+    }
+
+    /// Hands the store back without flushing or removing anything: what a crash leaves (for
+    /// tests).
+    pub fn abandon(self) -> S {
+        self.store
     }
 
     fn writable(&self) -> Result<(), Error> {
@@ -366,6 +387,7 @@ impl<S: Osd> Engine<S> {
     pub fn new_object(&mut self, bucket: &str) -> Result<Oid, Error> {
         let p = self.bucket(bucket)?.partition;
         self.change(|e| {
+            e.dirty = true;
             let o = e.store.create(p, None)?;
             Ok(Oid {
                 partition: p,
@@ -376,7 +398,10 @@ impl<S: Osd> Engine<S> {
 
     /// Writes body bytes into an object made by [`Engine::new_object`].
     pub fn write(&mut self, oid: Oid, offset: u64, data: &[u8]) -> Result<(), Error> {
-        self.change(|e| Ok(e.store.write(oid, offset, data)?))
+        self.change(|e| {
+            e.dirty = true;
+            Ok(e.store.write(oid, offset, data)?)
+        })
     }
 
     /// Removes an object no record names (a failed upload's).
@@ -392,6 +417,10 @@ impl<S: Osd> Engine<S> {
     /// Appends a record to a bucket's log and applies it; returns the change's sequence number
     /// (durable after [`Engine::sync`] with it).
     fn log(&mut self, bucket: &str, rec: Record) -> Result<u64, Error> {
+        if self.dirty {
+            // Step 2 of the write path: the data a record names is durable before the record.
+            self.flush_now()?;
+        }
         self.change(|e| {
             let b = e
                 .buckets
@@ -527,12 +556,24 @@ impl<S: Osd> Engine<S> {
         if self.flushed >= seq {
             return Ok(());
         }
+        self.flush_now()?;
+        let names: Vec<String> = self.buckets.keys().cloned().collect();
+        for name in names {
+            self.maybe_compact(&name)?;
+        }
+        Ok(())
+    }
+
+    /// FLUSH: every change so far is durable; then the removals that waited for it.
+    fn flush_now(&mut self) -> Result<(), Error> {
         self.change(|e| {
             e.store.flush(FlushScope::Device)?;
             e.flushed = e.written;
+            e.dirty = false;
             let flushed = e.flushed;
-            let (now, later): (Vec<_>, Vec<_>) =
-                std::mem::take(&mut e.pending).into_iter().partition(|(s, _)| *s <= flushed);
+            let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut e.pending)
+                .into_iter()
+                .partition(|(s, _)| *s <= flushed);
             e.pending = later;
             for (_, oid) in now {
                 if e.pins.contains_key(&oid) {
@@ -543,12 +584,7 @@ impl<S: Osd> Engine<S> {
                 }
             }
             Ok(())
-        })?;
-        let names: Vec<String> = self.buckets.keys().cloned().collect();
-        for name in names {
-            self.maybe_compact(&name)?;
-        }
-        Ok(())
+        })
     }
 
     /// Rewrites a bucket's log as a snapshot once most of it is dead records: new log object,
@@ -558,7 +594,7 @@ impl<S: Osd> Engine<S> {
             return Ok(());
         };
         let dead = b.dir.dead_records();
-        if dead < COMPACT_MIN_DEAD || dead < 2 * (b.dir.records - dead) {
+        if dead < self.limits.compact_min_dead_records.max(1) || dead < 2 * (b.dir.records - dead) {
             return Ok(());
         }
         let (p, old) = (b.partition, b.log);

@@ -15,6 +15,7 @@
 //! flushes and hands the store back.
 
 pub mod auth;
+pub mod client;
 pub mod dir;
 pub mod engine;
 pub mod server;
@@ -57,7 +58,9 @@ pub enum Error {
     #[error("parts are not in ascending order: {0}")]
     InvalidPartOrder(String),
     /// A part other than the last is smaller than the minimum.
-    #[error("part {number} is {size_bytes} bytes; every part but the last must be at least {min_bytes}")]
+    #[error(
+        "part {number} is {size_bytes} bytes; every part but the last must be at least {min_bytes}"
+    )]
     EntityTooSmall {
         /// Part number.
         number: u32,

@@ -53,7 +53,8 @@ where
     S: Osd + Send + 'static,
     F: std::future::Future<Output = ()>,
 {
-    let engine = tokio::task::spawn_blocking(move || Engine::open(store))
+    let limits = config.limits.clone();
+    let engine = tokio::task::spawn_blocking(move || Engine::open(store, limits))
         .await
         .map_err(|e| Error::Poisoned(format!("opening the buckets: {e}")))??;
     let shared = Arc::new(Shared {
@@ -86,7 +87,10 @@ where
     drop(listener);
     let _ = stop_tx.send(true);
     let drain = async { while connections.join_next().await.is_some() {} };
-    if tokio::time::timeout(config.drain_timeout, drain).await.is_err() {
+    if tokio::time::timeout(config.drain_timeout, drain)
+        .await
+        .is_err()
+    {
         eprintln!("ossd serve --s3: drain timed out; closing the remaining connections");
         connections.abort_all();
     }

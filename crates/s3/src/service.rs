@@ -116,9 +116,7 @@ impl<S: Osd + Send + 'static> OssdS3<S> {
                         }
                         Ok(None) => None,
                         Ok(Some(Err(e))) => {
-                            return Err(Error::IncompleteBody(format!(
-                                "after {total} bytes: {e}"
-                            )))
+                            return Err(Error::IncompleteBody(format!("after {total} bytes: {e}")))
                         }
                         Ok(Some(Ok(c))) => Some(c),
                     },
@@ -276,7 +274,9 @@ fn base64_md5(md5: &[u8; 16]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(24);
     for c in md5.chunks(3) {
-        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
         for i in 0..4 {
             if i <= c.len() {
                 out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
@@ -342,7 +342,11 @@ fn encode_token(s: &str) -> String {
 }
 
 fn decode_token(t: &str) -> Result<String, Error> {
-    let bad = || Error::InvalidArgument(format!("continuation token {t:?} is not one this server issued"));
+    let bad = || {
+        Error::InvalidArgument(format!(
+            "continuation token {t:?} is not one this server issued"
+        ))
+    };
     if t.len() % 2 != 0 {
         return Err(bad());
     }
@@ -401,7 +405,9 @@ impl<S: Osd + Send + 'static> S3 for OssdS3<S> {
     ) -> S3Result<S3Response<CreateBucketOutput>> {
         let name = req.input.bucket;
         let n = name.clone();
-        self.run(move |e| e.create_bucket(&n)).await.map_err(to_s3)?;
+        self.run(move |e| e.create_bucket(&n))
+            .await
+            .map_err(to_s3)?;
         ok(CreateBucketOutput {
             location: Some(format!("/{name}")),
         })
@@ -412,7 +418,9 @@ impl<S: Osd + Send + 'static> S3 for OssdS3<S> {
         req: S3Request<DeleteBucketInput>,
     ) -> S3Result<S3Response<DeleteBucketOutput>> {
         let name = req.input.bucket;
-        self.run(move |e| e.delete_bucket(&name)).await.map_err(to_s3)?;
+        self.run(move |e| e.delete_bucket(&name))
+            .await
+            .map_err(to_s3)?;
         ok(DeleteBucketOutput {})
     }
 
@@ -500,7 +508,8 @@ impl<S: Osd + Send + 'static> S3 for OssdS3<S> {
             }
             Some(o) => {
                 self.run(move |e| {
-                    e.commit(&bucket, &key, o, meta, None).inspect_err(|_| e.discard(o))
+                    e.commit(&bucket, &key, o, meta, None)
+                        .inspect_err(|_| e.discard(o))
                 })
                 .await
             }
@@ -544,7 +553,10 @@ impl<S: Osd + Send + 'static> S3 for OssdS3<S> {
                 Err(_) => {
                     return Err(S3Error::with_message(
                         S3ErrorCode::InvalidRange,
-                        format!("range {} of an object of {size} bytes", r.to_header_string()),
+                        format!(
+                            "range {} of an object of {size} bytes",
+                            r.to_header_string()
+                        ),
                     ))
                 }
             },
@@ -577,7 +589,8 @@ impl<S: Osd + Send + 'static> S3 for OssdS3<S> {
             body: Some(body),
             content_length: Some(len as i64),
             content_range,
-            content_type: (!entry.meta.content_type.is_empty()).then(|| entry.meta.content_type.clone()),
+            content_type: (!entry.meta.content_type.is_empty())
+                .then(|| entry.meta.content_type.clone()),
             e_tag: Some(etag(&entry.meta.etag)),
             last_modified: Some(timestamp(entry.meta.modified_ms)),
             metadata: metadata(&entry.meta.user),
@@ -734,7 +747,10 @@ impl<S: Osd + Send + 'static> S3 for OssdS3<S> {
         let modified = meta.modified_ms;
         let (bucket, key) = (i.bucket, i.key);
         let seq = self
-            .run(move |e| e.commit(&bucket, &key, dst, meta, None).inspect_err(|_| e.discard(dst)))
+            .run(move |e| {
+                e.commit(&bucket, &key, dst, meta, None)
+                    .inspect_err(|_| e.discard(dst))
+            })
             .await
             .map_err(to_s3)?;
         self.durable(seq).await.map_err(to_s3)?;
@@ -855,7 +871,12 @@ impl<S: Osd + Send + 'static> S3 for OssdS3<S> {
             .await
             .map_err(to_s3)?;
         let got = self
-            .receive(&i.bucket, i.body, i.content_length, i.content_md5.as_deref())
+            .receive(
+                &i.bucket,
+                i.body,
+                i.content_length,
+                i.content_md5.as_deref(),
+            )
             .await
             .map_err(to_s3)?;
         let (size, md5) = (got.size, got.md5);
@@ -881,10 +902,7 @@ impl<S: Osd + Send + 'static> S3 for OssdS3<S> {
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
         let i = req.input;
         let id = upload_id(&i.upload_id).map_err(to_s3)?;
-        let asked = i
-            .multipart_upload
-            .and_then(|m| m.parts)
-            .unwrap_or_default();
+        let asked = i.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
         if asked.is_empty() {
             return Err(to_s3(Error::InvalidArgument(
                 "CompleteMultipartUpload lists no parts".into(),
@@ -905,7 +923,9 @@ impl<S: Osd + Send + 'static> S3 for OssdS3<S> {
                 for (idx, cp) in asked.iter().enumerate() {
                     let n = part_number(cp.part_number.unwrap_or(0))?;
                     if n <= last {
-                        return Err(Error::InvalidPartOrder(format!("part {n} after part {last}")));
+                        return Err(Error::InvalidPartOrder(format!(
+                            "part {n} after part {last}"
+                        )));
                     }
                     last = n;
                     let part = up
@@ -913,7 +933,10 @@ impl<S: Osd + Send + 'static> S3 for OssdS3<S> {
                         .get(&n)
                         .ok_or_else(|| Error::InvalidPart(format!("part {n} was not uploaded")))?;
                     let want = dir::hex(&part.md5);
-                    let given = cp.e_tag.as_ref().map(|t| t.value().trim_matches('"').to_string());
+                    let given = cp
+                        .e_tag
+                        .as_ref()
+                        .map(|t| t.value().trim_matches('"').to_string());
                     if given.as_deref().is_some_and(|g| g != want) {
                         return Err(Error::InvalidPart(format!(
                             "part {n} has ETag {want}, not {}",
@@ -949,10 +972,7 @@ impl<S: Osd + Send + 'static> S3 for OssdS3<S> {
             .await
             .map_err(to_s3)?;
         let size = sources.iter().map(|(_, n)| n).sum();
-        let dst = self
-            .copy_into(&i.bucket, sources)
-            .await
-            .map_err(to_s3)?;
+        let dst = self.copy_into(&i.bucket, sources).await.map_err(to_s3)?;
         let mut h = Md5::new();
         for m in &md5s {
             h.update(m);
@@ -1052,7 +1072,9 @@ fn objects(page: &dir::ListPage) -> Vec<Object> {
             size: Some(e.meta.size as i64),
             e_tag: Some(etag(&e.meta.etag)),
             last_modified: Some(timestamp(e.meta.modified_ms)),
-            storage_class: Some(ObjectStorageClass::from_static(ObjectStorageClass::STANDARD)),
+            storage_class: Some(ObjectStorageClass::from_static(
+                ObjectStorageClass::STANDARD,
+            )),
             ..Default::default()
         })
         .collect()

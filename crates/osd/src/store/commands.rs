@@ -426,11 +426,12 @@ impl<F: Flash> ObjectStore<F> {
     fn free_object_id(&mut self, partition: PartitionId) -> Result<ObjectId, OsdError> {
         loop {
             let id = ObjectId(self.next_object);
-            if self.load_onode(Oid {
-                partition,
-                object: id,
-            })?
-            .is_none()
+            if self
+                .load_onode(Oid {
+                    partition,
+                    object: id,
+                })?
+                .is_none()
             {
                 return Ok(id);
             }
