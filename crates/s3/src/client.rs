@@ -233,19 +233,35 @@ impl Client {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Result<Response, ClientError> {
-        let query: Vec<(String, String)> = query
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let date = amz_date(SystemTime::now());
         let payload = if self.sign_payload {
             sha256_hex(body)
         } else {
             "UNSIGNED-PAYLOAD".to_string()
         };
+        let head = self.signed_head(method, path, query, headers, body.len() as u64, &payload);
+        self.raw(method, head.as_bytes(), body)
+    }
+
+    /// The head (request line and headers, with the blank line) of a SigV4-signed request
+    /// declaring `content_length` body bytes whose SHA-256 is `payload` (or
+    /// `UNSIGNED-PAYLOAD`); the body is the caller's to send (tests send wrong ones).
+    pub fn signed_head(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        headers: &[(&str, &str)],
+        content_length: u64,
+        payload: &str,
+    ) -> String {
+        let query: Vec<(String, String)> = query
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let date = amz_date(SystemTime::now());
         let mut signed: Vec<(String, String)> = vec![
             ("host".into(), self.addr.clone()),
-            ("x-amz-content-sha256".into(), payload.clone()),
+            ("x-amz-content-sha256".into(), payload.to_string()),
             ("x-amz-date".into(), date.clone()),
         ];
         for (k, v) in headers {
@@ -275,16 +291,15 @@ impl Client {
             self.access_key
         );
         let mut head = format!(
-            "{method} {path}{}{cq} HTTP/1.1\r\nhost: {}\r\nx-amz-date: {date}\r\nx-amz-content-sha256: {payload}\r\nauthorization: {auth}\r\ncontent-length: {}\r\n",
+            "{method} {path}{}{cq} HTTP/1.1\r\nhost: {}\r\nx-amz-date: {date}\r\nx-amz-content-sha256: {payload}\r\nauthorization: {auth}\r\ncontent-length: {content_length}\r\n",
             if cq.is_empty() { "" } else { "?" },
             self.addr,
-            body.len()
         );
         for (k, v) in headers {
             head.push_str(&format!("{k}: {v}\r\n"));
         }
         head.push_str("\r\n");
-        self.raw(method, head.as_bytes(), body)
+        head
     }
 
     /// Sends bytes as they are (for presigned URLs and malformed requests) and reads the

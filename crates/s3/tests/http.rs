@@ -70,12 +70,20 @@ fn buckets_objects_ranges_copies_and_errors() {
     let srv = start(S3Config::default());
     let mut c = srv.client();
     ok(&c.create_bucket("alpha").unwrap());
-    err(&c.create_bucket("alpha").unwrap(), 409, "BucketAlreadyOwnedByYou");
+    err(
+        &c.create_bucket("alpha").unwrap(),
+        409,
+        "BucketAlreadyOwnedByYou",
+    );
     ok(&c.create_bucket("beta").unwrap());
     let r = c.request("GET", "/", &[], &[], &[]).unwrap();
     ok(&r);
     assert_eq!(all(&r.body, "Name"), ["alpha", "beta"]);
-    err(&c.put("nope-bucket", "k", b"x").unwrap(), 404, "NoSuchBucket");
+    err(
+        &c.put("nope-bucket", "k", b"x").unwrap(),
+        404,
+        "NoSuchBucket",
+    );
 
     // Put with metadata and content type; Get, Head, Range.
     let data = payload(1, 300_000);
@@ -107,13 +115,25 @@ fn buckets_objects_ranges_copies_and_errors() {
         ("bytes=299999-400000", &data[299_999..]),
     ] {
         let r = c
-            .request("GET", &Client::path("alpha", "dir/obj one"), &[], &[("range", range)], &[])
+            .request(
+                "GET",
+                &Client::path("alpha", "dir/obj one"),
+                &[],
+                &[("range", range)],
+                &[],
+            )
             .unwrap();
         assert_eq!(r.status, 206, "{range}");
         assert_eq!(r.body, want, "{range}");
     }
     let r = c
-        .request("GET", &Client::path("alpha", "dir/obj one"), &[], &[("range", "bytes=300000-")], &[])
+        .request(
+            "GET",
+            &Client::path("alpha", "dir/obj one"),
+            &[],
+            &[("range", "bytes=300000-")],
+            &[],
+        )
         .unwrap();
     err(&r, 416, "InvalidRange");
     err(&c.get("alpha", "missing").unwrap(), 404, "NoSuchKey");
@@ -124,17 +144,31 @@ fn buckets_objects_ranges_copies_and_errors() {
 
     // Bad Content-MD5.
     let r = c
-        .request("PUT", &Client::path("alpha", "md5"), &[], &[("content-md5", &md5_b64(b"other"))], b"body")
+        .request(
+            "PUT",
+            &Client::path("alpha", "md5"),
+            &[],
+            &[("content-md5", &md5_b64(b"other"))],
+            b"body",
+        )
         .unwrap();
     assert_eq!(r.status, 400);
     err(&c.get("alpha", "md5").unwrap(), 404, "NoSuchKey");
 
     // Copy, keeping and replacing metadata.
     let r = c
-        .request("PUT", &Client::path("beta", "copy"), &[], &[("x-amz-copy-source", "/alpha/dir/obj%20one")], &[])
+        .request(
+            "PUT",
+            &Client::path("beta", "copy"),
+            &[],
+            &[("x-amz-copy-source", "/alpha/dir/obj%20one")],
+            &[],
+        )
         .unwrap();
     ok(&r);
-    assert!(xml_field(&r.body, "ETag").unwrap().contains(&md5_hex(&data)));
+    assert!(xml_field(&r.body, "ETag")
+        .unwrap()
+        .contains(&md5_hex(&data)));
     let r = c.get("beta", "copy").unwrap();
     assert_eq!(r.body, data);
     assert_eq!(r.header("x-amz-meta-colour"), Some("blue"));
@@ -156,7 +190,13 @@ fn buckets_objects_ranges_copies_and_errors() {
     assert_eq!(r.header("x-amz-meta-shape"), Some("round"));
     assert_eq!(r.header("x-amz-meta-colour"), None);
     let r = c
-        .request("PUT", &Client::path("beta", "c3"), &[], &[("x-amz-copy-source", "/alpha/none")], &[])
+        .request(
+            "PUT",
+            &Client::path("beta", "c3"),
+            &[],
+            &[("x-amz-copy-source", "/alpha/none")],
+            &[],
+        )
         .unwrap();
     err(&r, 404, "NoSuchKey");
 
@@ -164,7 +204,8 @@ fn buckets_objects_ranges_copies_and_errors() {
     ok(&c.put("alpha", "dir/obj one", b"short").unwrap());
     assert_eq!(c.get("alpha", "dir/obj one").unwrap().body, b"short");
     err(
-        &c.request("DELETE", &Client::path("alpha", ""), &[], &[], &[]).unwrap(),
+        &c.request("DELETE", &Client::path("alpha", ""), &[], &[], &[])
+            .unwrap(),
         409,
         "BucketNotEmpty",
     );
@@ -178,7 +219,13 @@ fn buckets_objects_ranges_copies_and_errors() {
     }
     let body = b"<Delete><Object><Key>d1</Key></Object><Object><Key>d3</Key></Object><Object><Key>never</Key></Object></Delete>";
     let r = c
-        .request("POST", &Client::path("beta", ""), &[("delete", "")], &[("content-md5", &md5_b64(body))], body)
+        .request(
+            "POST",
+            &Client::path("beta", ""),
+            &[("delete", "")],
+            &[("content-md5", &md5_b64(body))],
+            body,
+        )
         .unwrap();
     ok(&r);
     assert_eq!(all(&r.body, "Key"), ["d1", "d3", "never"]);
@@ -186,9 +233,12 @@ fn buckets_objects_ranges_copies_and_errors() {
     assert_eq!(c.get("beta", "d2").unwrap().body, b"d2");
 
     // Delete buckets.
-    ok(&c.request("DELETE", &Client::path("alpha", ""), &[], &[], &[]).unwrap());
+    ok(&c
+        .request("DELETE", &Client::path("alpha", ""), &[], &[], &[])
+        .unwrap());
     err(
-        &c.request("DELETE", &Client::path("alpha", ""), &[], &[], &[]).unwrap(),
+        &c.request("DELETE", &Client::path("alpha", ""), &[], &[], &[])
+            .unwrap(),
         404,
         "NoSuchBucket",
     );
@@ -207,7 +257,9 @@ fn list_objects_v2_prefix_delimiter_pages_start_after() {
     let list = |c: &mut Client, q: &[(&str, &str)]| {
         let mut q2 = vec![("list-type", "2")];
         q2.extend_from_slice(q);
-        let r = c.request("GET", &Client::path("list", ""), &q2, &[], &[]).unwrap();
+        let r = c
+            .request("GET", &Client::path("list", ""), &q2, &[], &[])
+            .unwrap();
         ok(&r);
         r
     };
@@ -255,18 +307,33 @@ fn list_objects_v2_prefix_delimiter_pages_start_after() {
         seen.sort();
         let want: Vec<String> = match delim {
             None => keys.iter().map(|k| k.to_string()).collect(),
-            Some(_) => ["a", "a/", "b", "b/", "c/", "d"].iter().map(|k| k.to_string()).collect(),
+            Some(_) => ["a", "a/", "b", "b/", "c/", "d"]
+                .iter()
+                .map(|k| k.to_string())
+                .collect(),
         };
         assert_eq!(seen, want, "delimiter {delim:?}");
     }
     // ListObjects (v1) with a marker, as s3cmd uses it.
     let r = c
-        .request("GET", &Client::path("list", ""), &[("marker", "c/5")], &[], &[])
+        .request(
+            "GET",
+            &Client::path("list", ""),
+            &[("marker", "c/5")],
+            &[],
+            &[],
+        )
         .unwrap();
     ok(&r);
     assert_eq!(all(&r.body, "Key"), ["c/6", "d"]);
     let r = c
-        .request("GET", &Client::path("list", ""), &[("list-type", "2"), ("continuation-token", "zz")], &[], &[])
+        .request(
+            "GET",
+            &Client::path("list", ""),
+            &[("list-type", "2"), ("continuation-token", "zz")],
+            &[],
+            &[],
+        )
         .unwrap();
     err(&r, 400, "InvalidArgument");
     drop(srv.stop());
@@ -286,7 +353,13 @@ fn multipart_upload_create_parts_list_complete_abort() {
     ok(&c.create_bucket("mpu").unwrap());
     let path = Client::path("mpu", "big/object");
     let r = c
-        .request("POST", &path, &[("uploads", "")], &[("content-type", "text/x-parts"), ("x-amz-meta-k", "v")], &[])
+        .request(
+            "POST",
+            &path,
+            &[("uploads", "")],
+            &[("content-type", "text/x-parts"), ("x-amz-meta-k", "v")],
+            &[],
+        )
         .unwrap();
     ok(&r);
     let id = xml_field(&r.body, "UploadId").unwrap();
@@ -295,7 +368,13 @@ fn multipart_upload_create_parts_list_complete_abort() {
     for (i, p) in parts.iter().enumerate() {
         let n = (i + 1).to_string();
         let r = c
-            .request("PUT", &path, &[("partNumber", &n), ("uploadId", &id)], &[], p)
+            .request(
+                "PUT",
+                &path,
+                &[("partNumber", &n), ("uploadId", &id)],
+                &[],
+                p,
+            )
             .unwrap();
         ok(&r);
         assert_eq!(r.header("etag").unwrap(), format!("\"{}\"", md5_hex(p)));
@@ -304,42 +383,82 @@ fn multipart_upload_create_parts_list_complete_abort() {
     // Part 2 again: the newer one counts.
     let p2 = payload(13, 1100);
     let r = c
-        .request("PUT", &path, &[("partNumber", "2"), ("uploadId", &id)], &[], &p2)
+        .request(
+            "PUT",
+            &path,
+            &[("partNumber", "2"), ("uploadId", &id)],
+            &[],
+            &p2,
+        )
         .unwrap();
     ok(&r);
     etags[1] = r.header("etag").unwrap().to_string();
-    let r = c.request("GET", &path, &[("uploadId", &id)], &[], &[]).unwrap();
+    let r = c
+        .request("GET", &path, &[("uploadId", &id)], &[], &[])
+        .unwrap();
     ok(&r);
     assert_eq!(all(&r.body, "PartNumber"), ["1", "2", "3"]);
     assert_eq!(all(&r.body, "Size"), ["1500", "1100", "7"]);
     let r = c
-        .request("GET", &path, &[("uploadId", &id), ("max-parts", "2")], &[], &[])
+        .request(
+            "GET",
+            &path,
+            &[("uploadId", &id), ("max-parts", "2")],
+            &[],
+            &[],
+        )
         .unwrap();
     assert_eq!(xml_field(&r.body, "IsTruncated").as_deref(), Some("true"));
 
     let complete = |parts: &[(usize, &str)]| -> Vec<u8> {
         let mut x = String::from("<CompleteMultipartUpload>");
         for (n, e) in parts {
-            x.push_str(&format!("<Part><PartNumber>{n}</PartNumber><ETag>{e}</ETag></Part>"));
+            x.push_str(&format!(
+                "<Part><PartNumber>{n}</PartNumber><ETag>{e}</ETag></Part>"
+            ));
         }
         x.push_str("</CompleteMultipartUpload>");
         x.into_bytes()
     };
     // Refusals: a part never uploaded, a wrong ETag, parts out of order, a small middle part.
     let r = c
-        .request("POST", &path, &[("uploadId", &id)], &[], &complete(&[(1, &etags[0]), (4, &etags[0])]))
+        .request(
+            "POST",
+            &path,
+            &[("uploadId", &id)],
+            &[],
+            &complete(&[(1, &etags[0]), (4, &etags[0])]),
+        )
         .unwrap();
     err(&r, 400, "InvalidPart");
     let r = c
-        .request("POST", &path, &[("uploadId", &id)], &[], &complete(&[(1, &etags[1])]))
+        .request(
+            "POST",
+            &path,
+            &[("uploadId", &id)],
+            &[],
+            &complete(&[(1, &etags[1])]),
+        )
         .unwrap();
     err(&r, 400, "InvalidPart");
     let r = c
-        .request("POST", &path, &[("uploadId", &id)], &[], &complete(&[(2, &etags[1]), (1, &etags[0])]))
+        .request(
+            "POST",
+            &path,
+            &[("uploadId", &id)],
+            &[],
+            &complete(&[(2, &etags[1]), (1, &etags[0])]),
+        )
         .unwrap();
     err(&r, 400, "InvalidPartOrder");
     let r = c
-        .request("POST", &path, &[("uploadId", &id)], &[], &complete(&[(3, &etags[2]), (4, &etags[2])]))
+        .request(
+            "POST",
+            &path,
+            &[("uploadId", &id)],
+            &[],
+            &complete(&[(3, &etags[2]), (4, &etags[2])]),
+        )
         .unwrap();
     assert_eq!(r.status, 400);
 
@@ -375,25 +494,49 @@ fn multipart_upload_create_parts_list_complete_abort() {
     assert_eq!(r.header("x-amz-meta-k"), Some("v"));
     assert_eq!(r.header("etag").unwrap(), format!("\"{want_etag}\""));
     // The upload is gone.
-    let r = c.request("GET", &path, &[("uploadId", &id)], &[], &[]).unwrap();
+    let r = c
+        .request("GET", &path, &[("uploadId", &id)], &[], &[])
+        .unwrap();
     err(&r, 404, "NoSuchUpload");
 
     // Abort.
-    let r = c.request("POST", &path, &[("uploads", "")], &[], &[]).unwrap();
+    let r = c
+        .request("POST", &path, &[("uploads", "")], &[], &[])
+        .unwrap();
     let id2 = xml_field(&r.body, "UploadId").unwrap();
     ok(&c
-        .request("PUT", &path, &[("partNumber", "1"), ("uploadId", &id2)], &[], b"abc")
+        .request(
+            "PUT",
+            &path,
+            &[("partNumber", "1"), ("uploadId", &id2)],
+            &[],
+            b"abc",
+        )
         .unwrap());
     assert_eq!(
-        c.request("DELETE", &path, &[("uploadId", &id2)], &[], &[]).unwrap().status,
+        c.request("DELETE", &path, &[("uploadId", &id2)], &[], &[])
+            .unwrap()
+            .status,
         204
     );
     let r = c
-        .request("PUT", &path, &[("partNumber", "2"), ("uploadId", &id2)], &[], b"abc")
+        .request(
+            "PUT",
+            &path,
+            &[("partNumber", "2"), ("uploadId", &id2)],
+            &[],
+            b"abc",
+        )
         .unwrap();
     err(&r, 404, "NoSuchUpload");
     let r = c
-        .request("PUT", &path, &[("partNumber", "1"), ("uploadId", "not-an-id")], &[], b"abc")
+        .request(
+            "PUT",
+            &path,
+            &[("partNumber", "1"), ("uploadId", "not-an-id")],
+            &[],
+            b"abc",
+        )
         .unwrap();
     err(&r, 404, "NoSuchUpload");
     // The completed object is still whole.
@@ -410,13 +553,25 @@ fn wrong_signatures_unknown_keys_and_presigned_urls() {
     ok(&c.put("sec", "k", b"secret bytes").unwrap());
 
     let mut wrong = Client::new(&addr, ACCESS, "not-the-secret");
-    err(&wrong.get("sec", "k").unwrap(), 403, "SignatureDoesNotMatch");
-    err(&wrong.put("sec", "k", b"forged").unwrap(), 403, "SignatureDoesNotMatch");
+    err(
+        &wrong.get("sec", "k").unwrap(),
+        403,
+        "SignatureDoesNotMatch",
+    );
+    err(
+        &wrong.put("sec", "k", b"forged").unwrap(),
+        403,
+        "SignatureDoesNotMatch",
+    );
     let mut unknown = Client::new(&addr, "nobody", SECRET);
     err(&unknown.get("sec", "k").unwrap(), 403, "InvalidAccessKeyId");
     // No signature at all.
     let r = c
-        .raw("GET", format!("GET /sec/k HTTP/1.1\r\nhost: {addr}\r\n\r\n").as_bytes(), &[])
+        .raw(
+            "GET",
+            format!("GET /sec/k HTTP/1.1\r\nhost: {addr}\r\n\r\n").as_bytes(),
+            &[],
+        )
         .unwrap();
     err(&r, 403, "AccessDenied");
     // A signed payload hash that does not match the body.
@@ -424,7 +579,11 @@ fn wrong_signatures_unknown_keys_and_presigned_urls() {
     signing.sign_payload = true;
     ok(&signing.put("sec", "signed", b"payload").unwrap());
     assert_eq!(c.get("sec", "signed").unwrap().body, b"payload");
-    assert_eq!(c.get("sec", "k").unwrap().body, b"secret bytes", "forged PUTs changed nothing");
+    assert_eq!(
+        c.get("sec", "k").unwrap().body,
+        b"secret bytes",
+        "forged PUTs changed nothing"
+    );
 
     // Presigned URLs: valid, expired, altered, other key.
     let now = SystemTime::now();
@@ -438,7 +597,11 @@ fn wrong_signatures_unknown_keys_and_presigned_urls() {
     let altered = url.replace("/sec/k", "/sec/signed");
     err(&c.get_url(&altered).unwrap(), 403, "SignatureDoesNotMatch");
     let stretched = url.replace("X-Amz-Expires=300", "X-Amz-Expires=999999");
-    err(&c.get_url(&stretched).unwrap(), 403, "SignatureDoesNotMatch");
+    err(
+        &c.get_url(&stretched).unwrap(),
+        403,
+        "SignatureDoesNotMatch",
+    );
     let forged = wrong.presign("GET", "/sec/k", 300, now);
     err(&c.get_url(&forged).unwrap(), 403, "SignatureDoesNotMatch");
     // A presigned PUT.
@@ -455,7 +618,9 @@ fn acknowledged_objects_survive_a_restart() {
     let mut c = srv.client();
     ok(&c.create_bucket("keep").unwrap());
     for i in 0..50u64 {
-        ok(&c.put("keep", &format!("k{i}"), &payload(i, (i * 1000) as usize)).unwrap());
+        ok(&c
+            .put("keep", &format!("k{i}"), &payload(i, (i * 1000) as usize))
+            .unwrap());
     }
     ok(&c.delete("keep", "k7").unwrap());
     let store = srv.stop();
