@@ -48,7 +48,10 @@ fn serve(args: &[&str]) -> (Child, Vec<String>) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let faces = args.iter().filter(|a| **a == "--s3" || **a == "--listen").count();
+    let faces = args
+        .iter()
+        .filter(|a| **a == "--s3" || **a == "--listen")
+        .count();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut addrs = Vec::new();
     for _ in 0..faces {
@@ -119,7 +122,11 @@ fn kill_9_during_concurrent_puts_loses_no_acknowledged_object() {
                     let id = t * 1000 + i;
                     match c.put("crash", &format!("t{t}/o{i}"), &payload(id)) {
                         Ok(r) if r.status == 200 => acked.lock().unwrap().push(id),
-                        Ok(r) => panic!("PUT refused with {}: {}", r.status, String::from_utf8_lossy(&r.body)),
+                        Ok(r) => panic!(
+                            "PUT refused with {}: {}",
+                            r.status,
+                            String::from_utf8_lossy(&r.body)
+                        ),
                         Err(_) => return, // the server died
                     }
                 }
@@ -146,7 +153,11 @@ fn kill_9_during_concurrent_puts_loses_no_acknowledged_object() {
         let r = c.get("crash", &key).unwrap();
         if r.status != 200 || r.body != payload(*id) {
             lost += 1;
-            eprintln!("acknowledged {key}: status {} ({} bytes)", r.status, r.body.len());
+            eprintln!(
+                "acknowledged {key}: status {} ({} bytes)",
+                r.status,
+                r.body.len()
+            );
         }
     }
     println!(
@@ -173,7 +184,11 @@ fn kill_9_during_concurrent_puts_loses_no_acknowledged_object() {
     assert!(listed >= acked.len(), "{listed} keys listed");
     term(&mut server);
     let out = ossd(&["fsck", "--image", &image]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -199,11 +214,15 @@ fn sigterm_drains_flushes_and_both_faces_share_one_image() {
     let mut c = Client::new(&s3_addr, ACCESS, SECRET);
     assert_eq!(c.create_bucket("both").unwrap().status, 200);
     for i in 0..20u64 {
-        assert_eq!(c.put("both", &format!("k{i}"), &payload(i)).unwrap().status, 200);
+        assert_eq!(
+            c.put("both", &format!("k{i}"), &payload(i)).unwrap().status,
+            200
+        );
     }
     // The OSD face serves the same store: it sees the bucket's partition.
     let master = proto::MasterKey::parse(&std::fs::read(&key).unwrap()).unwrap();
-    let mut oc = client::Client::connect(osd_addr.as_str(), client::Credentials::Key(master)).unwrap();
+    let mut oc =
+        client::Client::connect(osd_addr.as_str(), client::Credentials::Key(master)).unwrap();
     use osd::Osd;
     let (parts, _) = oc.list_partitions(0, 100).unwrap();
     assert!(parts.len() >= 2, "{parts:?}");
@@ -227,17 +246,44 @@ fn cli_refuses_incomplete_or_bad_s3_settings() {
     std::fs::write(&bad, "[[credentials]]\naccess_key = \"a\"\n").unwrap();
     let bad = bad.display().to_string();
     for (args, want) in [
-        (vec!["serve", "--image", &image, "--s3", "127.0.0.1:0"], "--s3-credentials"),
         (
-            vec!["serve", "--image", &image, "--s3", "127.0.0.1:0", "--s3-credentials", &bad],
+            vec!["serve", "--image", &image, "--s3", "127.0.0.1:0"],
+            "--s3-credentials",
+        ),
+        (
+            vec![
+                "serve",
+                "--image",
+                &image,
+                "--s3",
+                "127.0.0.1:0",
+                "--s3-credentials",
+                &bad,
+            ],
             "secret_key",
         ),
         (
-            vec!["serve", "--image", &image, "--s3", "127.0.0.1:0", "--s3-credentials", "/nonexistent"],
+            vec![
+                "serve",
+                "--image",
+                &image,
+                "--s3",
+                "127.0.0.1:0",
+                "--s3-credentials",
+                "/nonexistent",
+            ],
             "/nonexistent",
         ),
         (
-            vec!["serve", "--image", &image, "--listen", "127.0.0.1:0", "--s3-credentials", &creds],
+            vec![
+                "serve",
+                "--image",
+                &image,
+                "--listen",
+                "127.0.0.1:0",
+                "--s3-credentials",
+                &creds,
+            ],
             "--key-file",
         ),
     ] {
