@@ -277,8 +277,13 @@ enum Command {
     BenchNet {
         #[arg(long, default_value = "127.0.0.1:7000")]
         addr: String,
-        #[arg(long)]
-        key_file: PathBuf,
+        /// Master key file (the OSD face).
+        #[arg(long, required_unless_present = "s3_credentials")]
+        key_file: Option<PathBuf>,
+        /// Measure the S3 face at --addr instead, with the first access key of this credentials
+        /// file (bucket `bench-net`).
+        #[arg(long, conflicts_with = "key_file")]
+        s3_credentials: Option<PathBuf>,
         #[arg(long, default_value = "0x10000", value_parser = objects::parse_id)]
         partition: u64,
         #[arg(long, default_value_t = 8)]
@@ -481,20 +486,34 @@ fn main() -> ExitCode {
         Command::BenchNet {
             addr,
             key_file,
+            s3_credentials,
             partition,
             clients,
             large_bytes,
             small_bytes,
             seconds,
-        } => net::bench(net::BenchArgs {
-            addr,
-            key_file,
-            partition,
-            clients,
-            large_bytes,
-            small_bytes,
-            seconds,
-        }),
+        } => match (key_file, s3_credentials) {
+            (_, Some(creds)) => net::bench_s3(net::BenchS3Args {
+                addr,
+                credentials: creds,
+                clients,
+                large_bytes,
+                small_bytes,
+                seconds,
+            }),
+            (Some(key_file), None) => net::bench(net::BenchArgs {
+                addr,
+                key_file,
+                partition,
+                clients,
+                large_bytes,
+                small_bytes,
+                seconds,
+            }),
+            (None, None) => Err(anyhow::anyhow!(
+                "give --key-file (OSD) or --s3-credentials (S3)"
+            )),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -548,3 +548,182 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     }
     Ok(())
 }
+
+pub struct BenchS3Args {
+    pub addr: String,
+    pub credentials: PathBuf,
+    pub clients: usize,
+    pub large_bytes: usize,
+    pub small_bytes: usize,
+    pub seconds: f64,
+}
+
+/// One S3 phase: every client runs `step(client, index, i)` until the time is up.
+fn phase_s3<F>(clients: &mut [s3::client::Client], seconds: f64, step: F) -> Result<(u64, f64)>
+where
+    F: Fn(&mut s3::client::Client, usize, u64) -> Result<()> + Sync,
+{
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(seconds);
+    let counts = std::thread::scope(|s| {
+        let handles: Vec<_> = clients
+            .iter_mut()
+            .enumerate()
+            .map(|(ci, c)| {
+                let step = &step;
+                s.spawn(move || -> Result<u64> {
+                    let mut n = 0;
+                    while Instant::now() < deadline {
+                        step(c, ci, n)?;
+                        n += 1;
+                    }
+                    Ok(n)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| anyhow!("a client thread panicked"))?)
+            .collect::<Result<Vec<u64>>>()
+    })?;
+    Ok((counts.iter().sum(), start.elapsed().as_secs_f64()))
+}
+
+fn s3_ok(
+    r: std::result::Result<s3::client::Response, s3::client::ClientError>,
+    what: &str,
+) -> Result<s3::client::Response> {
+    let r = r.map_err(|e| anyhow!("{what}: {e}"))?;
+    if !(200..300).contains(&r.status) {
+        bail!(
+            "{what}: status {} {}",
+            r.status,
+            r.error_code().unwrap_or_default()
+        );
+    }
+    Ok(r)
+}
+
+/// PUTs every key a GET phase will read (a short PUT phase may not have reached them all).
+fn prefill(
+    clients: &mut [s3::client::Client],
+    bucket: &str,
+    kind: &str,
+    per: u64,
+    data: &[Vec<u8>],
+) -> Result<()> {
+    for (ci, c) in clients.iter_mut().enumerate() {
+        for i in 0..per {
+            s3_ok(
+                c.put(bucket, &format!("{kind}/c{ci}/{i}"), &data[ci]),
+                "PUT",
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Measures a running S3 face: MiB/s of PUTs and GETs of large objects, then PUTs/s and GETs/s
+/// of small ones, `clients` connections in parallel (UNSIGNED-PAYLOAD SigV4, as clients send
+/// over TLS). Every GET is compared with what was PUT.
+pub fn bench_s3(a: BenchS3Args) -> Result<()> {
+    let creds = s3::Credentials::load(&a.credentials).map_err(|e| anyhow!(e))?;
+    let (access, secret) = creds
+        .first()
+        .ok_or_else(|| anyhow!("{}: no credentials", a.credentials.display()))?;
+    if a.clients == 0 || a.large_bytes == 0 || a.small_bytes == 0 {
+        bail!("--clients, --large-bytes and --small-bytes must be positive");
+    }
+    const BUCKET: &str = "bench-net";
+    const LARGE_PER_CLIENT: u64 = 4;
+    const SMALL_PER_CLIENT: u64 = 64;
+    let mut clients: Vec<s3::client::Client> = (0..a.clients)
+        .map(|_| s3::client::Client::new(&a.addr, access, secret))
+        .collect();
+    let r = clients[0]
+        .create_bucket(BUCKET)
+        .map_err(|e| anyhow!("{e}"))?;
+    if r.status != 200 && r.error_code().as_deref() != Some("BucketAlreadyOwnedByYou") {
+        bail!("creating bucket {BUCKET}: status {}", r.status);
+    }
+    let large: Vec<Vec<u8>> = (0..a.clients)
+        .map(|ci| payload(ci, 0, 0, a.large_bytes))
+        .collect();
+    let small: Vec<Vec<u8>> = (0..a.clients)
+        .map(|ci| payload(ci, 1, 0, a.small_bytes))
+        .collect();
+    let mib = |n: u64, bytes: usize, s: f64| n as f64 * bytes as f64 / (1 << 20) as f64 / s;
+    let key = |kind: &str, ci: usize, i: u64, per: u64| format!("{kind}/c{ci}/{}", i % per);
+
+    let (n, s) = phase_s3(&mut clients, a.seconds, |c, ci, i| {
+        s3_ok(
+            c.put(BUCKET, &key("large", ci, i, LARGE_PER_CLIENT), &large[ci]),
+            "PUT",
+        )
+        .map(drop)
+    })?;
+    println!(
+        "s3 large PUT  {} clients x {} B objects: {n} PUTs in {s:.2} s = {:.1} MiB/s",
+        a.clients,
+        a.large_bytes,
+        mib(n, a.large_bytes, s)
+    );
+    prefill(&mut clients, BUCKET, "large", LARGE_PER_CLIENT, &large)?;
+    let (n, s) = phase_s3(&mut clients, a.seconds, |c, ci, i| {
+        let k = key("large", ci, i, LARGE_PER_CLIENT);
+        let r = s3_ok(c.get(BUCKET, &k), "GET")?;
+        if r.body != large[ci] {
+            bail!("{k}: GET differs from what was PUT");
+        }
+        Ok(())
+    })?;
+    println!(
+        "s3 large GET  {} clients x {} B objects: {n} GETs in {s:.2} s = {:.1} MiB/s",
+        a.clients,
+        a.large_bytes,
+        mib(n, a.large_bytes, s)
+    );
+    let (n, s) = phase_s3(&mut clients, a.seconds, |c, ci, i| {
+        s3_ok(
+            c.put(BUCKET, &key("small", ci, i, SMALL_PER_CLIENT), &small[ci]),
+            "PUT",
+        )
+        .map(drop)
+    })?;
+    println!(
+        "s3 small PUT  {} clients x {} B objects: {n} PUTs in {s:.2} s = {:.0} PUTs/s",
+        a.clients,
+        a.small_bytes,
+        n as f64 / s
+    );
+    prefill(&mut clients, BUCKET, "small", SMALL_PER_CLIENT, &small)?;
+    let (n, s) = phase_s3(&mut clients, a.seconds, |c, ci, i| {
+        let k = key("small", ci, i, SMALL_PER_CLIENT);
+        let r = s3_ok(c.get(BUCKET, &k), "GET")?;
+        if r.body != small[ci] {
+            bail!("{k}: GET differs from what was PUT");
+        }
+        Ok(())
+    })?;
+    println!(
+        "s3 small GET  {} clients x {} B objects: {n} GETs in {s:.2} s = {:.0} GETs/s",
+        a.clients,
+        a.small_bytes,
+        n as f64 / s
+    );
+    for (ci, c) in clients.iter_mut().enumerate() {
+        for i in 0..LARGE_PER_CLIENT {
+            s3_ok(
+                c.delete(BUCKET, &key("large", ci, i, LARGE_PER_CLIENT)),
+                "DELETE",
+            )?;
+        }
+        for i in 0..SMALL_PER_CLIENT {
+            s3_ok(
+                c.delete(BUCKET, &key("small", ci, i, SMALL_PER_CLIENT)),
+                "DELETE",
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -121,6 +121,14 @@ impl Credentials {
         Self::parse(&text, &shown)
     }
 
+    /// The first access key (in byte order) and its secret: the one tools use.
+    pub fn first(&self) -> Option<(&str, &str)> {
+        self.keys
+            .iter()
+            .min_by(|a, b| a.0.cmp(b.0))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// How many access keys there are.
     pub fn len(&self) -> usize {
         self.keys.len()

@@ -131,7 +131,8 @@ impl<S: Osd + Send + 'static> OssdS3<S> {
                 }
                 hasher.update(&chunk);
                 buf.extend_from_slice(&chunk);
-                if buf.len() >= SMALL_BYTES {
+                // A body of up to SMALL_BYTES stays in memory and is stored in one call.
+                if buf.len() > SMALL_BYTES {
                     let o = match oid {
                         Some(o) => o,
                         None => {
