@@ -176,3 +176,104 @@ mod tests {
         }
     }
 }
+
+/// Longest a header-signed request's `x-amz-date` may be from the server's clock (S3's 15 min).
+pub const MAX_CLOCK_SKEW_S: i64 = 15 * 60;
+/// Longest validity of a presigned URL (S3's 7 days).
+pub const MAX_PRESIGNED_EXPIRES_S: u64 = 7 * 24 * 3600;
+
+/// Unix seconds of an `x-amz-date` (`YYYYMMDDTHHMMSSZ`), or `None` if it is not one.
+pub fn parse_amz_date(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() != 16 || b[8] != b'T' || b[15] != b'Z' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse().ok() };
+    let (y, m, d) = (num(0..4)?, num(4..6)?, num(6..8)?);
+    let (hh, mm, ss) = (num(9..11)?, num(11..13)?, num(13..15)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    // Days from 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hh * 3600 + mm * 60 + ss)
+}
+
+/// What s3s leaves to the service: every request must be signed (s3s's default), a
+/// header-signed request must be dated within [`MAX_CLOCK_SKEW_S`] of the server's clock (this
+/// bounds how long a captured request can be replayed), and a presigned URL may not be valid for
+/// more than [`MAX_PRESIGNED_EXPIRES_S`].
+pub struct Access;
+
+fn now_s() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+#[async_trait::async_trait]
+impl s3s::access::S3Access for Access {
+    async fn check(&self, cx: &mut s3s::access::S3AccessContext<'_>) -> S3Result<()> {
+        if cx.credentials().is_none() {
+            return Err(s3_error!(AccessDenied, "Signature is required"));
+        }
+        let query = cx.uri().query().unwrap_or("");
+        if let Some(e) = query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("X-Amz-Expires="))
+        {
+            if e.parse::<u64>()
+                .map_or(true, |e| e > MAX_PRESIGNED_EXPIRES_S)
+            {
+                return Err(s3_error!(
+                    AuthorizationQueryParametersError,
+                    "X-Amz-Expires must be at most 604800 seconds"
+                ));
+            }
+            return Ok(());
+        }
+        if cx.headers().contains_key("authorization") {
+            let date = cx
+                .headers()
+                .get("x-amz-date")
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_amz_date)
+                .ok_or_else(|| {
+                    s3_error!(AccessDenied, "a signed request needs a valid x-amz-date")
+                })?;
+            if (now_s() - date).abs() > MAX_CLOCK_SKEW_S {
+                return Err(s3_error!(
+                    RequestTimeTooSkewed,
+                    "The difference between the request time and the server's time is too large."
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod date_tests {
+    use super::*;
+
+    #[test]
+    fn amz_dates_parse() {
+        assert_eq!(parse_amz_date("19700101T000000Z"), Some(0));
+        assert_eq!(parse_amz_date("20240229T123456Z"), Some(1_709_210_096));
+        for bad in [
+            "",
+            "20241301T000000Z",
+            "2024-02-29T12:34Z",
+            "20240229 123456Z",
+        ] {
+            assert_eq!(parse_amz_date(bad), None, "{bad}");
+        }
+    }
+}

@@ -63,6 +63,7 @@ where
     });
     let mut builder = s3s::service::S3ServiceBuilder::new(OssdS3::new(shared.clone()));
     builder.set_auth(credentials);
+    builder.set_access(crate::auth::Access);
     let service = builder.build();
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();

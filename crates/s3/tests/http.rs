@@ -585,7 +585,21 @@ fn wrong_signatures_unknown_keys_and_presigned_urls() {
         "forged PUTs changed nothing"
     );
 
-    // Presigned URLs: valid, expired, altered, other key.
+    // A request dated an hour ago (a replay of a captured request) or an hour ahead.
+    for offset in [-3600, 3600] {
+        let mut skewed = srv.client();
+        skewed.clock_offset_s = offset;
+        err(
+            &skewed.get("sec", "k").unwrap(),
+            403,
+            "RequestTimeTooSkewed",
+        );
+    }
+    let mut near = srv.client();
+    near.clock_offset_s = -300;
+    ok(&near.get("sec", "k").unwrap());
+
+    // Presigned URLs: valid, expired, altered, other key, valid for more than 7 days.
     let now = SystemTime::now();
     let url = c.presign("GET", "/sec/k", 300, now);
     let r = c.get_url(&url).unwrap();
@@ -604,6 +618,8 @@ fn wrong_signatures_unknown_keys_and_presigned_urls() {
     );
     let forged = wrong.presign("GET", "/sec/k", 300, now);
     err(&c.get_url(&forged).unwrap(), 403, "SignatureDoesNotMatch");
+    let long = c.presign("GET", "/sec/k", 8 * 24 * 3600, now);
+    assert_eq!(c.get_url(&long).unwrap().status, 400);
     // A presigned PUT.
     let put = c.presign("PUT", "/sec/up", 300, now);
     let head = format!("PUT {put} HTTP/1.1\r\nhost: {addr}\r\ncontent-length: 3\r\n\r\n");
