@@ -13,7 +13,7 @@ fn assigned_ids_skip_objects_rolled_forward() {
         fml: FmlConfig::for_blocks(dev.gang.superblocks(&dev.geometry)),
         ..OsdConfig::default()
     };
-    let mut s = ObjectStore::format(Nand::in_memory(dev.clone()).unwrap(), cfg()).unwrap();
+    let mut s = ObjectStore::format(Nand::in_memory(dev).unwrap(), cfg()).unwrap();
     let p = s.create_partition(None).unwrap();
     s.checkpoint().unwrap();
     let before: Vec<_> = (0..3).map(|_| s.create(p, None).unwrap()).collect();

@@ -62,6 +62,19 @@ impl Default for Limits {
     }
 }
 
+/// A part just uploaded, for [`Engine::put_part`].
+#[derive(Clone, Copy, Debug)]
+pub struct NewPart {
+    /// Part number (1..=10,000).
+    pub number: u32,
+    /// The object holding its bytes.
+    pub oid: Oid,
+    /// Its length.
+    pub size: u64,
+    /// Its MD5.
+    pub md5: [u8; 16],
+}
+
 struct Bucket {
     partition: PartitionId,
     log: ObjectId,
@@ -672,22 +685,19 @@ impl<S: Osd> Engine<S> {
         bucket: &str,
         key: &str,
         id: u64,
-        number: u32,
-        oid: Oid,
-        size: u64,
-        md5: [u8; 16],
+        part: NewPart,
     ) -> Result<u64, Error> {
-        self.check_partition(bucket, oid)?;
+        self.check_partition(bucket, part.oid)?;
         self.upload(bucket, id, key)?;
         self.log(
             bucket,
             Record::UploadPart {
                 id,
-                number,
+                number: part.number,
                 part: dir::Part {
-                    object: oid.object,
-                    size,
-                    md5,
+                    object: part.oid.object,
+                    size: part.size,
+                    md5: part.md5,
                     modified_ms: now_ms(),
                 },
             },

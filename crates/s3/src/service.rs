@@ -3,7 +3,7 @@
 //! each operation onto the engine and each [`Error`] onto an S3 error code.
 //!
 //! The engine is synchronous and owns the store, so every call into it runs on tokio's blocking
-//! pool under one mutex ([`OssdS3::run`]); the per-byte work (MD5, SigV4 payload hashing, HTTP)
+//! pool under one mutex (`OssdS3::run`); the per-byte work (MD5, SigV4 payload hashing, HTTP)
 //! stays on the async workers, in parallel across connections.
 
 use std::sync::{Arc, Mutex};
@@ -17,7 +17,7 @@ use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result, S3};
 
 use crate::dir::{self, Etag, ObjectMeta};
-use crate::engine::{check_key_and_meta, Engine, CHUNK_BYTES};
+use crate::engine::{check_key_and_meta, Engine, NewPart, CHUNK_BYTES};
 use crate::server::S3Config;
 use crate::Error;
 
@@ -184,7 +184,12 @@ impl<S: Osd + Send + 'static> OssdS3<S> {
                 md5,
             }),
             (Err(e), Some(o)) => {
-                let _ = self.run(move |en| Ok(en.discard(o))).await;
+                let _ = self
+                    .run(move |en| {
+                        en.discard(o);
+                        Ok(())
+                    })
+                    .await;
                 Err(e)
             }
             (Err(e), None) => Err(e),
@@ -348,7 +353,7 @@ fn decode_token(t: &str) -> Result<String, Error> {
             "continuation token {t:?} is not one this server issued"
         ))
     };
-    if t.len() % 2 != 0 {
+    if !t.len().is_multiple_of(2) {
         return Err(bad());
     }
     let bytes = (0..t.len())
@@ -885,7 +890,13 @@ impl<S: Osd + Send + 'static> S3 for OssdS3<S> {
         let (bucket, key) = (i.bucket, i.key);
         let seq = self
             .run(move |e| {
-                e.put_part(&bucket, &key, id, number, oid, size, md5)
+                let part = NewPart {
+                    number,
+                    oid,
+                    size,
+                    md5,
+                };
+                e.put_part(&bucket, &key, id, part)
                     .inspect_err(|_| e.discard(oid))
             })
             .await

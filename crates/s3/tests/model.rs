@@ -12,6 +12,7 @@ use fml::FmlConfig;
 use osd::{ObjectStore, Oid, Osd, OsdConfig};
 use proptest::prelude::*;
 use s3::dir::{Etag, ObjectMeta};
+use s3::engine::NewPart;
 use s3::{Engine, Limits};
 
 type Store = ObjectStore<Nand>;
@@ -240,7 +241,7 @@ impl Harness {
 
 fn fresh_store() -> Store {
     let d = device();
-    ObjectStore::format(Nand::in_memory(d.clone()).unwrap(), config(&d)).unwrap()
+    ObjectStore::format(Nand::in_memory(d).unwrap(), config(&d)).unwrap()
 }
 
 /// The oracle's listing: a plain scan of every key.
@@ -309,9 +310,13 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 for (i, piece) in pieces.iter().enumerate() {
                     let o = h.e().new_object(BUCKET).unwrap();
                     h.e().write(o, 0, piece).unwrap();
-                    h.e()
-                        .put_part(BUCKET, k, id, i as u32 + 1, o, piece.len() as u64, [0; 16])
-                        .unwrap();
+                    let part = NewPart {
+                        number: i as u32 + 1,
+                        oid: o,
+                        size: piece.len() as u64,
+                        md5: [0; 16],
+                    };
+                    h.e().put_part(BUCKET, k, id, part).unwrap();
                 }
                 // Complete as the service does: concatenate the parts into a new object.
                 let up = h.e().upload(BUCKET, id, k).unwrap().clone();
@@ -350,7 +355,13 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     .unwrap();
                 let o = h.e().new_object(BUCKET).unwrap();
                 h.e().write(o, 0, b"part").unwrap();
-                h.e().put_part(BUCKET, k, id, 1, o, 4, [0; 16]).unwrap();
+                let part = NewPart {
+                    number: 1,
+                    oid: o,
+                    size: 4,
+                    md5: [0; 16],
+                };
+                h.e().put_part(BUCKET, k, id, part).unwrap();
                 let seq = h.e().abort_upload(BUCKET, k, id).unwrap();
                 h.e().sync(seq).unwrap();
                 h.sync_all();

@@ -231,7 +231,7 @@ fn sixteen_clients_mix_reads_and_writes() {
                     while Instant::now() < deadline {
                         i += 1;
                         let key = format!("k{}", (t * 7919 + i * 31) % KEYS);
-                        if i % 3 == 0 {
+                        if i.is_multiple_of(3) {
                             let seed = t << 32 | i;
                             let data = body(seed);
                             let r = c.put("mix", &key, &data).unwrap();
