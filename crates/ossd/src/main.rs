@@ -239,7 +239,8 @@ enum Command {
     /// oracle; failures print a seed that `--replay` reruns exactly.
     Torture(torture::TortureArgs),
     /// Serve an image's object store over TCP (the OSD command set with capabilities; see
-    /// docs/PROTOCOL.md) until SIGTERM or Ctrl-C, then drain, flush and close the image.
+    /// docs/PROTOCOL.md) and/or S3 over HTTP until SIGTERM or Ctrl-C, then drain, flush and
+    /// close the image.
     Serve {
         #[arg(long, required_unless_present = "memory")]
         image: Option<PathBuf>,
@@ -247,12 +248,24 @@ enum Command {
         /// for measuring the network path apart from the image file).
         #[arg(long, conflicts_with = "image")]
         memory: Option<String>,
-        /// Address to listen on (port 0 picks one; the chosen address is printed).
-        #[arg(long, default_value = "127.0.0.1:7000")]
-        listen: String,
-        /// Master key file (from `ossd keygen`).
+        /// Address of the OSD face (port 0 picks one; the chosen address is printed).
+        #[arg(long, required_unless_present = "s3")]
+        listen: Option<String>,
+        /// Master key file of the OSD face (from `ossd keygen`).
         #[arg(long)]
-        key_file: PathBuf,
+        key_file: Option<PathBuf>,
+        /// Address of the S3 face (HTTP; port 0 picks one, printed as `s3 listening on ...`).
+        #[arg(long)]
+        s3: Option<String>,
+        /// Credentials of the S3 face: a TOML file of `[[credentials]]` access_key / secret_key.
+        #[arg(long)]
+        s3_credentials: Option<PathBuf>,
+        /// Largest S3 object or part, bytes.
+        #[arg(long, default_value_t = 5 << 30)]
+        s3_max_object_bytes: u64,
+        /// Smallest multipart part but the last, bytes (S3: 5 MiB).
+        #[arg(long, default_value_t = 5 << 20)]
+        s3_min_part_bytes: u64,
         /// Largest frame body accepted.
         #[arg(long, default_value_t = proto::DEFAULT_MAX_FRAME_BYTES)]
         max_frame_bytes: u32,
@@ -319,8 +332,13 @@ enum Command {
     BenchNet {
         #[arg(long, default_value = "127.0.0.1:7000")]
         addr: String,
-        #[arg(long)]
-        key_file: PathBuf,
+        /// Master key file (the OSD face).
+        #[arg(long, required_unless_present = "s3_credentials")]
+        key_file: Option<PathBuf>,
+        /// Measure the S3 face at --addr instead, with the first access key of this credentials
+        /// file (bucket `bench-net`).
+        #[arg(long, conflicts_with = "key_file")]
+        s3_credentials: Option<PathBuf>,
         #[arg(long, default_value = "0x10000", value_parser = objects::parse_id)]
         partition: u64,
         #[arg(long, default_value_t = 8)]
@@ -551,6 +569,10 @@ fn main() -> ExitCode {
             max_frame_bytes,
             idle_timeout_s,
             frame_timeout_s,
+            s3,
+            s3_credentials,
+            s3_max_object_bytes,
+            s3_min_part_bytes,
         } => net::serve(net::ServeArgs {
             image,
             memory,
@@ -559,6 +581,10 @@ fn main() -> ExitCode {
             max_frame_bytes,
             idle_timeout_s,
             frame_timeout_s,
+            s3,
+            s3_credentials,
+            s3_max_object_bytes,
+            s3_min_part_bytes,
         }),
         Command::Keygen { out, force } => net::keygen(&out, force),
         Command::Cap {
@@ -577,20 +603,34 @@ fn main() -> ExitCode {
         Command::BenchNet {
             addr,
             key_file,
+            s3_credentials,
             partition,
             clients,
             large_bytes,
             small_bytes,
             seconds,
-        } => net::bench(net::BenchArgs {
-            addr,
-            key_file,
-            partition,
-            clients,
-            large_bytes,
-            small_bytes,
-            seconds,
-        }),
+        } => match (key_file, s3_credentials) {
+            (_, Some(creds)) => net::bench_s3(net::BenchS3Args {
+                addr,
+                credentials: creds,
+                clients,
+                large_bytes,
+                small_bytes,
+                seconds,
+            }),
+            (Some(key_file), None) => net::bench(net::BenchArgs {
+                addr,
+                key_file,
+                partition,
+                clients,
+                large_bytes,
+                small_bytes,
+                seconds,
+            }),
+            (None, None) => Err(anyhow::anyhow!(
+                "give --key-file (OSD) or --s3-credentials (S3)"
+            )),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

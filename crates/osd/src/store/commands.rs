@@ -62,7 +62,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
                 )))
             }
             Some(o) => o,
-            None => ObjectId(self.next_object),
+            None => self.free_object_id(partition)?,
         };
         self.next_object = self.next_object.max(object.0 + 1);
         let oid = Oid { partition, object };
@@ -437,6 +437,25 @@ impl<F: Flash> ObjectStore<F> {
         self.drop_units_from(oid, 0)?;
         self.placer.forget(oid);
         Ok(())
+    }
+
+    /// The next object id not in use in `partition`. The counter comes from the last
+    /// checkpoint, so objects created after it and rolled forward by recovery may hold the next
+    /// ids: skip them (an assigned id must never be `AlreadyExists`).
+    fn free_object_id(&mut self, partition: PartitionId) -> Result<ObjectId, OsdError> {
+        loop {
+            let id = ObjectId(self.next_object);
+            if self
+                .load_onode(Oid {
+                    partition,
+                    object: id,
+                })?
+                .is_none()
+            {
+                return Ok(id);
+            }
+            self.next_object += 1;
+        }
     }
 
     /// Checkpoints and hands the device back.
