@@ -39,7 +39,7 @@ fn measure(encrypt: bool, round: u32) {
         }
     }
     let total = OBJECTS * OBJECT_BYTES as u64;
-    let mut phase =
+    let phase =
         |name: &str, s: &mut ObjectStore<Nand>, f: &mut dyn FnMut(&mut ObjectStore<Nand>)| {
             let v0 = s.now();
             let t = Instant::now();

@@ -217,6 +217,19 @@ fn encryption_is_set_only_on_empty_objects_without_parity_and_with_a_key() {
         s.set_attr(oid(3), Attr::Encryption, AttrValue::U64(1)),
         Err(OsdError::KeyRequired(_))
     ));
+    // An onode full of user attributes has no room for the wrapped key: refused, unchanged.
+    s.create(PartitionId(P), Some(ObjectId(P + 4))).unwrap();
+    s.set_attr(oid(4), Attr::User(0x1000), AttrValue::Bytes(vec![1; 128]))
+        .unwrap();
+    assert!(matches!(
+        s.set_attr(oid(4), Attr::Encryption, AttrValue::U64(1)),
+        Err(OsdError::InvalidArgument(m)) if m.contains("no room")
+    ));
+    s.flush(FlushScope::Device).unwrap();
+    assert_eq!(
+        s.get_attr(oid(4), Attr::Encryption).unwrap(),
+        AttrValue::U64(0)
+    );
     // Fingerprint-mode writes carry no bytes to encrypt.
     s.set_master_key(Some(key(1)));
     assert!(matches!(

@@ -104,8 +104,9 @@ pub fn discard_durable_at_flush(kind: StackKind) -> bool {
 /// The settings a run drew for its stack (so the run covers every policy and mode).
 #[derive(Clone, Copy, Debug)]
 pub enum Variant {
-    /// The object store, with the placement, index mode, buffer and checkpoint settings drawn.
-    Osd(OsdConfig),
+    /// The object store, with the placement, index mode, buffer and checkpoint settings drawn;
+    /// and whether every object is encrypted (the master key given at every open).
+    Osd(OsdConfig, bool),
     /// The block FTL (page mapping or DFTL), with the buffer size drawn.
     Ftl(FtlConfig),
 }
@@ -137,7 +138,12 @@ impl Variant {
                     Placement::Split,
                     Placement::SplitAtime,
                 ][rng.gen_range(0..4)];
-                Variant::Osd(OsdConfig {
+                let checkpoint_units = rng.gen_range(16..64);
+                // Encrypted objects in a third of the runs, decided by the checkpoint interval
+                // already drawn, so that no draw is added and every seed's run stays as it was
+                // apart from the encryption.
+                let encrypt = checkpoint_units % 3 == 0;
+                let cfg = OsdConfig {
                     placement,
                     index_mode: if rng.gen_bool(0.2) {
                         IndexMode::Page
@@ -147,7 +153,7 @@ impl Variant {
                     buffer_bytes: [0, 4, 8][rng.gen_range(0..3)] * unit,
                     index_cache_bytes: 8 * unit,
                     onode_cache_entries: 4,
-                    checkpoint_units: rng.gen_range(16..64),
+                    checkpoint_units,
                     atime: rng.gen_bool(0.5),
                     atime_merge_pages: 2,
                     small_objects: rng.gen_bool(0.5),
@@ -156,7 +162,8 @@ impl Variant {
                     default_reliability: 0,
                     parity_group_units: 16,
                     fml,
-                })
+                };
+                Variant::Osd(cfg, encrypt)
             }
         }
     }
@@ -164,14 +171,15 @@ impl Variant {
     /// The drawn settings on one line, for reports and replays.
     pub fn describe(&self) -> String {
         match self {
-            Variant::Osd(c) => format!(
-                "osd placement={} index={:?} buffer={} checkpoint_units={} atime={} small_objects={}",
+            Variant::Osd(c, encrypt) => format!(
+                "osd placement={} index={:?} buffer={} checkpoint_units={} atime={} small_objects={} encrypted={}",
                 c.placement,
                 c.index_mode,
                 c.buffer_bytes,
                 c.checkpoint_units,
                 c.atime,
-                c.small_objects
+                c.small_objects,
+                encrypt
             ),
             Variant::Ftl(c) => format!("ftl mapping={:?} buffer={}", c.mapping, c.buffer_bytes),
         }
@@ -180,13 +188,14 @@ impl Variant {
     /// Formats a fresh device; returns the subject and the bytes it can hold.
     pub fn format(&self, dev: Device) -> Result<(Box<dyn Subject>, u64), Fail> {
         match *self {
-            Variant::Osd(cfg) => {
+            Variant::Osd(cfg, encrypt) => {
                 let mut s = ObjectStore::format(dev, cfg).map_err(osd_fail)?;
+                s.set_master_key(Some(torture_key()));
                 s.create_partition(Some(PartitionId(PARTITION)))
                     .map_err(osd_fail)?;
                 s.flush(FlushScope::Device).map_err(osd_fail)?;
                 let capacity = s.fml().capacity_units() * s.unit_bytes() as u64;
-                Ok((Box::new(OsdSubject { store: s }), capacity))
+                Ok((Box::new(OsdSubject { store: s, encrypt }), capacity))
             }
             Variant::Ftl(cfg) => {
                 let f = Ftl::open(dev, cfg).map_err(ftl_fail)?;
@@ -214,8 +223,11 @@ impl Variant {
         broken: bool,
     ) -> Result<Box<dyn Subject>, (Fail, Option<Device>)> {
         match *self {
-            Variant::Osd(cfg) => match ObjectStore::open_or_return(dev, cfg) {
-                Ok(store) => Ok(Box::new(OsdSubject { store })),
+            Variant::Osd(cfg, encrypt) => match ObjectStore::open_or_return(dev, cfg) {
+                Ok(mut store) => {
+                    store.set_master_key(Some(torture_key()));
+                    Ok(Box::new(OsdSubject { store, encrypt }))
+                }
                 Err((e, d)) => Err((osd_fail(e), d)),
             },
             Variant::Ftl(cfg) => {
@@ -238,6 +250,11 @@ impl Variant {
             }
         }
     }
+}
+
+/// The device master key of every torture run (runs of encrypted objects need one).
+fn torture_key() -> osd::MasterKey {
+    osd::MasterKey::from_bytes([0x5E; 32])
 }
 
 /// The partition every torture object lives in.
@@ -275,6 +292,8 @@ fn ftl_fail(e: FtlError) -> Fail {
 
 struct OsdSubject {
     store: ObjectStore<Device>,
+    /// Every object is encrypted at creation.
+    encrypt: bool,
 }
 
 impl Subject for OsdSubject {
@@ -293,6 +312,11 @@ impl Subject for OsdSubject {
                         }
                         e => osd_fail(e),
                     })?;
+                if self.encrypt {
+                    self.store
+                        .set_attr(oid(slot), Attr::Encryption, AttrValue::U64(1))
+                        .map_err(osd_fail)?;
+                }
                 self.store.write(oid(slot), offset, data).map_err(osd_fail)
             }
             r => r.map_err(osd_fail),

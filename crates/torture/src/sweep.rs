@@ -266,7 +266,7 @@ impl Script {
     }
 
     fn discard_at_flush(&self) -> bool {
-        matches!(self.variant, Variant::Osd(_))
+        matches!(self.variant, Variant::Osd(..))
     }
 
     /// Runs one step against the stack and the oracle.

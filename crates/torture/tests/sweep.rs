@@ -41,7 +41,8 @@ fn object_store_survives_a_cut_after_every_flash_command() {
         fml: FmlConfig::for_blocks(blocks()),
         ..OsdConfig::default()
     };
-    check(Script::new(Variant::Osd(cfg), object_script()));
+    check(Script::new(Variant::Osd(cfg, false), object_script()));
+    check(Script::new(Variant::Osd(cfg, true), object_script()));
 }
 
 #[test]

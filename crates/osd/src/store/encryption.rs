@@ -97,6 +97,15 @@ impl<F: Flash> ObjectStore<F> {
             ));
         }
         let wrapped = if on == 1 {
+            let mut bigger = o.clone();
+            bigger.wrapped_key = Some([0; crate::crypt::WRAPPED_KEY_BYTES]);
+            if bigger.encoded_len() > ONODE_MAX_BYTES {
+                return Err(OsdError::InvalidArgument(format!(
+                    "object {oid}: its user attributes leave no room in the {ONODE_MAX_BYTES}-byte \
+                     onode for a wrapped data key ({} bytes over)",
+                    bigger.encoded_len() - ONODE_MAX_BYTES
+                )));
+            }
             if self.fml.oob_bytes_per_page() < ENCRYPTED_RECORD_BYTES {
                 return Err(OsdError::InvalidArgument(format!(
                     "the device's spare area ({} bytes per page) cannot hold an encrypted unit's \
