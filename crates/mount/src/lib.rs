@@ -422,7 +422,7 @@ fn signal_set() -> SigSet {
 }
 
 /// Blocks SIGINT, SIGTERM and SIGHUP in this thread and the threads it starts, so that only
-/// the thread in [`wait_signal`] receives them. Call it before starting a backend's threads
+/// the mount's signal thread receives them. Call it before starting a backend's threads
 /// ([`ScheduledOfs::start`]) when the mount is to handle these signals.
 pub fn block_signals() -> nix::Result<()> {
     signal_set().thread_block()
