@@ -102,7 +102,9 @@ impl<S: Osd + Send + 'static> OssdS3<S> {
         let timeout = self.shared.config.body_timeout;
         let mut hasher = Md5::new();
         // Sized for the declared body (up to the one-call limit), so it is never regrown.
-        let capacity = declared.map_or(64 << 10, |n| (n.max(0) as usize).min(SMALL_BYTES + (64 << 10)));
+        let capacity = declared.map_or(64 << 10, |n| {
+            (n.max(0) as usize).min(SMALL_BYTES + (64 << 10))
+        });
         let mut buf = BytesMut::with_capacity(capacity);
         let mut total: u64 = 0;
         let mut oid: Option<Oid> = None;
