@@ -248,11 +248,12 @@ enum Command {
         /// for measuring the network path apart from the image file).
         #[arg(long, conflicts_with = "image")]
         memory: Option<String>,
-        /// Address of the OSD face (port 0 picks one; the chosen address is printed).
-        #[arg(long, required_unless_present = "s3")]
+        /// Address of the OSD face (port 0 picks one; the chosen address is printed); default
+        /// 127.0.0.1:7000 when --key-file is given.
+        #[arg(long)]
         listen: Option<String>,
         /// Master key file of the OSD face (from `ossd keygen`).
-        #[arg(long)]
+        #[arg(long, required_unless_present = "s3")]
         key_file: Option<PathBuf>,
         /// Address of the S3 face (HTTP; port 0 picks one, printed as `s3 listening on ...`).
         #[arg(long)]

@@ -163,7 +163,12 @@ struct Faces {
 }
 
 fn faces(a: &ServeArgs) -> Result<Faces> {
-    let osd = match (&a.listen, &a.key_file) {
+    // The OSD face keeps its historical default address when only the key is given.
+    let listen = a
+        .listen
+        .clone()
+        .or_else(|| a.key_file.as_ref().map(|_| "127.0.0.1:7000".to_string()));
+    let osd = match (&listen, &a.key_file) {
         (Some(listen), Some(key_file)) => {
             let key = read_key(key_file)?;
             if a.max_frame_bytes < 4096 {

@@ -307,7 +307,18 @@ impl<S: Osd> Engine<S> {
         self.writable()?;
         let r = f(self);
         if let Err(e) = &r {
-            if matches!(e, Error::Store(_) | Error::Corrupted { .. }) {
+            // Refusals that changed nothing (an object removed by a concurrent DeleteBucket, a
+            // full device) must not stop the service; anything else may have changed half.
+            let harmless = matches!(
+                e,
+                Error::Store(
+                    OsdError::NotFound(_)
+                        | OsdError::AlreadyExists(_)
+                        | OsdError::NoSpace { .. }
+                        | OsdError::InvalidArgument(_)
+                )
+            );
+            if matches!(e, Error::Store(_) | Error::Corrupted { .. }) && !harmless {
                 self.poisoned = Some(e.to_string());
             }
         }
