@@ -241,10 +241,7 @@ impl ScheduledOfs {
             Timing::Emulate => Some(Replier::start(shared.clone())?),
             Timing::None => None,
         };
-        let queue = IoQueue {
-            shared: shared.clone(),
-            replier: replier.as_ref().map(|r| r.shared.clone()),
-        };
+        let queue = IoQueue::new(&shared, replier.as_ref());
         let device = std::thread::Builder::new()
             .name("ossd-controller".into())
             .spawn(move || {
@@ -261,10 +258,7 @@ impl ScheduledOfs {
 
     /// A handle to submit OIOs with.
     pub fn queue(&self) -> IoQueue {
-        IoQueue {
-            shared: self.shared.clone(),
-            replier: self.replier.as_ref().map(|r| r.shared.clone()),
-        }
+        IoQueue::new(&self.shared, self.replier.as_ref())
     }
 
     /// Holds (true) or releases (false) the device thread: while held, OIOs queue in OAQ and
@@ -369,6 +363,13 @@ fn poisoned() -> FsError {
 }
 
 impl IoQueue {
+    fn new(shared: &Arc<Shared>, replier: Option<&Replier>) -> IoQueue {
+        IoQueue {
+            shared: shared.clone(),
+            replier: replier.map(|r| r.shared.clone()),
+        }
+    }
+
     /// Queues a read or write (see [`FileIo::schedulable`]); `done` is called once, from the
     /// device thread or the replier, with its outcome.
     pub fn submit(&self, io: FileIo, done: IoDone) {

@@ -20,9 +20,11 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rustix::process::{Pid, Signal};
+use rustix::process::Signal;
 
-const OSSD: &str = env!("CARGO_BIN_EXE_ossd");
+mod fuse_rig;
+
+use fuse_rig::{alive, pattern, signal, wait_gone, OSSD};
 const CYCLES: u64 = 20;
 const FILES_PER_CYCLE: u64 = 20;
 
@@ -58,25 +60,9 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn alive(pid: i32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| !s.split(") ").nth(1).is_some_and(|r| r.starts_with('Z')))
-}
-
 fn kill9(pid: i32) {
-    if let Some(p) = Pid::from_raw(pid) {
-        let _ = rustix::process::kill_process(p, Signal::KILL);
-    }
-    let start = Instant::now();
-    while alive(pid) {
-        assert!(start.elapsed() < Duration::from_secs(60), "{pid} lives on");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    (0..len).map(|_| rng.gen()).collect()
+    signal(pid, Signal::KILL);
+    wait_gone(pid);
 }
 
 /// The export, its loop device and the ext4 mount; torn down however the test ends.

@@ -11,32 +11,20 @@
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rustix::fs::{StatVfs, XattrFlags};
 use rustix::io::Errno;
-use rustix::process::{Pid, Signal};
 
-const OSSD: &str = env!("CARGO_BIN_EXE_ossd");
+mod fuse_rig;
 
-/// Why the mount tests cannot run here, if they cannot.
-fn missing_fuse() -> Option<String> {
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse is missing".into());
-    }
-    let root = rustix::process::geteuid().is_root();
-    let fusermount = Command::new("fusermount3").arg("-V").output().is_ok();
-    if !root && !fusermount {
-        return Some("not root and fusermount3 is missing (apt-get install fuse3)".into());
-    }
-    None
-}
+use fuse_rig::{missing_fuse, pattern, Rig, OSSD};
 
 macro_rules! require_fuse {
     ($test:expr) => {
@@ -47,98 +35,8 @@ macro_rules! require_fuse {
     };
 }
 
-/// A scratch directory with an image and a mount point; unmounts and kills what it started
-/// when dropped.
-struct Rig {
-    dir: PathBuf,
-    image: PathBuf,
-    mnt: PathBuf,
-    pid: Option<i32>,
-}
-
+/// What only the OFS tests ask of the rig.
 impl Rig {
-    fn new(name: &str) -> Rig {
-        let dir = std::env::temp_dir().join(format!("ossd-mount-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(dir.join("mnt")).unwrap();
-        let image = dir.join("dev.img");
-        let out = Command::new(OSSD)
-            .args(["format", "--device", "tiny", "--fs", "ofs", "--image"])
-            .arg(&image)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "format: {out:?}");
-        Rig {
-            mnt: dir.join("mnt"),
-            dir,
-            image,
-            pid: None,
-        }
-    }
-
-    fn p(&self, rel: &str) -> PathBuf {
-        self.mnt.join(rel)
-    }
-
-    /// `ossd mount --daemon`; returns once mounted.
-    fn mount(&mut self) {
-        let out = Command::new(OSSD)
-            .args(["mount", "--daemon", "--image"])
-            .arg(&self.image)
-            .arg(&self.mnt)
-            .arg("--log")
-            .arg(self.dir.join("daemon.log"))
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "mount: {out:?}; log: {}",
-            fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
-        );
-        let pid = text
-            .split("daemon pid ")
-            .nth(1)
-            .and_then(|s| s.split(')').next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("no pid in {text:?}"));
-        self.pid = Some(pid);
-    }
-
-    fn alive(pid: i32) -> bool {
-        // A zombie counts as gone: the daemon is not our child, but its parent may be gone.
-        fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|s| !s.split(") ").nth(1).is_some_and(|r| r.starts_with('Z')))
-    }
-
-    fn wait_gone(pid: i32) {
-        let start = Instant::now();
-        while Self::alive(pid) {
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "daemon {pid} did not end"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// SIGTERM: the daemon unmounts cleanly and exits.
-    fn unmount(&mut self) {
-        let pid = self.pid.take().unwrap();
-        signal(pid, Signal::TERM);
-        Self::wait_gone(pid);
-        let log = fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default();
-        assert!(log.contains("closed cleanly"), "daemon log: {log}");
-    }
-
-    /// SIGKILL at whatever moment. The dead mount stays attached (every call on it fails
-    /// with ENOTCONN) until [`Rig::detach`].
-    fn kill9(&mut self) {
-        let pid = self.pid.take().unwrap();
-        signal(pid, Signal::KILL);
-        Self::wait_gone(pid);
-    }
-
     fn detach(&self) {
         mount::request_unmount(&self.mnt).unwrap();
     }
@@ -155,28 +53,11 @@ impl Rig {
     }
 }
 
-impl Drop for Rig {
-    fn drop(&mut self) {
-        if let Some(pid) = self.pid.take() {
-            signal(pid, Signal::KILL);
-            Self::wait_gone(pid);
-        }
-        let _ = mount::request_unmount(&self.mnt);
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
 fn errno(r: std::io::Result<impl std::fmt::Debug>) -> i32 {
     r.expect_err("an error").raw_os_error().unwrap_or(0)
 }
 
 /// Sends `sig` to a process the test started (ignoring a process gone already).
-fn signal(pid: i32, sig: Signal) {
-    if let Some(pid) = Pid::from_raw(pid) {
-        let _ = rustix::process::kill_process(pid, sig);
-    }
-}
-
 /// setxattr(2): 0, or the errno.
 fn setxattr(p: &Path, name: &str, value: &[u8], flags: XattrFlags) -> i32 {
     match rustix::fs::setxattr(p, name, value, flags) {
@@ -206,11 +87,6 @@ fn listxattr(p: &Path) -> Vec<String> {
 
 fn statvfs(p: &Path) -> StatVfs {
     rustix::fs::statvfs(p).unwrap()
-}
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    (0..len).map(|_| rng.gen()).collect()
 }
 
 const FIVE_GIB: u64 = 5 << 30;
@@ -271,7 +147,7 @@ fn check_tree(r: &Rig) {
 #[test]
 fn posix_operations_survive_a_clean_remount() {
     require_fuse!("posix_operations_survive_a_clean_remount");
-    let mut r = Rig::new("posix");
+    let mut r = Rig::new("ofs", "posix");
     r.mount();
 
     // create, write, rename over an existing name and across directories
@@ -415,7 +291,7 @@ fn fsynced_files_survive_kill_9_of_the_daemon() {
     require_fuse!("fsynced_files_survive_kill_9_of_the_daemon");
     const CYCLES: u64 = 24;
     const FILES_PER_CYCLE: u64 = 30;
-    let mut r = Rig::new("kill9");
+    let mut r = Rig::new("ofs", "kill9");
     let mut rng = ChaCha8Rng::seed_from_u64(9);
     // Every file whose fsync returned: (name, seed, length).
     let synced: Arc<Mutex<Vec<(String, u64, usize)>>> = Arc::default();
@@ -499,7 +375,7 @@ fn fsynced_files_survive_kill_9_of_the_daemon() {
 #[test]
 fn live_statistics_while_mounted_and_on_unmount() {
     require_fuse!("live_statistics_while_mounted_and_on_unmount");
-    let mut r = Rig::new("stats");
+    let mut r = Rig::new("ofs", "stats");
     r.mount();
     let stats = r.p(".ossd-stats.json");
     let read = || -> serde_json::Value {
@@ -581,7 +457,7 @@ mod libc_errno {
 #[test]
 fn open_unlinked_files_special_files_link_counts_and_times() {
     require_fuse!("open_unlinked_files_special_files_link_counts_and_times");
-    let mut r = Rig::new("details");
+    let mut r = Rig::new("ofs", "details");
     r.mount();
     // unlinked while open
     let mut f = fs::OpenOptions::new()

@@ -10,30 +10,18 @@
 
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rustix::process::{Pid, Signal};
 use vfs::FileSystem;
 
-const OSSD: &str = env!("CARGO_BIN_EXE_ossd");
+mod fuse_rig;
 
-fn missing_fuse() -> Option<String> {
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse is missing".into());
-    }
-    let root = rustix::process::geteuid().is_root();
-    let fusermount = Command::new("fusermount3").arg("-V").output().is_ok();
-    if !root && !fusermount {
-        return Some("not root and fusermount3 is missing (apt-get install fuse3)".into());
-    }
-    None
-}
+use fuse_rig::{missing_fuse, pattern, Rig, OSSD};
 
 macro_rules! require_fuse {
     ($test:expr) => {
@@ -47,93 +35,8 @@ macro_rules! require_fuse {
     };
 }
 
-struct Rig {
-    dir: PathBuf,
-    image: PathBuf,
-    mnt: PathBuf,
-    pid: Option<i32>,
-}
-
-fn signal(pid: i32, sig: Signal) {
-    if let Some(pid) = Pid::from_raw(pid) {
-        let _ = rustix::process::kill_process(pid, sig);
-    }
-}
-
-fn alive(pid: i32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| !s.split(") ").nth(1).is_some_and(|r| r.starts_with('Z')))
-}
-
-fn wait_gone(pid: i32) {
-    let start = Instant::now();
-    while alive(pid) {
-        assert!(start.elapsed() < Duration::from_secs(60), "{pid} lives on");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
+/// What only the blockfs tests ask of the rig.
 impl Rig {
-    fn new(name: &str) -> Rig {
-        let dir = std::env::temp_dir().join(format!("ossd-blockfs-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(dir.join("mnt")).unwrap();
-        let image = dir.join("dev.img");
-        let out = Command::new(OSSD)
-            .args(["format", "--device", "tiny", "--fs", "blockfs", "--image"])
-            .arg(&image)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "format: {out:?}");
-        Rig {
-            mnt: dir.join("mnt"),
-            dir,
-            image,
-            pid: None,
-        }
-    }
-
-    fn p(&self, rel: &str) -> PathBuf {
-        self.mnt.join(rel)
-    }
-
-    fn log(&self) -> String {
-        fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
-    }
-
-    fn mount(&mut self) {
-        let out = Command::new(OSSD)
-            .args(["mount", "--fs", "blockfs", "--daemon", "--image"])
-            .arg(&self.image)
-            .arg(&self.mnt)
-            .arg("--log")
-            .arg(self.dir.join("daemon.log"))
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "mount: {out:?}; log: {}", self.log());
-        let pid = text
-            .split("daemon pid ")
-            .nth(1)
-            .and_then(|s| s.split(')').next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("no pid in {text:?}"));
-        self.pid = Some(pid);
-    }
-
-    fn unmount(&mut self) {
-        let pid = self.pid.take().unwrap();
-        signal(pid, Signal::TERM);
-        wait_gone(pid);
-        assert!(self.log().ends_with("closed cleanly\n"), "{}", self.log());
-    }
-
-    fn kill9(&mut self) {
-        let pid = self.pid.take().unwrap();
-        signal(pid, Signal::KILL);
-        wait_gone(pid);
-    }
-
     /// blockfs's own check of the (unmounted) image, in this process.
     fn check(&self) -> Vec<String> {
         let (mut fs, _lock) = mount::blockfs_mount::open(&self.image).unwrap();
@@ -143,26 +46,10 @@ impl Rig {
     }
 }
 
-impl Drop for Rig {
-    fn drop(&mut self) {
-        if let Some(pid) = self.pid.take() {
-            signal(pid, Signal::KILL);
-            wait_gone(pid);
-        }
-        let _ = mount::request_unmount(&self.mnt);
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    (0..len).map(|_| rng.gen()).collect()
-}
-
 #[test]
 fn blockfs_files_survive_a_clean_remount_and_unkept_calls_are_eopnotsupp() {
     require_fuse!("blockfs_files_survive_a_clean_remount_and_unkept_calls_are_eopnotsupp");
-    let mut r = Rig::new("clean");
+    let mut r = Rig::new("blockfs", "clean");
     r.mount();
     fs::create_dir_all(r.p("a/b")).unwrap();
     let sizes = [0usize, 1, 4095, 4096, 70_000, 1 << 20];
@@ -245,7 +132,7 @@ fn blockfs_keeps_fsynced_files_through_kill_9_of_the_daemon() {
     require_fuse!("blockfs_keeps_fsynced_files_through_kill_9_of_the_daemon");
     const CYCLES: u64 = 20;
     const FILES_PER_CYCLE: u64 = 25;
-    let mut r = Rig::new("kill9");
+    let mut r = Rig::new("blockfs", "kill9");
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     let synced: Arc<Mutex<Vec<(String, u64, usize)>>> = Arc::default();
     for cycle in 0..CYCLES {
