@@ -28,7 +28,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use osd::{Attr, AttrValue, FlushScope, ObjectId, Oid, Osd, OsdError, PartitionId};
+use osd::{Attr, AttrValue, DeviceInfo, FlushScope, ObjectId, Oid, Osd, OsdError, PartitionId};
 use proto::{
     CapKey, CapObject, Capability, Command, Failure, Header, MasterKey, Ops, ReplyBody, Request,
     Requirement, Security, Status, HEADER_LEN, SUPPORTED_VERSIONS,
@@ -466,5 +466,12 @@ impl Osd for Client {
 
     fn flush(&mut self, scope: FlushScope) -> Result<(), OsdError> {
         Ok(self.expect_done(Command::Flush { scope })?)
+    }
+
+    fn describe(&mut self) -> Result<DeviceInfo, OsdError> {
+        match self.call(Command::Describe)? {
+            ReplyBody::Device(d) => Ok(d),
+            b => unexpected(b),
+        }
     }
 }

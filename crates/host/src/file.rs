@@ -2,7 +2,6 @@
 //! (OIOs) its reads and writes become for OAQ (OSSD-13 §IV-C: the host-side object-aware I/O
 //! scheduler sees objects, not blocks).
 
-use flash::Flash;
 use ofs::Ofs;
 use osd::Oid;
 use sched::{Direction, ObjectId, Oio, Priority};
@@ -21,7 +20,7 @@ pub struct ScheduledFile {
 
 impl ScheduledFile {
     /// Opens regular file `ino` of `ofs` for scheduled I/O.
-    pub fn open<F: Flash>(ofs: &mut Ofs<F>, ino: Ino) -> Result<ScheduledFile, FsError> {
+    pub fn open<S: ofs::Store>(ofs: &mut Ofs<S>, ino: Ino) -> Result<ScheduledFile, FsError> {
         Ok(ScheduledFile {
             ino,
             oid: ofs.data_object(ino)?,

@@ -4,7 +4,7 @@
 use controller::request::{Op, Request};
 use flash::{DieId, Flash, Nanos};
 use ofs::Ofs;
-use osd::Osd;
+use osd::{ObjectStore, Osd};
 use stacks::{Counters, GcState, Stack, StackFault};
 use vfs::FileSystem;
 
@@ -13,14 +13,14 @@ use crate::files::Files;
 /// The object store under OFS as the controller's stack: a request is an object READ or WRITE
 /// of the file it falls in.
 pub struct OfsStack<F: Flash> {
-    ofs: Ofs<F>,
+    ofs: Ofs<ObjectStore<F>>,
     files: Files,
     resident: fn(&F) -> u64,
 }
 
 impl<F: Flash> OfsStack<F> {
     /// `ofs` with `files` laid end to end; `resident` measures the device model's memory.
-    pub fn new(ofs: Ofs<F>, files: Files, resident: fn(&F) -> u64) -> Self {
+    pub fn new(ofs: Ofs<ObjectStore<F>>, files: Files, resident: fn(&F) -> u64) -> Self {
         OfsStack {
             ofs,
             files,
@@ -29,12 +29,12 @@ impl<F: Flash> OfsStack<F> {
     }
 
     /// The file system.
-    pub fn ofs(&self) -> &Ofs<F> {
+    pub fn ofs(&self) -> &Ofs<ObjectStore<F>> {
         &self.ofs
     }
 
     /// The file system, to set priorities or the time between runs.
-    pub fn ofs_mut(&mut self) -> &mut Ofs<F> {
+    pub fn ofs_mut(&mut self) -> &mut Ofs<ObjectStore<F>> {
         &mut self.ofs
     }
 

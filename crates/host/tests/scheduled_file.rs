@@ -9,7 +9,7 @@ use sched::{Direction, Oaq, OaqConfig, Priority};
 use vfs::{FileData, FileSystem, FsError, ReadInto, ROOT};
 
 /// OFS on a fresh in-memory `tiny` device.
-fn fresh() -> Ofs<Nand> {
+fn fresh() -> Ofs<osd::ObjectStore<Nand>> {
     let spec = stacks::StackSpec::new(stacks::StackKind::Ofs);
     let store = spec.object_store(flash::preset("tiny").unwrap()).unwrap();
     Ofs::format(store, spec.ofs).unwrap()

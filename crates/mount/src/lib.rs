@@ -39,6 +39,7 @@ pub mod blockdev;
 pub mod blockfs_mount;
 pub mod fuse;
 pub mod image;
+pub mod remote;
 pub mod scheduled;
 pub mod stats;
 
@@ -50,6 +51,7 @@ use flash::image::ImageStore;
 use flash::Nand;
 use nix::sys::signal::{SigSet, Signal};
 use ofs::Ofs;
+use osd::ObjectStore;
 use vfs::{FileSystem, FsError};
 
 pub use fuse::OssdFuse;
@@ -85,7 +87,7 @@ pub trait Backend: Send + 'static {
 
 /// OFS on an image-backed object store, called directly, one call at a time (no OAQ, no
 /// device-side controller): `ossd mount --direct`, and what [`ScheduledOfs`] runs on.
-pub type DirectOfs = Ofs<Nand<ImageStore>>;
+pub type DirectOfs = Ofs<ObjectStore<Nand<ImageStore>>>;
 
 impl Backend for DirectOfs {
     type Fs = Self;

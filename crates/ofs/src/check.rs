@@ -16,8 +16,8 @@
 
 use std::collections::BTreeMap;
 
-use flash::Flash;
-use osd::{ObjectId, Osd};
+use crate::store::Store;
+use osd::ObjectId;
 use rustc_hash::{FxHashMap, FxHashSet};
 use vfs::{FileKind, FsError, Ino, ROOT};
 
@@ -103,7 +103,7 @@ impl Walk {
     }
 }
 
-impl<F: Flash> Ofs<F> {
+impl<S: Store> Ofs<S> {
     /// Walks the tree from the root and then the partition's objects. `repairing`: the
     /// in-memory state is about to be rebuilt, so it is not checked.
     pub(crate) fn walk(&mut self, repairing: bool) -> Result<Walk, FsError> {

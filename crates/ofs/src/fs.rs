@@ -1,7 +1,7 @@
 //! OFS itself: the file operations turned into object operations on the store.
 
-use flash::{Flash, Nanos};
-use osd::{Attr, AttrValue, FlushScope, ObjectStore, Oid, Osd, OsdError};
+use flash::Nanos;
+use osd::{Attr, AttrValue, FlushScope, Oid, OsdError};
 use rustc_hash::{FxHashMap, FxHashSet};
 use vfs::oracle::check_name;
 use vfs::{
@@ -13,6 +13,7 @@ use crate::config::OfsConfig;
 use crate::dir::{bucket_count, bucket_of, logical_entry_bytes, name_hash, split_source};
 use crate::dir::{Bucket, Entry, MAX_BUCKETS};
 use crate::layout::*;
+use crate::store::Store;
 
 /// Counters of OFS's own work, for reports (the store and the device count the rest).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,8 +49,8 @@ pub struct OfsCounters {
 }
 
 /// The object file system on an object store.
-pub struct Ofs<F: Flash> {
-    pub(crate) store: ObjectStore<F>,
+pub struct Ofs<S: Store> {
+    pub(crate) store: S,
     /// The layout in effect (from the superblock) and, while mounted, `clean == false`.
     pub(crate) sb: Superblock,
     pub(crate) block: u64,
@@ -94,13 +95,18 @@ pub(crate) fn osd_err(e: OsdError) -> FsError {
     }
 }
 
-impl<F: Flash> Ofs<F> {
-    fn new(store: ObjectStore<F>, sb: Superblock) -> Self {
-        let name = match store.config().placement {
-            osd::Placement::Semantic => "OFS".to_string(),
-            osd::Placement::One => "OFS-ONE".to_string(),
-            p => format!("OFS-{p}"),
-        };
+/// The file system's name on a store with this placement policy (the papers' names: OFS with
+/// semantic placement, OFS-ONE with one update block).
+fn fs_name(placement: &str) -> String {
+    match placement {
+        "semantic" => "OFS".to_string(),
+        "one" => "OFS-ONE".to_string(),
+        p => format!("OFS-{p}"),
+    }
+}
+
+impl<S: Store> Ofs<S> {
+    fn new(store: S, sb: Superblock, name: String) -> Self {
         Ofs {
             store,
             block: sb.dir_block_bytes as u64,
@@ -119,16 +125,22 @@ impl<F: Flash> Ofs<F> {
 
     /// Makes a new file system on a store: its partition, the root directory (inode
     /// [`vfs::ROOT`]) and the superblock, all flushed.
-    pub fn format(mut store: ObjectStore<F>, config: OfsConfig) -> Result<Self, FsError> {
-        let block = config.resolve_dir_block(store.unit_bytes() as u32)?;
-        store
-            .create_partition(Some(PARTITION))
-            .map_err(|e| match e {
-                OsdError::AlreadyExists(_) => {
-                    FsError::Exists("the OFS partition (the store is formatted already)".into())
-                }
-                e => osd_err(e),
-            })?;
+    pub fn format(mut store: S, config: OfsConfig) -> Result<Self, FsError> {
+        let device = store.describe().map_err(osd_err)?;
+        let block = config.resolve_dir_block(device.unit_bytes)?;
+        match store.create_partition(Some(PARTITION)) {
+            Ok(_) => {}
+            // An empty partition holds no file system: `ossd format` makes the default
+            // partition, which is OFS's, and a served store may have it without OFS.
+            Err(OsdError::AlreadyExists(_))
+                if store.list(PARTITION, 0, 1).map_err(osd_err)?.0.is_empty() => {}
+            Err(OsdError::AlreadyExists(_)) => {
+                return Err(FsError::Exists(
+                    "the OFS partition, with objects in it (the store is formatted already)".into(),
+                ))
+            }
+            Err(e) => return Err(osd_err(e)),
+        }
         let sb = Superblock {
             inode_objects: config.inode_objects,
             embed_inodes: config.embed_inodes,
@@ -137,7 +149,7 @@ impl<F: Flash> Ofs<F> {
             clean: false,
             next_ino: ROOT + 1,
         };
-        let mut fs = Ofs::new(store, sb);
+        let mut fs = Ofs::new(store, sb, fs_name(&device.placement));
         fs.make_inode(
             ROOT,
             InodeRecord::new(FileKind::Dir, ROOT, Owner::default_for(FileKind::Dir)),
@@ -151,15 +163,13 @@ impl<F: Flash> Ofs<F> {
     /// Mounts the file system a store holds. After an unclean end (a crash, or a store closed
     /// without [`Ofs::unmount`]) the tree is repaired first: entries whose objects are missing
     /// are dropped, objects no entry reaches are removed, directory sizes recomputed.
-    pub fn mount(store: ObjectStore<F>) -> Result<Self, FsError> {
+    pub fn mount(store: S) -> Result<Self, FsError> {
         Self::mount_or_return(store).map_err(|(e, _)| e)
     }
 
     /// [`Ofs::mount`], handing the store back when it fails (a power cut during repair, in
     /// tests and torture runs, is retried on the same device).
-    pub fn mount_or_return(
-        mut store: ObjectStore<F>,
-    ) -> Result<Self, (FsError, Box<ObjectStore<F>>)> {
+    pub fn mount_or_return(mut store: S) -> Result<Self, (FsError, Box<S>)> {
         let sb = match store.get_attr(data_oid(ROOT), ATTR_SUPER) {
             Ok(AttrValue::Bytes(b)) => Superblock::decode(&b),
             Ok(_) | Err(OsdError::NotFound(_)) => Err(FsError::Invalid(
@@ -167,11 +177,12 @@ impl<F: Flash> Ofs<F> {
             )),
             Err(e) => Err(osd_err(e)),
         };
-        let sb = match sb {
+        let sb = sb.and_then(|sb| Ok((sb, store.describe().map_err(osd_err)?.placement)));
+        let (sb, placement) = match sb {
             Ok(sb) => sb,
             Err(e) => return Err((e, Box::new(store))),
         };
-        let mut fs = Ofs::new(store, sb);
+        let mut fs = Ofs::new(store, sb, fs_name(&placement));
         match fs.start(sb.clean) {
             Ok(()) => Ok(fs),
             Err(e) => Err((e, Box::new(fs.store))),
@@ -191,7 +202,7 @@ impl<F: Flash> Ofs<F> {
 
     /// Marks the file system clean (keeping the inode allocator) and hands the store back,
     /// flushed; the caller closes it.
-    pub fn unmount(mut self) -> Result<ObjectStore<F>, FsError> {
+    pub fn unmount(mut self) -> Result<S, FsError> {
         // Files removed while open are closed now.
         let mut held: Vec<Ino> = self.unlinked.drain().collect();
         held.sort_unstable();
@@ -205,18 +216,18 @@ impl<F: Flash> Ofs<F> {
     }
 
     /// Hands the store back as it is, not marked clean (what a crash leaves at this layer).
-    pub fn abandon(self) -> ObjectStore<F> {
+    pub fn abandon(self) -> S {
         self.store
     }
 
     /// The object store below.
-    pub fn store(&self) -> &ObjectStore<F> {
+    pub fn store(&self) -> &S {
         &self.store
     }
 
     /// The store, for tests and tools (writing to OFS's objects behind its back is the caller's
     /// responsibility).
-    pub fn store_mut(&mut self) -> &mut ObjectStore<F> {
+    pub fn store_mut(&mut self) -> &mut S {
         &mut self.store
     }
 
@@ -925,7 +936,7 @@ pub fn parse_priority(value: &[u8]) -> Result<u64, FsError> {
         })
 }
 
-impl<F: Flash> FileSystem for Ofs<F> {
+impl<S: Store> FileSystem for Ofs<S> {
     fn name(&self) -> &str {
         &self.name
     }
@@ -986,7 +997,9 @@ impl<F: Flash> FileSystem for Ofs<F> {
                 Ok(())
             }
             FileData::Bytes(b) => self.store.write(oid, offset, b).map_err(osd_err),
-            FileData::Token(t) => self.store.write_token(oid, offset, len, t).map_err(osd_err),
+            FileData::Token(t) => {
+                Store::write_token(&mut self.store, oid, offset, len, t).map_err(osd_err)
+            }
         }
     }
 
@@ -1002,7 +1015,7 @@ impl<F: Flash> FileSystem for Ofs<F> {
                 let n = len.min(self.length(oid)?.saturating_sub(offset));
                 if n > 0 {
                     self.store
-                        .read_fingerprints(oid, offset, n, &mut self.fps)
+                        .read_discard(oid, offset, n, &mut self.fps)
                         .map_err(osd_err)?;
                 }
                 Ok(n)
@@ -1053,15 +1066,15 @@ impl<F: Flash> FileSystem for Ofs<F> {
     }
 
     fn set_time(&mut self, at: Nanos) {
-        self.store.set_time(at);
+        Store::set_time(&mut self.store, at);
     }
 
     fn now(&self) -> Nanos {
-        self.store.now()
+        Store::now(&self.store)
     }
 
     fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, FsError> {
-        self.store.background(from, until).map_err(osd_err)
+        Store::background(&mut self.store, from, until).map_err(osd_err)
     }
 
     fn counters(&self) -> FsCounters {
@@ -1087,8 +1100,8 @@ impl<F: Flash> FileSystem for Ofs<F> {
     fn check(&mut self) -> Result<Vec<String>, FsError> {
         let mut problems: Vec<String> = self.walk(false)?.problems();
         // The structure only: the lab checks every run, and a media scan would add reads.
-        let report = self.store.fsck_structure().map_err(osd_err)?;
-        problems.extend(report.problems.into_iter().map(|p| format!("store: {p}")));
+        let store = self.store.check_structure().map_err(osd_err)?;
+        problems.extend(store.into_iter().map(|p| format!("store: {p}")));
         Ok(problems)
     }
 
@@ -1506,13 +1519,11 @@ impl<F: Flash> FileSystem for Ofs<F> {
     }
 
     fn statfs(&mut self) -> Result<SpaceInfo, FsError> {
-        let fml = self.store.fml();
-        let unit = self.store.unit_bytes() as u64;
-        let capacity = fml.capacity_units();
-        let valid: u64 = fml.blocks().iter().map(|b| b.valid as u64).sum();
+        let device = self.store.describe().map_err(osd_err)?;
+        let unit = device.unit_bytes as u64;
         Ok(SpaceInfo {
-            total_bytes: capacity * unit,
-            free_bytes: capacity.saturating_sub(valid) * unit,
+            total_bytes: device.capacity_bytes,
+            free_bytes: device.capacity_bytes.saturating_sub(device.used_bytes),
             inodes_used: self.next_ino - 1,
             inodes_total: INO_LIMIT - 1,
             block_bytes: unit as u32,

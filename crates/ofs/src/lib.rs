@@ -29,6 +29,8 @@ pub mod dir;
 pub mod fs;
 pub mod layout;
 pub mod priority;
+pub mod store;
 
 pub use config::OfsConfig;
 pub use fs::{Ofs, OfsCounters};
+pub use store::Store;

@@ -12,14 +12,14 @@
 //! OSSD-13 IV-C), and the host registers it with OAQ so that the file's requests queue at that
 //! level.
 
-use flash::Flash;
-use osd::{Attr, AttrValue, Oid, Osd};
+use crate::store::Store;
+use osd::{Attr, AttrValue, Oid};
 use vfs::{FsError, Ino};
 
 use crate::fs::{osd_err, Ofs};
 use crate::layout::data_oid;
 
-impl<F: Flash> Ofs<F> {
+impl<S: Store> Ofs<S> {
     /// The data object of regular file `ino`: what the host path (the `host` crate) turns the
     /// file's reads and writes into object I/O of. A file's bytes are its object's bytes.
     pub fn data_object(&mut self, ino: Ino) -> Result<Oid, FsError> {

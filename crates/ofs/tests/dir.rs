@@ -247,7 +247,12 @@ fn random_directory_damage_never_panics() {
 
 /// Puts the entry for `name` of directory `d` into bucket `wrong` as well, and, unless `keep`,
 /// takes it out of its own bucket; writes behind OFS's back and flushes.
-fn misplace<F: flash::Flash>(fs: &mut ofs::Ofs<F>, d: vfs::Ino, name: &str, keep: bool) {
+fn misplace<F: flash::Flash>(
+    fs: &mut ofs::Ofs<osd::ObjectStore<F>>,
+    d: vfs::Ino,
+    name: &str,
+    keep: bool,
+) {
     use ofs::dir::{bucket_of, name_hash, Bucket};
     let block = fs.config().dir_block_bytes as u64;
     let oid = data_oid(d);
@@ -257,7 +262,7 @@ fn misplace<F: flash::Flash>(fs: &mut ofs::Ofs<F>, d: vfs::Ino, name: &str, keep
     };
     let n = len / block;
     assert!(n >= 2);
-    let read = |fs: &mut ofs::Ofs<F>, b: u64| {
+    let read = |fs: &mut ofs::Ofs<osd::ObjectStore<F>>, b: u64| {
         let mut buf = vec![0u8; block as usize];
         fs.store_mut().read(oid, b * block, &mut buf).unwrap();
         Bucket::decode(&buf, true, &|| "test".into()).unwrap()

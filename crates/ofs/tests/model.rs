@@ -149,7 +149,7 @@ fn name(i: usize) -> String {
 }
 
 struct Rig {
-    fs: Option<ofs::Ofs<flash::fault::Faulty<flash::Nand>>>,
+    fs: Option<ofs::Ofs<osd::ObjectStore<flash::fault::Faulty<flash::Nand>>>>,
     cfg: osd::OsdConfig,
     oracle: MemFs,
     /// Every inode ever made, as (oracle's number, OFS's number); removed ones stay, so
@@ -176,7 +176,7 @@ fn same_err<T: std::fmt::Debug, U: std::fmt::Debug>(
 }
 
 impl Rig {
-    fn fs(&mut self) -> &mut ofs::Ofs<flash::fault::Faulty<flash::Nand>> {
+    fn fs(&mut self) -> &mut ofs::Ofs<osd::ObjectStore<flash::fault::Faulty<flash::Nand>>> {
         self.fs.as_mut().unwrap()
     }
 

@@ -13,7 +13,13 @@ const FILES: usize = 40;
 
 /// Makes a directory of files with a little data each; returns the objects of the partition
 /// by role (data, inode, entry) and the store's counters.
-fn populate(config: OfsConfig) -> (Ofs<flash::fault::Faulty<flash::Nand>>, [usize; 3], OsdStats) {
+fn populate(
+    config: OfsConfig,
+) -> (
+    Ofs<osd::ObjectStore<flash::fault::Faulty<flash::Nand>>>,
+    [usize; 3],
+    OsdStats,
+) {
     let (mut fs, cfg) = common::fresh(Placement::Semantic, 64, config);
     let d = fs.mkdir(ROOT, "dir").unwrap();
     for i in 0..FILES {
@@ -40,7 +46,7 @@ fn populate(config: OfsConfig) -> (Ofs<flash::fault::Faulty<flash::Nand>>, [usiz
     (fs, roles, stats)
 }
 
-fn u64_attr<F: flash::Flash>(fs: &mut Ofs<F>, oid: osd::Oid, a: Attr) -> u64 {
+fn u64_attr<F: flash::Flash>(fs: &mut Ofs<osd::ObjectStore<F>>, oid: osd::Oid, a: Attr) -> u64 {
     match fs.store_mut().get_attr(oid, a).unwrap() {
         AttrValue::U64(v) => v,
         v => panic!("{v:?}"),
@@ -193,7 +199,7 @@ fn fsync_and_sync_are_flushes() {
     let f = fs.create(ROOT, "f").unwrap();
     fs.write(f, 0, 3, FileData::Bytes(b"abc")).unwrap();
     let flushes = fs.ofs_counters().flushes;
-    let written = |fs: &Ofs<_>| {
+    let written = |fs: &Ofs<osd::ObjectStore<flash::fault::Faulty<flash::Nand>>>| {
         let s = fs.store().stats();
         s.data_units_written + s.small_pages_written
     };

@@ -20,7 +20,7 @@ use vfs::{FileData, FileSystem, FsError, Ino, ReadInto, ROOT};
 type Key = (usize, String);
 
 struct Rig {
-    fs: Option<Ofs<Faulty<Nand>>>,
+    fs: Option<Ofs<osd::ObjectStore<Faulty<Nand>>>>,
     cfg: OsdConfig,
     rng: ChaCha8Rng,
     dirs: Vec<Ino>,
@@ -39,7 +39,7 @@ struct Rig {
 }
 
 impl Rig {
-    fn fs(&mut self) -> &mut Ofs<Faulty<Nand>> {
+    fn fs(&mut self) -> &mut Ofs<osd::ObjectStore<Faulty<Nand>>> {
         self.fs.as_mut().unwrap()
     }
 

@@ -179,4 +179,22 @@ pub trait Osd {
     ) -> Result<(Vec<ObjectId>, Option<u64>), OsdError>;
     /// Makes everything written before it durable.
     fn flush(&mut self, scope: FlushScope) -> Result<(), OsdError>;
+    /// What the device is: its write unit, capacity and use (T10 OSD's root information
+    /// attributes), for a host that formats and sizes a file system on it.
+    fn describe(&mut self) -> Result<DeviceInfo, OsdError>;
+}
+
+/// The device-level facts a host needs (T10 OSD-2's root information attributes page, trimmed
+/// to what ossd has).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Bytes per write unit: the unit of placement, of the extent map and of a read from flash.
+    pub unit_bytes: u32,
+    /// Bytes the store can hold (write units the flash management layer offers, times
+    /// `unit_bytes`).
+    pub capacity_bytes: u64,
+    /// Bytes of flash holding valid units (data, index nodes, onodes, checkpoints).
+    pub used_bytes: u64,
+    /// The placement policy's name (`osd.placement`: one, semantic, split, ...).
+    pub placement: String,
 }

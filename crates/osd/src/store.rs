@@ -33,7 +33,7 @@ use fml::{Fml, FmlConfig, FmlError, GcJob, GcStep, Owner, StreamId};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
-use crate::api::{Attr, AttrValue, FlushScope, Osd, OsdError};
+use crate::api::{Attr, AttrValue, DeviceInfo, FlushScope, Osd, OsdError};
 use crate::id::{ObjectId, Oid, PartitionId, FIRST_USER_ID};
 use crate::index::{Index, IndexError, IndexKey, NodeAddr, NodeIo};
 use crate::onode::{Onode, FIRST_USER_ATTR, INLINE_MAX_BYTES, ONODE_MAX_BYTES};

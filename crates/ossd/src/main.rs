@@ -502,7 +502,18 @@ fn main() -> ExitCode {
             }
         }
         Command::Mount(m) => {
-            mountcmd::Export::for_fs(&m.fs).and_then(|e| mountcmd::run(m.mount.into_args(e)))
+            let remote = m.remote.map(|addr| mountcmd::Remote {
+                addr,
+                // clap's `requires` makes --key-file present with --remote.
+                key_file: m.key_file.unwrap_or_default(),
+                format: m.format,
+            });
+            mountcmd::Export::for_fs(&m.fs).and_then(|e| {
+                mountcmd::run(mountcmd::Args {
+                    remote,
+                    ..m.mount.into_args(e)
+                })
+            })
         }
         Command::Blockdev(m) => mountcmd::run(m.into_args(mountcmd::Export::Block)),
         Command::Info { image, json } => info(&image, json.as_deref()),
@@ -900,8 +911,9 @@ fn format(image: &Path, device: &str, policy: &str, seed: u64, fs: Option<&str>)
 /// The options of `ossd mount` and `ossd blockdev`.
 #[derive(clap::Args)]
 struct MountArgs {
+    /// The device image (made by `ossd format`).
     #[arg(long)]
-    image: PathBuf,
+    image: Option<PathBuf>,
     mountpoint: PathBuf,
     /// Run in the background; returns once the mount is in place.
     #[arg(long)]
@@ -935,12 +947,23 @@ struct MountFsArgs {
     /// `format --fs blockfs`).
     #[arg(long, default_value = "ofs")]
     fs: String,
+    /// Mount the OFS of a remote target (`ossd serve --listen ADDR --key-file K`) instead of
+    /// an image: OFS runs here and sends OSD commands over TCP (needs --key-file).
+    #[arg(long, value_name = "ADDR", requires = "key_file")]
+    remote: Option<String>,
+    /// The target's master key file (with --remote).
+    #[arg(long, requires = "remote")]
+    key_file: Option<PathBuf>,
+    /// With --remote: format OFS on the target's store if it holds none.
+    #[arg(long, requires = "remote")]
+    format: bool,
 }
 
 impl MountArgs {
     fn into_args(self, export: mountcmd::Export) -> mountcmd::Args {
         mountcmd::Args {
             export,
+            remote: None,
             image: self.image,
             mountpoint: self.mountpoint,
             daemon: self.daemon,

@@ -49,7 +49,10 @@ impl Export {
 
 pub struct Args {
     pub export: Export,
-    pub image: PathBuf,
+    /// The device image (`--image`); `None` with `--remote`.
+    pub image: Option<PathBuf>,
+    /// OFS on a remote target instead of an image (`ossd mount --remote`).
+    pub remote: Option<Remote>,
     pub mountpoint: PathBuf,
     pub daemon: bool,
     pub log: Option<PathBuf>,
@@ -60,12 +63,54 @@ pub struct Args {
     pub stats_out: Option<PathBuf>,
 }
 
+/// `ossd mount --remote ADDR`: the target to mount OFS from.
+pub struct Remote {
+    /// The target's address (`ossd serve --listen`).
+    pub addr: String,
+    /// The master key file the target was started with (`ossd serve --key-file`).
+    pub key_file: PathBuf,
+    /// Format OFS on the target's store if it holds none.
+    pub format: bool,
+}
+
+/// The image a mount of an image serves.
+fn image_of(a: &Args) -> Result<&Path> {
+    match &a.image {
+        Some(p) => Ok(p),
+        None => bail!(
+            "--image IMAGE is required (or --remote ADDR --key-file K, for ossd mount of OFS)"
+        ),
+    }
+}
+
 pub fn run(a: Args) -> Result<()> {
     let timing: mount::Timing = a.timing.parse()?;
-    if !a.image.is_file() {
+    if let Some(r) = &a.remote {
+        if a.image.is_some() {
+            bail!("--image and --remote exclude each other: OFS is mounted from one or the other");
+        }
+        if a.export != Export::Ofs {
+            bail!("--remote mounts OFS only (the target serves an object store)");
+        }
+        if a.direct || timing != mount::Timing::None {
+            bail!("--direct and --timing apply to an image's device model, not to --remote");
+        }
+        if !a.mountpoint.is_dir() {
+            bail!(
+                "{}: the mount point must be a directory",
+                a.mountpoint.display()
+            );
+        }
+        if a.daemon {
+            return daemon(&a);
+        }
+        return remote(&a, r);
+    }
+    let image = image_of(&a)?;
+    if !image.is_file() {
         bail!(
             "{}: no such image (make one with ossd format {})",
-            a.image.display(),
+            image.display(),
             a.export.format_flag()
         );
     }
@@ -80,7 +125,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     let stats_out = match (&a.stats_out, a.export) {
         (Some(p), _) => Some(p.clone()),
-        (None, Export::Ofs) => Some(default_stats_path(&a.image)),
+        (None, Export::Ofs) => Some(default_stats_path(image)),
         (None, Export::Block | Export::BlockFs) => None,
     };
     let opts = mount::MountOptions {
@@ -93,16 +138,9 @@ pub fn run(a: Args) -> Result<()> {
         Export::BlockFs => return blockfs(&a, &opts),
         Export::Ofs => {}
     }
-    let (fs, lock) = mount::image::open_ofs(&a.image)?;
-    let c = fs.ofs_counters();
-    if c.repairs > 0 {
-        eprintln!(
-            "{}: was not unmounted cleanly; repaired ({} fixes)",
-            a.image.display(),
-            c.repair_fixes
-        );
-    }
-    let (image, mp) = (a.image.display(), a.mountpoint.display());
+    let (fs, lock) = mount::image::open_ofs(image)?;
+    report_repairs(&image.display().to_string(), fs.ofs_counters());
+    let (image, mp) = (image.display(), a.mountpoint.display());
     let path = if a.direct {
         "OFS called directly"
     } else {
@@ -124,6 +162,39 @@ pub fn run(a: Args) -> Result<()> {
     }
     drop(lock);
     eprintln!("unmounted {mp}; {image} closed cleanly");
+    Ok(())
+}
+
+/// Tells the user when the mount began with a repair after an unclean end.
+fn report_repairs(what: &str, c: ofs::OfsCounters) {
+    if c.repairs > 0 {
+        eprintln!(
+            "{what}: was not unmounted cleanly; repaired ({} fixes)",
+            c.repair_fixes
+        );
+    }
+}
+
+/// `ossd mount --remote ADDR` in the foreground: OFS here, the object store at the target.
+fn remote(a: &Args, r: &Remote) -> Result<()> {
+    let key = crate::net::read_key(&r.key_file)?;
+    let format = r.format.then(ofs::OfsConfig::default);
+    let fs = mount::remote::connect(&r.addr, client::Credentials::Key(key), format)?;
+    report_repairs(&r.addr, fs.ofs_counters());
+    let opts = mount::MountOptions {
+        timing: mount::Timing::None,
+        allow_other: a.allow_other,
+        stats_out: a.stats_out.clone(),
+    };
+    let (addr, mp) = (&r.addr, a.mountpoint.display());
+    mount::mount(fs, &a.mountpoint, &opts, true, || {
+        eprintln!(
+            "mounted OFS of target {addr} at {mp} (OFS here, OSD commands over TCP; pid {}); \
+             Ctrl-C, SIGTERM or fusermount3 -u {mp} unmounts",
+            std::process::id()
+        )
+    })?;
+    eprintln!("unmounted {mp}; OFS on {addr} marked clean and flushed");
     Ok(())
 }
 
@@ -218,24 +289,25 @@ pub fn default_stats_path(image: &Path) -> PathBuf {
 
 /// `ossd mount --fs blockfs` in the foreground.
 fn blockfs(a: &Args, opts: &mount::MountOptions) -> Result<()> {
-    let (fs, lock) = mount::blockfs_mount::open(&a.image)?;
+    let image = image_of(a)?;
+    let (fs, lock) = mount::blockfs_mount::open(image)?;
     if !fs.inner().was_clean() {
         eprintln!(
             "{}: was not unmounted cleanly (no journal: files fsync'ed before the end are intact, \
              other recent changes may be lost)",
-            a.image.display()
+            image.display()
         );
     }
     let problems = fs.inner().problems();
     if !problems.is_empty() {
         eprintln!(
             "{}: {} problem(s) found; mounted read-only (writes fail with EIO). The first: {}",
-            a.image.display(),
+            image.display(),
             problems.len(),
             problems[0]
         );
     }
-    let (image, mp) = (a.image.display(), a.mountpoint.display());
+    let (image, mp) = (image.display(), a.mountpoint.display());
     mount::mount(fs, &a.mountpoint, opts, true, || {
         eprintln!(
             "mounted {image} (blockfs) at {mp} (pid {}); Ctrl-C, SIGTERM or fusermount3 -u {mp} unmounts",
@@ -249,8 +321,9 @@ fn blockfs(a: &Args, opts: &mount::MountOptions) -> Result<()> {
 
 /// `ossd blockdev` in the foreground.
 fn blockdev(a: &Args, opts: &mount::MountOptions) -> Result<()> {
-    let (ftl, lock) = mount::blockdev::open(&a.image)?;
-    let (image, mp) = (a.image.display(), a.mountpoint.display());
+    let image = image_of(a)?;
+    let (ftl, lock) = mount::blockdev::open(image)?;
+    let (image, mp) = (image.display(), a.mountpoint.display());
     let disk = mount::blockdev::disk_path(&a.mountpoint);
     let capacity = ftl.capacity_bytes();
     mount::blockdev::serve(ftl, &a.mountpoint, opts, true, || {
@@ -305,11 +378,24 @@ fn daemon(a: &Args) -> Result<()> {
         None => Stdio::null(),
     };
     let mut cmd = Command::new(exe);
-    cmd.arg(a.export.command())
-        .arg("--image")
-        .arg(&a.image)
-        .arg(&a.mountpoint)
-        .args(["--timing", &a.timing]);
+    cmd.arg(a.export.command());
+    let source = match (&a.remote, &a.image) {
+        (Some(r), _) => {
+            cmd.args(["--remote", &r.addr])
+                .arg("--key-file")
+                .arg(&r.key_file);
+            if r.format {
+                cmd.arg("--format");
+            }
+            format!("OFS of target {}", r.addr)
+        }
+        (None, _) => {
+            let image = image_of(a)?;
+            cmd.arg("--image").arg(image).args(["--timing", &a.timing]);
+            image.display().to_string()
+        }
+    };
+    cmd.arg(&a.mountpoint);
     if a.export == Export::BlockFs {
         cmd.args(["--fs", "blockfs"]);
     }
@@ -341,7 +427,7 @@ fn daemon(a: &Args) -> Result<()> {
         if is_mounted(&a.mountpoint) {
             println!(
                 "mounted {} at {} (daemon pid {}); unmount with fusermount3 -u {} or kill {}",
-                a.image.display(),
+                source,
                 a.mountpoint.display(),
                 child.id(),
                 a.mountpoint.display(),

@@ -8,7 +8,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use client::{Client, Credentials};
 use std::sync::{Arc, Mutex};
 
-use osd::{Attr, AttrValue, FlushScope, ObjectId, Oid, Osd, OsdError, PartitionId};
+use osd::{Attr, AttrValue, DeviceInfo, FlushScope, ObjectId, Oid, Osd, OsdError, PartitionId};
 use proto::{CapObject, Capability, MasterKey, Ops};
 
 use crate::objects;
@@ -250,7 +250,9 @@ pub fn serve(a: ServeArgs) -> Result<()> {
 }
 
 /// One store behind a mutex, so the OSD face's store thread and the S3 face can share it: each
-/// command locks it for its own duration.
+/// command locks it for its own duration, and first sets the store's clock to the wall clock
+/// (ns since the Unix epoch), as a mount does: a served store's times (objects' modified times,
+/// OFS's mtimes over `ossd mount --remote`) are dates.
 struct SharedStore<S>(Arc<Mutex<S>>);
 
 impl<S> Clone for SharedStore<S> {
@@ -259,17 +261,21 @@ impl<S> Clone for SharedStore<S> {
     }
 }
 
-impl<S: Osd> SharedStore<S> {
-    fn with<T>(&self, f: impl FnOnce(&mut S) -> Result<T, OsdError>) -> Result<T, OsdError> {
+impl<F: flash::Flash> SharedStore<osd::ObjectStore<F>> {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut osd::ObjectStore<F>) -> Result<T, OsdError>,
+    ) -> Result<T, OsdError> {
         let mut g = self
             .0
             .lock()
             .map_err(|_| OsdError::Internal("a command panicked holding the store".into()))?;
+        g.set_time(mount::fuse::wall_ns());
         f(&mut g)
     }
 }
 
-impl<S: Osd> Osd for SharedStore<S> {
+impl<F: flash::Flash> Osd for SharedStore<osd::ObjectStore<F>> {
     fn create_partition(&mut self, id: Option<PartitionId>) -> Result<PartitionId, OsdError> {
         self.with(|s| s.create_partition(id))
     }
@@ -318,6 +324,9 @@ impl<S: Osd> Osd for SharedStore<S> {
     fn flush(&mut self, scope: FlushScope) -> Result<(), OsdError> {
         self.with(|s| s.flush(scope))
     }
+    fn describe(&mut self) -> Result<DeviceInfo, OsdError> {
+        self.with(|s| s.describe())
+    }
 }
 
 /// Completes on SIGTERM or Ctrl-C.
@@ -344,7 +353,12 @@ async fn signalled() {
     eprintln!("ossd serve: shutting down: draining, flushing, closing");
 }
 
-fn run<S: Osd + Send + 'static>(store: S, faces: Faces, what: &str) -> Result<S> {
+fn run<F: flash::Flash + Send + 'static>(
+    store: osd::ObjectStore<F>,
+    faces: Faces,
+    what: &str,
+) -> Result<osd::ObjectStore<F>> {
+    let shared = SharedStore(Arc::new(Mutex::new(store)));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -386,31 +400,34 @@ fn run<S: Osd + Send + 'static>(store: S, faces: Faces, what: &str) -> Result<S>
         });
         match (faces.osd, faces.s3, osd_listener, s3_listener) {
             (Some((key, config, _)), None, Some(l), None) => {
-                server::serve(l, store, key, config, stopped())
-                    .await
-                    .map_err(|e| anyhow!(e))
+                drop(
+                    server::serve(l, shared.clone(), key, config, stopped())
+                        .await
+                        .map_err(|e| anyhow!(e))?,
+                );
             }
             (None, Some((creds, config, _)), None, Some(l)) => {
-                s3::serve(l, store, creds, config, stopped())
-                    .await
-                    .map_err(|e| anyhow!(e))
+                drop(
+                    s3::serve(l, shared.clone(), creds, config, stopped())
+                        .await
+                        .map_err(|e| anyhow!(e))?,
+                );
             }
             (Some((key, oconfig, _)), Some((creds, sconfig, _)), Some(ol), Some(sl)) => {
-                let shared = SharedStore(Arc::new(Mutex::new(store)));
                 let (a, b) = tokio::join!(
                     server::serve(ol, shared.clone(), key, oconfig, stopped()),
                     s3::serve(sl, shared.clone(), creds, sconfig, stopped()),
                 );
                 drop(a.map_err(|e| anyhow!(e))?);
                 drop(b.map_err(|e| anyhow!(e))?);
-                let inner = Arc::try_unwrap(shared.0)
-                    .map_err(|_| anyhow!("the store is still shared after both faces stopped"))?;
-                inner
-                    .into_inner()
-                    .map_err(|_| anyhow!("a command panicked holding the store"))
             }
             _ => bail!("internal: faces and listeners disagree"),
         }
+        let inner = Arc::try_unwrap(shared.0)
+            .map_err(|_| anyhow!("the store is still shared after the faces stopped"))?;
+        inner
+            .into_inner()
+            .map_err(|_| anyhow!("a command panicked holding the store"))
     })
 }
 

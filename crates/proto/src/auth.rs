@@ -42,6 +42,7 @@ impl Requirement {
             Command::Hello { .. } => return None,
             Command::CreatePartition { .. } => device(Ops::PARTITION_ADMIN),
             Command::ListPartitions { .. } => device(Ops::LIST),
+            Command::Describe => device(Ops::GET_ATTR),
             Command::RemovePartition { id } => partition(*id, Ops::PARTITION_ADMIN),
             Command::SetKeyVersion { partition: p, .. } => partition(*p, Ops::PARTITION_ADMIN),
             Command::Create { partition: p, id } => Requirement {

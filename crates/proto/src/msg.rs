@@ -25,6 +25,8 @@ pub enum Opcode {
     ListPartitions = 0x0012,
     /// SET KEY VERSION (revocation).
     SetKeyVersion = 0x0013,
+    /// DESCRIBE: the device's write unit, capacity and use (root information attributes).
+    Describe = 0x0014,
     /// CREATE (an object).
     Create = 0x0020,
     /// REMOVE (an object).
@@ -49,12 +51,13 @@ pub enum Opcode {
 
 impl Opcode {
     /// Every opcode, in code order.
-    pub const ALL: [Opcode; 15] = [
+    pub const ALL: [Opcode; 16] = [
         Opcode::Hello,
         Opcode::CreatePartition,
         Opcode::RemovePartition,
         Opcode::ListPartitions,
         Opcode::SetKeyVersion,
+        Opcode::Describe,
         Opcode::Create,
         Opcode::Remove,
         Opcode::Read,
@@ -108,6 +111,8 @@ pub enum Command {
         /// The new key version; it must exceed the current one.
         version: u32,
     },
+    /// The device's write unit, capacity and use ([`osd::DeviceInfo`]).
+    Describe,
     /// Creates an object in a partition.
     Create {
         /// The partition to create it in.
@@ -193,6 +198,7 @@ impl Command {
             Command::RemovePartition { .. } => Opcode::RemovePartition,
             Command::ListPartitions { .. } => Opcode::ListPartitions,
             Command::SetKeyVersion { .. } => Opcode::SetKeyVersion,
+            Command::Describe => Opcode::Describe,
             Command::Create { .. } => Opcode::Create,
             Command::Remove { .. } => Opcode::Remove,
             Command::Read { .. } => Opcode::Read,
@@ -445,6 +451,8 @@ pub enum ReplyBody {
     Offset(u64),
     /// GET ATTRIBUTES: the value.
     Attr(AttrValue),
+    /// DESCRIBE: the device's facts.
+    Device(osd::DeviceInfo),
     /// LIST and LIST PARTITIONS: ids and the continuation token.
     Ids {
         /// The ids, in order.
@@ -660,6 +668,7 @@ fn write_params(w: &mut Writer, c: &Command) {
             w.u64(partition.0);
             write_opt(w, id.map(|o| o.0));
         }
+        Command::Describe => {}
         Command::Remove { oid } => write_oid(w, *oid),
         Command::Read {
             oid,
@@ -731,6 +740,7 @@ fn read_params(op: Opcode, r: &mut Reader<'_>) -> Result<Command, ProtoError> {
             partition: PartitionId(r.u64("partition id")?),
             id: read_opt(r, "object id")?.map(ObjectId),
         },
+        Opcode::Describe => Command::Describe,
         Opcode::Remove => Command::Remove { oid: read_oid(r)? },
         Opcode::Read => Command::Read {
             oid: read_oid(r)?,
@@ -951,6 +961,12 @@ fn write_reply_body(w: &mut Writer, b: &ReplyBody) {
         ReplyBody::Data(d) => w.blob(d),
         ReplyBody::Offset(o) => w.u64(*o),
         ReplyBody::Attr(v) => write_value(w, v),
+        ReplyBody::Device(d) => {
+            w.u32(d.unit_bytes);
+            w.u64(d.capacity_bytes);
+            w.u64(d.used_bytes);
+            w.string(&d.placement);
+        }
         ReplyBody::Ids { ids, next } => {
             w.u32(ids.len() as u32);
             for id in ids {
@@ -972,6 +988,12 @@ fn read_reply_body(op: Opcode, r: &mut Reader<'_>) -> Result<ReplyBody, ProtoErr
         Opcode::Read => ReplyBody::Data(r.blob("read data")?.to_vec()),
         Opcode::Append => ReplyBody::Offset(r.u64("append offset")?),
         Opcode::GetAttr => ReplyBody::Attr(read_value(r)?),
+        Opcode::Describe => ReplyBody::Device(osd::DeviceInfo {
+            unit_bytes: r.u32("unit bytes")?,
+            capacity_bytes: r.u64("capacity bytes")?,
+            used_bytes: r.u64("used bytes")?,
+            placement: r.string("placement")?,
+        }),
         Opcode::List | Opcode::ListPartitions => {
             let n = r.u32("id count")? as usize;
             // Bounded by the bytes present, not by the count the peer claims.

@@ -254,6 +254,7 @@ fn execute<S: Osd>(s: &mut S, c: Command) -> Result<Executed, OsdError> {
         Command::Create { partition, id } => s
             .create(partition, id)
             .map(|o| (ReplyBody::Object(o), None)),
+        Command::Describe => s.describe().map(|d| (ReplyBody::Device(d), None)),
         Command::Remove { oid } => done(s.remove(oid)),
         Command::Read {
             oid,

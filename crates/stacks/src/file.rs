@@ -3,6 +3,7 @@
 use blockfs::BlockFs;
 use flash::Flash;
 use ofs::Ofs;
+use osd::ObjectStore;
 use poftl::fs::PoftlFs;
 use vfs::FileSystem;
 
@@ -16,7 +17,7 @@ pub trait FileStack: FileSystem {
     fn erase_counts(&self) -> (u32, u32, f64);
 }
 
-impl<F: Flash> FileStack for Ofs<F> {
+impl<F: Flash> FileStack for Ofs<ObjectStore<F>> {
     fn stack_counters(&self) -> Counters {
         osd_counters(self.store())
     }

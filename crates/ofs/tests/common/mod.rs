@@ -36,7 +36,7 @@ pub fn fresh(
     placement: Placement,
     blocks_per_plane: u32,
     config: OfsConfig,
-) -> (Ofs<Faulty<Nand>>, OsdConfig) {
+) -> (Ofs<osd::ObjectStore<Faulty<Nand>>>, OsdConfig) {
     let cfg = store_config(placement, blocks_per_plane * 2);
     let nand = Nand::in_memory(device(blocks_per_plane)).unwrap();
     let store = ObjectStore::format(Faulty::new(nand), cfg).unwrap();
@@ -44,12 +44,12 @@ pub fn fresh(
 }
 
 /// Unmounts, closes the store, reopens it and mounts again.
-pub fn remount<F: Flash>(fs: Ofs<F>, cfg: OsdConfig) -> Ofs<F> {
+pub fn remount<F: Flash>(fs: Ofs<osd::ObjectStore<F>>, cfg: OsdConfig) -> Ofs<osd::ObjectStore<F>> {
     let dev = fs.unmount().unwrap().close().unwrap();
     Ofs::mount(ObjectStore::open(dev, cfg).unwrap()).unwrap()
 }
 
-pub fn assert_clean<F: Flash>(fs: &mut Ofs<F>) {
+pub fn assert_clean<F: Flash>(fs: &mut Ofs<osd::ObjectStore<F>>) {
     let problems = fs.check().unwrap();
     assert!(problems.is_empty(), "check: {problems:#?}");
 }

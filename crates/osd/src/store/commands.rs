@@ -413,6 +413,17 @@ impl<F: Flash> Osd for ObjectStore<F> {
             .map_err(|e| OsdError::Device(e.into()))?;
         self.maybe_checkpoint()
     }
+
+    fn describe(&mut self) -> Result<DeviceInfo, OsdError> {
+        let unit = self.unit as u64;
+        let valid: u64 = self.fml.blocks().iter().map(|b| b.valid as u64).sum();
+        Ok(DeviceInfo {
+            unit_bytes: self.unit as u32,
+            capacity_bytes: self.fml.capacity_units() * unit,
+            used_bytes: valid * unit,
+            placement: self.config.placement.to_string(),
+        })
+    }
 }
 
 impl<F: Flash> ObjectStore<F> {

@@ -27,7 +27,7 @@ use vfs::{
 
 use super::BenchError;
 
-type ImageOfs = Ofs<Nand<ImageStore>>;
+type ImageOfs = mount::DirectOfs;
 type Slot<B> = Arc<Mutex<Option<B>>>;
 
 fn lock<B>(slot: &Mutex<Option<B>>) -> MutexGuard<'_, Option<B>> {
