@@ -18,6 +18,10 @@
 //! partition, all operations, valid an hour) or capabilities with their capability keys as
 //! `ossd cap` prints them; each command is sent with the first capability that allows it.
 //!
+//! Objects with the host's knowledge (seed 001 §III's client library): [`create_object`] with
+//! [`ObjectOptions`] sets priority, placement hints, per-object reliability and encryption right
+//! after CREATE, on a remote target or a local store alike.
+//!
 //! Pipelining: [`Client::send`] queues a request and returns its id; [`Client::receive`]
 //! returns the next reply; [`Client::pipeline`] sends a batch and collects the replies in order.
 //! Every reply to an authenticated request must carry a valid integrity value under the
@@ -293,6 +297,12 @@ impl Client {
             .collect())
     }
 
+    /// FORMAT OSD: removes every object and every partition of the target, durably (needs a
+    /// device capability with partition-admin rights). Key versions start again from 0.
+    pub fn format_osd(&mut self) -> Result<(), ClientError> {
+        self.expect_done(Command::FormatOsd)
+    }
+
     /// Revokes every capability of `partition` issued under older key versions (needs
     /// partition-admin rights).
     pub fn revoke(&mut self, partition: PartitionId, new_version: u32) -> Result<(), ClientError> {
@@ -474,4 +484,67 @@ impl Osd for Client {
             b => unexpected(b),
         }
     }
+}
+
+/// What an object is made with: seed 001 §III's client library passes the host's knowledge
+/// (hints, priority, reliability, encryption) as attributes set right after CREATE. `None`
+/// leaves the store's default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObjectOptions {
+    /// Scheduling priority (`Attr::Priority`; 0 normal, higher first).
+    pub priority: Option<u64>,
+    /// Placement hint: the size the object will reach (`Attr::ExpectedSize`, bytes).
+    pub expected_size: Option<u64>,
+    /// Placement hint: how it will be accessed (`Attr::AccessPattern`).
+    pub access_pattern: Option<osd::onode::AccessPattern>,
+    /// Parity units per parity group of its data units (`Attr::Reliability`; 0 none).
+    pub reliability: Option<u64>,
+    /// Encrypt its data under a data key wrapped by the target's master key
+    /// (`Attr::Encryption`; the target must hold the master key: `ossd serve --key-file`).
+    pub encrypt: bool,
+}
+
+impl ObjectOptions {
+    /// The attributes to set, in the order the store accepts them: encryption while the
+    /// object is empty and has no parity, then reliability, then the hints.
+    pub fn attributes(&self) -> Vec<(Attr, AttrValue)> {
+        let mut out = Vec::new();
+        if self.encrypt {
+            out.push((Attr::Encryption, AttrValue::U64(1)));
+        }
+        let numbers = [
+            (Attr::Reliability, self.reliability),
+            (Attr::Priority, self.priority),
+            (Attr::ExpectedSize, self.expected_size),
+        ];
+        for (a, v) in numbers {
+            if let Some(v) = v {
+                out.push((a, AttrValue::U64(v)));
+            }
+        }
+        if let Some(p) = self.access_pattern {
+            out.push((Attr::AccessPattern, AttrValue::Pattern(p)));
+        }
+        out
+    }
+}
+
+/// Creates an object in `partition` (id `id`, or one the store picks) with `options`, on any
+/// store: a local `ObjectStore` or a [`Client`]. If an option is refused, the object is removed
+/// again and the refusal returned, so no half-made object is left.
+pub fn create_object<S: Osd + ?Sized>(
+    store: &mut S,
+    partition: PartitionId,
+    id: Option<ObjectId>,
+    options: &ObjectOptions,
+) -> Result<ObjectId, OsdError> {
+    let object = store.create(partition, id)?;
+    let oid = Oid { partition, object };
+    for (attr, value) in options.attributes() {
+        if let Err(e) = store.set_attr(oid, attr, value) {
+            let _ = store.remove(oid);
+            return Err(e);
+        }
+    }
+    Ok(object)
 }

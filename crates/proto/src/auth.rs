@@ -43,6 +43,7 @@ impl Requirement {
             Command::CreatePartition { .. } => device(Ops::PARTITION_ADMIN),
             Command::ListPartitions { .. } => device(Ops::LIST),
             Command::Describe => device(Ops::GET_ATTR),
+            Command::FormatOsd => device(Ops::PARTITION_ADMIN),
             Command::RemovePartition { id } => partition(*id, Ops::PARTITION_ADMIN),
             Command::SetKeyVersion { partition: p, .. } => partition(*p, Ops::PARTITION_ADMIN),
             Command::Create { partition: p, id } => Requirement {

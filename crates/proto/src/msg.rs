@@ -27,6 +27,8 @@ pub enum Opcode {
     SetKeyVersion = 0x0013,
     /// DESCRIBE: the device's write unit, capacity and use (root information attributes).
     Describe = 0x0014,
+    /// FORMAT OSD: removes every object and partition.
+    FormatOsd = 0x0015,
     /// CREATE (an object).
     Create = 0x0020,
     /// REMOVE (an object).
@@ -51,13 +53,14 @@ pub enum Opcode {
 
 impl Opcode {
     /// Every opcode, in code order.
-    pub const ALL: [Opcode; 16] = [
+    pub const ALL: [Opcode; 17] = [
         Opcode::Hello,
         Opcode::CreatePartition,
         Opcode::RemovePartition,
         Opcode::ListPartitions,
         Opcode::SetKeyVersion,
         Opcode::Describe,
+        Opcode::FormatOsd,
         Opcode::Create,
         Opcode::Remove,
         Opcode::Read,
@@ -113,6 +116,9 @@ pub enum Command {
     },
     /// The device's write unit, capacity and use ([`osd::DeviceInfo`]).
     Describe,
+    /// T10 OSD's FORMAT OSD: removes every object and every partition, durably; the device is
+    /// left empty (partition key versions, kept on the partitions, start again from 0).
+    FormatOsd,
     /// Creates an object in a partition.
     Create {
         /// The partition to create it in.
@@ -199,6 +205,7 @@ impl Command {
             Command::ListPartitions { .. } => Opcode::ListPartitions,
             Command::SetKeyVersion { .. } => Opcode::SetKeyVersion,
             Command::Describe => Opcode::Describe,
+            Command::FormatOsd => Opcode::FormatOsd,
             Command::Create { .. } => Opcode::Create,
             Command::Remove { .. } => Opcode::Remove,
             Command::Read { .. } => Opcode::Read,
@@ -668,7 +675,7 @@ fn write_params(w: &mut Writer, c: &Command) {
             w.u64(partition.0);
             write_opt(w, id.map(|o| o.0));
         }
-        Command::Describe => {}
+        Command::Describe | Command::FormatOsd => {}
         Command::Remove { oid } => write_oid(w, *oid),
         Command::Read {
             oid,
@@ -741,6 +748,7 @@ fn read_params(op: Opcode, r: &mut Reader<'_>) -> Result<Command, ProtoError> {
             id: read_opt(r, "object id")?.map(ObjectId),
         },
         Opcode::Describe => Command::Describe,
+        Opcode::FormatOsd => Command::FormatOsd,
         Opcode::Remove => Command::Remove { oid: read_oid(r)? },
         Opcode::Read => Command::Read {
             oid: read_oid(r)?,
@@ -1015,6 +1023,7 @@ fn read_reply_body(op: Opcode, r: &mut Reader<'_>) -> Result<ReplyBody, ProtoErr
             }
         }
         Opcode::RemovePartition
+        | Opcode::FormatOsd
         | Opcode::SetKeyVersion
         | Opcode::Remove
         | Opcode::Write

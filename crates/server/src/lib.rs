@@ -209,6 +209,10 @@ fn store_thread<S: Osd>(
                 let forget = match &command {
                     Command::RemovePartition { id } => Some(*id),
                     Command::CreatePartition { id } => *id,
+                    Command::FormatOsd => {
+                        versions.clear();
+                        None
+                    }
                     _ => None,
                 };
                 let r = execute(&mut store, command);
@@ -235,6 +239,35 @@ fn store_thread<S: Osd>(
 
 type Executed = (ReplyBody, Option<(PartitionId, u32)>);
 
+/// FORMAT OSD: every object of every partition removed, then the partitions, then a device
+/// FLUSH, so the reply means the device is durably empty. A failure part way leaves what was
+/// not reached yet; the command can be sent again.
+pub fn format_osd<S: Osd + ?Sized>(s: &mut S) -> Result<(), OsdError> {
+    const BATCH: usize = 1024;
+    loop {
+        let (partitions, _) = s.list_partitions(0, BATCH)?;
+        if partitions.is_empty() {
+            break;
+        }
+        for p in partitions {
+            loop {
+                let (objects, _) = s.list(p, 0, BATCH)?;
+                if objects.is_empty() {
+                    break;
+                }
+                for o in objects {
+                    s.remove(osd::Oid {
+                        partition: p,
+                        object: o,
+                    })?;
+                }
+            }
+            s.remove_partition(p)?;
+        }
+    }
+    s.flush(FlushScope::Device)
+}
+
 fn execute<S: Osd>(s: &mut S, c: Command) -> Result<Executed, OsdError> {
     let done = |r: Result<(), OsdError>| r.map(|()| (ReplyBody::Done, None));
     match c {
@@ -255,6 +288,7 @@ fn execute<S: Osd>(s: &mut S, c: Command) -> Result<Executed, OsdError> {
             .create(partition, id)
             .map(|o| (ReplyBody::Object(o), None)),
         Command::Describe => s.describe().map(|d| (ReplyBody::Device(d), None)),
+        Command::FormatOsd => done(format_osd(s)),
         Command::Remove { oid } => done(s.remove(oid)),
         Command::Read {
             oid,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use client::{Client, Credentials};
 use common::*;
 use osd::{Attr, AttrValue, FlushScope, ObjectId, Oid, Osd, PartitionId};
-use proto::{Command, Header, Ops, ReplyBody, Status, HEADER_LEN};
+use proto::{Capability, Command, Header, Ops, ReplyBody, Status, HEADER_LEN};
 use rand::{Rng, RngCore, SeedableRng};
 use server::ServerConfig;
 
@@ -410,4 +410,122 @@ fn sixteen_concurrent_clients() {
         }
     }
     eprintln!("16 clients: {total} operations in 3 s");
+}
+
+/// DESCRIBE answers as the local store does; FORMAT OSD leaves the target durably empty (every
+/// object and partition gone, across a restart), needs partition-admin rights on the device,
+/// and the emptied target takes new partitions and objects.
+#[test]
+fn describe_and_format_osd_over_the_wire() {
+    let mut local = store();
+    let expected = local.describe().unwrap();
+    let srv = start(ServerConfig::default());
+    let mut c = Client::connect(srv.addr, Credentials::Key(master())).unwrap();
+    let d = c.describe().unwrap();
+    assert_eq!(
+        (d.unit_bytes, d.capacity_bytes),
+        (expected.unit_bytes, expected.capacity_bytes)
+    );
+    assert_eq!(d.placement, expected.placement);
+    let q = c.create_partition(None).unwrap();
+    for p in [PartitionId(P), q] {
+        for _ in 0..3 {
+            let o = c.create(p, None).unwrap();
+            c.write(
+                Oid {
+                    partition: p,
+                    object: o,
+                },
+                0,
+                &[7u8; 5000],
+            )
+            .unwrap();
+        }
+    }
+    c.flush(FlushScope::Device).unwrap();
+    assert!(c.describe().unwrap().used_bytes > d.used_bytes);
+    // A device capability to list, not to administer partitions, is refused.
+    let list = cap(Capability::DEVICE.0, None, Ops::LIST);
+    let mut weak = Client::connect(
+        srv.addr,
+        Credentials::Capabilities(vec![(list, master().capability_key(&list))]),
+    )
+    .unwrap();
+    assert!(weak.format_osd().is_err());
+    assert_eq!(c.list_partitions(0, 10).unwrap().0.len(), 2);
+    c.format_osd().unwrap();
+    assert!(c.list_partitions(0, 10).unwrap().0.is_empty());
+    drop((c, weak));
+    let store = srv.stop();
+    let srv = start_with(store, ServerConfig::default());
+    let mut c = Client::connect(srv.addr, Credentials::Key(master())).unwrap();
+    assert!(c.list_partitions(0, 10).unwrap().0.is_empty());
+    let p = c.create_partition(Some(PartitionId(P))).unwrap();
+    let o = c.create(p, None).unwrap();
+    c.write(
+        Oid {
+            partition: p,
+            object: o,
+        },
+        0,
+        b"after",
+    )
+    .unwrap();
+    srv.stop();
+}
+
+/// The client library's objects with options: every attribute lands on the target; encryption
+/// needs the target's master key and is refused (leaving no object) without it.
+#[test]
+fn objects_with_hints_priority_reliability_and_encryption() {
+    use client::{create_object, ObjectOptions};
+    use osd::onode::AccessPattern;
+    let mut with_key = store();
+    with_key.set_master_key(Some(osd::MasterKey::from_bytes([9; 32])));
+    let srv = start_with(with_key, ServerConfig::default());
+    let mut c = Client::connect(srv.addr, Credentials::Key(master())).unwrap();
+    let opts = ObjectOptions {
+        priority: Some(3),
+        expected_size: Some(1 << 20),
+        access_pattern: Some(AccessPattern::Sequential),
+        reliability: None,
+        encrypt: true,
+    };
+    // Encryption and parity are not combined (yet): one object of each.
+    let parity = ObjectOptions {
+        reliability: Some(1),
+        encrypt: false,
+        ..opts.clone()
+    };
+    for o in [&opts, &parity] {
+        let object = create_object(&mut c, PartitionId(P), None, o).unwrap();
+        let oid = Oid {
+            partition: PartitionId(P),
+            object,
+        };
+        for (attr, value) in o.attributes() {
+            assert_eq!(c.get_attr(oid, attr).unwrap(), value, "{attr:?}");
+        }
+        c.write(oid, 0, &[5u8; 10_000]).unwrap();
+        let mut back = vec![0u8; 10_000];
+        assert_eq!(c.read(oid, 0, &mut back).unwrap(), 10_000);
+        assert!(back.iter().all(|b| *b == 5));
+    }
+    let both = ObjectOptions {
+        encrypt: true,
+        ..parity.clone()
+    };
+    let before = c.list(PartitionId(P), 0, 100).unwrap().0;
+    assert!(create_object(&mut c, PartitionId(P), None, &both).is_err());
+    assert_eq!(c.list(PartitionId(P), 0, 100).unwrap().0, before);
+    drop(c);
+    srv.stop();
+
+    // A target without the master key refuses encryption; nothing is left behind.
+    let srv = start(ServerConfig::default());
+    let mut c = Client::connect(srv.addr, Credentials::Key(master())).unwrap();
+    let before = c.list(PartitionId(P), 0, 100).unwrap().0;
+    assert!(create_object(&mut c, PartitionId(P), None, &opts).is_err());
+    assert_eq!(c.list(PartitionId(P), 0, 100).unwrap().0, before);
+    srv.stop();
 }
