@@ -55,7 +55,7 @@ use osd::ObjectStore;
 use vfs::{FileSystem, FsError};
 
 pub use fuse::OssdFuse;
-pub use scheduled::{FileIo, IoDone, IoOp, IoQueue, ScheduledOfs};
+pub use scheduled::{FileIo, HostStore, IoDone, IoOp, IoQueue, ScheduledOfs};
 
 /// The one seam between the FUSE adapter and the file system below: every call the mount makes
 /// goes through this trait.
@@ -87,7 +87,10 @@ pub trait Backend: Send + 'static {
 
 /// OFS on an image-backed object store, called directly, one call at a time (no OAQ, no
 /// device-side controller): `ossd mount --direct`, and what [`ScheduledOfs`] runs on.
-pub type DirectOfs = Ofs<ObjectStore<Nand<ImageStore>>>;
+pub type DirectOfs = Ofs<ImageObjectStore>;
+
+/// The object store on a device image.
+pub type ImageObjectStore = ObjectStore<Nand<ImageStore>>;
 
 impl Backend for DirectOfs {
     type Fs = Self;

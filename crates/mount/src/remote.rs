@@ -81,6 +81,27 @@ pub fn connect(
     }
 }
 
+/// The device part of a remote mount's statistics: what the target's DESCRIBE says (its device
+/// counters stay on the target) and OFS's own counters.
+pub fn device_json(ofs: &mut RemoteOfs) -> serde_json::Value {
+    let counters: serde_json::Map<String, serde_json::Value> = ofs
+        .counters()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    match ofs.store_mut().describe() {
+        Ok(d) => json!({
+            "remote_target": true,
+            "unit_bytes": d.unit_bytes,
+            "capacity_bytes": d.capacity_bytes,
+            "used_bytes": d.used_bytes,
+            "placement": d.placement,
+            "ofs": counters,
+        }),
+        Err(e) => json!({ "remote_target": true, "error": e.to_string(), "ofs": counters }),
+    }
+}
+
 impl Backend for RemoteOfs {
     type Fs = Self;
 
@@ -89,25 +110,10 @@ impl Backend for RemoteOfs {
     }
 
     fn stats(&mut self) -> Result<serde_json::Value, FsError> {
-        let device = self
-            .store_mut()
-            .describe()
-            .map_err(|e| FsError::Device(e.to_string()))?;
-        let counters: serde_json::Map<String, serde_json::Value> = self
-            .counters()
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), json!(v)))
-            .collect();
         Ok(stats::mount_json(
-            "OFS on a remote target (OSD wire protocol)",
+            "OFS (direct calls) -> OSD commands to a remote target",
             Timing::None,
-            json!({
-                "unit_bytes": device.unit_bytes,
-                "capacity_bytes": device.capacity_bytes,
-                "used_bytes": device.used_bytes,
-                "placement": device.placement,
-                "ofs": counters,
-            }),
+            device_json(self),
             None,
             json!({}),
         ))

@@ -49,6 +49,7 @@ use vfs::{FileData, FileSystem, FsError, Ino, ReadInto};
 use crate::fuse::wall_ns;
 use crate::stats::{HostPathStats, Latencies};
 use crate::{Backend, DirectOfs, Timing};
+use ofs::Ofs;
 
 /// OAQ's sector: OIOs are whole sectors of an object.
 pub const SECTOR_BYTES: u64 = 512;
@@ -124,9 +125,9 @@ struct GcBook {
 }
 
 /// What the device thread and the FUSE thread share.
-struct State {
+struct State<S: HostStore> {
     /// `None` once shut down or poisoned (a panic below, or dropped without a shutdown).
-    ofs: Option<DirectOfs>,
+    ofs: Option<Ofs<S>>,
     oaq: Oaq,
     waiting: HashMap<OioId, Waiting>,
     /// Priority classes of files, as OAQ queues them (cleared by every barrier call, which may
@@ -141,34 +142,23 @@ struct State {
     stats: HostPathStats,
 }
 
-struct Shared {
-    state: Mutex<State>,
+struct Shared<S: HostStore> {
+    state: Mutex<State<S>>,
     /// Signalled when OIOs arrive, when an OREQ completes (barriers wait for OAQ to empty), on
     /// release of a hold and at stop.
     changed: Condvar,
-    latencies: Mutex<Latencies>,
+    answers: Arc<Answers>,
     timing: Timing,
     controller: ControllerConfig,
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the state leaves `ofs` as it was; callers check it.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
+/// Replies to OIOs, recording their latencies (shared with the reply thread).
+#[derive(Default)]
+struct Answers {
+    latencies: Mutex<Latencies>,
+}
 
-    fn wait<'a>(&self, g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        self.changed.wait(g).unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn wait_for<'a>(&self, g: MutexGuard<'a, State>, ns: u64) -> MutexGuard<'a, State> {
-        let d = Duration::from_nanos(ns.clamp(1_000, 100_000_000));
-        match self.changed.wait_timeout(g, d) {
-            Ok((g, _)) => g,
-            Err(p) => p.into_inner().0,
-        }
-    }
-
+impl Answers {
     /// Answers an OIO and records its latency (wall clock, submission to reply).
     fn reply(&self, w: Waiting, r: Result<Vec<u8>, FsError>) {
         let write = matches!(w.io.op, IoOp::Write { .. });
@@ -181,24 +171,188 @@ impl Shared {
     }
 }
 
+impl<S: HostStore> Shared<S> {
+    fn lock(&self) -> MutexGuard<'_, State<S>> {
+        // A panic while holding the state leaves `ofs` as it was; callers check it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait<'a>(&self, g: MutexGuard<'a, State<S>>) -> MutexGuard<'a, State<S>> {
+        self.changed.wait(g).unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait_for<'a>(&self, g: MutexGuard<'a, State<S>>, ns: u64) -> MutexGuard<'a, State<S>> {
+        let d = Duration::from_nanos(ns.clamp(1_000, 100_000_000));
+        match self.changed.wait_timeout(g, d) {
+            Ok((g, _)) => g,
+            Err(p) => p.into_inner().0,
+        }
+    }
+
+    fn reply(&self, w: Waiting, r: Result<Vec<u8>, FsError>) {
+        self.answers.reply(w, r)
+    }
+}
+
 /// OFS whose file reads and writes go through OAQ and the device-side controller: the mount's
 /// default [`Backend`].
-pub struct ScheduledOfs {
-    shared: Arc<Shared>,
+pub struct ScheduledOfs<S: HostStore = crate::ImageObjectStore> {
+    shared: Arc<Shared<S>>,
     device: Option<JoinHandle<()>>,
     replier: Option<Replier>,
 }
 
 /// A cloneable handle to submit OIOs.
 #[derive(Clone)]
-pub struct IoQueue {
-    shared: Arc<Shared>,
+pub struct IoQueue(Arc<dyn Submit>);
+
+impl IoQueue {
+    /// Queues a read or write (see [`FileIo::schedulable`]); `done` is called once, from the
+    /// device thread or the replier, with its outcome.
+    pub fn submit(&self, io: FileIo, done: IoDone) {
+        self.0.submit(io, done)
+    }
+}
+
+/// What [`IoQueue`] hides: the queue of a host path over some store.
+trait Submit: Send + Sync {
+    fn submit(&self, io: FileIo, done: IoDone);
+}
+
+/// The queue of a host path over store `S`: what the FUSE threads and the device thread use.
+struct Queue<S: HostStore> {
+    shared: Arc<Shared<S>>,
     replier: Option<Arc<ReplierShared>>,
 }
 
+impl<S: HostStore> Clone for Queue<S> {
+    fn clone(&self) -> Self {
+        Queue {
+            shared: self.shared.clone(),
+            replier: self.replier.clone(),
+        }
+    }
+}
+
+impl<S: HostStore> Submit for Queue<S> {
+    fn submit(&self, io: FileIo, done: IoDone) {
+        Queue::submit(self, io, done)
+    }
+}
+
+/// What the host path needs of the store under OFS beyond [`ofs::Store`]: what the
+/// device-side controller's policy sees (GC state, the dies GC would use), a count that moves
+/// with device work, the write unit, and the statistics and shutdown of the mount.
+pub trait HostStore: ofs::Store + Send + 'static {
+    /// Free and total blocks and whether a collection is under way.
+    fn gc_state(&self) -> controller::GcState;
+    /// When the dies the next GC step would use are free (at least `now`).
+    fn gc_dies_free_ns(&self, now: Nanos) -> Nanos;
+    /// A count that moves whenever the device does any work.
+    fn work_done(&self) -> u64;
+    /// Bytes of a write unit.
+    fn write_unit_bytes(&self) -> u64;
+    /// What the statistics document calls this host path.
+    const PATH: &'static str;
+    /// The device part of the statistics document.
+    fn device_json(ofs: &mut Ofs<Self>) -> serde_json::Value
+    where
+        Self: Sized;
+    /// Marks OFS clean and closes the store.
+    fn shutdown(ofs: Ofs<Self>) -> Result<(), FsError>
+    where
+        Self: Sized;
+}
+
+impl HostStore for crate::ImageObjectStore {
+    fn gc_state(&self) -> controller::GcState {
+        stacks::gc_state_of(self.fml())
+    }
+
+    fn gc_dies_free_ns(&self, now: Nanos) -> Nanos {
+        let mut dies: Vec<DieId> = Vec::new();
+        let fml = self.fml();
+        stacks::gc_dies_of(fml, None, &mut dies);
+        dies.iter()
+            .map(|&d| fml.flash().die_free_ns(d))
+            .max()
+            .unwrap_or(0)
+            .max(now)
+    }
+
+    fn work_done(&self) -> u64 {
+        let f = self.fml().flash().stats();
+        f.pages_programmed
+            .wrapping_add(f.pages_read)
+            .wrapping_add(f.blocks_erased)
+    }
+
+    fn write_unit_bytes(&self) -> u64 {
+        self.unit_bytes() as u64
+    }
+
+    const PATH: &'static str = "OFS -> OAQ -> device-side controller";
+
+    fn device_json(ofs: &mut DirectOfs) -> serde_json::Value {
+        crate::stats::ofs_json(ofs)
+    }
+
+    fn shutdown(ofs: DirectOfs) -> Result<(), FsError> {
+        Backend::shutdown(ofs)
+    }
+}
+
+/// OSSD-13 §III: OAQ on the host, the device-side controller (and its GC) on the target. The
+/// host's policy sees a device that never needs cleaning, so it only orders OAQ's requests.
+impl HostStore for client::Client {
+    fn gc_state(&self) -> controller::GcState {
+        controller::GcState {
+            free_blocks: 1,
+            blocks: 1,
+            collecting: false,
+        }
+    }
+
+    fn gc_dies_free_ns(&self, now: Nanos) -> Nanos {
+        now
+    }
+
+    fn work_done(&self) -> u64 {
+        0
+    }
+
+    fn write_unit_bytes(&self) -> u64 {
+        SECTOR_BYTES
+    }
+
+    const PATH: &'static str = "OFS -> OAQ -> OSD commands to a remote target";
+
+    fn device_json(ofs: &mut crate::remote::RemoteOfs) -> serde_json::Value {
+        crate::remote::device_json(ofs)
+    }
+
+    fn shutdown(ofs: crate::remote::RemoteOfs) -> Result<(), FsError> {
+        Backend::shutdown(ofs)
+    }
+}
+
 impl ScheduledOfs {
-    /// Starts the host path over `ofs` with the default OAQ and controller settings.
+    /// Starts the host path over `ofs` on an image with the default OAQ and controller
+    /// settings.
     pub fn start(ofs: DirectOfs, timing: Timing) -> Result<ScheduledOfs, FsError> {
+        Self::start_with(
+            ofs,
+            timing,
+            OaqConfig::default(),
+            ControllerConfig::default(),
+        )
+    }
+}
+
+impl<S: HostStore> ScheduledOfs<S> {
+    /// Starts the host path over `ofs` (on any store) with the default OAQ and controller
+    /// settings.
+    pub fn start_on(ofs: Ofs<S>, timing: Timing) -> Result<ScheduledOfs<S>, FsError> {
         Self::start_with(
             ofs,
             timing,
@@ -209,11 +363,11 @@ impl ScheduledOfs {
 
     /// Starts the host path over `ofs` with these OAQ and controller settings.
     pub fn start_with(
-        mut ofs: DirectOfs,
+        mut ofs: Ofs<S>,
         timing: Timing,
         oaq: OaqConfig,
         controller: ControllerConfig,
-    ) -> Result<ScheduledOfs, FsError> {
+    ) -> Result<ScheduledOfs<S>, FsError> {
         controller
             .validate()
             .map_err(|e| FsError::Invalid(format!("controller settings: {e}")))?;
@@ -233,15 +387,15 @@ impl ScheduledOfs {
                 stats: HostPathStats::default(),
             }),
             changed: Condvar::new(),
-            latencies: Mutex::new(Latencies::default()),
+            answers: Arc::new(Answers::default()),
             timing,
             controller,
         });
         let replier = match timing {
-            Timing::Emulate => Some(Replier::start(shared.clone())?),
+            Timing::Emulate => Some(Replier::start(shared.answers.clone())?),
             Timing::None => None,
         };
-        let queue = IoQueue::new(&shared, replier.as_ref());
+        let queue = Queue::new(&shared, replier.as_ref());
         let device = std::thread::Builder::new()
             .name("ossd-controller".into())
             .spawn(move || {
@@ -258,7 +412,7 @@ impl ScheduledOfs {
 
     /// A handle to submit OIOs with.
     pub fn queue(&self) -> IoQueue {
-        IoQueue::new(&self.shared, self.replier.as_ref())
+        IoQueue(Arc::new(Queue::new(&self.shared, self.replier.as_ref())))
     }
 
     /// Holds (true) or releases (false) the device thread: while held, OIOs queue in OAQ and
@@ -292,11 +446,11 @@ impl ScheduledOfs {
     }
 }
 
-impl Backend for ScheduledOfs {
-    type Fs = DirectOfs;
+impl<S: HostStore> Backend for ScheduledOfs<S> {
+    type Fs = Ofs<S>;
 
     /// A barrier: waits until OAQ is empty (everything submitted has run), then calls OFS.
-    fn call<T>(&mut self, f: impl FnOnce(&mut DirectOfs) -> T) -> Result<T, FsError> {
+    fn call<T>(&mut self, f: impl FnOnce(&mut Ofs<S>) -> T) -> Result<T, FsError> {
         let mut s = self.shared.lock();
         while !s.oaq.is_empty() && s.ofs.is_some() && !s.held {
             s = self.shared.wait(s);
@@ -318,14 +472,15 @@ impl Backend for ScheduledOfs {
         let host = self.host_stats();
         let latencies = self
             .shared
+            .answers
             .latencies
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .to_json();
         let timing = self.shared.timing;
-        let device = self.call(|ofs| crate::stats::ofs_json(ofs))?;
+        let device = self.call(|ofs| S::device_json(ofs))?;
         Ok(crate::stats::mount_json(
-            "OFS -> OAQ -> device-side controller",
+            S::PATH,
             timing,
             device,
             Some(host),
@@ -336,11 +491,11 @@ impl Backend for ScheduledOfs {
     fn shutdown(mut self) -> Result<(), FsError> {
         self.stop_threads();
         let ofs = self.shared.lock().ofs.take().ok_or_else(poisoned)?;
-        ofs.shutdown()
+        S::shutdown(ofs)
     }
 }
 
-impl Drop for ScheduledOfs {
+impl<S: HostStore> Drop for ScheduledOfs<S> {
     /// Without a shutdown (a panic in a call, or the process ending): the threads stop and OFS
     /// is dropped as it is, not marked clean, as a crash would leave it.
     fn drop(&mut self) {
@@ -362,17 +517,15 @@ fn poisoned() -> FsError {
     )
 }
 
-impl IoQueue {
-    fn new(shared: &Arc<Shared>, replier: Option<&Replier>) -> IoQueue {
-        IoQueue {
+impl<S: HostStore> Queue<S> {
+    fn new(shared: &Arc<Shared<S>>, replier: Option<&Replier>) -> Queue<S> {
+        Queue {
             shared: shared.clone(),
             replier: replier.map(|r| r.shared.clone()),
         }
     }
 
-    /// Queues a read or write (see [`FileIo::schedulable`]); `done` is called once, from the
-    /// device thread or the replier, with its outcome.
-    pub fn submit(&self, io: FileIo, done: IoDone) {
+    fn submit(&self, io: FileIo, done: IoDone) {
         let mut s = self.shared.lock();
         if s.ofs.is_none() {
             drop(s);
@@ -441,7 +594,7 @@ impl IoQueue {
     /// if it says to issue it now, runs it here: handing it to the device thread would change
     /// nothing but the cost of two thread wake-ups. Everything the device thread does happens
     /// under the same lock, so the two never run the store at once.
-    fn issue_inline<'a>(&'a self, mut s: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    fn issue_inline<'a>(&'a self, mut s: MutexGuard<'a, State<S>>) -> MutexGuard<'a, State<S>> {
         if s.held || s.oaq.queued() != 1 || s.ofs.is_none() {
             return s;
         }
@@ -478,7 +631,7 @@ fn quiet_signals() {
 }
 
 /// The device-side controller's loop (see the module doc).
-fn device_thread(q: IoQueue) {
+fn device_thread<S: HostStore>(q: Queue<S>) {
     let shared = &*q.shared;
     let mut s = shared.lock();
     loop {
@@ -525,7 +678,7 @@ fn device_thread(q: IoQueue) {
 
 /// Moves the controller's clock to the wall clock (if behind) and asks the policy what to do
 /// next.
-fn consult(shared: &Shared, s: &mut State) -> Decision {
+fn consult<S: HostStore>(shared: &Shared<S>, s: &mut State<S>) -> Decision {
     s.clock = s.clock.max(wall_ns());
     let now = s.clock;
     while s
@@ -543,9 +696,9 @@ fn consult(shared: &Shared, s: &mut State) -> Decision {
     d
 }
 
-fn gc_state(s: &State) -> controller::GcState {
+fn gc_state<S: HostStore>(s: &State<S>) -> controller::GcState {
     match &s.ofs {
-        Some(ofs) => stacks::gc_state_of(ofs.store().fml()),
+        Some(ofs) => ofs.store().gc_state(),
         None => controller::GcState {
             free_blocks: 0,
             blocks: 0,
@@ -555,18 +708,12 @@ fn gc_state(s: &State) -> controller::GcState {
 }
 
 /// What the policy sees now.
-fn view(s: &State, now: Nanos) -> View {
+fn view<S: HostStore>(s: &State<S>, now: Nanos) -> View {
     let gc = gc_state(s);
-    let mut dies: Vec<DieId> = Vec::new();
-    let gc_dies_free_ns = s.ofs.as_ref().map_or(now, |ofs| {
-        let fml = ofs.store().fml();
-        stacks::gc_dies_of(fml, None, &mut dies);
-        dies.iter()
-            .map(|&d| fml.flash().die_free_ns(d))
-            .max()
-            .unwrap_or(0)
-            .max(now)
-    });
+    let gc_dies_free_ns = s
+        .ofs
+        .as_ref()
+        .map_or(now, |ofs| ofs.store().gc_dies_free_ns(now));
     let levels = s.oaq.config().priority_levels;
     let classes = (0..levels)
         .filter(|&p| s.oaq.queued_at(Priority(p)) > 0)
@@ -588,18 +735,10 @@ fn view(s: &State, now: Nanos) -> View {
     }
 }
 
-/// A count that moves whenever the device does any work.
-fn work_done(ofs: &DirectOfs) -> u64 {
-    let f = ofs.store().fml().flash().stats();
-    f.pages_programmed
-        .wrapping_add(f.pages_read)
-        .wrapping_add(f.blocks_erased)
-}
-
 /// One GC step at `now`; learns whether it did anything (as `controller::Controller` does).
-fn gc_step(s: &mut State, now: Nanos, before: controller::GcState) {
+fn gc_step<S: HostStore>(s: &mut State<S>, now: Nanos, before: controller::GcState) {
     let Some(ofs) = s.ofs.as_mut() else { return };
-    let work = work_done(ofs);
+    let work = ofs.store().work_done();
     let r = catch_unwind(AssertUnwindSafe(|| {
         ofs.store_mut().background(now, now.saturating_add(1))
     }));
@@ -618,8 +757,8 @@ fn gc_step(s: &mut State, now: Nanos, before: controller::GcState) {
             return;
         }
     };
-    let after = stacks::gc_state_of(ofs.store().fml());
-    if after != before || work_done(ofs) != work {
+    let after = ofs.store().gc_state();
+    if after != before || ofs.store().work_done() != work {
         s.stats.gc_steps += 1;
         s.gc.debt = s.gc.debt.saturating_sub(1);
         s.clock = s.clock.max(done);
@@ -632,7 +771,11 @@ fn gc_step(s: &mut State, now: Nanos, before: controller::GcState) {
 
 /// Issues OAQ's head as one OFS call and replies to its OIOs; returns the lock (released while
 /// replying).
-fn issue<'a>(q: &'a IoQueue, mut s: MutexGuard<'a, State>, want_gc: bool) -> MutexGuard<'a, State> {
+fn issue<'a, S: HostStore>(
+    q: &'a Queue<S>,
+    mut s: MutexGuard<'a, State<S>>,
+    want_gc: bool,
+) -> MutexGuard<'a, State<S>> {
     let Some(oreq) = s.oaq.dispatch() else {
         return s;
     };
@@ -674,7 +817,7 @@ fn issue<'a>(q: &'a IoQueue, mut s: MutexGuard<'a, State>, want_gc: bool) -> Mut
         let preempt = q.shared.controller.gc_preemption != controller::GcPreemption::Collection;
         if oreq.priority.0 > 0 && preempt && want_gc {
             if let Some(ofs) = s.ofs.as_ref() {
-                let unit = ofs.store().unit_bytes() as u64;
+                let unit = ofs.store().write_unit_bytes();
                 let (lo, len) = (oreq.offset_sectors * SECTOR_BYTES, oreq.sectors as u64);
                 s.gc.debt += (lo + len * SECTOR_BYTES).div_ceil(unit) - lo / unit;
             }
@@ -691,7 +834,11 @@ fn issue<'a>(q: &'a IoQueue, mut s: MutexGuard<'a, State>, want_gc: bool) -> Mut
 
 /// One OREQ as one OFS call: its OIOs are contiguous and sorted, so a write is their bytes laid
 /// end to end and a read is cut back into them.
-fn run(ofs: &mut DirectOfs, oreq: &Oreq, items: &[Waiting]) -> Vec<Result<Vec<u8>, FsError>> {
+fn run<S: HostStore>(
+    ofs: &mut Ofs<S>,
+    oreq: &Oreq,
+    items: &[Waiting],
+) -> Vec<Result<Vec<u8>, FsError>> {
     let offset = oreq.offset_sectors * SECTOR_BYTES;
     let len = oreq.sectors as u64 * SECTOR_BYTES;
     match oreq.dir {
@@ -733,7 +880,7 @@ fn run(ofs: &mut DirectOfs, oreq: &Oreq, items: &[Waiting]) -> Vec<Result<Vec<u8
 }
 
 /// Fails every waiting OIO (the host path is gone).
-fn fail_all(q: &IoQueue, mut s: MutexGuard<'_, State>) {
+fn fail_all<S: HostStore>(q: &Queue<S>, mut s: MutexGuard<'_, State<S>>) {
     while s.oaq.dispatch().is_some() {}
     let items: Vec<Waiting> = s.waiting.drain().map(|(_, w)| w).collect();
     drop(s);
@@ -760,7 +907,7 @@ struct ReplierState {
 struct ReplierShared {
     state: Mutex<ReplierState>,
     changed: Condvar,
-    host: Arc<Shared>,
+    host: Arc<Answers>,
 }
 
 impl ReplierShared {
@@ -780,7 +927,7 @@ impl ReplierShared {
 }
 
 impl Replier {
-    fn start(host: Arc<Shared>) -> Result<Replier, FsError> {
+    fn start(host: Arc<Answers>) -> Result<Replier, FsError> {
         let shared = Arc::new(ReplierShared {
             state: Mutex::new(ReplierState::default()),
             changed: Condvar::new(),

@@ -92,8 +92,8 @@ pub fn run(a: Args) -> Result<()> {
         if a.export != Export::Ofs {
             bail!("--remote mounts OFS only (the target serves an object store)");
         }
-        if a.direct || timing != mount::Timing::None {
-            bail!("--direct and --timing apply to an image's device model, not to --remote");
+        if timing != mount::Timing::None {
+            bail!("--timing applies to an image's device model, not to --remote");
         }
         if !a.mountpoint.is_dir() {
             bail!(
@@ -187,13 +187,25 @@ fn remote(a: &Args, r: &Remote) -> Result<()> {
         stats_out: a.stats_out.clone(),
     };
     let (addr, mp) = (&r.addr, a.mountpoint.display());
-    mount::mount(fs, &a.mountpoint, &opts, true, || {
+    let path = if a.direct {
+        "OFS called directly"
+    } else {
+        "OFS -> OAQ"
+    };
+    let ready = || {
         eprintln!(
-            "mounted OFS of target {addr} at {mp} (OFS here, OSD commands over TCP; pid {}); \
+            "mounted OFS of target {addr} at {mp} ({path} here, OSD commands over TCP; pid {}); \
              Ctrl-C, SIGTERM or fusermount3 -u {mp} unmounts",
             std::process::id()
         )
-    })?;
+    };
+    if a.direct {
+        mount::mount(fs, &a.mountpoint, &opts, true, ready)?;
+    } else {
+        mount::block_signals().context("blocking SIGINT, SIGTERM and SIGHUP")?;
+        let fs = mount::ScheduledOfs::start_on(fs, mount::Timing::None)?;
+        mount::mount(fs, &a.mountpoint, &opts, true, ready)?;
+    }
     eprintln!("unmounted {mp}; OFS on {addr} marked clean and flushed");
     Ok(())
 }

@@ -32,6 +32,8 @@ struct Remote {
     server_out: Option<BufReader<std::process::ChildStdout>>,
     addr: String,
     daemon: Option<i32>,
+    /// `--direct` or nothing (OAQ on the host, the default).
+    path: &'static [&'static str],
 }
 
 impl Remote {
@@ -51,6 +53,7 @@ impl Remote {
             server_out: None,
             addr: String::new(),
             daemon: None,
+            path: &[],
         };
         r.serve();
         r
@@ -104,6 +107,7 @@ impl Remote {
         let out = Command::new(OSSD)
             .args(["mount", "--remote", &self.addr, "--key-file", path(key)])
             .args(extra)
+            .args(self.path)
             .args(["--daemon", "--log", path(&self.dir.join("daemon.log"))])
             .arg(&self.mnt)
             .output()
@@ -198,13 +202,28 @@ fn check(root: &Path, tree: &Tree, when: &str) {
 }
 
 #[test]
-fn remote_ofs_survives_remount_and_kill_9_and_mounts_locally() {
+fn remote_ofs_through_oaq_survives_remount_and_kill_9_and_mounts_locally() {
     if let Some(why) = missing_fuse() {
-        eprintln!("SKIPPED: remote_ofs_survives_remount_and_kill_9_and_mounts_locally: {why}; the remote mount was NOT tested");
+        eprintln!("SKIPPED: remote_ofs_through_oaq_...: {why}; the remote mount was NOT tested");
         return;
     }
-    let mut r = Remote::new("tree");
+    scenario(Remote::new("oaq"), "OAQ");
+}
 
+#[test]
+fn remote_ofs_called_directly_survives_remount_and_kill_9_and_mounts_locally() {
+    if let Some(why) = missing_fuse() {
+        eprintln!(
+            "SKIPPED: remote_ofs_called_directly_...: {why}; the remote mount was NOT tested"
+        );
+        return;
+    }
+    let mut r = Remote::new("direct");
+    r.path = &["--direct"];
+    scenario(r, "direct calls");
+}
+
+fn scenario(mut r: Remote, host_path: &str) {
     // A store without OFS is refused until --format; a wrong key is refused by the target.
     let key = r.key.clone();
     let out = r.mount_with(&key, &[]);
@@ -233,7 +252,9 @@ fn remote_ofs_survives_remount_and_kill_9_and_mounts_locally() {
     // Statistics of the remote mount name the target's device.
     let stats = fs::read_to_string(r.p(".ossd-stats.json")).unwrap();
     assert!(
-        stats.contains("remote target") && stats.contains("capacity_bytes"),
+        stats.contains("remote_target")
+            && stats.contains("capacity_bytes")
+            && stats.contains(host_path),
         "{stats}"
     );
     r.unmount();
