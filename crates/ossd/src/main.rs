@@ -19,12 +19,11 @@ mod mountcmd;
 mod net;
 mod objects;
 mod reliability;
-mod reproduce;
 mod results;
 mod torture;
 mod validate;
 
-use ossd::settings;
+use ossd::{reproduce, settings};
 
 #[derive(Parser)]
 #[command(
