@@ -4,26 +4,14 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
-use flash::image::{ImageContent, ImageStore};
-use flash::Nand;
-use osd::{ObjectStore, Osd, OsdConfig, PartitionId, Placement};
+use osd::{Osd, Placement};
 use ossd::store::{self as lib, oid};
 
 pub use ossd::store::{parse_id, Store, DEFAULT_PARTITION};
 
-fn config(device: &flash::DeviceConfig, placement: Placement) -> OsdConfig {
-    mount::image::store_config(device, placement)
-}
-
 /// Formats an image as an empty object store with one partition.
 pub fn format(image: &Path, device: flash::DeviceConfig, placement: Placement) -> Result<()> {
-    let store = ImageStore::create_for(image, &device, ImageContent::ObjectStore)?;
-    let nand = Nand::open(device, store)?;
-    let mut s = ObjectStore::format(nand, config(&device, placement)).map_err(|e| anyhow!(e))?;
-    s.create_partition(Some(PartitionId(DEFAULT_PARTITION)))
-        .map_err(|e| anyhow!(e))?;
-    s.close().map_err(|e| anyhow!(e))?;
-    Ok(())
+    lib::format(image, device, placement)
 }
 
 pub fn open(image: &Path) -> Result<Store> {

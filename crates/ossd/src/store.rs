@@ -32,6 +32,20 @@ pub fn oid(partition: u64, id: &str) -> Result<Oid> {
     })
 }
 
+/// Creates `image` as an empty object store on `device` with `placement`, with one partition
+/// ([`DEFAULT_PARTITION`]).
+pub fn format(image: &Path, device: flash::DeviceConfig, placement: osd::Placement) -> Result<()> {
+    use flash::image::ImageContent;
+    let store = ImageStore::create_for(image, &device, ImageContent::ObjectStore)?;
+    let nand = Nand::open(device, store)?;
+    let mut s = ObjectStore::format(nand, mount::image::store_config(&device, placement))
+        .map_err(|e| anyhow!(e))?;
+    s.create_partition(Some(PartitionId(DEFAULT_PARTITION)))
+        .map_err(|e| anyhow!(e))?;
+    s.close().map_err(|e| anyhow!(e))?;
+    Ok(())
+}
+
 /// Opens the store on `image` under the image's lock, which the caller holds as long as it
 /// uses the store (no mount or other command may open the image meanwhile).
 pub fn open_locked(image: &Path) -> Result<(Store, mount::image::ImageLock)> {
