@@ -163,6 +163,7 @@ def _run_ray(todo: list[tuple[str, dict]], done: Done, ray_address: Optional[str
     import ray
 
     started_here = False
+    t0 = time.perf_counter()
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False}
         if ray_address:
@@ -173,6 +174,7 @@ def _run_ray(todo: list[tuple[str, dict]], done: Done, ray_address: Optional[str
         started_here = True
     try:
         cores = int(ray.cluster_resources().get("CPU", 0))
+        startup = time.perf_counter() - t0
         remote = ray.remote(num_cpus=1, max_retries=0)(run_point)
         pending = {remote.remote(s): (key, s) for key, s in todo}
         while pending:
@@ -187,7 +189,12 @@ def _run_ray(todo: list[tuple[str, dict]], done: Done, ray_address: Optional[str
     finally:
         if started_here:
             ray.shutdown()
-    return {"executor": "ray", "cores": cores, "ray_address": ray_address or "local"}
+    return {
+        "executor": "ray",
+        "cores": cores,
+        "ray_address": ray_address or "local",
+        "startup_seconds": startup,
+    }
 
 
 def _run_processes(todo: list[tuple[str, dict]], done: Done, jobs: int) -> dict:
@@ -213,7 +220,7 @@ def _run_processes(todo: list[tuple[str, dict]], done: Done, jobs: int) -> dict:
                         done(key, solo.submit(run_point, s).result())
                     except cf.process.BrokenProcessPool as e:
                         done(key, {"status": "failed", "error": f"the worker process died: {e}"})
-    return {"executor": "processes", "cores": jobs}
+    return {"executor": "processes", "cores": jobs, "startup_seconds": 0.0}
 
 
 def _ray_available() -> bool:
@@ -449,7 +456,8 @@ def _write_report(outdir: Path, g: Grid, r: dict[str, Any], figures: list[str]) 
         f"{r['points_total']} points ({r['points_run']} run now, {r['points_reused']} finished "
         f"before), {r['points_failed']} failed; executor {r['executor']} on {r['cores']} cores.",
         "",
-        f"Wall time {r['wall_seconds']:.2f} s; mean point {r['mean_point_seconds']:.3f} s; "
+        f"Wall time {r['wall_seconds']:.2f} s (of which starting the executor "
+        f"{r.get('startup_seconds', 0.0):.2f} s); mean point {r['mean_point_seconds']:.3f} s; "
         f"points run x mean / cores = {r['ideal_seconds']:.2f} s.",
         "",
         "Fixed: " + (", ".join(f"`{k}={_md(v)}`" for k, v in g.fixed.items()) or "none"),
@@ -526,8 +534,9 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     print(
         f"sweep {r['name']}: {r['points_total']} points ({r['points_run']} run, {r['points_reused']} "
         f"reused, {r['points_failed']} failed) on {r['executor']} with {r['cores']} cores in "
-        f"{r['wall_seconds']:.2f} s (mean point {r['mean_point_seconds']:.3f} s; points x mean / "
-        f"cores = {r['ideal_seconds']:.2f} s)"
+        f"{r['wall_seconds']:.2f} s, {r.get('startup_seconds', 0.0):.2f} s of it starting the "
+        f"executor (mean point {r['mean_point_seconds']:.3f} s; points x mean / cores = "
+        f"{r['ideal_seconds']:.2f} s)"
     )
     for pnt in r["points"]:
         if pnt["status"] != "ok":
