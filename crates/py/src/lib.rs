@@ -106,14 +106,6 @@ fn reproduce_json(
     .map_err(err)
 }
 
-/// A TOML text as JSON (for the sweep's grid files); errors name `name` and the line.
-#[pyfunction]
-fn toml_to_json(text: &str, name: &str) -> PyResult<String> {
-    let v: toml::Value = toml::from_str(text)
-        .map_err(|e| OssdError::new_err(format!("{name} is not valid TOML: {e}")))?;
-    serde_json::to_string(&v).map_err(|e| err(e.into()))
-}
-
 /// An object store on a device image (made by `ossd format`), open until `close()` (or the
 /// end of a `with` block). The image is locked meanwhile, as the CLI's object commands lock
 /// it. Encrypted objects are not reachable from Python yet (no master key is taken).
@@ -368,7 +360,6 @@ fn _ossd(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     m.add_function(wrap_pyfunction!(check_json, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce_json, m)?)?;
-    m.add_function(wrap_pyfunction!(toml_to_json, m)?)?;
     m.add_class::<ObjectStore>()?;
     m.add("DEFAULT_PARTITION", ossd::store::DEFAULT_PARTITION)?;
     Ok(())

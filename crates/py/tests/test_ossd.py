@@ -368,3 +368,33 @@ def test_cli_sweep_runs_the_driver(tmp_path):
         [str(exe), "sweep", str(g), "--python", str(tmp_path / "no-python")], capture_output=True, text=True
     )
     assert missing.returncode != 0 and "driver in Python" in missing.stderr
+
+
+def test_grid_keeps_the_axes_order(tmp_path):
+    from ossd.sweeps import parse_grid
+
+    g = tmp_path / "g.toml"
+    g.write_text('[axes]\nseed = [2, 1]\n"fml.victim_policy" = ["fifo", "greedy"]\nutilisation = [0.5]\n')
+    grid = parse_grid(g)
+    assert list(grid.axes) == ["seed", "fml.victim_policy", "utilisation"]
+    assert [(p["seed"], p["fml.victim_policy"]) for p in grid.points()] == [
+        (2, "fifo"), (2, "greedy"), (1, "fifo"), (1, "greedy"),
+    ]
+
+
+def _point_that_may_die(settings):
+    """A point function for the pool test: seed 13 kills its worker process."""
+    if settings["seed"] == 13:
+        os._exit(3)
+    return {"status": "ok", "report": {"seed": settings["seed"]}}
+
+
+def test_a_dying_worker_fails_its_point_only():
+    from ossd.sweeps import _run_processes
+
+    todo = [(f"k{s}", {"seed": s}) for s in (11, 12, 13, 14, 15)]
+    got = {}
+    _run_processes(todo, lambda k, r: got.__setitem__(k, r), 2, _point_that_may_die)
+    assert set(got) == {"k11", "k12", "k13", "k14", "k15"}
+    assert got["k13"]["status"] == "failed" and "died" in got["k13"]["error"]
+    assert all(got[k]["status"] == "ok" for k in ("k11", "k12", "k14", "k15"))

@@ -30,7 +30,6 @@ import concurrent.futures as cf
 import hashlib
 import itertools
 import json
-import math
 import multiprocessing
 import os
 import sys
@@ -43,7 +42,11 @@ from . import settings_to_sets
 from ._ossd import OssdError
 from ._ossd import check_json as _check_json
 from ._ossd import run_json as _run_json
-from ._ossd import toml_to_json as _toml_to_json
+
+try:  # Python 3.11+
+    import tomllib as _toml
+except ImportError:  # pragma: no cover - older Pythons install tomli (pyproject.toml)
+    import tomli as _toml
 
 # The figures the report tabulates and plots, when present.
 REPORT_FIGURES = ("write_amplification", "throughput_mib_s", "p99_us")
@@ -99,7 +102,11 @@ def parse_grid(grid: Union[str, os.PathLike, Mapping[str, Any]], name: Optional[
             text = path.read_text(encoding="utf-8")
         except OSError as e:
             raise OssdError(f"cannot read the grid {path}: {e.strerror or e}") from None
-        doc = json.loads(_toml_to_json(text, where))
+        try:
+            # Python's parser keeps the file's order of keys: the axes' order is the points'.
+            doc = _toml.loads(text)
+        except _toml.TOMLDecodeError as e:
+            raise OssdError(f"{where} is not valid TOML: {e}") from None
         default_name = path.stem
     unknown = sorted(set(doc) - {"name", "fixed", "axes"})
     if unknown:
@@ -197,12 +204,19 @@ def _run_ray(todo: list[tuple[str, dict]], done: Done, ray_address: Optional[str
     }
 
 
-def _run_processes(todo: list[tuple[str, dict]], done: Done, jobs: int) -> dict:
+def _run_processes(
+    todo: list[tuple[str, dict]],
+    done: Done,
+    jobs: int,
+    point: Callable[[dict[str, Any]], dict[str, Any]] = run_point,
+) -> dict:
+    """Runs `point` (a module-level function, for pickling) on each settings of `todo` in a
+    pool of `jobs` local processes, calling `done` with each result as it arrives."""
     ctx = multiprocessing.get_context("spawn")
     queue = list(todo)
     while queue:
         with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = {pool.submit(run_point, s): (key, s) for key, s in queue}
+            futures = {pool.submit(point, s): (key, s) for key, s in queue}
             queue = []
             broken: list[tuple[str, dict]] = []
             for f in cf.as_completed(futures):
@@ -217,7 +231,7 @@ def _run_processes(todo: list[tuple[str, dict]], done: Done, jobs: int) -> dict:
             for key, s in broken:
                 with cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as solo:
                     try:
-                        done(key, solo.submit(run_point, s).result())
+                        done(key, solo.submit(point, s).result())
                     except cf.process.BrokenProcessPool as e:
                         done(key, {"status": "failed", "error": f"the worker process died: {e}"})
     return {"executor": "processes", "cores": jobs, "startup_seconds": 0.0}
