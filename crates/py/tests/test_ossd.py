@@ -398,3 +398,4 @@ def test_a_dying_worker_fails_its_point_only():
     assert set(got) == {"k11", "k12", "k13", "k14", "k15"}
     assert got["k13"]["status"] == "failed" and "died" in got["k13"]["error"]
     assert all(got[k]["status"] == "ok" for k in ("k11", "k12", "k14", "k15"))
+

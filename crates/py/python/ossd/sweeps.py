@@ -167,7 +167,13 @@ Done = Callable[[str, dict[str, Any]], None]
 
 
 def _run_ray(todo: list[tuple[str, dict]], done: Done, ray_address: Optional[str]) -> dict:
-    import ray
+    try:
+        import ray
+    except ImportError as e:
+        raise OssdError(
+            f"ray is not installed ({e}): pip install 'ray[default]', or run on local processes "
+            "(--local, executor='processes')"
+        ) from None
 
     started_here = False
     t0 = time.perf_counter()
@@ -177,7 +183,11 @@ def _run_ray(todo: list[tuple[str, dict]], done: Done, ray_address: Optional[str
             kwargs["address"] = ray_address
         else:
             kwargs["include_dashboard"] = False
-        ray.init(**kwargs)
+        try:
+            ray.init(**kwargs)
+        except Exception as e:  # noqa: BLE001 - Ray raises several kinds; all mean "no cluster"
+            where = f"the Ray cluster at {ray_address}" if ray_address else "a local Ray cluster"
+            raise OssdError(f"cannot reach {where}: {type(e).__name__}: {e}") from None
         started_here = True
     try:
         cores = int(ray.cluster_resources().get("CPU", 0))
