@@ -399,3 +399,17 @@ def test_a_dying_worker_fails_its_point_only():
     assert got["k13"]["status"] == "failed" and "died" in got["k13"]["error"]
     assert all(got[k]["status"] == "ok" for k in ("k11", "k12", "k14", "k15"))
 
+
+
+def test_without_ray_auto_runs_on_local_processes_and_says_so(tmp_path):
+    # `sys.modules["ray"] = None` makes `import ray` fail, as on a machine without Ray.
+    code = (
+        "import sys, json; sys.modules['ray'] = None; import ossd; "
+        "r = ossd.sweep({'fixed': {'device': 'tiny', 'utilisation': 0.5, 'workload.requests': 1000},"
+        " 'axes': {'seed': [1, 2]}}, sys.argv[1], progress=False); "
+        "print(json.dumps([r['executor'], [p['status'] for p in r['points']]]))"
+    )
+    p = subprocess.run([sys.executable, "-c", code, str(tmp_path / "o")], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout.strip().splitlines()[-1]) == ["processes", ["ok", "ok"]]
+    assert "ray is not installed" in p.stderr
