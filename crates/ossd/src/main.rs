@@ -19,12 +19,12 @@ mod mountcmd;
 mod net;
 mod objects;
 mod reliability;
-mod reproduce;
 mod results;
+mod sweep;
 mod torture;
 mod validate;
 
-use ossd::settings;
+use ossd::{reproduce, settings};
 
 #[derive(Parser)]
 #[command(
@@ -116,6 +116,11 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Run every point of a grid (axes x fixed settings, keys as `--set`) on Ray (a local
+    /// cluster on all cores, or --ray-address), or on local processes without Ray; resumable.
+    /// Writes results.csv (and .parquet), sweep.json and report.md. Needs the Python package
+    /// (pip install ./crates/py; docs/PYTHON.md).
+    Sweep(sweep::Args),
     /// List the built-in device presets.
     Presets,
     /// Run a workload or replay a trace on a simulated device and report every metric.
@@ -486,6 +491,10 @@ fn main() -> ExitCode {
             validate::run(&file, only.as_deref(), json.as_ref())
         }
         Command::Presets => presets(),
+        Command::Sweep(args) => match sweep::run(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
         Command::Run(args) => run(args),
         Command::Format {
             image,

@@ -4,39 +4,14 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
-use flash::image::{ImageContent, ImageStore};
-use flash::Nand;
-use osd::{
-    Attr, AttrValue, FlushScope, ObjectId, ObjectStore, Oid, Osd, OsdConfig, PartitionId, Placement,
-};
+use osd::{Osd, Placement};
+use ossd::store::{self as lib, oid};
 
-/// The partition the CLI uses unless told otherwise (created at format).
-pub const DEFAULT_PARTITION: u64 = osd::id::FIRST_USER_ID;
-
-pub type Store = ObjectStore<Nand<ImageStore>>;
-
-fn config(device: &flash::DeviceConfig, placement: Placement) -> OsdConfig {
-    mount::image::store_config(device, placement)
-}
-
-/// Parses an id in decimal or 0x-hex.
-pub fn parse_id(s: &str) -> Result<u64> {
-    let r = match s.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16),
-        None => s.parse(),
-    };
-    r.map_err(|_| anyhow!("'{s}' is not an id (decimal, or hex with 0x)"))
-}
+pub use ossd::store::{parse_id, Store, DEFAULT_PARTITION};
 
 /// Formats an image as an empty object store with one partition.
 pub fn format(image: &Path, device: flash::DeviceConfig, placement: Placement) -> Result<()> {
-    let store = ImageStore::create_for(image, &device, ImageContent::ObjectStore)?;
-    let nand = Nand::open(device, store)?;
-    let mut s = ObjectStore::format(nand, config(&device, placement)).map_err(|e| anyhow!(e))?;
-    s.create_partition(Some(PartitionId(DEFAULT_PARTITION)))
-        .map_err(|e| anyhow!(e))?;
-    s.close().map_err(|e| anyhow!(e))?;
-    Ok(())
+    lib::format(image, device, placement)
 }
 
 pub fn open(image: &Path) -> Result<Store> {
@@ -57,13 +32,6 @@ pub fn open_keyed(image: &Path, key_file: Option<&Path>) -> Result<Store> {
 pub fn close(s: Store) -> Result<()> {
     s.close().map_err(|e| anyhow!(e))?;
     Ok(())
-}
-
-fn oid(partition: u64, id: &str) -> Result<Oid> {
-    Ok(Oid {
-        partition: PartitionId(partition),
-        object: ObjectId(parse_id(id)?),
-    })
 }
 
 /// How `put` stores an object.
@@ -96,31 +64,15 @@ pub fn put(
         data = std::fs::read(file).with_context(|| format!("reading {file}"))?;
     }
     let mut s = open_keyed(image, opts.key_file)?;
-    let want = id.map(parse_id).transpose()?.map(ObjectId);
-    let object = s
-        .create(PartitionId(partition), want)
-        .map_err(|e| anyhow!(e))?;
-    let oid = Oid {
-        partition: PartitionId(partition),
-        object,
-    };
-    if opts.encrypt {
-        // While the object is empty, before any parity (the two are not combined yet).
-        s.set_attr(oid, Attr::Reliability, AttrValue::U64(0))
-            .map_err(|e| anyhow!(e))?;
-        s.set_attr(oid, Attr::Encryption, AttrValue::U64(1))
-            .map_err(|e| anyhow!(e))?;
-    }
-    if opts.reliability > 0 {
-        s.set_attr(
-            oid,
-            Attr::Reliability,
-            AttrValue::U64(opts.reliability as u64),
-        )
-        .map_err(|e| anyhow!(e))?;
-    }
-    s.write(oid, 0, &data).map_err(|e| anyhow!(e))?;
-    s.flush(FlushScope::Device).map_err(|e| anyhow!(e))?;
+    let want = id.map(parse_id).transpose()?;
+    let object = lib::put(
+        &mut s,
+        partition,
+        want,
+        opts.reliability,
+        opts.encrypt,
+        &data,
+    )?;
     close(s)?;
     println!("{:#x}", object.0);
     Ok(())
@@ -135,20 +87,8 @@ pub fn get(
     out: Option<&Path>,
 ) -> Result<()> {
     let mut s = open_keyed(image, key_file)?;
-    let oid = oid(partition, id)?;
-    let AttrValue::U64(len) = s
-        .get_attr(oid, Attr::LogicalLength)
-        .map_err(|e| anyhow!(e))?
-    else {
-        unreachable!()
-    };
-    let mut data = vec![0u8; len as usize];
+    let data = lib::get(&mut s, oid(partition, id)?)?;
     // The whole object is read (and every unit checked) before a byte is written out.
-    let n = s.read(oid, 0, &mut data).map_err(|e| match e {
-        osd::OsdError::KeyRequired(_) | osd::OsdError::WrongKey(_) => anyhow!(e),
-        e => anyhow!("object {oid} is damaged, nothing written: {e}"),
-    })?;
-    data.truncate(n);
     match out {
         Some(p) => std::fs::write(p, &data).with_context(|| format!("writing {}", p.display()))?,
         None => std::io::stdout().write_all(&data)?,
@@ -164,44 +104,10 @@ pub fn rm(image: &Path, partition: u64, id: &str) -> Result<()> {
 
 pub fn ls(image: &Path, partition: Option<u64>) -> Result<()> {
     let mut s = open(image)?;
-    let partitions = match partition {
-        Some(p) => vec![PartitionId(p)],
-        None => {
-            let mut all = Vec::new();
-            let mut token = 0;
-            loop {
-                let (ps, next) = s.list_partitions(token, 1000).map_err(|e| anyhow!(e))?;
-                all.extend(ps);
-                match next {
-                    Some(t) => token = t,
-                    None => break,
-                }
-            }
-            all
-        }
-    };
-    for p in partitions {
-        println!("partition {:#x}", p.0);
-        let mut token = 0;
-        loop {
-            let (objects, next) = s.list(p, token, 1000).map_err(|e| anyhow!(e))?;
-            for o in objects {
-                let oid = Oid {
-                    partition: p,
-                    object: o,
-                };
-                let len = s
-                    .get_attr(oid, Attr::LogicalLength)
-                    .map_err(|e| anyhow!(e))?;
-                let AttrValue::U64(len) = len else {
-                    unreachable!()
-                };
-                println!("  {:#x}  {len} bytes", o.0);
-            }
-            match next {
-                Some(t) => token = t,
-                None => break,
-            }
+    for p in lib::ls(&mut s, partition)? {
+        println!("partition {:#x}", p.partition);
+        for (o, len) in p.objects {
+            println!("  {o:#x}  {len} bytes");
         }
     }
     Ok(())
@@ -210,40 +116,22 @@ pub fn ls(image: &Path, partition: Option<u64>) -> Result<()> {
 pub fn stat(image: &Path, partition: u64, id: &str) -> Result<()> {
     let mut s = open(image)?;
     let oid = oid(partition, id)?;
-    let attrs = [
-        ("logical length", Attr::LogicalLength),
-        ("used capacity", Attr::UsedCapacity),
-        ("created (ns)", Attr::CreatedTime),
-        ("modified (ns)", Attr::ModifiedTime),
-        ("accessed (ns)", Attr::AccessedTime),
-        ("attributes changed (ns)", Attr::AttrChangedTime),
-        ("priority", Attr::Priority),
-        ("expected size", Attr::ExpectedSize),
-        ("access pattern", Attr::AccessPattern),
-        ("read-only", Attr::ReadOnly),
-        ("inode", Attr::InodeEmbedded),
-        ("reliability", Attr::Reliability),
-    ];
+    let st = lib::stat(&mut s, oid)?;
     println!("object {oid}");
-    let enc = s.get_attr(oid, Attr::Encryption).map_err(|e| anyhow!(e))?;
     println!(
         "  {:<24} {}",
         "encryption",
-        match enc {
-            AttrValue::U64(1) => "xchacha20-poly1305",
-            _ => "none",
+        if st.encrypted {
+            "xchacha20-poly1305"
+        } else {
+            "none"
         }
     );
-    for (name, a) in attrs {
-        println!(
-            "  {name:<24} {:?}",
-            s.get_attr(oid, a).map_err(|e| anyhow!(e))?
-        );
+    for (name, v) in &st.attrs {
+        println!("  {name:<24} {v:?}");
     }
-    for id in osd::onode::FIRST_USER_ATTR..=u16::MAX {
-        if let AttrValue::Bytes(v) = s.get_attr(oid, Attr::User(id)).map_err(|e| anyhow!(e))? {
-            println!("  user {id:#x}{:<14} {:?}", "", String::from_utf8_lossy(&v));
-        }
+    for (id, v) in &st.user {
+        println!("  user {id:#x}{:<14} {:?}", "", String::from_utf8_lossy(v));
     }
     Ok(())
 }
@@ -260,41 +148,7 @@ pub fn setattr(
     value: &str,
 ) -> Result<()> {
     let mut s = open_keyed(image, key_file)?;
-    let oid = oid(partition, id)?;
-    let num = || {
-        value
-            .parse::<u64>()
-            .map_err(|_| anyhow!("attribute {attr} takes a number, not '{value}'"))
-    };
-    let flag = || match value {
-        "true" | "1" | "yes" => Ok(true),
-        "false" | "0" | "no" => Ok(false),
-        _ => Err(anyhow!(
-            "attribute {attr} takes true or false, not '{value}'"
-        )),
-    };
-    let (a, v) = match attr {
-        "priority" => (Attr::Priority, AttrValue::U64(num()?)),
-        "expected-size" => (Attr::ExpectedSize, AttrValue::U64(num()?)),
-        "length" => (Attr::LogicalLength, AttrValue::U64(num()?)),
-        "read-only" => (Attr::ReadOnly, AttrValue::Bool(flag()?)),
-        "inode" => (Attr::InodeEmbedded, AttrValue::Bool(flag()?)),
-        "reliability" => (Attr::Reliability, AttrValue::U64(num()?)),
-        "encryption" => (
-            Attr::Encryption,
-            AttrValue::U64(match value {
-                "none" | "0" => 0,
-                "xchacha20-poly1305" | "1" => 1,
-                _ => bail!("encryption takes none or xchacha20-poly1305, not '{value}'"),
-            }),
-        ),
-        other => {
-            let id = parse_id(other).map_err(|_| anyhow!("unknown attribute '{other}': use priority, expected-size, length, read-only, inode, reliability, or a user attribute id (0x1000 and up)"))?;
-            let id = u16::try_from(id).map_err(|_| anyhow!("user attribute ids fit 16 bits"))?;
-            (Attr::User(id), AttrValue::Bytes(value.as_bytes().to_vec()))
-        }
-    };
-    s.set_attr(oid, a, v).map_err(|e| anyhow!(e))?;
+    lib::setattr(&mut s, oid(partition, id)?, attr, value)?;
     close(s)
 }
 
@@ -315,51 +169,36 @@ pub fn rekey(image: &Path, old: &Path, new: &Path) -> Result<()> {
 
 /// Checks every invariant; a non-zero exit and a report on any problem.
 pub fn fsck(image: &Path) -> Result<()> {
-    let mut s = open(image)?;
-    let report = s.fsck().map_err(|e| anyhow!(e))?;
-    let r = s.recovery();
+    let f = lib::fsck(open(image)?)?;
     println!(
         "{}: {} objects and partitions, {} index entries; recovery scanned {} units, rolled forward {} records",
         image.display(),
-        report.objects,
-        report.index_entries,
-        r.units_scanned,
-        r.records_rolled_forward
+        f.objects,
+        f.index_entries,
+        f.units_scanned,
+        f.records_rolled_forward
     );
-    let mut problems = report.problems;
-    let damaged = report.damaged;
-    if s.get_attr(ofs::layout::data_oid(vfs::ROOT), ofs::layout::ATTR_SUPER)
-        .is_ok_and(|v| matches!(v, AttrValue::Bytes(_)))
-    {
-        // OFS on the store: mount it (which repairs it after an unclean end, as `ossd mount`
-        // would), check the tree, unmount cleanly.
-        let mut fs = ofs::Ofs::mount(s).map_err(|e| anyhow!("OFS: {e}"))?;
-        let c = fs.ofs_counters();
-        if c.repairs > 0 {
-            println!(
-                "OFS was not unmounted cleanly: repaired ({} fixes)",
-                c.repair_fixes
-            );
-        }
-        let found = vfs::FileSystem::check(&mut fs).map_err(|e| anyhow!("OFS: {e}"))?;
-        println!("OFS: {} problems", found.len());
-        problems.extend(found.into_iter().map(|p| format!("OFS: {p}")));
-        close(fs.unmount().map_err(|e| anyhow!(e))?)?;
+    if let Some(fixes) = f.ofs_repair_fixes {
+        println!("OFS was not unmounted cleanly: repaired ({fixes} fixes)");
     }
-    if problems.is_empty() && damaged.is_empty() {
+    if f.ofs {
+        let n = f.problems.iter().filter(|p| p.starts_with("OFS: ")).count();
+        println!("OFS: {n} problems");
+    }
+    if f.problems.is_empty() && f.damaged.is_empty() {
         println!("clean");
         return Ok(());
     }
-    for p in &problems {
+    for p in &f.problems {
         println!("  problem: {p}");
     }
-    for d in &damaged {
+    for d in &f.damaged {
         println!("  damaged: {d}");
     }
     bail!(
         "{} problems and {} damaged units found",
-        problems.len(),
-        damaged.len()
+        f.problems.len(),
+        f.damaged.len()
     )
 }
 

@@ -8,11 +8,17 @@ use anyhow::{bail, Context, Result};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use lab::experiment::{run_variant, Experiment, ExperimentResult, VariantResult};
 
+/// What `ossd reproduce` runs and where its report goes.
 pub struct Args {
+    /// Shrink sizes, counts and the device by this factor (1 = the papers' scale).
     pub scale: f64,
+    /// Only experiments whose names start with these (all when empty).
     pub only: Vec<String>,
+    /// Parallel jobs (one per experiment variant at a time).
     pub jobs: usize,
+    /// Where the report goes.
     pub out: PathBuf,
+    /// Where the experiment definitions are.
     pub experiments: PathBuf,
 }
 
@@ -38,13 +44,24 @@ pub fn load_all(dir: &Path, only: &[String]) -> Result<Vec<Experiment>> {
     Ok(out)
 }
 
+/// `ossd reproduce`: runs, writes the report, prints each claim beside the measurement.
 pub fn run(a: Args) -> Result<()> {
+    let (results, report) = reproduce(&a, true)?;
+    print_verdicts(&results, &report);
+    Ok(())
+}
+
+/// Runs the experiments `a` names and writes their report into `a.out` (with progress bars
+/// on standard error when `bars`); returns the results (`results.json`) and the path of
+/// `report.md`. The Python package's `ossd.reproduce` calls this.
+pub fn reproduce(a: &Args, bars: bool) -> Result<(Vec<ExperimentResult>, PathBuf)> {
     if !(a.scale > 0.0 && a.scale <= 1.0) {
         bail!("--scale must be in (0, 1], got {}", a.scale);
     }
     let experiments = load_all(&a.experiments, &a.only)?;
-    let results = run_all(&experiments, a.scale, a.jobs.max(1), true)?;
-    publish(&a.out, &results)
+    let results = run_all(&experiments, a.scale, a.jobs.max(1), bars)?;
+    let report = lab::report::write(&a.out, &results).map_err(anyhow::Error::msg)?;
+    Ok((results, report))
 }
 
 /// `ossd run --experiment FILE`: one definition, wherever it lives; `seed` replaces its seed.
@@ -57,12 +74,13 @@ pub fn run_one(path: &Path, scale: f64, seed: Option<u64>, jobs: usize, out: &Pa
         e.seed = s;
     }
     let results = run_all(&[e], scale, jobs.max(1), true)?;
-    publish(out, &results)
+    let report = lab::report::write(out, &results).map_err(anyhow::Error::msg)?;
+    print_verdicts(&results, &report);
+    Ok(())
 }
 
-/// Writes the report and prints each claim beside the measurement.
-fn publish(out: &Path, results: &[ExperimentResult]) -> Result<()> {
-    let report = lab::report::write(out, results).map_err(anyhow::Error::msg)?;
+/// Prints each claim beside the measurement, and where the report is.
+fn print_verdicts(results: &[ExperimentResult], report: &Path) {
     for r in results {
         println!("{} ({})", r.title, r.source);
         for v in &r.verdicts {
@@ -83,7 +101,6 @@ fn publish(out: &Path, results: &[ExperimentResult]) -> Result<()> {
         }
     }
     println!("report: {}", report.display());
-    Ok(())
 }
 
 /// Runs every (experiment, variant) pair on `jobs` threads.
