@@ -15,16 +15,17 @@ impl Owner for Map {
     }
 
     fn before_copy(&mut self, _from: Vpa, oob: &mut [u8]) -> Option<StreamId> {
-        // A copy gets a fresh sequence number so it wins over the checkpoint at recovery.
+        // A copy gets a fresh sequence number: a moved data unit or translation page then wins
+        // over the checkpoint at recovery, and every block's records rise with the offset,
+        // which bounded recovery relies on. A checkpoint part keeps its checkpoint's number in
+        // its page.
         self.copying = None;
         if let Ok(Some(mut r)) = Record::decode(oob) {
             self.copying = Some(r);
-            if r.kind != Kind::Checkpoint {
-                r.seq = self.take_seq();
-                oob[..RECORD_BYTES].copy_from_slice(&r.encode());
-                if r.kind == Kind::Data {
-                    return self.gc_data_stream;
-                }
+            r.seq = self.take_seq();
+            oob[..RECORD_BYTES].copy_from_slice(&r.encode());
+            if r.kind == Kind::Data {
+                return self.gc_data_stream;
             }
         }
         None
@@ -35,9 +36,12 @@ impl Owner for Map {
         reason = "the FML relocates only units whose record this owner recognized (Owner::recognizes) before the copy"
     )]
     fn relocated(&mut self, from: Vpa, to: Vpa, oob: &[u8]) {
-        let r = Record::decode(oob)
-            .ok()
-            .flatten()
+        // The record as it was before the copy: a checkpoint part's carries its checkpoint's
+        // number.
+        let r = self
+            .copying
+            .take()
+            .or_else(|| Record::decode(oob).ok().flatten())
             .expect("GC copied a unit whose record the FTL wrote");
         match r.kind {
             Kind::Data => {
