@@ -55,22 +55,23 @@ impl<F: Flash> Ftl<F> {
                 &entries,
             );
             t = self.foreground_gc(t)?;
-            let rec = Record {
+            let record = Record {
                 kind: Kind::Checkpoint,
                 key: part as u32,
                 seq,
                 payload_crc: payload_crc(Payload::Bytes(&page)),
-            }
-            .encode();
-            let (vpa, done) = self
-                .fml
-                .write(t, META_STREAM, Payload::Bytes(&page), &rec)?;
+            };
+            let (vpa, done) =
+                self.fml
+                    .write(t, META_STREAM, Payload::Bytes(&page), &record.encode())?;
+            self.map.wrote(vpa.0, &record);
             t = done;
             self.map.ckpt_new.push(vpa.0);
             self.stats.checkpoint_units_written += 1;
         }
         for old in std::mem::take(&mut self.map.ckpt) {
             self.fml.invalidate(Vpa(old));
+            self.map.forget(old);
         }
         self.map.ckpt = std::mem::take(&mut self.map.ckpt_new);
         self.map.ckpt_seq = seq;

@@ -10,6 +10,19 @@ use crate::oob::{Kind, Record, RECORD_BYTES};
 use crate::{Ftl, FtlError, LOST, UNMAPPED};
 
 impl Owner for Map {
+    fn record_of(&mut self, from: Vpa, oob: &mut [u8]) -> bool {
+        let Some(r) = self.owners.as_ref().and_then(|o| o.record(from.0)) else {
+            return false;
+        };
+        match oob.get_mut(..RECORD_BYTES) {
+            Some(dst) => {
+                dst.copy_from_slice(&r.encode());
+                true
+            }
+            None => false,
+        }
+    }
+
     fn recognizes(&mut self, _from: Vpa, oob: &[u8]) -> bool {
         matches!(Record::decode(oob), Ok(Some(_)))
     }
@@ -43,6 +56,8 @@ impl Owner for Map {
             .take()
             .or_else(|| Record::decode(oob).ok().flatten())
             .expect("GC copied a unit whose record the FTL wrote");
+        self.wrote(to.0, &r);
+        self.forget(from.0);
         match r.kind {
             Kind::Data => {
                 let lpn = r.key;
@@ -75,6 +90,7 @@ impl Owner for Map {
         // A rare event: find the owner by search rather than keep a reverse map (4 bytes per
         // unit) for it.
         self.lost += 1;
+        self.forget(from.0);
         if let Some(lpn) = self.l2p.iter().position(|&v| v == from.0) {
             self.l2p[lpn] = LOST;
         } else if let Some(g) = self.gtd.iter_mut().find(|g| **g == from.0) {

@@ -9,13 +9,13 @@ use serde::Serialize;
 
 use std::collections::{BTreeMap, BinaryHeap};
 
-use flash::FlashError;
+use flash::{DeviceConfigError, FlashError, PayloadMode};
 use fml::FmlError;
 use rustc_hash::FxHashMap;
 
 use crate::checkpoint::{decode_ckpt, is_version_1, CkptPart};
 use crate::dftl::Cmt;
-use crate::map::Map;
+use crate::map::{Map, Owners};
 use crate::oob::{content_crc, Kind, Record, RECORD_BYTES};
 use crate::{
     Ftl, FtlConfig, FtlConfigError, FtlError, FtlStats, Mapping, DATA_STREAM, SECTOR_BYTES,
@@ -63,7 +63,15 @@ impl<F: Flash> Ftl<F> {
         if sectors_per_unit > 64 {
             return Err(FtlConfigError::UnitTooLarge { unit_bytes }.into());
         }
+        let timing = flash.config().payload == PayloadMode::Timing;
         let fml = Fml::open(flash, config.fml, 2, RECORD_BYTES)?;
+        if timing && fml.blocks().iter().any(|b| b.next > 0) {
+            return Err(FlashError::Config(DeviceConfigError::TimingOnly {
+                what: "this device holds data, and without OOB records it cannot be recovered"
+                    .into(),
+            })
+            .into());
+        }
         // The logical space is fixed by the device as it left the factory, not by the blocks
         // good today: a grown bad block must not shrink it, or a checkpoint (which records its
         // size) would no longer load and pages at its top would be dropped at recovery.
@@ -100,6 +108,7 @@ impl<F: Flash> Ftl<F> {
                 lost: 0,
                 gc_data_stream: (!config.separate_gc_stream).then_some(DATA_STREAM),
                 copying: None,
+                owners: timing.then(|| Owners::new(total_units)),
             },
             buf: WriteBuffer::new((config.buffer_bytes / unit_bytes as u64) as usize),
             fml,
