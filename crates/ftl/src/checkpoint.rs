@@ -166,3 +166,36 @@ pub(crate) fn decode_ckpt(page: &[u8], logical: u32, total: u32) -> Option<CkptP
             .collect::<Option<Vec<u32>>>()?,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_round_trip_and_damage_or_old_versions_are_refused() {
+        let mut page = vec![0u8; 4096];
+        encode_ckpt(&mut page, 77, 1, 3, 1000, 1014, &[5, 6, UNMAPPED_ENTRY]);
+        let p = decode_ckpt(&page, 1000, 1017).unwrap();
+        assert_eq!((p.seq, p.part, p.parts, p.first), (77, 1, 3, 1014));
+        assert_eq!(p.entries, vec![5, 6, UNMAPPED_ENTRY]);
+        assert!(!is_version_1(&page));
+        // Entries past the map and the directory, another logical space, a flipped bit.
+        assert!(decode_ckpt(&page, 1000, 1016).is_none());
+        assert!(decode_ckpt(&page, 999, 1017).is_none());
+        let mut bad = page.clone();
+        bad[40] ^= 1;
+        assert!(decode_ckpt(&bad, 1000, 1017).is_none());
+        // A count pointing past the page is refused, never a panic.
+        let mut huge = page.clone();
+        huge[32..36].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode_ckpt(&huge, 1000, 1017).is_none());
+        assert!(decode_ckpt(&page[..20], 1000, 1017).is_none());
+        // Version 1 is recognized, so recovery can refuse it by name.
+        let mut old = page.clone();
+        old[4..8].copy_from_slice(&1u32.to_le_bytes());
+        assert!(is_version_1(&old));
+        assert!(decode_ckpt(&old, 1000, 1017).is_none());
+    }
+
+    const UNMAPPED_ENTRY: u32 = u32::MAX;
+}

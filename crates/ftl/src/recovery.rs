@@ -350,12 +350,6 @@ impl<F: Flash> Ftl<F> {
                 continue;
             }
             w.rec.checkpoint_parts_read += 1;
-            let r = Record {
-                kind: Kind::Checkpoint,
-                key: part,
-                seq,
-                payload_crc: 0,
-            };
             let mut page = std::mem::take(&mut self.scratch);
             let mut oob = [0u8; RECORD_BYTES];
             let read = self.fml.read(0, Vpa(v), &mut page, &mut oob);
@@ -371,8 +365,8 @@ impl<F: Flash> Ftl<F> {
                 Some(h) if h.seq == seq && h.part == part => self.apply_part(&h),
                 _ => {
                     return Err(FtlError::Corrupted(format!(
-                        "checkpoint {} part {} at unit {v} read back differently the second time",
-                        r.seq, r.key
+                        "checkpoint {seq} part {part} at unit {v} read back differently the \
+                         second time"
                     )))
                 }
             }
