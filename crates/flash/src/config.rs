@@ -23,6 +23,35 @@ pub struct DeviceConfig {
     pub ecc_correctable_bits: u32,
     /// Seed of the factory bad-block draw.
     pub seed: u64,
+    /// What the device keeps of each programmed page: `full` (contents and OOB records, the
+    /// default) or `timing` (nothing, like MQSim: for geometry and policy studies that do not
+    /// check data).
+    #[serde(default, skip_serializing_if = "PayloadMode::is_full")]
+    pub payload: PayloadMode,
+}
+
+/// What a device keeps of each programmed page (`payload` in the `[device]` table).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PayloadMode {
+    /// Each page's contents (bytes or a fingerprint) and its OOB record: reads can be checked
+    /// and a device holding data can be recovered.
+    #[default]
+    Full,
+    /// Timing only: no page contents and no OOB records, so memory does not grow with the
+    /// pages written. Reads of programmed pages return [`crate::NOT_STORED`]; the device times
+    /// and counts every operation exactly as a full one does. Only a mapping layer that keeps
+    /// its own record of what each unit holds can run on it (the page-mapping FTL and DFTL),
+    /// reads cannot be verified, and it cannot be recovered or kept in an image.
+    Timing,
+}
+
+impl PayloadMode {
+    /// Whether this is the default, [`PayloadMode::Full`] (left out when serialized, so
+    /// configurations and their digests read as before the setting existed).
+    pub fn is_full(&self) -> bool {
+        *self == PayloadMode::Full
+    }
 }
 
 impl DeviceConfig {
@@ -95,6 +124,7 @@ fn rawssd(dies_per_channel: u32, blocks_per_plane: u32) -> DeviceConfig {
         factory_bad_ppm: 0,
         ecc_correctable_bits: 8,
         seed: 0,
+        payload: PayloadMode::Full,
     }
 }
 
@@ -126,6 +156,53 @@ fn ssd_004(gang: Gang) -> DeviceConfig {
         factory_bad_ppm: 0,
         ecc_correctable_bits: 8,
         seed: 0,
+        payload: PayloadMode::Full,
+    }
+}
+
+/// An enterprise NVMe drive of 4 TiB raw, for geometry and policy studies at scale (usually
+/// with `payload = timing`). The numbers are typical of the 1xx-layer TLC generation in such
+/// drives (2021-2024 data sheets and ONFI 4.x / Toggle 4 parts):
+/// - 16 channels (the controllers of U.2 enterprise drives have 16; client ones 4-8), 4 dies
+///   per channel, each die 512 Gbit = 64 GiB: 64 dies, 4 TiB raw;
+/// - 4 planes per die, 16 KiB pages, 1,024 pages per block (16 MiB blocks), 1,024 blocks per
+///   plane;
+/// - TLC array times: t_R 50 us, t_PROG 500 us (a whole word line), t_BERS 3.5 ms;
+/// - 1,200 MT/s 8-bit buses (ONFI 4.2 / Toggle 4), 1,200 MB/s per channel;
+/// - 3,000 program/erase cycles (enterprise TLC), ECC of 120 bits per page (LDPC);
+/// - each plane is a parallel unit (one 16 KiB page per write unit, as MQSim maps pages), and a
+///   super-block takes one block from every plane of every die (256 blocks, 4 GiB), as
+///   enterprise drives stripe their RAID-like super-blocks over all dies;
+/// - dies queue commands and run them in issue-time order (`backfill`).
+fn nvme_4t() -> DeviceConfig {
+    DeviceConfig {
+        geometry: Geometry {
+            channels: 16,
+            dies_per_channel: 4,
+            planes_per_die: 4,
+            blocks_per_plane: 1024,
+            pages_per_block: 1024,
+            page_size_bytes: 16384,
+            oob_size_bytes: 64,
+        },
+        timing: Timing {
+            read_ns: 50_000,
+            program_ns: 500_000,
+            erase_ns: 3_500_000,
+            bus_mb_s: 1200,
+            command_ns: 0,
+            scheduling: Scheduling::Backfill,
+        },
+        gang: Gang {
+            planes_per_unit: 1,
+            dies_per_unit: 1,
+            units_per_superblock: 256,
+        },
+        endurance_cycles: 3_000,
+        factory_bad_ppm: 0,
+        ecc_correctable_bits: 120,
+        seed: 0,
+        payload: PayloadMode::Full,
     }
 }
 
@@ -170,6 +247,7 @@ pub fn presets() -> Vec<Preset> {
                 factory_bad_ppm: 0,
                 ecc_correctable_bits: 4,
                 seed: 0,
+                payload: PayloadMode::Full,
             },
         },
         Preset {
@@ -200,6 +278,7 @@ pub fn presets() -> Vec<Preset> {
                 factory_bad_ppm: 0,
                 ecc_correctable_bits: 8,
                 seed: 0,
+                payload: PayloadMode::Full,
             },
         },
         Preset {
@@ -230,6 +309,7 @@ pub fn presets() -> Vec<Preset> {
                 factory_bad_ppm: 0,
                 ecc_correctable_bits: 40,
                 seed: 0,
+                payload: PayloadMode::Full,
             },
         },
         Preset {
@@ -241,6 +321,11 @@ pub fn presets() -> Vec<Preset> {
             name: "ssd-004-gang",
             about: "BLOCKMGMT-09 3.4's 32 GiB SSD: one gang of the 8 packages, a 32 KiB logical page striped over all of them",
             config: ssd_004(Gang { planes_per_unit: 1, dies_per_unit: 8, units_per_superblock: 2 }),
+        },
+        Preset {
+            name: "nvme-4t",
+            about: "an enterprise NVMe SSD of 4 TiB (U.2, PCIe 4): 16 channels x 4 dies of 512 Gbit TLC, 4 planes, 16 KiB pages, 16 MiB blocks; t_R 50 us, t_PROG 500 us, t_BERS 3.5 ms, 1,200 MT/s buses",
+            config: nvme_4t(),
         },
         Preset {
             name: "tiny",
@@ -268,6 +353,7 @@ pub fn presets() -> Vec<Preset> {
                 factory_bad_ppm: 0,
                 ecc_correctable_bits: 8,
                 seed: 0,
+                payload: PayloadMode::Full,
             },
         },
     ]
@@ -364,6 +450,13 @@ pub enum DeviceConfigError {
         /// Blocks the configured geometry has.
         geometry_blocks: u32,
     },
+    /// Something a timing-only device (`payload = timing`) cannot do: it keeps no page
+    /// contents and no OOB records.
+    #[error("payload = timing keeps no page contents or OOB records: {what}")]
+    TimingOnly {
+        /// What was asked of it.
+        what: String,
+    },
     /// Image files keep a page's OOB length in one byte.
     #[error("oob_size_bytes over 255 is not supported in images")]
     ImageOob {
@@ -375,6 +468,20 @@ pub enum DeviceConfigError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn payload_mode_reads_from_toml_and_defaults_to_full() {
+        let c = preset("tiny").unwrap();
+        let text = toml::to_string(&c).unwrap();
+        assert!(!text.contains("payload"), "the default is left out: {text}");
+        let back: DeviceConfig = toml::from_str(&text).unwrap();
+        assert_eq!(back.payload, PayloadMode::Full);
+        let timing: DeviceConfig =
+            toml::from_str(&format!("payload = \"timing\"\n{text}")).unwrap();
+        assert_eq!(timing.payload, PayloadMode::Timing);
+        let e = toml::from_str::<DeviceConfig>(&format!("payload = \"none\"\n{text}"));
+        assert!(e.unwrap_err().to_string().contains("payload"));
+    }
 
     #[test]
     fn every_preset_is_valid() {
@@ -408,6 +515,9 @@ mod tests {
         assert!((gib - 3.64).abs() < 0.01, "poftl is {gib} GiB");
         let m = preset("mqsim-default").unwrap();
         assert_eq!(m.geometry.capacity_bytes(), 512 << 30);
+        let n = preset("nvme-4t").unwrap();
+        assert_eq!(n.geometry.capacity_bytes(), 4 << 40);
+        assert_eq!(n.geometry.dies(), 64);
         let e = preset("nope").unwrap_err();
         assert_eq!(e.name, "nope");
         assert!(e.to_string().contains("rawssd"), "{e}");

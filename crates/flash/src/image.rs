@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::store::PageStore;
 use crate::{
     BlockInfo, Content, DeviceConfig, DeviceConfigError, FlashError, Gang, Geometry, PageAddr,
-    Payload, Scheduling, Timing,
+    Payload, PayloadMode, Scheduling, Timing,
 };
 
 /// The first 8 bytes of every device image file.
@@ -215,6 +215,7 @@ fn decode_header(path: &Path, b: &[u8]) -> Result<(DeviceConfig, ImageContent), 
         factory_bad_ppm: r.u32().map_err(short)?,
         ecc_correctable_bits: r.u32().map_err(short)?,
         seed: r.u64().map_err(short)?,
+        payload: PayloadMode::Full,
     };
     if version >= 2 {
         c.timing.scheduling = match r.u32().map_err(short)? {
@@ -284,6 +285,11 @@ impl ImageStore {
         content: ImageContent,
     ) -> Result<Self, FlashError> {
         config.validate()?;
+        if config.payload != PayloadMode::Full {
+            return Err(FlashError::Config(DeviceConfigError::TimingOnly {
+                what: "an image file keeps page contents; use payload = full for an image".into(),
+            }));
+        }
         if config.geometry.oob_size_bytes > 255 {
             return Err(FlashError::Config(DeviceConfigError::ImageOob {
                 oob_size_bytes: config.geometry.oob_size_bytes,
@@ -526,6 +532,18 @@ mod tests {
         let p = std::env::temp_dir().join(format!("ossd-image-{}-{name}", std::process::id()));
         let _ = std::fs::remove_file(&p);
         p
+    }
+
+    #[test]
+    fn a_timing_only_device_is_refused_for_an_image() {
+        let path = tmp("timing");
+        let c = DeviceConfig {
+            payload: PayloadMode::Timing,
+            ..preset("tiny").unwrap()
+        };
+        let e = ImageStore::create(&path, &c).err().unwrap();
+        assert!(e.to_string().contains("payload = timing"), "{e}");
+        assert!(!path.exists(), "nothing is created");
     }
 
     #[test]

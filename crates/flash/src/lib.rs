@@ -12,7 +12,9 @@
 //!   the availability of the die and its channel bus ([`nand`] has the time model).
 //!
 //! A page holds either real bytes or a 64-bit fingerprint of them ([`Payload`]); the writer
-//! chooses per program, so multi-gigabyte simulations stay small and are still checkable.
+//! chooses per program, so multi-gigabyte simulations stay small and are still checkable. A
+//! timing-only device ([`PayloadMode::Timing`]) keeps neither, for studies at geometries where
+//! even a fingerprint per page is too much memory.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
@@ -26,7 +28,9 @@ pub mod image;
 pub mod nand;
 pub mod store;
 
-pub use config::{preset, presets, DeviceConfig, DeviceConfigError, Preset, UnknownPreset};
+pub use config::{
+    preset, presets, DeviceConfig, DeviceConfigError, PayloadMode, Preset, UnknownPreset,
+};
 pub use gang::Ganged;
 pub use geometry::{BlockAddr, DieId, Gang, Geometry, Nanos, PageAddr, Scheduling, Timing};
 pub use nand::Nand;
@@ -39,6 +43,12 @@ pub enum Payload<'a> {
     /// A 64-bit stand-in for the page's bytes.
     Fingerprint(u64),
 }
+
+/// What a read of a programmed page on a timing-only device ([`PayloadMode::Timing`]) returns
+/// as its fingerprint: the device kept nothing to return. A layer that knows its device is
+/// timing-only takes it as "not stored", never as data to check. (A real fingerprint equals it
+/// with probability 2^-64.)
+pub const NOT_STORED: u64 = u64::from_be_bytes(*b"NOTSTORD");
 
 /// What a read found in a page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -25,6 +25,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::store::{MemStore, PageStore};
+use crate::PayloadMode;
 use crate::{
     BlockAddr, BlockInfo, Content, DeviceConfig, DeviceConfigError, Flash, FlashError, FlashStats,
     Nanos, Payload, ProgramOp, ReadOp, Scheduling,
@@ -118,7 +119,11 @@ impl Nand<MemStore> {
     /// A fresh in-memory device, every block erased, factory bad blocks drawn from the seed.
     pub fn in_memory(config: DeviceConfig) -> Result<Self, FlashError> {
         config.validate()?;
-        Nand::open(config, MemStore::new(config.geometry))
+        let store = match config.payload {
+            PayloadMode::Full => MemStore::new(config.geometry),
+            PayloadMode::Timing => MemStore::timing_only(config.geometry),
+        };
+        Nand::open(config, store)
     }
 }
 
@@ -581,6 +586,60 @@ mod tests {
         assert!(t.floor > 100);
         assert_eq!(t.fit(0, 1), t.floor);
         assert_eq!(t.free_at(), 105 + 10 * (2 * KEPT_INTERVALS as u64 - 1));
+    }
+
+    #[test]
+    fn a_timing_only_device_keeps_nothing_but_times_and_checks_as_a_full_one() {
+        let full_cfg = preset("tiny").unwrap();
+        let timing_cfg = DeviceConfig {
+            payload: crate::PayloadMode::Timing,
+            ..full_cfg
+        };
+        let mut full = Nand::in_memory(full_cfg).unwrap();
+        let mut timing = Nand::in_memory(timing_cfg).unwrap();
+        for n in [&mut full, &mut timing] {
+            let mut t = 0;
+            for p in 0..8 {
+                t = program(n, t, page(0, 1, p), 40 + p as u64).unwrap();
+            }
+            t = n
+                .erase(
+                    t,
+                    &[BlockAddr {
+                        die: DieId(1),
+                        plane: 0,
+                        block: 2,
+                    }],
+                )
+                .unwrap();
+            program(n, t, page(1, 2, 0), 9).unwrap();
+            // The NAND contract holds without contents.
+            assert_eq!(
+                program(n, t, page(0, 1, 3), 7),
+                Err(FlashError::NotErased(page(0, 1, 3)))
+            );
+            assert_eq!(read(n, page(0, 1, 8)).unwrap(), Content::Erased);
+        }
+        assert_eq!(full.stats(), timing.stats());
+        assert_eq!(
+            read(&mut full, page(0, 1, 5)).unwrap(),
+            Content::Fingerprint(45)
+        );
+        let mut oob = [0u8; 2];
+        let mut ops = [ReadOp::new(page(0, 1, 5), &mut [], &mut oob)];
+        timing.read(0, &mut ops).unwrap();
+        assert_eq!(ops[0].content, Content::Fingerprint(crate::NOT_STORED));
+        assert_eq!(oob, [0xFF, 0xFF], "no OOB record is kept");
+        assert_eq!(
+            read(&mut full, page(1, 2, 0)).unwrap(),
+            Content::Fingerprint(9)
+        );
+        assert_eq!(
+            read(&mut timing, page(1, 2, 0)).unwrap(),
+            Content::Fingerprint(crate::NOT_STORED)
+        );
+        assert_eq!(full.stats(), timing.stats());
+        assert!(full.resident_bytes() > timing.resident_bytes());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! pages below a block's `next_page` are programmed and the rest are erased. Erasing a block
 //! is therefore just resetting `next_page` (and forgetting the contents, to give memory back).
 
-use crate::{BlockInfo, Content, FlashError, Geometry, Payload};
+use crate::{BlockInfo, Content, FlashError, Geometry, Payload, NOT_STORED};
 
 /// Keeps what a [`crate::Nand`] programs: page contents, OOB records and block state.
 pub trait PageStore {
@@ -58,11 +58,14 @@ struct MemBlock {
     bytes: Option<Box<[u8]>>,
 }
 
-/// The in-memory store: sparse, one allocation per programmed block.
+/// The in-memory store: sparse, one allocation per programmed block; or, timing-only, nothing
+/// per page at all.
 pub struct MemStore {
     geometry: Geometry,
     blocks: Vec<Option<Box<MemBlock>>>,
     resident: u64,
+    /// Keep page contents and OOB records (false: a timing-only device).
+    keep: bool,
 }
 
 impl MemStore {
@@ -74,6 +77,20 @@ impl MemStore {
             geometry,
             blocks,
             resident: 0,
+            keep: true,
+        }
+    }
+
+    /// A store that keeps nothing per page ([`crate::PayloadMode::Timing`]): programs are
+    /// dropped, and a programmed page reads as the fingerprint [`NOT_STORED`] with an erased
+    /// (all 0xFF) OOB area. The device above still enforces the NAND contract and times every
+    /// operation: whether a page is programmed is its block's write pointer, not stored here.
+    pub fn timing_only(geometry: Geometry) -> Self {
+        MemStore {
+            geometry,
+            blocks: Vec::new(),
+            resident: 0,
+            keep: false,
         }
     }
 
@@ -103,6 +120,9 @@ impl PageStore for MemStore {
         payload: Payload<'_>,
         oob: &[u8],
     ) -> Result<(), FlashError> {
+        if !self.keep {
+            return Ok(());
+        }
         let ppb = self.geometry.pages_per_block as usize;
         let page_size = self.geometry.page_size_bytes as usize;
         let slot = &mut self.blocks[block as usize];
@@ -166,6 +186,9 @@ impl PageStore for MemStore {
     ) -> Result<Content, FlashError> {
         let page_size = self.geometry.page_size_bytes as usize;
         oob.fill(0xFF);
+        if !self.keep {
+            return Ok(Content::Fingerprint(NOT_STORED));
+        }
         let Some(b) = self.blocks[block as usize].as_ref() else {
             return Ok(Content::Erased);
         };
@@ -185,7 +208,7 @@ impl PageStore for MemStore {
     }
 
     fn drop_block(&mut self, block: u32) {
-        if let Some(b) = self.blocks[block as usize].take() {
+        if let Some(b) = self.blocks.get_mut(block as usize).and_then(Option::take) {
             self.resident -= Self::block_bytes(&b);
         }
     }

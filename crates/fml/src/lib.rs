@@ -17,7 +17,7 @@ pub mod wear;
 use std::collections::VecDeque;
 
 use flash::gang::{Layout, Vpa};
-use flash::{Content, Flash, FlashError, Ganged, Nanos, Payload};
+use flash::{Content, DeviceConfigError, Flash, FlashError, Ganged, Nanos, Payload, PayloadMode};
 use serde::{Deserialize, Serialize};
 
 pub use block::{Block, BlockState, BlockTable, Inconsistency, Loaded, SegmentClass};
@@ -233,6 +233,13 @@ pub trait Owner {
     /// record is damaged is not copied; it is reported through [`Owner::lost`] instead.
     fn recognizes(&mut self, _from: Vpa, _oob: &[u8]) -> bool {
         true
+    }
+    /// On a timing-only device ([`flash::PayloadMode::Timing`]), which keeps no OOB records:
+    /// writes into `oob` the record the unit at `from` was programmed with, from the owner's
+    /// own bookkeeping, before GC copies it. `false` (the default) means the owner cannot, and
+    /// GC refuses to run on such a device rather than lose what it holds.
+    fn record_of(&mut self, _from: Vpa, _oob: &mut [u8]) -> bool {
+        false
     }
     /// Called before GC copies the unit at `from`: the owner may rewrite the copy's OOB record
     /// (for example to give it a fresh sequence number) and choose its stream; `None` sends it
@@ -852,7 +859,16 @@ impl<F: Flash> Fml<F> {
         let mut oob = std::mem::take(&mut self.oob_buf);
         let read = self.dev.read(at, from, &mut data, &mut oob);
         self.stats.units_read += 1;
+        let timing = self.dev.flash().config().payload == PayloadMode::Timing;
         let result = match read {
+            Ok(_) if timing && !owner.record_of(from, &mut oob) => Err(FmlError::Flash(
+                FlashError::Config(DeviceConfigError::TimingOnly {
+                    what: "GC needs the OOB records of the units it copies, and this mapping \
+                           layer does not keep them itself (only the page-mapping FTL and \
+                           DFTL run on a timing-only device)"
+                        .into(),
+                }),
+            )),
             Ok((t, content)) => {
                 let payload = match content {
                     Content::Bytes => Some(Payload::Bytes(&data)),

@@ -9,7 +9,9 @@ use crate::{Ftl, FtlError, META_STREAM};
 
 impl<F: Flash> Ftl<F> {
     /// Flushes, then writes the whole map as a checkpoint (and DFTL's dirty translation pages),
-    /// so that TRIMs become durable and recovery has a base. Returns when it is durable.
+    /// so that TRIMs become durable and recovery has a base. Returns when it is durable. The
+    /// checkpoint holds the logical pages' entries and, after them, the translation directory
+    /// (where each DFTL translation page is), so recovery needs nothing written before it.
     #[expect(
         clippy::unwrap_used,
         reason = "only DFTL has dirty translation pages, and DFTL always has its cached mapping table"
@@ -27,11 +29,22 @@ impl<F: Flash> Ftl<F> {
         self.map.ckpt_new_seq = seq;
         self.map.ckpt_new.clear();
         let per_part = (self.unit_bytes - CKPT_HEADER - 4) / 4;
-        let parts = (self.logical_units as usize).div_ceil(per_part);
+        let total = self.ckpt_entries() as usize;
+        let parts = total.div_ceil(per_part);
         let mut page = vec![0u8; self.unit_bytes];
+        let mut entries = Vec::with_capacity(per_part);
         for part in 0..parts {
             let first = part * per_part;
-            let count = per_part.min(self.logical_units as usize - first);
+            let count = per_part.min(total - first);
+            entries.clear();
+            let logical = self.logical_units as usize;
+            entries.extend((first..first + count).map(|i| {
+                self.map
+                    .l2p
+                    .get(i)
+                    .copied()
+                    .unwrap_or_else(|| self.map.gtd[i - logical])
+            }));
             encode_ckpt(
                 &mut page,
                 seq,
@@ -39,25 +52,26 @@ impl<F: Flash> Ftl<F> {
                 parts as u32,
                 self.logical_units,
                 first as u32,
-                &self.map.l2p[first..first + count],
+                &entries,
             );
             t = self.foreground_gc(t)?;
-            let rec = Record {
+            let record = Record {
                 kind: Kind::Checkpoint,
                 key: part as u32,
                 seq,
                 payload_crc: payload_crc(Payload::Bytes(&page)),
-            }
-            .encode();
-            let (vpa, done) = self
-                .fml
-                .write(t, META_STREAM, Payload::Bytes(&page), &rec)?;
+            };
+            let (vpa, done) =
+                self.fml
+                    .write(t, META_STREAM, Payload::Bytes(&page), &record.encode())?;
+            self.map.wrote(vpa.0, &record);
             t = done;
             self.map.ckpt_new.push(vpa.0);
             self.stats.checkpoint_units_written += 1;
         }
         for old in std::mem::take(&mut self.map.ckpt) {
             self.fml.invalidate(Vpa(old));
+            self.map.forget(old);
         }
         self.map.ckpt = std::mem::take(&mut self.map.ckpt_new);
         self.map.ckpt_seq = seq;
@@ -65,12 +79,18 @@ impl<F: Flash> Ftl<F> {
         self.fml.flash_mut().sync()?;
         Ok(t)
     }
+
+    /// Entries a checkpoint holds: one per logical page, then one per translation page.
+    pub(crate) fn ckpt_entries(&self) -> u32 {
+        self.logical_units + self.map.gtd.len() as u32
+    }
 }
 
 /// Checkpoint part header: magic, version, seq, part, parts, logical units, first lpn, count.
 const CKPT_HEADER: usize = 4 + 4 + 8 + 4 + 4 + 4 + 4 + 4;
 const CKPT_MAGIC: &[u8; 4] = b"FTLC";
-const CKPT_VERSION: u32 = 1;
+/// Version 2 appended the translation directory to the logical pages' entries.
+const CKPT_VERSION: u32 = 2;
 
 pub(crate) fn encode_ckpt(
     page: &mut [u8],
@@ -98,37 +118,84 @@ pub(crate) fn encode_ckpt(
     page[end..end + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// One decoded checkpoint part.
 pub(crate) struct CkptPart {
+    /// The checkpoint's number (its parts' records carry it, unless GC copied them).
+    pub(crate) seq: u64,
+    pub(crate) part: u32,
     pub(crate) parts: u32,
     pub(crate) first: u32,
     pub(crate) entries: Vec<u32>,
 }
 
-pub(crate) fn decode_ckpt(page: &[u8], seq: u64, part: u32, logical: u32) -> Option<CkptPart> {
+/// Whether `page` starts a checkpoint part of version 1 (before the translation directory),
+/// which this build refuses by name rather than passing over.
+pub(crate) fn is_version_1(page: &[u8]) -> bool {
+    page.get(0..4) == Some(CKPT_MAGIC.as_slice()) && le::u32_at(page, 4).ok() == Some(1)
+}
+
+/// Decodes a checkpoint part of an FTL with `logical` pages and `total` checkpoint entries;
+/// `None` if it is damaged or made for another logical space.
+pub(crate) fn decode_ckpt(page: &[u8], logical: u32, total: u32) -> Option<CkptPart> {
     let u32_at = |o: usize| le::u32_at(page, o).ok();
     if page.get(0..4) != Some(CKPT_MAGIC.as_slice()) || u32_at(4)? != CKPT_VERSION {
         return None;
     }
     let count = u32_at(32)? as usize;
-    let end = CKPT_HEADER + 4 * count;
-    if end + 4 > page.len() || crc32c::crc32c(&page[..end]) != u32_at(end)? {
+    let end = CKPT_HEADER.checked_add(count.checked_mul(4)?)?;
+    if end.checked_add(4)? > page.len() || crc32c::crc32c(&page[..end]) != u32_at(end)? {
         return None;
     }
-    let (s, p, parts, l, first) = (
+    let (seq, part, parts, l, first) = (
         le::u64_at(page, 8).ok()?,
         u32_at(16)?,
         u32_at(20)?,
         u32_at(24)?,
         u32_at(28)?,
     );
-    if s != seq || p != part || l != logical || first as usize + count > logical as usize {
+    if l != logical || part >= parts || first as u64 + count as u64 > total as u64 {
         return None;
     }
     Some(CkptPart {
+        seq,
+        part,
         parts,
         first,
         entries: (0..count)
             .map(|i| u32_at(CKPT_HEADER + 4 * i))
             .collect::<Option<Vec<u32>>>()?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_round_trip_and_damage_or_old_versions_are_refused() {
+        let mut page = vec![0u8; 4096];
+        encode_ckpt(&mut page, 77, 1, 3, 1000, 1014, &[5, 6, UNMAPPED_ENTRY]);
+        let p = decode_ckpt(&page, 1000, 1017).unwrap();
+        assert_eq!((p.seq, p.part, p.parts, p.first), (77, 1, 3, 1014));
+        assert_eq!(p.entries, vec![5, 6, UNMAPPED_ENTRY]);
+        assert!(!is_version_1(&page));
+        // Entries past the map and the directory, another logical space, a flipped bit.
+        assert!(decode_ckpt(&page, 1000, 1016).is_none());
+        assert!(decode_ckpt(&page, 999, 1017).is_none());
+        let mut bad = page.clone();
+        bad[40] ^= 1;
+        assert!(decode_ckpt(&bad, 1000, 1017).is_none());
+        // A count pointing past the page is refused, never a panic.
+        let mut huge = page.clone();
+        huge[32..36].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode_ckpt(&huge, 1000, 1017).is_none());
+        assert!(decode_ckpt(&page[..20], 1000, 1017).is_none());
+        // Version 1 is recognized, so recovery can refuse it by name.
+        let mut old = page.clone();
+        old[4..8].copy_from_slice(&1u32.to_le_bytes());
+        assert!(is_version_1(&old));
+        assert!(decode_ckpt(&old, 1000, 1017).is_none());
+    }
+
+    const UNMAPPED_ENTRY: u32 = u32::MAX;
 }

@@ -10,21 +10,35 @@ use crate::oob::{Kind, Record, RECORD_BYTES};
 use crate::{Ftl, FtlError, LOST, UNMAPPED};
 
 impl Owner for Map {
+    fn record_of(&mut self, from: Vpa, oob: &mut [u8]) -> bool {
+        let Some(r) = self.owners.as_ref().and_then(|o| o.record(from.0)) else {
+            return false;
+        };
+        match oob.get_mut(..RECORD_BYTES) {
+            Some(dst) => {
+                dst.copy_from_slice(&r.encode());
+                true
+            }
+            None => false,
+        }
+    }
+
     fn recognizes(&mut self, _from: Vpa, oob: &[u8]) -> bool {
         matches!(Record::decode(oob), Ok(Some(_)))
     }
 
     fn before_copy(&mut self, _from: Vpa, oob: &mut [u8]) -> Option<StreamId> {
-        // A copy gets a fresh sequence number so it wins over the checkpoint at recovery.
+        // A copy gets a fresh sequence number: a moved data unit or translation page then wins
+        // over the checkpoint at recovery, and every block's records rise with the offset,
+        // which bounded recovery relies on. A checkpoint part keeps its checkpoint's number in
+        // its page.
         self.copying = None;
         if let Ok(Some(mut r)) = Record::decode(oob) {
             self.copying = Some(r);
-            if r.kind != Kind::Checkpoint {
-                r.seq = self.take_seq();
-                oob[..RECORD_BYTES].copy_from_slice(&r.encode());
-                if r.kind == Kind::Data {
-                    return self.gc_data_stream;
-                }
+            r.seq = self.take_seq();
+            oob[..RECORD_BYTES].copy_from_slice(&r.encode());
+            if r.kind == Kind::Data {
+                return self.gc_data_stream;
             }
         }
         None
@@ -35,10 +49,15 @@ impl Owner for Map {
         reason = "the FML relocates only units whose record this owner recognized (Owner::recognizes) before the copy"
     )]
     fn relocated(&mut self, from: Vpa, to: Vpa, oob: &[u8]) {
-        let r = Record::decode(oob)
-            .ok()
-            .flatten()
+        // The record as it was before the copy: a checkpoint part's carries its checkpoint's
+        // number.
+        let r = self
+            .copying
+            .take()
+            .or_else(|| Record::decode(oob).ok().flatten())
             .expect("GC copied a unit whose record the FTL wrote");
+        self.wrote(to.0, &r);
+        self.forget(from.0);
         match r.kind {
             Kind::Data => {
                 let lpn = r.key;
@@ -71,6 +90,7 @@ impl Owner for Map {
         // A rare event: find the owner by search rather than keep a reverse map (4 bytes per
         // unit) for it.
         self.lost += 1;
+        self.forget(from.0);
         if let Some(lpn) = self.l2p.iter().position(|&v| v == from.0) {
             self.l2p[lpn] = LOST;
         } else if let Some(g) = self.gtd.iter_mut().find(|g| **g == from.0) {

@@ -5,6 +5,8 @@ use flash::gang::Vpa;
 use flash::{Content, Flash, Nanos, Payload};
 use fml::{FmlError, StreamId};
 
+use rustc_hash::FxHashMap;
+
 use crate::dftl::Cmt;
 use crate::oob::{payload_crc, Kind, Record};
 use crate::{fingerprint, Ftl, FtlError, META_STREAM, UNMAPPED};
@@ -30,6 +32,69 @@ pub(crate) struct Map {
     pub(crate) gc_data_stream: Option<StreamId>,
     /// The record of the unit GC is copying, decoded in `before_copy` for `relocated`.
     pub(crate) copying: Option<Record>,
+    /// What each unit holds, kept only on a timing-only device (which keeps no OOB records).
+    pub(crate) owners: Option<Owners>,
+}
+
+/// What each unit holds, for GC on a timing-only device: there the FTL cannot read a unit's
+/// OOB record back, so it keeps the record's substance itself, 4 bytes per unit (the device's
+/// OOB records would cost 21; MQSim keeps the same reverse map).
+pub(crate) struct Owners {
+    /// Per unit: the logical page a data unit holds, or [`META_UNIT`] (the record is in
+    /// `meta`). Entries of units no longer valid are stale and never asked for.
+    data: Vec<u32>,
+    /// Records of the valid translation pages and checkpoint parts, by unit.
+    meta: FxHashMap<u32, Record>,
+}
+
+/// An [`Owners::data`] entry of a unit holding a translation page or a checkpoint part.
+const META_UNIT: u32 = u32::MAX;
+
+impl Owners {
+    pub(crate) fn new(units: usize) -> Self {
+        Owners {
+            data: vec![META_UNIT; units],
+            meta: FxHashMap::default(),
+        }
+    }
+
+    /// The record of the valid unit `v`, as it was programmed (`None` if unknown).
+    pub(crate) fn record(&self, v: u32) -> Option<Record> {
+        match *self.data.get(v as usize)? {
+            META_UNIT => self.meta.get(&v).copied(),
+            lpn => Some(Record {
+                kind: Kind::Data,
+                key: lpn,
+                seq: 0,
+                payload_crc: 0,
+            }),
+        }
+    }
+}
+
+impl Map {
+    /// Notes what unit `v` now holds (timing-only devices; a no-op otherwise).
+    pub(crate) fn wrote(&mut self, v: u32, r: &Record) {
+        let Some(o) = self.owners.as_mut() else {
+            return;
+        };
+        let Some(slot) = o.data.get_mut(v as usize) else {
+            return;
+        };
+        if r.kind == Kind::Data {
+            *slot = r.key;
+        } else {
+            *slot = META_UNIT;
+            o.meta.insert(v, *r);
+        }
+    }
+
+    /// Forgets a translation page or checkpoint part that is no longer valid.
+    pub(crate) fn forget(&mut self, v: u32) {
+        if let Some(o) = self.owners.as_mut() {
+            o.meta.remove(&v);
+        }
+    }
 }
 
 impl Map {
@@ -81,16 +146,17 @@ impl<F: Flash> Ftl<F> {
         let seq = self.map.take_seq();
         // The page's entries live in the host-side table; the flash copy stands for them.
         let payload = Payload::Fingerprint(fingerprint(tp, seq));
-        let rec = Record {
+        let record = Record {
             kind: Kind::Map,
             key: tp,
             seq,
             payload_crc: payload_crc(payload),
-        }
-        .encode();
-        let (vpa, done) = self.fml.write(t, META_STREAM, payload, &rec)?;
+        };
+        let (vpa, done) = self.fml.write(t, META_STREAM, payload, &record.encode())?;
+        self.map.wrote(vpa.0, &record);
         if old != UNMAPPED {
             self.fml.invalidate(Vpa(old));
+            self.map.forget(old);
         }
         self.map.gtd[tp as usize] = vpa.0;
         self.stats.map_pages_written += 1;

@@ -7,9 +7,15 @@ use fml::buffer::WriteBuffer;
 use fml::Fml;
 use serde::Serialize;
 
-use crate::checkpoint::decode_ckpt;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use flash::{DeviceConfigError, FlashError, PayloadMode};
+use fml::FmlError;
+use rustc_hash::FxHashMap;
+
+use crate::checkpoint::{decode_ckpt, is_version_1, CkptPart};
 use crate::dftl::Cmt;
-use crate::map::Map;
+use crate::map::{Map, Owners};
 use crate::oob::{content_crc, Kind, Record, RECORD_BYTES};
 use crate::{
     Ftl, FtlConfig, FtlConfigError, FtlError, FtlStats, Mapping, DATA_STREAM, SECTOR_BYTES,
@@ -19,15 +25,20 @@ use crate::{
 /// What recovery found and did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Recovery {
-    /// Programmed units (in blocks not bad) whose OOB records the first pass read.
+    /// OOB records read: each programmed block's last one, then those of the units written
+    /// since the checkpoint (and one more per block reached, where the walk stopped).
     pub units_scanned: u64,
     /// Of those, units without a record this build reads: unreadable, damaged, or foreign.
     pub units_unreadable: u64,
+    /// Checkpoint units read whole (each part once, unless a newer checkpoint cut short by a
+    /// power cut covered its range first).
+    pub checkpoint_parts_read: u64,
     /// The sequence number of the checkpoint loaded as the base map; `None` without one.
     pub checkpoint_seq: Option<u64>,
     /// Logical pages whose newest unit was written after that checkpoint and rolled forward.
     pub rolled_forward: u64,
-    /// Virtual time at which the last pass over the OOB records completed.
+    /// Virtual time at which recovery's last read completed (every read is issued at time 0;
+    /// the device queues them per die).
     pub scan_done_ns: Nanos,
 }
 
@@ -52,7 +63,15 @@ impl<F: Flash> Ftl<F> {
         if sectors_per_unit > 64 {
             return Err(FtlConfigError::UnitTooLarge { unit_bytes }.into());
         }
+        let timing = flash.config().payload == PayloadMode::Timing;
         let fml = Fml::open(flash, config.fml, 2, RECORD_BYTES)?;
+        if timing && fml.blocks().iter().any(|b| b.next > 0) {
+            return Err(FlashError::Config(DeviceConfigError::TimingOnly {
+                what: "this device holds data, and without OOB records it cannot be recovered"
+                    .into(),
+            })
+            .into());
+        }
         // The logical space is fixed by the device as it left the factory, not by the blocks
         // good today: a grown bad block must not shrink it, or a checkpoint (which records its
         // size) would no longer load and pages at its top would be dropped at recovery.
@@ -89,6 +108,7 @@ impl<F: Flash> Ftl<F> {
                 lost: 0,
                 gc_data_stream: (!config.separate_gc_stream).then_some(DATA_STREAM),
                 copying: None,
+                owners: timing.then(|| Owners::new(total_units)),
             },
             buf: WriteBuffer::new((config.buffer_bytes / unit_bytes as u64) as usize),
             fml,
@@ -105,170 +125,348 @@ impl<F: Flash> Ftl<F> {
         Ok(ftl)
     }
 
-    /// Rebuilds the map from the flash, in two passes over the OOB records so memory stays at
-    /// one bit per logical page beyond the map itself:
-    /// 1. find the newest complete checkpoint and load it as the base map;
-    /// 2. keep each base entry whose unit still holds that page with a sequence number no newer
-    ///    than the checkpoint (a unit erased and reused since belongs to another page, and the
-    ///    page was trimmed), and roll forward every data unit written after the checkpoint,
-    ///    the newest per page winning.
+    /// Rebuilds the map from the flash, reading only what was written since the newest
+    /// complete checkpoint (docs/FORMAT.md, "Recovery"). Every unit's record carries a sequence
+    /// number that rises with the unit's offset in its block (GC copies take fresh ones), so
+    /// recovery walks the device newest unit first, block heads merged in sequence order:
+    /// 1. read each programmed block's last record (one read per block);
+    /// 2. take units newest first, noting data units and translation pages (the newest per key
+    ///    wins) and checkpoint parts (loaded into the map as they are read), until every unit
+    ///    at or after some checkpoint has been seen and that checkpoint is complete;
+    /// 3. keep a base entry only if its unit lies in the part of its block the walk did not
+    ///    reach (written before the checkpoint, so the block was not erased since), then roll
+    ///    forward what the walk found.
+    ///
+    /// The work is one read per block plus the units written since the checkpoint and the
+    /// checkpoint's own parts, not the data on the device.
     #[expect(
         clippy::expect_used,
         reason = "debug builds assert the recovered FTL's invariants (docs/DESIGN.md: expensive checks in debug builds)"
     )]
     fn recover(&mut self, roll_forward: bool) -> Result<(), FtlError> {
-        let mut rec = Recovery::default();
-        let mut ckpts: Vec<(u64, u32, u32)> = Vec::new();
-        let mut max_seq = 0u64;
-        let (mut current, mut old) = (0u64, 0u64);
-        let done = self.fml.scan(0, |v, r| {
-            rec.units_scanned += 1;
-            if let Ok((_, oob)) = &r {
-                old += Record::is_version_1(oob) as u64;
+        let mut w = Walk::new(self.fml.layout().superblocks as usize);
+        for id in 0..self.fml.layout().superblocks {
+            let b = self.fml.blocks()[id as usize];
+            if b.state != fml::BlockState::Bad && b.next > 0 {
+                self.push_head(&mut w, id, b.next)?;
             }
-            match r.ok().map(|(_, oob)| Record::decode(oob)) {
-                Some(Ok(Some(r))) => {
-                    current += 1;
-                    max_seq = max_seq.max(r.seq);
-                    if r.kind == Kind::Checkpoint {
-                        ckpts.push((r.seq, r.key, v.0));
-                    }
-                }
-                _ => rec.units_unreadable += 1,
-            }
-        })?;
-        rec.scan_done_ns = done;
-        if current == 0 && old > 0 {
+        }
+        if w.current == 0 && w.old > 0 {
             return Err(FtlError::Corrupted(format!(
-                "{old} OOB records of version 1 and none this build reads: the image was \
-                 written before payload checksums (record version 2); format it again"
+                "{} OOB records of version 1 and none this build reads: the image was \
+                 written before payload checksums (record version 2); format it again",
+                w.old
             )));
         }
-        if rec.units_scanned == 0 {
-            self.recovery = rec;
+        if w.rec.units_scanned == 0 {
+            self.recovery = w.rec;
             return Ok(());
         }
-        // Pass 1 result: the newest checkpoint whose parts are all present and readable.
-        ckpts.sort_unstable_by(|a, b| b.cmp(a));
-        let mut base: Option<(u64, Vec<u32>)> = None;
-        let mut i = 0;
-        while i < ckpts.len() && base.is_none() {
-            let seq = ckpts[i].0;
-            let group: Vec<(u64, u32, u32)> =
-                ckpts.iter().filter(|c| c.0 == seq).copied().collect();
-            i += group.len();
-            if self.load_checkpoint(seq, &group)? {
-                base = Some((seq, group.iter().map(|g| g.2).collect()));
-            } else {
-                self.map.l2p.fill(UNMAPPED);
+        let chosen = self.walk_to_checkpoint(&mut w)?;
+        if let Some((seq, c)) = &chosen {
+            self.reload_parts(&mut w, *seq, c)?;
+        } else {
+            self.map.l2p.fill(UNMAPPED);
+            self.map.gtd.fill(UNMAPPED);
+        }
+        w.rec.rolled_forward = self.settle(&w, roll_forward)?;
+        if let Some((seq, c)) = chosen {
+            for &u in c.locs.values() {
+                self.fml
+                    .mark_valid(Vpa(u))
+                    .map_err(|e| FtlError::Corrupted(e.to_string()))?;
+            }
+            self.map.ckpt = c.locs.into_values().collect();
+            self.map.ckpt_seq = seq;
+            w.rec.checkpoint_seq = Some(seq);
+        }
+        self.map.next_seq = w.max_seq + 1;
+        w.rec.scan_done_ns = w.done;
+        self.recovery = w.rec;
+        #[cfg(debug_assertions)]
+        self.check().expect("recovered FTL is consistent");
+        Ok(())
+    }
+
+    /// The record of a unit, `None` if it holds none this build reads (erased, torn, damaged,
+    /// foreign). Only a device failure other than an unreadable page is an error.
+    fn unit_record(&mut self, w: &mut Walk, v: Vpa) -> Result<Option<Record>, FtlError> {
+        let mut oob = [0u8; RECORD_BYTES];
+        w.rec.units_scanned += 1;
+        match self.fml.read(0, v, &mut [], &mut oob) {
+            Ok((t, _)) => w.done = w.done.max(t),
+            Err(FmlError::Flash(FlashError::Uncorrectable { .. })) => {
+                w.rec.units_unreadable += 1;
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        w.old += Record::is_version_1(&oob) as u64;
+        match Record::decode(&oob) {
+            Ok(Some(r)) => {
+                w.current += 1;
+                w.max_seq = w.max_seq.max(r.seq);
+                Ok(Some(r))
+            }
+            _ => {
+                w.rec.units_unreadable += 1;
+                Ok(None)
             }
         }
-        let ckpt_seq = base.as_ref().map_or(0, |b| b.0);
-        // Pass 2: confirm base entries, collect newer units and translation pages.
+    }
+
+    /// Finds block `id`'s newest readable unit below offset `below` and makes it the block's
+    /// head in the walk; units passed over (unreadable) count as visited.
+    fn push_head(&mut self, w: &mut Walk, id: u32, below: u32) -> Result<(), FtlError> {
+        for off in (0..below).rev() {
+            let v = self.fml.layout().vpa(id, off);
+            if let Some(r) = self.unit_record(w, v)? {
+                w.heads[id as usize] = Some(r);
+                w.frontier[id as usize] = off + 1;
+                w.heap.push((r.seq, id, off));
+                return Ok(());
+            }
+        }
+        w.frontier[id as usize] = 0;
+        Ok(())
+    }
+
+    /// Takes units newest first until the newest complete checkpoint is behind the walk;
+    /// `None` if there is none (then every unit was taken).
+    fn walk_to_checkpoint(&mut self, w: &mut Walk) -> Result<Option<(u64, Candidate)>, FtlError> {
         let logical = self.logical_units;
-        let mut confirmed = vec![0u64; (logical as usize).div_ceil(64)];
-        let mut newer: rustc_hash::FxHashMap<u32, (u64, u32)> = Default::default();
-        let mut map_best: Vec<(u64, u32)> = vec![(0, UNMAPPED); self.map.gtd.len()];
-        let l2p = &self.map.l2p;
-        let done = self.fml.scan(done, |v, r| {
-            let Some(Ok(Some(r))) = r.ok().map(|(_, oob)| Record::decode(oob)) else {
-                return;
-            };
-            match r.kind {
-                Kind::Data if r.key < logical => {
-                    if r.seq > ckpt_seq {
-                        let e = newer.entry(r.key).or_insert((0, UNMAPPED));
-                        if r.seq > e.0 {
-                            *e = (r.seq, v.0);
-                        }
-                    } else if l2p[r.key as usize] == v.0 {
-                        confirmed[r.key as usize / 64] |= 1 << (r.key % 64);
+        loop {
+            // A checkpoint is judged once every unit at or after its sequence number is taken.
+            let top = w.heap.peek().map(|h| h.0);
+            while let Some((&seq, _)) = w.candidates.last_key_value() {
+                if top.is_some_and(|t| t >= seq) {
+                    break;
+                }
+                if let Some((seq, c)) = w.candidates.pop_last() {
+                    if c.complete() {
+                        return Ok(Some((seq, c)));
                     }
                 }
-                Kind::Map
-                    if (r.key as usize) < map_best.len() && r.seq > map_best[r.key as usize].0 =>
-                {
-                    map_best[r.key as usize] = (r.seq, v.0);
+            }
+            let Some((_, id, off)) = w.heap.pop() else {
+                return Ok(None);
+            };
+            let Some(r) = w.heads[id as usize].take() else {
+                continue;
+            };
+            w.frontier[id as usize] = off;
+            let v = self.fml.layout().vpa(id, off).0;
+            match r.kind {
+                Kind::Data if r.key < logical => {
+                    w.newer.entry(r.key).or_insert(v);
                 }
+                Kind::Map if (r.key as usize) < self.map.gtd.len() => {
+                    w.map_newer.entry(r.key).or_insert(v);
+                }
+                Kind::Checkpoint => self.take_part(w, v, &r)?,
                 _ => {}
             }
-        })?;
-        rec.scan_done_ns = done;
-        for lpn in 0..logical as usize {
-            if confirmed[lpn / 64] & (1 << (lpn % 64)) == 0 {
-                self.map.l2p[lpn] = UNMAPPED;
+            self.push_head(w, id, off)?;
+        }
+    }
+
+    /// Reads a checkpoint part the walk came to: notes where it is, and loads its entries into
+    /// the map unless a part of a newer checkpoint already covers them. A part whose payload
+    /// fails its checksum is passed over like an unreadable one.
+    fn take_part(&mut self, w: &mut Walk, v: u32, r: &Record) -> Result<(), FtlError> {
+        w.rec.checkpoint_parts_read += 1;
+        let Some(h) = self.read_part(w, v, r)? else {
+            return Ok(());
+        };
+        let c = w.candidates.entry(h.seq).or_default();
+        if *c.parts.get_or_insert(h.parts) != h.parts {
+            c.inconsistent = true;
+        }
+        // A part GC copied may be on flash twice (the copy and its not yet erased source):
+        // both hold the same bytes, and the first one found (the newer) serves.
+        c.locs.entry(h.part).or_insert(v);
+        let applied = w.applied.entry(h.part).or_insert(0);
+        if *applied < h.seq {
+            *applied = h.seq;
+            self.apply_part(&h);
+        }
+        Ok(())
+    }
+
+    /// A checkpoint part's decoded contents, if the unit reads back whole and checks out.
+    fn read_part(
+        &mut self,
+        w: &mut Walk,
+        v: u32,
+        r: &Record,
+    ) -> Result<Option<CkptPart>, FtlError> {
+        let mut page = std::mem::take(&mut self.scratch);
+        let mut oob = [0u8; RECORD_BYTES];
+        let read = self.fml.read(0, Vpa(v), &mut page, &mut oob);
+        let part = match read {
+            Ok((t, Content::Bytes))
+                if content_crc(Content::Bytes, &page) == Some(r.payload_crc) =>
+            {
+                w.done = w.done.max(t);
+                if is_version_1(&page) {
+                    self.scratch = page;
+                    return Err(FtlError::Corrupted(format!(
+                        "unit {v} holds a checkpoint of format version 1, written before \
+                         bounded recovery (version 2 adds the translation directory); format \
+                         the image again"
+                    )));
+                }
+                decode_ckpt(&page, self.logical_units, self.ckpt_entries())
+            }
+            Ok(_) | Err(FmlError::Flash(FlashError::Uncorrectable { .. })) => None,
+            Err(e) => {
+                self.scratch = page;
+                return Err(e.into());
+            }
+        };
+        self.scratch = page;
+        Ok(part)
+    }
+
+    /// Puts a checkpoint part's entries into the map: logical pages, then (past them) the
+    /// translation directory.
+    fn apply_part(&mut self, h: &CkptPart) {
+        let logical = self.logical_units as usize;
+        for (i, &e) in h.entries.iter().enumerate() {
+            let at = h.first as usize + i;
+            if at < logical {
+                self.map.l2p[at] = e;
+            } else {
+                self.map.gtd[at - logical] = e;
             }
         }
-        if !roll_forward {
-            newer.clear();
+    }
+
+    /// Loads again the parts of the chosen checkpoint whose ranges a newer, incomplete one
+    /// (a checkpoint cut short by a power cut) overwrote during the walk.
+    fn reload_parts(&mut self, w: &mut Walk, seq: u64, c: &Candidate) -> Result<(), FtlError> {
+        for (&part, &v) in &c.locs {
+            if w.applied.get(&part) == Some(&seq) {
+                continue;
+            }
+            w.rec.checkpoint_parts_read += 1;
+            let mut page = std::mem::take(&mut self.scratch);
+            let mut oob = [0u8; RECORD_BYTES];
+            let read = self.fml.read(0, Vpa(v), &mut page, &mut oob);
+            let h = match read {
+                Ok((t, Content::Bytes)) => {
+                    w.done = w.done.max(t);
+                    decode_ckpt(&page, self.logical_units, self.ckpt_entries())
+                }
+                _ => None,
+            };
+            self.scratch = page;
+            match h {
+                Some(h) if h.seq == seq && h.part == part => self.apply_part(&h),
+                _ => {
+                    return Err(FtlError::Corrupted(format!(
+                        "checkpoint {seq} part {part} at unit {v} read back differently the \
+                         second time"
+                    )))
+                }
+            }
         }
-        rec.rolled_forward = newer.len() as u64;
-        for (lpn, (_, unit)) in newer {
-            self.map.l2p[lpn as usize] = unit;
+        Ok(())
+    }
+
+    /// Keeps the base entries whose units the walk did not reach (written before the
+    /// checkpoint into blocks not erased since), rolls forward what the walk found, and marks
+    /// every referenced unit valid.
+    fn settle(&mut self, w: &Walk, roll_forward: bool) -> Result<u64, FtlError> {
+        let layout = *self.fml.layout();
+        let older = |v: u32| {
+            let b = layout.superblock_of(Vpa(v)) as usize;
+            w.frontier
+                .get(b)
+                .is_some_and(|&f| layout.offset_of(Vpa(v)) < f)
+        };
+        for e in self.map.l2p.iter_mut().chain(self.map.gtd.iter_mut()) {
+            if *e != UNMAPPED && !older(*e) {
+                *e = UNMAPPED;
+            }
         }
-        for &v in &self.map.l2p {
+        let mut rolled = 0;
+        if roll_forward {
+            for (&lpn, &v) in &w.newer {
+                self.map.l2p[lpn as usize] = v;
+            }
+            for (&tp, &v) in &w.map_newer {
+                self.map.gtd[tp as usize] = v;
+            }
+            rolled = w.newer.len() as u64;
+        }
+        for &v in self.map.l2p.iter().chain(self.map.gtd.iter()) {
             if v != UNMAPPED {
                 self.fml
                     .mark_valid(Vpa(v))
                     .map_err(|e| FtlError::Corrupted(e.to_string()))?;
             }
         }
-        for (tp, &(_, loc)) in map_best.iter().enumerate() {
-            if loc != UNMAPPED {
-                self.map.gtd[tp] = loc;
-                self.fml
-                    .mark_valid(Vpa(loc))
-                    .map_err(|e| FtlError::Corrupted(e.to_string()))?;
-            }
-        }
-        if let Some((seq, units)) = base {
-            for &u in &units {
-                self.fml
-                    .mark_valid(Vpa(u))
-                    .map_err(|e| FtlError::Corrupted(e.to_string()))?;
-            }
-            self.map.ckpt = units;
-            self.map.ckpt_seq = seq;
-            rec.checkpoint_seq = Some(seq);
-        }
-        self.map.next_seq = max_seq + 1;
-        self.recovery = rec;
-        #[cfg(debug_assertions)]
-        self.check().expect("recovered FTL is consistent");
-        Ok(())
+        Ok(rolled)
     }
+}
 
-    /// Reads a checkpoint's parts into the map; false if it is incomplete or a part is damaged.
-    fn load_checkpoint(&mut self, seq: u64, group: &[(u64, u32, u32)]) -> Result<bool, FtlError> {
-        let mut page = vec![0u8; self.unit_bytes];
-        // A part GC copied may be on flash twice (the copy and its not yet erased source): both
-        // hold the same bytes, and either readable one will do.
-        let mut seen = std::collections::BTreeSet::new();
-        let mut parts_total = None;
-        for &(_, part, loc) in group {
-            if seen.contains(&part) {
-                continue;
-            }
-            // A part whose payload fails its checksum is passed over like an unreadable one.
-            let mut oob = [0u8; RECORD_BYTES];
-            match self.fml.read(0, Vpa(loc), &mut page, &mut oob) {
-                Ok((_, Content::Bytes)) => {}
-                _ => continue,
-            }
-            match Record::decode(&oob) {
-                Ok(Some(r)) if content_crc(Content::Bytes, &page) == Some(r.payload_crc) => {}
-                _ => continue,
-            }
-            let Some(h) = decode_ckpt(&page, seq, part, self.logical_units) else {
-                continue;
-            };
-            if *parts_total.get_or_insert(h.parts) != h.parts {
-                return Ok(false);
-            }
-            self.map.l2p[h.first as usize..h.first as usize + h.entries.len()]
-                .copy_from_slice(&h.entries);
-            seen.insert(part);
+/// Recovery's walk over the device, newest unit first.
+struct Walk {
+    rec: Recovery,
+    /// Block heads: (sequence number, block, offset), the newest on top.
+    heap: BinaryHeap<(u64, u32, u32)>,
+    /// Each block's head record.
+    heads: Vec<Option<Record>>,
+    /// Per block: the units below this offset were not reached by the walk (all older than
+    /// where it stopped).
+    frontier: Vec<u32>,
+    /// Checkpoints seen, by number.
+    candidates: BTreeMap<u64, Candidate>,
+    /// Per checkpoint part: the checkpoint whose entries are in the map now.
+    applied: FxHashMap<u32, u64>,
+    /// The newest data unit of each logical page taken, and of each translation page.
+    newer: FxHashMap<u32, u32>,
+    map_newer: FxHashMap<u32, u32>,
+    max_seq: u64,
+    /// Records this build reads, and whole records of version 1.
+    current: u64,
+    old: u64,
+    done: Nanos,
+}
+
+impl Walk {
+    fn new(blocks: usize) -> Self {
+        Walk {
+            rec: Recovery::default(),
+            heap: BinaryHeap::new(),
+            heads: vec![None; blocks],
+            frontier: vec![0; blocks],
+            candidates: BTreeMap::new(),
+            applied: FxHashMap::default(),
+            newer: FxHashMap::default(),
+            map_newer: FxHashMap::default(),
+            max_seq: 0,
+            current: 0,
+            old: 0,
+            done: 0,
         }
-        Ok(Some(seen.len() as u32) == parts_total)
+    }
+}
+
+/// A checkpoint the walk found parts of.
+#[derive(Default)]
+struct Candidate {
+    /// Parts it has, as its parts say.
+    parts: Option<u32>,
+    /// Where each part found is.
+    locs: BTreeMap<u32, u32>,
+    /// Its parts disagree on how many there are.
+    inconsistent: bool,
+}
+
+impl Candidate {
+    fn complete(&self) -> bool {
+        !self.inconsistent && self.parts == Some(self.locs.len() as u32)
     }
 }

@@ -173,14 +173,14 @@ impl<F: Flash> Ftl<F> {
             Fill::Bytes(b) => Payload::Bytes(b),
             Fill::Token(fp) => Payload::Fingerprint(*fp),
         };
-        let rec = Record {
+        let record = Record {
             kind: Kind::Data,
             key: e.key,
             seq,
             payload_crc: payload_crc(payload),
-        }
-        .encode();
-        let (vpa, done) = self.fml.write(t, DATA_STREAM, payload, &rec)?;
+        };
+        let (vpa, done) = self.fml.write(t, DATA_STREAM, payload, &record.encode())?;
+        self.map.wrote(vpa.0, &record);
         self.stats.data_units_written += 1;
         if old < LOST {
             self.fml.invalidate(Vpa(old));

@@ -393,3 +393,77 @@ fn long_run_with_gc_and_reopen() {
         "only {erased} blocks erased: the run did not exercise GC"
     );
 }
+
+/// Power cuts at every flash command of a checkpoint and of the writes right after it, torn and
+/// clean, for both mappings: recovery must find the checkpoint before (a cut during one) or the
+/// new one (a cut after it), and roll forward from there. The state before the checkpoint has
+/// GC behind it and a trim since the last checkpoint.
+#[test]
+fn cuts_during_and_right_after_a_checkpoint() {
+    for mapping in [Mapping::Page, Mapping::Dftl] {
+        let (mut during, mut after_it) = (0, 0);
+        for after in 0..120u64 {
+            let cfg = config(mapping, 4);
+            let ftl = Ftl::open(Faulty::new(Nand::in_memory(device()).unwrap()), cfg).unwrap();
+            let sectors = (ftl.capacity_bytes() / 512) as u32;
+            let mut rig = Rig {
+                ftl: Some(ftl),
+                cfg,
+                oracle: Oracle::new(sectors as usize),
+                t: 0,
+                next_value: 0,
+            };
+            let mut x: u64 = 7;
+            let mut writes = |rig: &mut Rig, n: u32| {
+                for _ in 0..n {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let op = Op::Write {
+                        start: (x >> 33) as u32,
+                        len: 1 + (x >> 20) as u32 % 24,
+                    };
+                    rig.run(&op, sectors).unwrap();
+                }
+            };
+            writes(&mut rig, 300);
+            rig.run(&Op::Reopen, sectors).unwrap();
+            writes(&mut rig, 200);
+            let trim = Op::Trim {
+                start: 64,
+                len: 256,
+            };
+            rig.run(&trim, sectors).unwrap();
+            rig.run(&Op::Flush, sectors).unwrap();
+            rig.run(
+                &Op::PowerCut {
+                    after,
+                    torn: after % 2 == 1,
+                },
+                sectors,
+            )
+            .unwrap();
+            let t = rig.t;
+            match rig.ftl().checkpoint(t) {
+                Ok(done) => {
+                    after_it += 1;
+                    rig.t = done;
+                    rig.oracle.checkpoint();
+                    writes(&mut rig, 20);
+                    rig.run(&Op::Flush, sectors).unwrap();
+                    rig.run(&Op::Crash, sectors).unwrap();
+                }
+                Err(e) if is_power_loss(&e) => {
+                    during += 1;
+                    rig.crash_and_check().unwrap();
+                }
+                Err(e) => panic!("checkpoint with a cut after {after} commands: {e}"),
+            }
+            rig.ftl().check().unwrap();
+        }
+        assert!(
+            during > 0 && after_it > 0,
+            "{mapping:?}: {during} cuts during a checkpoint, {after_it} after one"
+        );
+    }
+}

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use flash::DeviceConfig;
+use flash::{DeviceConfig, PayloadMode};
 use ftl::{BufferPolicy, FtlConfig};
 use serde::{Deserialize, Serialize};
 
@@ -89,7 +89,10 @@ impl Default for RunConfig {
 
 impl RunConfig {
     /// The device the run uses: `device_config` when given, else the preset `device`, with the
-    /// run's seed XORed into the device's, checked.
+    /// run's seed XORed into the device's, checked. A timing-only device (`payload = timing`)
+    /// is refused with `verify` on (it keeps nothing to check reads against) and under a stack
+    /// other than `ftl` and `dftl` (only they keep their own record of what each unit holds,
+    /// which GC needs).
     pub fn device_config(&self) -> Result<DeviceConfig, ConfigError> {
         let mut c = match self.device_config {
             Some(c) => c,
@@ -97,6 +100,14 @@ impl RunConfig {
         };
         c.seed ^= self.seed;
         c.validate()?;
+        if c.payload == PayloadMode::Timing {
+            if self.verify {
+                return Err(ConfigError::TimingVerify);
+            }
+            if !matches!(self.stack, StackKind::Ftl | StackKind::Dftl) {
+                return Err(ConfigError::TimingStack { kind: self.stack });
+            }
+        }
         Ok(c)
     }
 
@@ -149,6 +160,15 @@ pub enum ConfigError {
     /// The device description is refused.
     #[error(transparent)]
     Device(#[from] flash::DeviceConfigError),
+    /// `verify` on a timing-only device.
+    #[error("device_config.payload = timing keeps no page contents, so reads cannot be verified: set verify = false (or payload = full)")]
+    TimingVerify,
+    /// A stack that cannot run on a timing-only device.
+    #[error("device_config.payload = timing keeps no OOB records, and the {} stack needs them for GC and recovery; only ftl and dftl run on a timing-only device", kind.name())]
+    TimingStack {
+        /// The stack.
+        kind: StackKind,
+    },
     /// A file-level stack, which `run` does not drive.
     #[error("stack '{kind}' is a file-level stack: it runs in experiments (ossd reproduce, ossd run --experiment); ossd run takes {}", StackKind::BLOCK_LEVEL.map(StackKind::name).join(", "))]
     FileLevelStack {

@@ -14,7 +14,9 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   device                             device preset name (default rawssd)
   device_config.*                    override any device field, e.g. device_config.endurance_cycles=3000,
                                      device_config.timing.program_ns=900000, device_config.geometry.blocks_per_plane=128,
-                                     device_config.factory_bad_ppm=2000 (fields of the chosen preset otherwise)
+                                     device_config.factory_bad_ppm=2000 (fields of the chosen preset otherwise);
+                                     device_config.payload=timing keeps no page contents or OOB records (MQSim-like,
+                                     for memory at large geometries; ftl/dftl only, with verify=false)
   utilisation                        workload footprint / physical capacity (default 0.75)
   prefill                            write the footprint once before measuring (default true)
   verify                             check every read against what was written (default true)
