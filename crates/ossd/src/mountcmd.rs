@@ -85,6 +85,12 @@ fn image_of(a: &Args) -> Result<&Path> {
 
 pub fn run(a: Args) -> Result<()> {
     let timing: mount::Timing = a.timing.parse()?;
+    if !a.mountpoint.is_dir() {
+        bail!(
+            "{}: the mount point must be a directory",
+            a.mountpoint.display()
+        );
+    }
     if let Some(r) = &a.remote {
         if a.image.is_some() {
             bail!("--image and --remote exclude each other: OFS is mounted from one or the other");
@@ -94,12 +100,6 @@ pub fn run(a: Args) -> Result<()> {
         }
         if timing != mount::Timing::None {
             bail!("--timing applies to an image's device model, not to --remote");
-        }
-        if !a.mountpoint.is_dir() {
-            bail!(
-                "{}: the mount point must be a directory",
-                a.mountpoint.display()
-            );
         }
         if a.daemon {
             return daemon(&a);
@@ -112,12 +112,6 @@ pub fn run(a: Args) -> Result<()> {
             "{}: no such image (make one with ossd format {})",
             image.display(),
             a.export.format_flag()
-        );
-    }
-    if !a.mountpoint.is_dir() {
-        bail!(
-            "{}: the mount point must be a directory",
-            a.mountpoint.display()
         );
     }
     if a.daemon {

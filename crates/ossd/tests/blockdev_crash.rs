@@ -24,7 +24,7 @@ use rustix::process::Signal;
 
 mod fuse_rig;
 
-use fuse_rig::{alive, pattern, signal, wait_gone, OSSD};
+use fuse_rig::{alive, daemon_pid, pattern, signal, wait_gone, OSSD};
 const CYCLES: u64 = 20;
 const FILES_PER_CYCLE: u64 = 20;
 
@@ -92,13 +92,7 @@ impl Rig {
             .arg(self.mnt())
             .arg("--log")
             .arg(self.dir.join("daemon.log")));
-        let pid = out
-            .split("daemon pid ")
-            .nth(1)
-            .and_then(|s| s.split(')').next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("no pid in {out:?}"));
-        self.pid = Some(pid);
+        self.pid = Some(daemon_pid(out.as_bytes()));
         let dev = run(Command::new("losetup")
             .args(["-f", "--show"])
             .arg(self.mnt().join("disk")));

@@ -19,7 +19,7 @@ use rustix::process::Signal;
 
 mod fuse_rig;
 
-use fuse_rig::{missing_fuse, pattern, signal, wait_gone, OSSD};
+use fuse_rig::{daemon_pid, missing_fuse, pattern, signal, wait_gone, OSSD};
 
 /// A scratch directory with a target serving an object-store image, and a mount point.
 struct Remote {
@@ -113,14 +113,7 @@ impl Remote {
             .output()
             .unwrap();
         if out.status.success() {
-            let text = String::from_utf8_lossy(&out.stdout);
-            let pid = text
-                .split("daemon pid ")
-                .nth(1)
-                .and_then(|s| s.split(')').next())
-                .and_then(|s| s.parse().ok())
-                .unwrap_or_else(|| panic!("no pid in {text:?}"));
-            self.daemon = Some(pid);
+            self.daemon = Some(daemon_pid(&out.stdout));
         }
         out
     }
@@ -309,14 +302,7 @@ fn scenario(mut r: Remote, host_path: &str) {
         .output()
         .unwrap();
     assert!(out.status.success(), "local mount: {out:?}");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let pid: i32 = text
-        .split("daemon pid ")
-        .nth(1)
-        .and_then(|s| s.split(')').next())
-        .and_then(|s| s.parse().ok())
-        .unwrap();
-    r.daemon = Some(pid);
+    r.daemon = Some(daemon_pid(&out.stdout));
     check(&r.mnt, &tree, "mounted locally");
     let pid = r.daemon.take().unwrap();
     signal(pid, Signal::TERM);

@@ -53,6 +53,16 @@ pub fn wait_gone(pid: i32) {
     }
 }
 
+/// The daemon's pid in what `ossd mount --daemon` printed ("... (daemon pid N) ...").
+pub fn daemon_pid(stdout: &[u8]) -> i32 {
+    let text = String::from_utf8_lossy(stdout);
+    text.split("daemon pid ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {text:?}"))
+}
+
 /// `len` bytes drawn from `seed`.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -111,15 +121,8 @@ impl Rig {
             .arg(self.dir.join("daemon.log"))
             .output()
             .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "mount: {out:?}; log: {}", self.log());
-        let pid = text
-            .split("daemon pid ")
-            .nth(1)
-            .and_then(|s| s.split(')').next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("no pid in {text:?}"));
-        self.pid = Some(pid);
+        self.pid = Some(daemon_pid(&out.stdout));
     }
 
     /// SIGTERM: the daemon unmounts cleanly and exits.
