@@ -169,6 +169,11 @@ enum Command {
         /// master key in --key-file; docs/SECURITY.md "Data at rest"). Not with --reliability.
         #[arg(long, requires = "key_file", conflicts_with = "reliability")]
         encrypt: bool,
+        /// Per-object compression: none, lz4, zstd, or auto (zstd unless the content starts
+        /// like a compressed format; docs/DESIGN.md "Per-object compression"). Chunks that do
+        /// not compress by a unit are stored raw. Not with --reliability.
+        #[arg(long, default_value = "none", value_parser = parse_compression)]
+        compression: osd::compress::Compression,
         /// Device master key file (from `ossd keygen`): needed to encrypt, and to read or
         /// write encrypted objects.
         #[arg(long)]
@@ -513,6 +518,7 @@ fn main() -> ExitCode {
             id,
             reliability,
             encrypt,
+            compression,
             key_file,
             file,
         } => objects::put(
@@ -522,6 +528,7 @@ fn main() -> ExitCode {
             &objects::PutOptions {
                 reliability,
                 encrypt,
+                compression,
                 key_file: key_file.as_deref(),
             },
             &file,
@@ -967,10 +974,20 @@ struct Info {
     erase_count_mean: f64,
     factory_bad_blocks: Vec<String>,
     grown_bad_blocks: Vec<String>,
+    /// An object store's space: logical and physical bytes, overall and of compressed
+    /// objects.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    objects: Option<osd::store::SpaceTotals>,
+}
+
+fn parse_compression(s: &str) -> Result<osd::compress::Compression, String> {
+    osd::compress::Compression::from_name(s)
+        .ok_or_else(|| format!("'{s}' is not a compression: none, lz4, zstd or auto"))
 }
 
 fn info(image: &Path, json: Option<&Path>) -> Result<()> {
     let (cfg, store) = ImageStore::open(image)?;
+    let is_store = store.content() == flash::image::ImageContent::ObjectStore;
     let content = store.content().to_string();
     let nand = Nand::open(cfg, store)?;
     let g = cfg.geometry;
@@ -1001,7 +1018,15 @@ fn info(image: &Path, json: Option<&Path>) -> Result<()> {
         erase_count_mean: sum as f64 / g.blocks() as f64,
         factory_bad_blocks: factory,
         grown_bad_blocks: grown,
+        objects: None,
     };
+    drop(nand);
+    let mut info = info;
+    if is_store {
+        let mut s = objects::open(image)?;
+        info.objects = Some(s.space_totals().map_err(|e| anyhow!(e))?);
+        objects::close(s)?;
+    }
     println!("image {}", info.image);
     println!("  content    {}", info.content);
     println!(
@@ -1034,6 +1059,22 @@ fn info(image: &Path, json: Option<&Path>) -> Result<()> {
     );
     for b in info.grown_bad_blocks.iter().take(20) {
         println!("    grown bad: {b}");
+    }
+    if let Some(t) = &info.objects {
+        println!(
+            "  objects    {} objects: {} logical in {} of flash ({})",
+            t.objects,
+            human(t.logical_bytes),
+            human(t.physical_bytes),
+            objects::saved(t.logical_bytes, t.physical_bytes)
+        );
+        println!(
+            "  compressed {} objects: {} logical in {} of flash ({})",
+            t.compressed_objects,
+            human(t.compressed_logical_bytes),
+            human(t.compressed_physical_bytes),
+            objects::saved(t.compressed_logical_bytes, t.compressed_physical_bytes)
+        );
     }
     if let Some(path) = json {
         write_json(path, &info)?;
