@@ -270,8 +270,10 @@ impl<F: Flash> ObjectStore<F> {
             Some(_) => {
                 let bytes = self.chunk_bytes(oid, c)?.unwrap_or(&[]);
                 let at = j as usize * unit + b0;
-                let have = bytes.len().saturating_sub(at).min(dst.len());
-                dst[..have].copy_from_slice(&bytes[at..at + have]);
+                // Units past the chunk's stored length read as zeros.
+                let src = bytes.get(at..).unwrap_or(&[]);
+                let have = src.len().min(dst.len());
+                dst[..have].copy_from_slice(&src[..have]);
                 dst[have..].fill(0);
             }
         }
