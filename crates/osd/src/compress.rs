@@ -275,7 +275,9 @@ mod tests {
 
     fn text(n: usize) -> Vec<u8> {
         let words = ["object", "flash ", "store ", "chunk ", "unit  ", "index "];
-        (0..n).map(|i| words[(i / 6 * 7) % 6].as_bytes()[i % 6]).collect()
+        (0..n)
+            .map(|i| words[(i / 6 * 7) % 6].as_bytes()[i % 6])
+            .collect()
     }
 
     #[test]
@@ -357,7 +359,10 @@ mod tests {
         let auto = CompressionState::new(Compression::Auto, 16);
         assert!(auto.undecided() && auto.codec().is_none());
         let z = auto.decide(Some(Codec::Zstd));
-        assert_eq!((z.attr(), z.codec(), z.chunk_units()), (Compression::Auto, Some(Codec::Zstd), 16));
+        assert_eq!(
+            (z.attr(), z.codec(), z.chunk_units()),
+            (Compression::Auto, Some(Codec::Zstd), 16)
+        );
         assert!(!z.undecided() && z.is_valid());
         assert!(!CompressionState(3).is_valid());
         assert!(!CompressionState(UNDECIDED | 1).is_valid());

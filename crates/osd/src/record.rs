@@ -401,7 +401,9 @@ impl Record {
                     raw: b[39] & 0x80 != 0,
                 };
                 if chunk.units == 0 {
-                    return damaged("OOB record of a chunk unit says its chunk has no units".into());
+                    return damaged(
+                        "OOB record of a chunk unit says its chunk has no units".into(),
+                    );
                 }
                 let seal = if b[0] >= 13 {
                     Some(Seal {

@@ -65,8 +65,22 @@ fn create(s: &mut Store, n: u64, c: Compression, encrypt: bool) {
 /// Text-like bytes: words from a small vocabulary, compressible about 3x.
 fn text(seed: u64, n: usize) -> Vec<u8> {
     const WORDS: &[&str] = &[
-        "object ", "flash ", "store ", "chunk ", "unit ", "index ", "the ", "of ", "a ",
-        "generation ", "recovery ", "page ", "block ", "erase ", "write ", "read ",
+        "object ",
+        "flash ",
+        "store ",
+        "chunk ",
+        "unit ",
+        "index ",
+        "the ",
+        "of ",
+        "a ",
+        "generation ",
+        "recovery ",
+        "page ",
+        "block ",
+        "erase ",
+        "write ",
+        "read ",
     ];
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut v = Vec::with_capacity(n + 16);
@@ -119,7 +133,11 @@ fn each_codec_round_trips_saves_space_and_survives_reopen() {
     let mut s = fresh(cfg);
     let unit = s.unit_bytes() as u64;
     let t = text(1, 300_000);
-    for (n, c) in [(1, Compression::Lz4), (2, Compression::Zstd), (3, Compression::Auto)] {
+    for (n, c) in [
+        (1, Compression::Lz4),
+        (2, Compression::Zstd),
+        (3, Compression::Auto),
+    ] {
         create(&mut s, n, c, false);
         s.write(oid(n), 0, &t).unwrap();
     }
@@ -131,7 +149,10 @@ fn each_codec_round_trips_saves_space_and_survives_reopen() {
     for n in 1..=3 {
         assert_eq!(read_all(&mut s, oid(n)), t, "object {n}");
         let used = used_of(&mut s, oid(n));
-        assert!(used * 2 < plain, "object {n}: {used} bytes of flash for text");
+        assert!(
+            used * 2 < plain,
+            "object {n}: {used} bytes of flash for text"
+        );
     }
     assert_eq!(
         s.compression_of(oid(3)).unwrap(),
@@ -234,7 +255,10 @@ fn auto_skips_content_that_is_compressed_already() {
         (Compression::Auto, Some(Codec::Zstd))
     );
     s.flush(FlushScope::Device).unwrap();
-    assert_eq!(used_of(&mut s, oid(1)), (gz.len() as u64).div_ceil(unit) * unit);
+    assert_eq!(
+        used_of(&mut s, oid(1)),
+        (gz.len() as u64).div_ceil(unit) * unit
+    );
     assert!(used_of(&mut s, oid(2)) * 2 < used_of(&mut s, oid(1)));
     let st = s.stats();
     assert_eq!((st.auto_skipped, st.auto_compressed), (1, 1));
@@ -258,7 +282,10 @@ fn refusals_name_what_and_why() {
     let e = s
         .set_attr(oid(1), Attr::Compression, AttrValue::U64(2))
         .unwrap_err();
-    assert!(matches!(&e, OsdError::InvalidArgument(m) if m.contains("holds data")), "{e}");
+    assert!(
+        matches!(&e, OsdError::InvalidArgument(m) if m.contains("holds data")),
+        "{e}"
+    );
     // Unknown codes.
     create(&mut s, 2, Compression::None, false);
     let e = s
@@ -271,17 +298,26 @@ fn refusals_name_what_and_why() {
     let e = s
         .set_attr(oid(2), Attr::Reliability, AttrValue::U64(1))
         .unwrap_err();
-    assert!(matches!(&e, OsdError::InvalidArgument(m) if m.contains("compressed")), "{e}");
+    assert!(
+        matches!(&e, OsdError::InvalidArgument(m) if m.contains("compressed")),
+        "{e}"
+    );
     create(&mut s, 3, Compression::None, false);
     s.set_attr(oid(3), Attr::Reliability, AttrValue::U64(1))
         .unwrap();
     let e = s
         .set_attr(oid(3), Attr::Compression, AttrValue::U64(2))
         .unwrap_err();
-    assert!(matches!(&e, OsdError::InvalidArgument(m) if m.contains("parity")), "{e}");
+    assert!(
+        matches!(&e, OsdError::InvalidArgument(m) if m.contains("parity")),
+        "{e}"
+    );
     // Fingerprint-mode writes carry no bytes to compress.
     let e = s.write_token(oid(2), 0, 4096, 77).unwrap_err();
-    assert!(matches!(&e, OsdError::InvalidArgument(m) if m.contains("compressed")), "{e}");
+    assert!(
+        matches!(&e, OsdError::InvalidArgument(m) if m.contains("compressed")),
+        "{e}"
+    );
     assert_fsck_clean(&mut s);
 }
 
@@ -308,7 +344,12 @@ fn gc_moves_chunk_units_on_a_full_device() {
     let capacity = s.fml().capacity_units() * s.unit_bytes() as u64;
     let mut model: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
     for n in 1..=6u64 {
-        create(&mut s, n, [Compression::Zstd, Compression::Lz4][n as usize % 2], n == 3);
+        create(
+            &mut s,
+            n,
+            [Compression::Zstd, Compression::Lz4][n as usize % 2],
+            n == 3,
+        );
         model.insert(n, Vec::new());
     }
     // The objects' extent: their live data fills about 60% of the device, so victims hold
@@ -364,9 +405,22 @@ fn gc_moves_chunk_units_on_a_full_device() {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Write { obj: u64, off: u64, len: usize, seed: u64, text: bool },
-    Read { obj: u64, off: u64, len: usize },
-    Truncate { obj: u64, len: u64 },
+    Write {
+        obj: u64,
+        off: u64,
+        len: usize,
+        seed: u64,
+        text: bool,
+    },
+    Read {
+        obj: u64,
+        off: u64,
+        len: usize,
+    },
+    Truncate {
+        obj: u64,
+        len: u64,
+    },
     Flush,
     /// Flush, then power off and recover.
     Reopen,

@@ -262,8 +262,12 @@ pub fn stat(image: &Path, partition: u64, id: &str) -> Result<()> {
         }
     );
     let num = |v: AttrValue| if let AttrValue::U64(n) = v { n } else { 0 };
-    let logical = num(s.get_attr(oid, Attr::LogicalLength).map_err(|e| anyhow!(e))?);
-    let physical = num(s.get_attr(oid, Attr::UsedCapacity).map_err(|e| anyhow!(e))?);
+    let logical = num(s
+        .get_attr(oid, Attr::LogicalLength)
+        .map_err(|e| anyhow!(e))?);
+    let physical = num(s
+        .get_attr(oid, Attr::UsedCapacity)
+        .map_err(|e| anyhow!(e))?);
     println!(
         "  {:<24} {logical} logical, {physical} physical ({})",
         "space",
@@ -293,7 +297,10 @@ pub fn saved(logical: u64, physical: u64) -> String {
     if logical >= physical {
         format!("ratio {ratio:.2}x, {pct:.0}% saved")
     } else {
-        format!("ratio {ratio:.2}x, {} bytes more than logical", physical - logical)
+        format!(
+            "ratio {ratio:.2}x, {} bytes more than logical",
+            physical - logical
+        )
     }
 }
 

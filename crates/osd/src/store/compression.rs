@@ -165,13 +165,7 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// Reads the stored form of chunk `c` (its units, in one batch issued together).
-    fn read_stored(
-        &mut self,
-        oid: Oid,
-        c: u64,
-        m: ChunkMap,
-        cu: u64,
-    ) -> Result<Vec<u8>, OsdError> {
+    fn read_stored(&mut self, oid: Oid, c: u64, m: ChunkMap, cu: u64) -> Result<Vec<u8>, OsdError> {
         let unit = self.unit;
         let mut stored = vec![0u8; m.units as usize * unit];
         for j in 0..m.units {
@@ -201,7 +195,9 @@ impl<F: Flash> ObjectStore<F> {
     /// or `None` when the chunk was never written.
     fn chunk_bytes(&mut self, oid: Oid, c: u64) -> Result<Option<&[u8]>, OsdError> {
         let Some((_, cu)) = self.chunked(oid)? else {
-            return Err(OsdError::Internal(format!("object {oid} is not compressed")));
+            return Err(OsdError::Internal(format!(
+                "object {oid} is not compressed"
+            )));
         };
         let Some(m) = self.chunk_entry(oid, c)? else {
             return Ok(None);
@@ -244,7 +240,9 @@ impl<F: Flash> ObjectStore<F> {
         dst: &mut [u8],
     ) -> Result<(), OsdError> {
         let Some((_, cu)) = self.chunked(oid)? else {
-            return Err(OsdError::Internal(format!("object {oid} is not compressed")));
+            return Err(OsdError::Internal(format!(
+                "object {oid} is not compressed"
+            )));
         };
         let (c, j) = (u / cu, u % cu);
         let unit = self.unit;
@@ -306,7 +304,9 @@ impl<F: Flash> ObjectStore<F> {
     pub(super) fn program_chunk(&mut self, first: Entry<(Oid, u64)>) -> Result<(), OsdError> {
         let oid = first.key.0;
         let Some((codec, cu)) = self.chunked(oid)? else {
-            return Err(OsdError::Internal(format!("object {oid} is not compressed")));
+            return Err(OsdError::Internal(format!(
+                "object {oid} is not compressed"
+            )));
         };
         let unit = self.unit;
         let c = first.key.1 / cu;
@@ -318,7 +318,11 @@ impl<F: Flash> ObjectStore<F> {
         }
         let length = self.onode_mut(oid)?.onode.logical_length;
         let in_length = length.div_ceil(unit as u64).saturating_sub(c * cu).min(cu);
-        let in_buffer = entries.iter().map(|e| e.key.1 - c * cu + 1).max().unwrap_or(0);
+        let in_buffer = entries
+            .iter()
+            .map(|e| e.key.1 - c * cu + 1)
+            .max()
+            .unwrap_or(0);
         let n = in_length.max(in_buffer) as usize;
         let full = self.full_mask();
         let covered = (0..n as u64).all(|j| {
@@ -329,11 +333,13 @@ impl<F: Flash> ObjectStore<F> {
         let mut logical = vec![0u8; n * unit];
         if !covered {
             // A read-modify-write of the chunk.
-            self.stats.rmw_reads += 1;
+            let mut merged = false;
             if let Some(old) = self.chunk_bytes(oid, c)? {
                 let m = old.len().min(logical.len());
                 logical[..m].copy_from_slice(&old[..m]);
+                merged = true;
             }
+            self.stats.rmw_reads += merged as u64;
             self.now = self.now();
         }
         for e in &entries {
@@ -495,8 +501,8 @@ impl<F: Flash> ObjectStore<F> {
                 // strays (released by the next generation in this half).
                 let unit = unit as u64;
                 let c = self.onode_mut(oid)?;
-                c.onode.used_bytes = (c.onode.used_bytes + added * unit)
-                    .saturating_sub(strays * unit);
+                c.onode.used_bytes =
+                    (c.onode.used_bytes + added * unit).saturating_sub(strays * unit);
                 c.dirty = true;
                 return Err(e);
             }
@@ -512,7 +518,11 @@ impl<F: Flash> ObjectStore<F> {
 
     /// The first physical unit index of the chunks that hold only logical units from
     /// `first` on (the chunk straddling `first` is kept whole), and the first such chunk.
-    pub(super) fn chunks_from(&mut self, oid: Oid, first: u64) -> Result<Option<(u64, u64)>, OsdError> {
+    pub(super) fn chunks_from(
+        &mut self,
+        oid: Oid,
+        first: u64,
+    ) -> Result<Option<(u64, u64)>, OsdError> {
         Ok(match self.load_onode(oid)? {
             Some(c) if c.onode.compression.codec().is_some() => {
                 let cu = c.onode.compression.chunk_units();
@@ -525,7 +535,12 @@ impl<F: Flash> ObjectStore<F> {
 
     /// The object grows past `length`: the rest of the chunk holding its end must read as
     /// zeros, whatever stale bytes an earlier truncate left there (the chunk is rewritten).
-    pub(super) fn zero_chunk_gap(&mut self, oid: Oid, length: u64, cu: u64) -> Result<(), OsdError> {
+    pub(super) fn zero_chunk_gap(
+        &mut self,
+        oid: Oid,
+        length: u64,
+        cu: u64,
+    ) -> Result<(), OsdError> {
         let span = cu * self.unit as u64;
         let tail = length % span;
         if tail == 0 {

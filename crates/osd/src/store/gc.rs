@@ -132,6 +132,8 @@ impl<F: Flash> ObjectStore<F> {
                     // A chunk unit is relocated only while the index still maps it there
                     // (every valid one is; the check costs one lookup and guards the layout).
                     if chunk.is_some() && self.lookup(oid, offset)? != Some(from) {
+                        // Nothing references the copy: it is garbage like its original.
+                        self.fml.invalidate(Vpa(to));
                         continue;
                     }
                     // The moved unit is the current one (GC moves only valid units).
