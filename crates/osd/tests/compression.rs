@@ -381,7 +381,7 @@ fn gc_moves_chunk_units_on_a_full_device() {
         }
         m[off as usize..off as usize + len].copy_from_slice(&data);
         written += len as u64;
-        if round % 7 == 0 {
+        if round.is_multiple_of(7) {
             s.flush(FlushScope::Device).unwrap();
         }
     }
