@@ -213,6 +213,8 @@ pub struct OsdStats {
     pub chunk_logical_bytes: u64,
     /// Bytes those chunks took on flash (whole units).
     pub chunk_stored_bytes: u64,
+    /// Updates of raw chunks whose units were programmed in place (no chunk rewrite).
+    pub raw_units_in_place: u64,
     /// Chunks read and decompressed (a chunk cache hit not counted).
     pub chunks_decompressed: u64,
     /// Objects whose `auto` compression chose zstd at their first write.

@@ -205,6 +205,18 @@ fn incompressible_chunks_are_stored_raw_and_cost_no_flash() {
     assert_eq!(&b[..], &r[130_000..130_100]);
     assert_eq!(s.stats().data_units_read - before.data_units_read, 1);
     assert_eq!(s.stats().chunks_decompressed, before.chunks_decompressed);
+    // An overwrite of a raw chunk that does not grow it programs the units it touches in
+    // place: 2 units here (an unaligned 5,000 bytes), not the chunk's 16.
+    let mut r = r;
+    let patch = random(4, 5000);
+    r[70_000..75_000].copy_from_slice(&patch);
+    let before = s.stats();
+    s.write(oid(1), 70_000, &patch).unwrap();
+    s.flush(FlushScope::Device).unwrap();
+    let after = s.stats();
+    assert_eq!(after.raw_units_in_place - before.raw_units_in_place, 1);
+    assert_eq!(after.data_units_written - before.data_units_written, 2);
+    assert_eq!(read_all(&mut s, oid(1)), r);
     let mut s = reopen(s, cfg);
     assert_eq!(read_all(&mut s, oid(1)), r);
     assert_fsck_clean(&mut s);

@@ -343,8 +343,11 @@ fn sweep(placement: Placement, svc: Services) {
             st.chunks_written > 50 && st.chunk_stored_bytes < st.chunk_logical_bytes,
             "the script must write compressed chunks: {st:?}"
         );
+        println!(
+            "chunks: {} written ({} raw), {} raw chunks updated in place",
+            st.chunks_written, st.chunks_stored_raw, st.raw_units_in_place
+        );
     }
-    println!("{:?}", s.stats());
     println!("{placement} ({svc:?}): {} power cuts over {total} flash operations ({} GC victims, {} checkpoints), contract held at every one", 2 * (total + 1), gc.gc_victims, s.stats().checkpoints);
 }
 

@@ -324,6 +324,14 @@ impl<F: Flash> ObjectStore<F> {
             .max()
             .unwrap_or(0);
         let n = in_length.max(in_buffer) as usize;
+        if let Some(m) = self.chunk_entry(oid, c)? {
+            // A raw chunk that does not grow takes its units in place, one by one, as a plain
+            // object's would: no chunk read-modify-write for incompressible data. Not when
+            // sealed: a unit's nonce is its generation, never used twice under one key.
+            if m.raw && n as u64 <= m.units && !self.is_encrypted(oid)? {
+                return self.update_raw_in_place(oid, c, cu, m, entries);
+            }
+        }
         let full = self.full_mask();
         let covered = (0..n as u64).all(|j| {
             entries
@@ -376,6 +384,92 @@ impl<F: Flash> ObjectStore<F> {
                 bytes: logical,
             });
         }
+        self.bound_dirty_index()
+    }
+
+    /// Programs the buffered units of raw chunk `c` (current stored form `m`) in place: each
+    /// keeps its physical index, generation and unit count, so recovery takes the newest copy
+    /// of each (as it does for GC copies) and the chunk stays whole at every moment.
+    fn update_raw_in_place(
+        &mut self,
+        oid: Oid,
+        c: u64,
+        cu: u64,
+        m: ChunkMap,
+        entries: Vec<Entry<(Oid, u64)>>,
+    ) -> Result<(), OsdError> {
+        let full = self.full_mask();
+        let tag = ChunkTag {
+            generation: m.generation,
+            units: m.units as u8,
+            raw: true,
+        };
+        if self
+            .chunk_cache
+            .as_ref()
+            .is_some_and(|k| k.oid == oid && k.chunk == c)
+        {
+            self.chunk_cache = None;
+        }
+        let priority = self.onode_mut(oid)?.onode.priority;
+        for mut e in entries {
+            if e.mask != full {
+                self.stats.rmw_reads += 1;
+                self.merge_old_chunked(&mut e)?;
+                self.now = self.now();
+            }
+            if priority > 0 {
+                while self.fml.must_collect_realtime() {
+                    if !self.step_gc()? {
+                        break;
+                    }
+                }
+            } else {
+                self.make_room()?;
+            }
+            let p = physical(c, m.half, e.key.1 - c * cu, cu);
+            let Fill::Bytes(b) = &e.fill else {
+                return Err(OsdError::Internal(format!(
+                    "a fingerprint unit of compressed object {oid}"
+                )));
+            };
+            let hint = self.hint(oid)?;
+            let stream = self.placer.choose(&hint);
+            let rec = Record::Data {
+                oid,
+                offset: p,
+                length: 0,
+                seq: self.gc.take_seq(),
+                moved: false,
+                seal: None,
+                chunk: Some(tag),
+            };
+            let payload = Payload::Bytes(b);
+            let mut oob = [0u8; RECORD_MAX_BYTES];
+            let n = rec.encode(payload_crc(payload), &mut oob);
+            let (v, t) = match self.fml.write(self.now, stream, payload, &oob[..n]) {
+                Ok(x) => x,
+                Err(FmlError::NoSpace { .. }) => return Err(self.no_space(self.unit as u64)),
+                Err(e) => return Err(fml_err(e)),
+            };
+            self.io_done = self.io_done.max(t);
+            self.stats.data_units_written += 1;
+            self.units_since_ckpt += 1;
+            match self.unmap(oid, p)? {
+                Some(old) if old != LOST => {
+                    self.fml.invalidate(Vpa(old));
+                }
+                Some(_) => {}
+                None => {
+                    return Err(OsdError::Internal(format!(
+                        "object {oid} chunk {c}: raw unit {p} was not mapped"
+                    )))
+                }
+            }
+            self.map(oid, p, v.0)?;
+            self.buf.recycle(e);
+        }
+        self.stats.raw_units_in_place += 1;
         self.bound_dirty_index()
     }
 
