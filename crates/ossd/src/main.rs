@@ -205,8 +205,8 @@ enum Command {
         object: ObjectRef,
     },
     /// Set an attribute: priority, expected-size, length, read-only, inode, reliability,
-    /// encryption (none | xchacha20-poly1305, on an empty object, with --key-file), or a user id
-    /// (0x1000+).
+    /// encryption (none | xchacha20-poly1305, on an empty object, with --key-file), compression
+    /// (none | lz4 | zstd | auto, on an empty object), or a user id (0x1000+).
     Setattr {
         #[command(flatten)]
         object: ObjectRef,

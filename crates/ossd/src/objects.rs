@@ -355,7 +355,7 @@ pub fn setattr(
             }),
         ),
         other => {
-            let id = parse_id(other).map_err(|_| anyhow!("unknown attribute '{other}': use priority, expected-size, length, read-only, inode, reliability, or a user attribute id (0x1000 and up)"))?;
+            let id = parse_id(other).map_err(|_| anyhow!("unknown attribute '{other}': use priority, expected-size, length, read-only, inode, reliability, encryption, compression, or a user attribute id (0x1000 and up)"))?;
             let id = u16::try_from(id).map_err(|_| anyhow!("user attribute ids fit 16 bits"))?;
             (Attr::User(id), AttrValue::Bytes(value.as_bytes().to_vec()))
         }
