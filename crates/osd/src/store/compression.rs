@@ -575,7 +575,12 @@ impl<F: Flash> ObjectStore<F> {
             }
             Ok(())
         })();
-        let (old_units, switched) = match result {
+        // Used bytes follow the units mapped: the new ones in, the strays and (once the new
+        // generation is whole) the old half out. On a failure the old generation stays
+        // current and the units programmed stay mapped as strays, released by the next
+        // generation written to this half.
+        let mut gone = strays;
+        let outcome = match result {
             Ok(()) => {
                 let m = ChunkMap {
                     generation,
@@ -584,30 +589,18 @@ impl<F: Flash> ObjectStore<F> {
                     raw,
                 };
                 self.with_index(|ix, io| ix.insert(io, chunk_key(oid, c), m.pack()))?;
-                let released = match old {
-                    Some(o) => self.release_half(oid, c, o.half, 0, cu, true)?,
-                    None => 0,
-                };
-                (released, true)
+                if let Some(o) = old {
+                    gone += self.release_half(oid, c, o.half, 0, cu, true)?;
+                }
+                Ok(())
             }
-            Err(e) => {
-                // The old generation stays current; the units programmed stay mapped as
-                // strays (released by the next generation in this half).
-                let unit = unit as u64;
-                let c = self.onode_mut(oid)?;
-                c.onode.used_bytes =
-                    (c.onode.used_bytes + added * unit).saturating_sub(strays * unit);
-                c.dirty = true;
-                return Err(e);
-            }
+            Err(e) => Err(e),
         };
-        debug_assert!(switched);
         let unit = unit as u64;
         let cn = self.onode_mut(oid)?;
-        cn.onode.used_bytes =
-            (cn.onode.used_bytes + added * unit).saturating_sub((strays + old_units) * unit);
+        cn.onode.used_bytes = (cn.onode.used_bytes + added * unit).saturating_sub(gone * unit);
         cn.dirty = true;
-        Ok(())
+        outcome
     }
 
     /// The first physical unit index of the chunks that hold only logical units from
