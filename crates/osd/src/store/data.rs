@@ -116,11 +116,22 @@ impl<F: Flash> ObjectStore<F> {
         let r = read_checked(&mut self.fml, self.now, v, &mut scratch, oob_len);
         self.scratch = scratch;
         let unit = self.unit as u64;
-        let what = format_args!(
-            "object {oid} bytes {}..{} (unit {u})",
-            u * unit,
-            (u + 1) * unit
-        );
+        let what = match self.chunked(oid)? {
+            // A chunk unit: name the chunk's logical bytes it is part of.
+            Some((_, cu)) => format!(
+                "object {oid} bytes {}..{} (compressed chunk {}, stored unit {} of half {})",
+                u / (2 * cu) * cu * unit,
+                (u / (2 * cu) + 1) * cu * unit,
+                u / (2 * cu),
+                u % cu,
+                (u / cu) % 2
+            ),
+            None => format!(
+                "object {oid} bytes {}..{} (unit {u})",
+                u * unit,
+                (u + 1) * unit
+            ),
+        };
         match r {
             Ok((
                 t,
