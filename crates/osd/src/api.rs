@@ -38,6 +38,12 @@ pub enum Attr {
     /// ([`crate::ObjectStore::set_master_key`]). Set only while the object is empty and has
     /// no parity.
     Encryption,
+    /// Per-object compression (issue 16 item 6): `U64(0)` none, `U64(1)` LZ4, `U64(2)`
+    /// Zstandard, `U64(3)` auto (Zstandard unless the first bytes written at offset 0 are
+    /// compressed already). Data is stored in chunks of `osd.compression_chunk_units` units,
+    /// each compressed on its own (raw when that saves no unit). Set only while the object
+    /// is empty and has no parity.
+    Compression,
     /// User attribute `id` (at least 0x1000): bytes kept in the onode.
     User(u16),
 }

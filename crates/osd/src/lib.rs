@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod compress;
 pub mod crypt;
 pub mod id;
 pub mod index;

@@ -2,6 +2,7 @@
 //! user attributes as (id, length, value) tuples (OSSD-13 V-D, OSCM-11 III-A). Several onodes
 //! share one descriptor page on flash.
 
+use crate::compress::CompressionState;
 use crate::crypt::WRAPPED_KEY_BYTES;
 use crate::id::Oid;
 use codec::le;
@@ -35,7 +36,8 @@ pub const INLINE_MAX_BYTES: usize = 128;
 /// write count, sequence number, attribute count; then (version 2) the services; then the
 /// attributes; then the CRC.
 const FIXED_BYTES_V1: usize = 1 + 1 + 1 + 1 + 1 + 16 + 8 + 8 + 4 * 8 + 8 + 4 + 8 + 1;
-/// Version 2's services: parity units per group, data units per group, a reserved byte (0).
+/// Version 2's services: parity units per group, data units per group, and the compression
+/// byte ([`CompressionState`]; 0 for none, which is all that builds before compression wrote).
 const SERVICES_BYTES: usize = 3;
 const FIXED_BYTES: usize = FIXED_BYTES_V1 + SERVICES_BYTES;
 
@@ -112,6 +114,8 @@ pub struct Onode {
     pub reliability: u8,
     /// Data units per parity group (fixed once the object has parity; 0 when `reliability` is).
     pub parity_group: u8,
+    /// Per-object compression: the attribute and the codec in effect.
+    pub compression: CompressionState,
     /// Encryption (XChaCha20-Poly1305, the only algorithm): the object's data key wrapped by
     /// the device master key ([`crate::crypt`]); `None` for a plain object.
     pub wrapped_key: Option<[u8; WRAPPED_KEY_BYTES]>,
@@ -178,7 +182,7 @@ impl Onode {
 
     /// Whether the onode needs version 2 (it has services).
     fn has_services(&self) -> bool {
-        self.reliability != 0 || self.parity_group != 0
+        self.reliability != 0 || self.parity_group != 0 || self.compression.0 != 0
     }
 
     /// The version the onode is written as: 1 plain, 2 with parity, 3 encrypted.
@@ -236,7 +240,7 @@ impl Onode {
         out.extend_from_slice(&self.seq.to_le_bytes());
         out.push(self.attrs.len() as u8);
         if version >= VERSION {
-            out.extend_from_slice(&[self.reliability, self.parity_group, 0]);
+            out.extend_from_slice(&[self.reliability, self.parity_group, self.compression.0]);
         }
         if let Some(w) = &self.wrapped_key {
             out.push(ALGO_XCHACHA20_POLY1305);
@@ -315,16 +319,19 @@ impl Onode {
             return Err(bad("onode checksum mismatch"));
         }
         let flags = b[2];
-        let (reliability, parity_group) = if fixed >= FIXED_BYTES {
+        let (reliability, parity_group, compression) = if fixed >= FIXED_BYTES {
             let s = &b[FIXED_BYTES_V1..FIXED_BYTES];
-            if s[2] != 0 || (s[0] == 0) != (s[1] == 0) || s[0] as usize + s[1] as usize > 256 {
+            if !CompressionState(s[2]).is_valid()
+                || (s[0] == 0) != (s[1] == 0)
+                || s[0] as usize + s[1] as usize > 256
+            {
                 return Err(OnodeError::Corrupted(format!(
                     "onode services {s:?} are unknown or inconsistent"
                 )));
             }
-            (s[0], s[1])
+            (s[0], s[1], CompressionState(s[2]))
         } else {
-            (0, 0)
+            (0, 0, CompressionState(0))
         };
         let wrapped_key = if fixed == FIXED_BYTES + CRYPT_BYTES {
             if b[FIXED_BYTES] != ALGO_XCHACHA20_POLY1305 {
@@ -355,6 +362,7 @@ impl Onode {
             seq: u64_at(81)?,
             reliability,
             parity_group,
+            compression,
             wrapped_key,
             attrs,
             inline,

@@ -54,6 +54,23 @@ pub struct Seal {
     pub tag: Option<[u8; TAG_BYTES]>,
 }
 
+/// What a unit of a compressed object's chunk (kinds 11 to 14) says about the chunk
+/// generation it belongs to (docs/DESIGN.md "Per-object compression"): recovery takes, per
+/// chunk, the newest generation whose `units` units are all present.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkTag {
+    /// The generation: the sequence number taken when the chunk's new stored form was made
+    /// (40 bits), unique across the device; also the nonce's input of its sealed units.
+    pub generation: u64,
+    /// Units the generation's stored form takes (1 to 127).
+    pub units: u8,
+    /// The chunk is stored raw (it did not compress by a unit): its units are its bytes.
+    pub raw: bool,
+}
+
+/// Chunk generations are stored in 40 bits.
+pub const GENERATION_LIMIT: u64 = 1 << 40;
+
 /// The payload checksums live with the payload types (shared with the other mapping layer).
 pub use flash::{content_crc, payload_crc};
 
@@ -76,6 +93,9 @@ pub enum Record {
         moved: bool,
         /// For a unit of an encrypted object: its nonce's input and its tag.
         seal: Option<Seal>,
+        /// For a unit of a compressed object's chunk: `offset` is its physical unit index
+        /// (chunk c, half h, unit j at `c * 2C + h * C + j`) and `length` is not kept (0).
+        chunk: Option<ChunkTag>,
     },
     /// A descriptor page of onodes.
     Descriptor {
@@ -149,6 +169,25 @@ fn u32_at(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes(s)
 }
 
+/// The AEAD tag of an encrypted record and its CRC, when the read took them and they were
+/// written.
+fn read_tag(b: &[u8]) -> Result<Option<[u8; TAG_BYTES]>, RecordError> {
+    Ok(match b.get(44..ENCRYPTED_RECORD_BYTES) {
+        Some(t) if t.iter().all(|&x| x == 0xFF) => None,
+        Some(_) => {
+            if crc32c::crc32c(&b[..60]) != u32_at(b, 60) {
+                return Err(RecordError::Damaged(
+                    "OOB record tag checksum mismatch".into(),
+                ));
+            }
+            let mut tag = [0u8; TAG_BYTES];
+            tag.copy_from_slice(&b[44..60]);
+            Some(tag)
+        }
+        None => None,
+    })
+}
+
 impl Record {
     /// The sequence number.
     pub fn seq(&self) -> u64 {
@@ -205,25 +244,38 @@ impl Record {
                 length,
                 moved,
                 seal,
+                chunk,
                 ..
             } => {
                 debug_assert!(offset < LENGTH_LIMIT_BYTES && length < LENGTH_LIMIT_BYTES);
-                out[0] = match (moved, seal.is_some()) {
-                    (false, false) => 1,
-                    (true, false) => 5,
-                    (false, true) => 9,
-                    (true, true) => 10,
+                out[0] = match (moved, seal.is_some(), chunk.is_some()) {
+                    (false, false, false) => 1,
+                    (true, false, false) => 5,
+                    (false, true, false) => 9,
+                    (true, true, false) => 10,
+                    (false, false, true) => 11,
+                    (true, false, true) => 12,
+                    (false, true, true) => 13,
+                    (true, true, true) => 14,
                 };
                 out[12..28].copy_from_slice(&oid.as_u128().to_le_bytes());
                 out[28..34].copy_from_slice(&offset.to_le_bytes()[..6]);
-                // A GC copy of an encrypted unit keeps its nonce's input where a plain copy
-                // keeps its stale length.
-                let at_34 = match seal {
-                    Some(s) if moved => s.nonce_seq,
-                    _ => length,
-                };
-                debug_assert!(at_34 < LENGTH_LIMIT_BYTES);
-                out[34..40].copy_from_slice(&at_34.to_le_bytes()[..6]);
+                if let Some(c) = chunk {
+                    // A chunk unit keeps its generation (also its nonce's input when sealed)
+                    // and its generation's unit count where a data unit keeps its length.
+                    debug_assert!(c.generation < GENERATION_LIMIT && c.units < 0x80);
+                    out[34..39].copy_from_slice(&c.generation.to_le_bytes()[..5]);
+                    out[39] = c.units | if c.raw { 0x80 } else { 0 };
+                } else {
+                    // A GC copy of an encrypted unit keeps its nonce's input where a plain
+                    // copy keeps its stale length.
+                    let at_34 = match seal {
+                        Some(s) if moved => s.nonce_seq,
+                        _ => length,
+                    };
+                    debug_assert!(at_34 < LENGTH_LIMIT_BYTES);
+                    out[34..40].copy_from_slice(&at_34.to_le_bytes()[..6]);
+                }
                 if let Some(Seal { tag: Some(tag), .. }) = seal {
                     let crc = crc32c::crc32c(&out[..40]);
                     out[40..44].copy_from_slice(&crc.to_le_bytes());
@@ -313,7 +365,7 @@ impl Record {
             return damaged(format!("OOB record version {} is unknown or damaged", b[1]));
         }
         let body = match b[0] {
-            1 | 5 | 8 | 9 | 10 => 40,
+            1 | 5 | 8..=14 => 40,
             2 | 4 | 6 | 7 => 12,
             3 => 13 + IndexKey::ENCODED_BYTES,
             k => return damaged(format!("OOB record kind {k} is unknown")),
@@ -336,25 +388,46 @@ impl Record {
                     seq,
                     moved: b[0] == 5,
                     seal: None,
+                    chunk: None,
+                }
+            }
+            11..=14 => {
+                oid.copy_from_slice(&b[12..28]);
+                let mut g = [0u8; 8];
+                g[..5].copy_from_slice(&b[34..39]);
+                let chunk = ChunkTag {
+                    generation: u64::from_le_bytes(g),
+                    units: b[39] & 0x7F,
+                    raw: b[39] & 0x80 != 0,
+                };
+                if chunk.units == 0 {
+                    return damaged(
+                        "OOB record of a chunk unit says its chunk has no units".into(),
+                    );
+                }
+                let seal = if b[0] >= 13 {
+                    Some(Seal {
+                        nonce_seq: chunk.generation,
+                        tag: read_tag(b)?,
+                    })
+                } else {
+                    None
+                };
+                Record::Data {
+                    oid: Oid::from_u128(u128::from_le_bytes(oid)),
+                    offset: u48(&b[28..34]),
+                    length: 0,
+                    seq,
+                    moved: b[0] == 12 || b[0] == 14,
+                    seal,
+                    chunk: Some(chunk),
                 }
             }
             9 | 10 => {
                 oid.copy_from_slice(&b[12..28]);
                 let moved = b[0] == 10;
                 let at_34 = u48(&b[34..40]);
-                // The tag and its CRC, when the read took them and they were written.
-                let tag = match b.get(44..ENCRYPTED_RECORD_BYTES) {
-                    Some(t) if t.iter().all(|&x| x == 0xFF) => None,
-                    Some(_) => {
-                        if crc32c::crc32c(&b[..60]) != u32_at(b, 60) {
-                            return damaged("OOB record tag checksum mismatch".into());
-                        }
-                        let mut tag = [0u8; TAG_BYTES];
-                        tag.copy_from_slice(&b[44..60]);
-                        Some(tag)
-                    }
-                    None => None,
-                };
+                let tag = read_tag(b)?;
                 Record::Data {
                     oid: Oid::from_u128(u128::from_le_bytes(oid)),
                     offset: u48(&b[28..34]),
@@ -366,6 +439,7 @@ impl Record {
                         nonce_seq: if moved { at_34 } else { seq },
                         tag,
                     }),
+                    chunk: None,
                 }
             }
             2 => Record::Descriptor { seq },
@@ -415,6 +489,36 @@ mod tests {
                 seq: 99,
                 moved: true,
                 seal: None,
+                chunk: None,
+            },
+            Record::Data {
+                oid: Oid::new(0x10000, 0x10007),
+                offset: 2 * 16 + 16 + 3,
+                length: 0,
+                seq: 102,
+                moved: false,
+                seal: None,
+                chunk: Some(ChunkTag {
+                    generation: GENERATION_LIMIT - 1,
+                    units: 5,
+                    raw: false,
+                }),
+            },
+            Record::Data {
+                oid: Oid::new(0x10000, 0x10008),
+                offset: 7,
+                length: 0,
+                seq: 103,
+                moved: true,
+                seal: Some(Seal {
+                    nonce_seq: 77,
+                    tag: Some([3; TAG_BYTES]),
+                }),
+                chunk: Some(ChunkTag {
+                    generation: 77,
+                    units: 16,
+                    raw: true,
+                }),
             },
             Record::Data {
                 oid: Oid::new(0x10000, 0x10006),
@@ -426,6 +530,7 @@ mod tests {
                     nonce_seq: 100,
                     tag: Some([0xA5; TAG_BYTES]),
                 }),
+                chunk: None,
             },
             Record::Data {
                 oid: Oid::new(0x10000, 0x10006),
@@ -437,6 +542,7 @@ mod tests {
                     nonce_seq: LENGTH_LIMIT_BYTES - 2,
                     tag: Some([7; TAG_BYTES]),
                 }),
+                chunk: None,
             },
             Record::Descriptor { seq: 1 },
             Record::Index {
@@ -506,6 +612,7 @@ mod tests {
                 nonce_seq: 200,
                 tag: Some([3; TAG_BYTES]),
             }),
+            chunk: None,
         };
         let mut b = [0xFFu8; RECORD_MAX_BYTES];
         assert_eq!(r.encode(1, &mut b), ENCRYPTED_RECORD_BYTES);
@@ -525,6 +632,7 @@ mod tests {
                 nonce_seq: 200,
                 tag: None,
             }),
+            chunk: None,
         };
         let mut b = [0u8; RECORD_MAX_BYTES];
         let n = r.encode(1, &mut b);

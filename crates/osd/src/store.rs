@@ -48,6 +48,7 @@ use fml::buffer::{Entry, Fill, WriteBuffer};
 mod atime;
 mod checkpoint;
 mod commands;
+mod compression;
 mod data;
 mod encryption;
 mod fsck;
@@ -59,6 +60,8 @@ mod scrub;
 mod small;
 mod unit_io;
 
+pub use compression::SpaceTotals;
+use compression::{ChunkCache, FoundUnit, KIND_CHUNK};
 pub use encryption::SEQ_GAP_AT_OPEN;
 pub use fsck::FsckReport;
 use gc::GcLog;
@@ -127,6 +130,10 @@ pub struct OsdConfig {
     /// Data units per parity group (default 16) for objects given parity from now on; an
     /// object keeps the group size it got.
     pub parity_group_units: u8,
+    /// Units per compressed chunk (default 16: 64 KiB with 4 KiB units), a power of two up
+    /// to 32, for objects given compression from now on; an object keeps the chunk size it
+    /// got (docs/DESIGN.md "Per-object compression").
+    pub compression_chunk_units: u8,
     /// The FML's settings (a run sets them once for whichever stack it builds).
     #[serde(skip)]
     pub fml: FmlConfig,
@@ -147,6 +154,7 @@ impl Default for OsdConfig {
             realtime_update_blocks: 0,
             default_reliability: 0,
             parity_group_units: 16,
+            compression_chunk_units: 16,
             fml: FmlConfig::default(),
         }
     }
@@ -197,6 +205,22 @@ pub struct OsdStats {
     pub units_rewritten: u64,
     /// Groups whose parity recovery found stale or missing and recomputed.
     pub parity_groups_recomputed: u64,
+    /// Chunks of compressed objects programmed (each a new generation).
+    pub chunks_written: u64,
+    /// Of those, chunks stored raw (compressing them saved no unit).
+    pub chunks_stored_raw: u64,
+    /// Logical bytes of the chunks programmed (whole units).
+    pub chunk_logical_bytes: u64,
+    /// Bytes those chunks took on flash (whole units).
+    pub chunk_stored_bytes: u64,
+    /// Updates of raw chunks whose units were programmed in place (no chunk rewrite).
+    pub raw_units_in_place: u64,
+    /// Chunks read and decompressed (a chunk cache hit not counted).
+    pub chunks_decompressed: u64,
+    /// Objects whose `auto` compression chose zstd at their first write.
+    pub auto_compressed: u64,
+    /// Objects whose `auto` compression found compressed content and stored it as written.
+    pub auto_skipped: u64,
 }
 
 /// What recovery did.
@@ -334,6 +358,8 @@ pub struct ObjectStore<F: Flash> {
     wide_records: bool,
     /// The seal of the encrypted unit whose bytes `read_data_unit` left in the scratch buffer.
     scratch_seal: Option<Seal>,
+    /// The compressed chunk decompressed (or programmed) last.
+    chunk_cache: Option<ChunkCache>,
 }
 
 impl<F: Flash> ObjectStore<F> {
@@ -401,6 +427,7 @@ impl<F: Flash> ObjectStore<F> {
             data_keys: FxHashMap::default(),
             wide_records: false,
             scratch_seal: None,
+            chunk_cache: None,
         })
     }
 

@@ -49,6 +49,8 @@ fn config(placement: Placement, index_mode: IndexMode) -> OsdConfig {
         realtime_update_blocks: 0,
         default_reliability: 0,
         parity_group_units: 4,
+        // Chunks of 4 units when objects are compressed: several per object.
+        compression_chunk_units: 4,
         fml: FmlConfig::for_blocks(64),
     }
 }
@@ -144,6 +146,8 @@ struct Rig {
     stamp: u8,
     /// Every object is encrypted at creation (the master key is given at every open).
     encrypt: bool,
+    /// Every object gets this `compression` attribute at creation (0 none).
+    compression: u64,
 }
 
 fn oid(obj: u64) -> Oid {
@@ -162,7 +166,16 @@ impl Rig {
     fn bytes(&mut self, len: u64) -> Vec<u8> {
         self.stamp = self.stamp.wrapping_add(1).max(1);
         let s = self.stamp;
-        (0..len).map(|i| s ^ (i as u8).wrapping_mul(31)).collect()
+        // 16 symbols at random around the stamp: compressed objects' chunks take several units
+        // (generations a cut can tear), some chunks raw.
+        (0..len)
+            .map(|i| {
+                let mut z = ((s as u64) << 40 ^ i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                s ^ ((z ^ (z >> 31)) >> 60) as u8
+            })
+            .collect()
     }
 
     fn mark_flushed(&mut self) {
@@ -275,11 +288,18 @@ impl Rig {
                 Ok(_) => {
                     prop_assert!(!self.objects.contains_key(&obj), "created {} twice", obj);
                     self.objects.insert(obj, Obj::default());
-                    if self.encrypt {
+                    let c = self.compression;
+                    let r = if self.encrypt {
                         self.store()
                             .set_attr(oid(obj), Attr::Encryption, AttrValue::U64(1))
                     } else {
                         Ok(())
+                    };
+                    if r.is_ok() && c != 0 {
+                        self.store()
+                            .set_attr(oid(obj), Attr::Compression, AttrValue::U64(c))
+                    } else {
+                        r
                     }
                 }
                 Err(OsdError::AlreadyExists(_)) => {
@@ -519,10 +539,10 @@ impl Rig {
 }
 
 fn rig(cfg: OsdConfig) -> Rig {
-    rig_with(cfg, false)
+    rig_with(cfg, false, 0)
 }
 
-fn rig_with(cfg: OsdConfig, encrypt: bool) -> Rig {
+fn rig_with(cfg: OsdConfig, encrypt: bool, compression: u64) -> Rig {
     let mut store =
         ObjectStore::format(Faulty::new(Nand::in_memory(device()).unwrap()), cfg).unwrap();
     store.set_master_key(Some(osd::MasterKey::from_bytes([7; 32])));
@@ -537,6 +557,7 @@ fn rig_with(cfg: OsdConfig, encrypt: bool) -> Rig {
         loose: Default::default(),
         stamp: 0,
         encrypt,
+        compression,
     }
 }
 
@@ -550,6 +571,7 @@ proptest! {
         small_objects in any::<bool>(),
         reliability in prop_oneof![2 => Just(0u8), 2 => Just(1u8), 1 => Just(2u8)],
         encrypt in any::<bool>(),
+        compression in prop_oneof![3 => Just(0u64), 1 => Just(1u64), 1 => Just(2u64), 1 => Just(3u64)],
         ops in prop::collection::vec(op(), 1..600),
     ) {
         let mode = if extents { IndexMode::Extent } else { IndexMode::Page };
@@ -559,7 +581,7 @@ proptest! {
             small_objects,
             default_reliability: reliability,
             ..config(placement, mode)
-        }, encrypt && reliability == 0);
+        }, encrypt && reliability == 0, if reliability == 0 { compression } else { 0 });
         for op in &ops {
             rig.run(op)?;
         }

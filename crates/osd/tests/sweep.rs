@@ -33,10 +33,25 @@ fn config(placement: Placement) -> OsdConfig {
         placement,
         buffer_bytes: 8 << 10,
         checkpoint_units: 24,
+        // Chunks of 4 units, so that the larger objects have several (compressed sweeps).
+        compression_chunk_units: 4,
         fml: FmlConfig::for_blocks(48),
         ..OsdConfig::default()
     }
 }
+
+/// The object services every object of a sweep gets at creation.
+#[derive(Clone, Copy, Debug)]
+struct Services {
+    encrypt: bool,
+    /// The `compression` attribute (0 none, 1 lz4, 2 zstd, 3 auto).
+    compression: u64,
+}
+
+const PLAIN: Services = Services {
+    encrypt: false,
+    compression: 0,
+};
 
 #[derive(Clone, Copy, Debug)]
 enum Step {
@@ -108,9 +123,18 @@ fn script() -> Vec<Step> {
     s
 }
 
+/// Bytes of 16 symbols per seed at random: zstd stores a chunk of them in about half its
+/// units (so a new generation takes several programs a cut can tear), lz4 not at all (raw
+/// chunks).
 fn bytes(seed: u8, len: u64) -> Vec<u8> {
     (0..len)
-        .map(|i| seed.wrapping_mul(37) ^ (i as u8).wrapping_mul(13) ^ seed)
+        .map(|i| {
+            // splitmix64 of (seed, i)
+            let mut z = ((seed as u64) << 40 ^ i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            seed.wrapping_mul(37) ^ ((z ^ (z >> 31)) >> 60) as u8
+        })
         .collect()
 }
 
@@ -148,12 +172,15 @@ fn key() -> osd::MasterKey {
     osd::MasterKey::from_bytes([3; 32])
 }
 
-fn run(s: &mut ObjectStore<Faulty<Nand>>, step: Step, encrypt: bool) -> Result<(), OsdError> {
+fn run(s: &mut ObjectStore<Faulty<Nand>>, step: Step, svc: Services) -> Result<(), OsdError> {
     match step {
         Step::Create(o) => {
             s.create(PartitionId(P), Some(ObjectId(P + o)))?;
-            if encrypt {
+            if svc.encrypt {
                 s.set_attr(oid(o), Attr::Encryption, AttrValue::U64(1))?;
+            }
+            if svc.compression != 0 {
+                s.set_attr(oid(o), Attr::Compression, AttrValue::U64(svc.compression))?;
             }
             Ok(())
         }
@@ -185,7 +212,7 @@ fn fresh(placement: Placement) -> ObjectStore<Faulty<Nand>> {
 }
 
 /// Runs the script with power cut after `cut` operations; returns whether the cut happened.
-fn cut_at(placement: Placement, cut: u64, mode: CutMode, encrypt: bool) -> Result<bool, String> {
+fn cut_at(placement: Placement, cut: u64, mode: CutMode, svc: Services) -> Result<bool, String> {
     let mut s = fresh(placement);
     let script = script();
     let base = s.device_mut().ops();
@@ -199,7 +226,7 @@ fn cut_at(placement: Placement, cut: u64, mode: CutMode, encrypt: bool) -> Resul
     for &step in &script {
         apply(&mut model, step);
         since.push(model.clone());
-        match run(&mut s, step, encrypt) {
+        match run(&mut s, step, svc) {
             Ok(()) => {
                 if matches!(step, Step::Flush) {
                     flushed = model.clone();
@@ -277,12 +304,12 @@ fn cut_at(placement: Placement, cut: u64, mode: CutMode, encrypt: bool) -> Resul
     Ok(cut_happened)
 }
 
-fn sweep(placement: Placement, encrypt: bool) {
+fn sweep(placement: Placement, svc: Services) {
     // Count the script's flash operations.
     let mut s = fresh(placement);
     let before = s.device_mut().ops();
     for step in script() {
-        run(&mut s, step, encrypt).unwrap();
+        run(&mut s, step, svc).unwrap();
     }
     let total = s.device_mut().ops() - before;
     let gc = s.fml().stats();
@@ -298,7 +325,7 @@ fn sweep(placement: Placement, encrypt: bool) {
     let mut failures = Vec::new();
     for cut in 0..=total {
         for mode in [CutMode::Clean, CutMode::Torn] {
-            if let Err(e) = cut_at(placement, cut, mode, encrypt) {
+            if let Err(e) = cut_at(placement, cut, mode, svc) {
                 failures.push(format!("{mode:?} {e}"));
             }
         }
@@ -310,27 +337,69 @@ fn sweep(placement: Placement, encrypt: bool) {
         2 * (total + 1),
         &failures[..failures.len().min(3)]
     );
-    println!("{placement} (encrypted: {encrypt}): {} power cuts over {total} flash operations ({} GC victims, {} checkpoints), contract held at every one", 2 * (total + 1), gc.gc_victims, s.stats().checkpoints);
+    if svc.compression != 0 {
+        let st = s.stats();
+        assert!(
+            st.chunks_written > 50 && st.chunk_stored_bytes < st.chunk_logical_bytes,
+            "the script must write compressed chunks: {st:?}"
+        );
+        println!(
+            "chunks: {} written ({} raw), {} raw chunks updated in place",
+            st.chunks_written, st.chunks_stored_raw, st.raw_units_in_place
+        );
+    }
+    println!("{placement} ({svc:?}): {} power cuts over {total} flash operations ({} GC victims, {} checkpoints), contract held at every one", 2 * (total + 1), gc.gc_victims, s.stats().checkpoints);
 }
 
 #[test]
 fn power_cut_after_every_flash_operation_ossd() {
-    sweep(Placement::Semantic, false);
+    sweep(Placement::Semantic, PLAIN);
 }
 
 #[test]
 fn power_cut_after_every_flash_operation_one() {
-    sweep(Placement::One, false);
+    sweep(Placement::One, PLAIN);
 }
 
 #[test]
 fn power_cut_after_every_flash_operation_split_atime() {
-    sweep(Placement::SplitAtime, false);
+    sweep(Placement::SplitAtime, PLAIN);
+}
+
+/// The same sweep with every object compressed (zstd, chunks of 4 units): a chunk a cut tears
+/// half-way through its new generation comes back whole, old or new; GC moves chunk units.
+#[test]
+fn power_cut_after_every_flash_operation_compressed() {
+    sweep(
+        Placement::Semantic,
+        Services {
+            encrypt: false,
+            compression: 2,
+        },
+    );
+}
+
+/// Compressed (lz4) and encrypted: compress, then seal each unit of a chunk.
+#[test]
+fn power_cut_after_every_flash_operation_compressed_encrypted() {
+    sweep(
+        Placement::Semantic,
+        Services {
+            encrypt: true,
+            compression: 1,
+        },
+    );
 }
 
 /// The same sweep with every object encrypted: sealed units rolled forward, copied by GC and
 /// read back through every cut (their nonces' sequence numbers skip ahead at each reopen).
 #[test]
 fn power_cut_after_every_flash_operation_encrypted() {
-    sweep(Placement::Semantic, true);
+    sweep(
+        Placement::Semantic,
+        Services {
+            encrypt: true,
+            compression: 0,
+        },
+    );
 }

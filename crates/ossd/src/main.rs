@@ -174,6 +174,11 @@ enum Command {
         /// master key in --key-file; docs/SECURITY.md "Data at rest"). Not with --reliability.
         #[arg(long, requires = "key_file", conflicts_with = "reliability")]
         encrypt: bool,
+        /// Per-object compression: none, lz4, zstd, or auto (zstd unless the content starts
+        /// like a compressed format; docs/DESIGN.md "Per-object compression"). Chunks that do
+        /// not compress by a unit are stored raw. Not with --reliability.
+        #[arg(long, default_value = "none", value_parser = parse_compression)]
+        compression: osd::compress::Compression,
         /// Device master key file (from `ossd keygen`): needed to encrypt, and to read or
         /// write encrypted objects.
         #[arg(long)]
@@ -205,8 +210,8 @@ enum Command {
         object: ObjectRef,
     },
     /// Set an attribute: priority, expected-size, length, read-only, inode, reliability,
-    /// encryption (none | xchacha20-poly1305, on an empty object, with --key-file), or a user id
-    /// (0x1000+).
+    /// encryption (none | xchacha20-poly1305, on an empty object, with --key-file), compression
+    /// (none | lz4 | zstd | auto, on an empty object), or a user id (0x1000+).
     Setattr {
         #[command(flatten)]
         object: ObjectRef,
@@ -533,6 +538,7 @@ fn main() -> ExitCode {
             id,
             reliability,
             encrypt,
+            compression,
             key_file,
             file,
         } => objects::put(
@@ -542,6 +548,7 @@ fn main() -> ExitCode {
             &objects::PutOptions {
                 reliability,
                 encrypt,
+                compression,
                 key_file: key_file.as_deref(),
             },
             &file,
@@ -999,10 +1006,20 @@ struct Info {
     erase_count_mean: f64,
     factory_bad_blocks: Vec<String>,
     grown_bad_blocks: Vec<String>,
+    /// An object store's space: logical and physical bytes, overall and of compressed
+    /// objects.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    objects: Option<osd::store::SpaceTotals>,
+}
+
+fn parse_compression(s: &str) -> Result<osd::compress::Compression, String> {
+    osd::compress::Compression::from_name(s)
+        .ok_or_else(|| format!("'{s}' is not a compression: none, lz4, zstd or auto"))
 }
 
 fn info(image: &Path, json: Option<&Path>) -> Result<()> {
     let (cfg, store) = ImageStore::open(image)?;
+    let is_store = store.content() == flash::image::ImageContent::ObjectStore;
     let content = store.content().to_string();
     let nand = Nand::open(cfg, store)?;
     let g = cfg.geometry;
@@ -1033,7 +1050,15 @@ fn info(image: &Path, json: Option<&Path>) -> Result<()> {
         erase_count_mean: sum as f64 / g.blocks() as f64,
         factory_bad_blocks: factory,
         grown_bad_blocks: grown,
+        objects: None,
     };
+    drop(nand);
+    let mut info = info;
+    if is_store {
+        let mut s = objects::open(image)?;
+        info.objects = Some(s.space_totals().map_err(|e| anyhow!(e))?);
+        objects::close(s)?;
+    }
     println!("image {}", info.image);
     println!("  content    {}", info.content);
     println!(
@@ -1066,6 +1091,22 @@ fn info(image: &Path, json: Option<&Path>) -> Result<()> {
     );
     for b in info.grown_bad_blocks.iter().take(20) {
         println!("    grown bad: {b}");
+    }
+    if let Some(t) = &info.objects {
+        println!(
+            "  objects    {} objects: {} logical in {} of flash ({})",
+            t.objects,
+            human(t.logical_bytes),
+            human(t.physical_bytes),
+            objects::saved(t.logical_bytes, t.physical_bytes)
+        );
+        println!(
+            "  compressed {} objects: {} logical in {} of flash ({})",
+            t.compressed_objects,
+            human(t.compressed_logical_bytes),
+            human(t.compressed_physical_bytes),
+            objects::saved(t.compressed_logical_bytes, t.compressed_physical_bytes)
+        );
     }
     if let Some(path) = json {
         write_json(path, &info)?;

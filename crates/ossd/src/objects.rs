@@ -4,7 +4,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
-use osd::{Osd, Placement};
+use osd::{Attr, AttrValue, Osd, Placement};
 use ossd::store::{self as lib, oid};
 
 pub use ossd::store::{parse_id, Store, DEFAULT_PARTITION};
@@ -40,6 +40,8 @@ pub struct PutOptions<'a> {
     pub reliability: u8,
     /// Encrypt the object under a fresh data key wrapped by the master key in `key_file`.
     pub encrypt: bool,
+    /// Per-object compression.
+    pub compression: osd::compress::Compression,
     /// The device master key file.
     pub key_file: Option<&'a Path>,
 }
@@ -71,6 +73,7 @@ pub fn put(
         want,
         opts.reliability,
         opts.encrypt,
+        opts.compression,
         &data,
     )?;
     close(s)?;
@@ -127,6 +130,29 @@ pub fn stat(image: &Path, partition: u64, id: &str) -> Result<()> {
             "none"
         }
     );
+    let (attr, codec) = s.compression_of(oid).map_err(|e| anyhow!(e))?;
+    println!(
+        "  {:<24} {}{}",
+        "compression",
+        attr.name(),
+        match (attr, codec) {
+            (osd::compress::Compression::Auto, Some(c)) => format!(" (chose {c:?})"),
+            (osd::compress::Compression::Auto, None) => " (stored as written)".to_string(),
+            _ => String::new(),
+        }
+    );
+    let num = |v: AttrValue| if let AttrValue::U64(n) = v { n } else { 0 };
+    let logical = num(s
+        .get_attr(oid, Attr::LogicalLength)
+        .map_err(|e| anyhow!(e))?);
+    let physical = num(s
+        .get_attr(oid, Attr::UsedCapacity)
+        .map_err(|e| anyhow!(e))?);
+    println!(
+        "  {:<24} {logical} logical, {physical} physical ({})",
+        "space",
+        saved(logical, physical)
+    );
     for (name, v) in &st.attrs {
         println!("  {name:<24} {v:?}");
     }
@@ -134,6 +160,23 @@ pub fn stat(image: &Path, partition: u64, id: &str) -> Result<()> {
         println!("  user {id:#x}{:<14} {:?}", "", String::from_utf8_lossy(v));
     }
     Ok(())
+}
+
+/// "ratio 3.12x, 68% saved" (physical 0: nothing stored).
+pub fn saved(logical: u64, physical: u64) -> String {
+    if physical == 0 {
+        return "nothing on flash".into();
+    }
+    let ratio = logical as f64 / physical as f64;
+    let pct = 100.0 * (1.0 - physical as f64 / logical.max(1) as f64);
+    if logical >= physical {
+        format!("ratio {ratio:.2}x, {pct:.0}% saved")
+    } else {
+        format!(
+            "ratio {ratio:.2}x, {} bytes more than logical",
+            physical - logical
+        )
+    }
 }
 
 /// Sets an attribute: a predefined name (priority, expected-size, read-only, inode,

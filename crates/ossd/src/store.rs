@@ -62,10 +62,15 @@ pub fn put(
     id: Option<u64>,
     reliability: u8,
     encrypt: bool,
+    compression: osd::compress::Compression,
     data: &[u8],
 ) -> Result<ObjectId> {
     if encrypt && reliability > 0 {
         bail!("encryption is not combined with parity (reliability) yet");
+    }
+    let compress = compression != osd::compress::Compression::None;
+    if compress && reliability > 0 {
+        bail!("--compression and --reliability are not combined yet (docs/DESIGN.md)");
     }
     let object = s
         .create(PartitionId(partition), id.map(ObjectId))
@@ -79,6 +84,13 @@ pub fn put(
         s.set_attr(oid, Attr::Reliability, AttrValue::U64(0))
             .map_err(|e| anyhow!(e))?;
         s.set_attr(oid, Attr::Encryption, AttrValue::U64(1))
+            .map_err(|e| anyhow!(e))?;
+    }
+    if compress {
+        // While the object is empty, before any parity (the two are not combined yet).
+        s.set_attr(oid, Attr::Reliability, AttrValue::U64(0))
+            .map_err(|e| anyhow!(e))?;
+        s.set_attr(oid, Attr::Compression, AttrValue::U64(compression.code()))
             .map_err(|e| anyhow!(e))?;
     }
     if reliability > 0 {
@@ -218,7 +230,8 @@ pub fn stat(s: &mut Store, oid: Oid) -> Result<Stat> {
 }
 
 /// Parses `ossd setattr`'s attribute name and value: a predefined name (priority,
-/// expected-size, length, read-only, inode, reliability, encryption) or a user attribute id
+/// expected-size, length, read-only, inode, reliability, encryption, compression) or a user
+/// attribute id
 /// (0x1000 and up) whose value is taken as text.
 pub fn parse_attr(attr: &str, value: &str) -> Result<(Attr, AttrValue)> {
     let num = || {
@@ -240,6 +253,16 @@ pub fn parse_attr(attr: &str, value: &str) -> Result<(Attr, AttrValue)> {
         "read-only" => (Attr::ReadOnly, AttrValue::Bool(flag()?)),
         "inode" => (Attr::InodeEmbedded, AttrValue::Bool(flag()?)),
         "reliability" => (Attr::Reliability, AttrValue::U64(num()?)),
+        "compression" => (
+            Attr::Compression,
+            AttrValue::U64(
+                osd::compress::Compression::from_name(value)
+                    .ok_or_else(|| {
+                        anyhow!("compression takes none, lz4, zstd or auto, not '{value}'")
+                    })?
+                    .code(),
+            ),
+        ),
         "encryption" => (
             Attr::Encryption,
             AttrValue::U64(match value {
@@ -249,7 +272,7 @@ pub fn parse_attr(attr: &str, value: &str) -> Result<(Attr, AttrValue)> {
             }),
         ),
         other => {
-            let id = parse_id(other).map_err(|_| anyhow!("unknown attribute '{other}': use priority, expected-size, length, read-only, inode, reliability, or a user attribute id (0x1000 and up)"))?;
+            let id = parse_id(other).map_err(|_| anyhow!("unknown attribute '{other}': use priority, expected-size, length, read-only, inode, reliability, encryption, compression, or a user attribute id (0x1000 and up)"))?;
             let id = u16::try_from(id).map_err(|_| anyhow!("user attribute ids fit 16 bits"))?;
             (Attr::User(id), AttrValue::Bytes(value.as_bytes().to_vec()))
         }

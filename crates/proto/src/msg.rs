@@ -502,7 +502,7 @@ fn read_opt(r: &mut Reader<'_>, what: &'static str) -> Result<Option<u64>, Proto
     Ok(present.then_some(v))
 }
 
-/// Attribute: kind u8 (1..=11 and 13 predefined, 12 user) and id u16 (user attribute id, else 0).
+/// Attribute: kind u8 (1..=11 and 13..=15 predefined, 12 user) and id u16 (user attribute id, else 0).
 fn write_attr(w: &mut Writer, a: Attr) {
     let (kind, id) = match a {
         Attr::LogicalLength => (1, 0),
@@ -519,6 +519,7 @@ fn write_attr(w: &mut Writer, a: Attr) {
         Attr::User(id) => (12, id),
         Attr::Reliability => (13, 0),
         Attr::Encryption => (14, 0),
+        Attr::Compression => (15, 0),
     };
     w.u8(kind);
     w.u16(id);
@@ -543,6 +544,7 @@ fn read_attr(r: &mut Reader<'_>) -> Result<Attr, ProtoError> {
         12 => return Ok(Attr::User(id)),
         13 => Attr::Reliability,
         14 => Attr::Encryption,
+        15 => Attr::Compression,
         k => {
             return Err(ProtoError::BadValue {
                 what: "attribute kind",

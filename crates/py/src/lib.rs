@@ -197,9 +197,17 @@ impl ObjectStore {
             .transpose()?
             .map(|o| o.object.0);
         let s = self.store()?;
-        ossd::store::put(s, partition, want, reliability, false, data)
-            .map(|o| o.0)
-            .map_err(err)
+        ossd::store::put(
+            s,
+            partition,
+            want,
+            reliability,
+            false,
+            osd::compress::Compression::None,
+            data,
+        )
+        .map(|o| o.0)
+        .map_err(err)
     }
 
     /// An object's bytes (every unit checked first).

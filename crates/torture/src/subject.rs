@@ -161,6 +161,7 @@ impl Variant {
                     realtime_update_blocks: 0,
                     default_reliability: 0,
                     parity_group_units: 16,
+                    compression_chunk_units: 16,
                     fml,
                 };
                 Variant::Osd(cfg, encrypt)

@@ -261,6 +261,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
             Attr::InodeEmbedded => AttrValue::Bool(o.inode),
             Attr::Reliability => AttrValue::U64(o.reliability as u64),
             Attr::Encryption => AttrValue::U64(o.wrapped_key.is_some() as u64),
+            Attr::Compression => AttrValue::U64(o.compression.attr().code()),
             Attr::User(id) => o
                 .user_attr(id)
                 .map_or(AttrValue::Absent, |v| AttrValue::Bytes(v.to_vec())),
@@ -295,6 +296,14 @@ impl<F: Flash> Osd for ObjectStore<F> {
                 ));
             };
             return self.set_encryption(oid, on);
+        }
+        if attr == Attr::Compression {
+            let AttrValue::U64(code) = value else {
+                return Err(OsdError::InvalidArgument(
+                    "compression takes 0 (none), 1 (lz4), 2 (zstd) or 3 (auto)".into(),
+                ));
+            };
+            return self.set_compression(oid, code);
         }
         let now = self.now;
         let c = self.onode_mut(oid)?;

@@ -116,11 +116,22 @@ impl<F: Flash> ObjectStore<F> {
         let r = read_checked(&mut self.fml, self.now, v, &mut scratch, oob_len);
         self.scratch = scratch;
         let unit = self.unit as u64;
-        let what = format_args!(
-            "object {oid} bytes {}..{} (unit {u})",
-            u * unit,
-            (u + 1) * unit
-        );
+        let what = match self.chunked(oid)? {
+            // A chunk unit: name the chunk's logical bytes it is part of.
+            Some((_, cu)) => format!(
+                "object {oid} bytes {}..{} (compressed chunk {}, stored unit {} of half {})",
+                u / (2 * cu) * cu * unit,
+                (u / (2 * cu) + 1) * cu * unit,
+                u / (2 * cu),
+                u % cu,
+                (u / cu) % 2
+            ),
+            None => format!(
+                "object {oid} bytes {}..{} (unit {u})",
+                u * unit,
+                (u + 1) * unit
+            ),
+        };
         match r {
             Ok((
                 t,
@@ -156,6 +167,10 @@ impl<F: Flash> ObjectStore<F> {
 
     /// Programs one buffered unit, merging in its old contents when the buffer has only part.
     pub(super) fn program_entry(&mut self, mut e: Entry<(Oid, u64)>) -> Result<(), OsdError> {
+        if self.chunked(e.key.0)?.is_some() {
+            // Every buffered unit of its chunk leaves with it, as one new generation.
+            return self.program_chunk(e);
+        }
         // A real-time object's unit may use the free blocks held back for it (OSSD-13 IV-C).
         if self.onode_mut(e.key.0)?.onode.priority > 0 {
             while self.fml.must_collect_realtime() {
@@ -209,6 +224,7 @@ impl<F: Flash> ObjectStore<F> {
             seq,
             moved: false,
             seal,
+            chunk: None,
         };
         let payload = match &e.fill {
             Fill::Bytes(b) => Payload::Bytes(b),
@@ -361,6 +377,13 @@ impl<F: Flash> ObjectStore<F> {
         if len == 0 {
             return Ok(());
         }
+        self.decide_auto(oid, offset, data)?;
+        let chunked = self.chunked(oid)?.is_some();
+        if chunked && data.is_none() {
+            return Err(OsdError::InvalidArgument(format!(
+                "object {oid} is compressed: fingerprint-mode writes carry no bytes to compress"
+            )));
+        }
         if self.write_small(oid, offset, data)? {
             return Ok(());
         }
@@ -392,8 +415,12 @@ impl<F: Flash> ObjectStore<F> {
             let mask = (((1u128 << (s1 - s0)) - 1) as u64) << s0;
             if !aligned && e.mask & mask != mask {
                 // A write of part of a sector: bring the unit's old contents in first.
-                let old = self.lookup(oid, u)?;
-                self.merge_old(&mut e, old, true)?;
+                if chunked {
+                    self.merge_old_chunked(&mut e)?;
+                } else {
+                    let old = self.lookup(oid, u)?;
+                    self.merge_old(&mut e, old, true)?;
+                }
                 e.mask = self.full_mask();
             }
             match (&mut e.fill, data) {
@@ -433,6 +460,9 @@ impl<F: Flash> ObjectStore<F> {
     /// The object grows past `length`: the rest of the unit holding its end must read as zeros,
     /// whatever stale bytes an earlier truncate (or a crash) left there.
     pub(super) fn zero_gap(&mut self, oid: Oid, length: u64) -> Result<(), OsdError> {
+        if let Some((_, cu)) = self.chunked(oid)? {
+            return self.zero_chunk_gap(oid, length, cu);
+        }
         let unit = self.unit as u64;
         let u = length / unit;
         let tail = length % unit;
@@ -477,6 +507,8 @@ impl<F: Flash> ObjectStore<F> {
             c.onode.inline.is_none() && c.onode.logical_length == 0 && c.onode.used_bytes == 0;
         let candidate = c.onode.inode
             && c.onode.wrapped_key.is_none()
+            && c.onode.compression.codec().is_none()
+            && !c.onode.compression.undecided()
             && data.is_some()
             && end as usize <= INLINE_MAX_BYTES
             && (c.onode.inline.is_some() || empty);
@@ -539,7 +571,11 @@ impl<F: Flash> ObjectStore<F> {
         len: u64,
         out: &mut Vec<u64>,
     ) -> Result<(), OsdError> {
-        self.onode_mut(oid)?;
+        if self.chunked(oid)?.is_some() {
+            return Err(OsdError::InvalidArgument(format!(
+                "object {oid} is compressed: it holds bytes, not fingerprints"
+            )));
+        }
         let unit = self.unit as u64;
         out.clear();
         if len == 0 {
@@ -579,7 +615,11 @@ impl<F: Flash> ObjectStore<F> {
     /// read (the onode or an index node is not cached, or the object keeps its data in
     /// small-object pages); units in the data buffer read no flash and are left out.
     pub fn peek_read_units(&self, oid: Oid, offset: u64, len: u64, out: &mut Vec<Vpa>) -> bool {
-        if !self.onodes.contains_key(&oid) || self.smalls.contains_key(&oid) {
+        match self.onodes.get(&oid) {
+            Some(c) if c.onode.compression.codec().is_none() => {}
+            _ => return false,
+        }
+        if self.smalls.contains_key(&oid) {
             return false;
         }
         let unit = self.unit as u64;
@@ -612,6 +652,9 @@ impl<F: Flash> ObjectStore<F> {
         b0: usize,
         dst: &mut [u8],
     ) -> Result<(), OsdError> {
+        if self.chunked(oid)?.is_some() {
+            return self.read_chunk_unit_into(oid, u, b0, dst);
+        }
         match self.lookup(oid, u)? {
             None => dst.fill(0),
             Some(v) => {
@@ -630,6 +673,21 @@ impl<F: Flash> ObjectStore<F> {
     /// Drops every unit of `oid` from `first` on: invalidated in the FML and gone from the
     /// index, an extent straddling `first` keeping its head. Returns the units dropped.
     pub(super) fn drop_units_from(&mut self, oid: Oid, first: u64) -> Result<u64, OsdError> {
+        // A compressed object drops whole chunks: `first` becomes the first physical unit of
+        // the first chunk wholly past it.
+        let first = match self.chunks_from(oid, first)? {
+            Some((physical_first, chunk)) => {
+                self.drop_chunks_from(oid, chunk)?;
+                physical_first
+            }
+            None => {
+                if first == 0 {
+                    // A removal: whatever chunk entries the object had go too.
+                    self.drop_chunks_from(oid, 0)?;
+                }
+                first
+            }
+        };
         let mut dropped = 0u64;
         let mut invalidate = |fml: &mut Fml<F>, s: u32, from: u32, to: u32| {
             for i in from..to {

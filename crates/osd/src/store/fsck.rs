@@ -187,6 +187,7 @@ impl<F: Flash> ObjectStore<F> {
         let mut objects = 0u64;
         let mut used: FxHashMap<u128, u64> = FxHashMap::default();
         let mut small_pages: FxHashMap<u32, Vec<(u16, Oid)>> = FxHashMap::default();
+        let mut chunks: Vec<(Oid, u64, u64)> = Vec::new();
         for (k, v) in &all {
             match k.kind {
                 KIND_DATA => {
@@ -199,6 +200,7 @@ impl<F: Flash> ObjectStore<F> {
                     }
                 }
                 KIND_PARITY => add(*v as u32, "parity", &mut problems),
+                KIND_CHUNK => chunks.push((Oid::from_u128(k.oid), k.offset, *v)),
                 KIND_ONODE => objects += 1,
                 KIND_SMALL => small_pages
                     .entry((*v >> 16) as u32)
@@ -232,6 +234,7 @@ impl<F: Flash> ObjectStore<F> {
         for v in &self.atime_pages {
             add(*v, "atime page", &mut problems);
         }
+        self.check_chunks(&chunks, &mut problems)?;
         let pending: FxHashSet<u32> = self
             .released
             .iter()

@@ -35,6 +35,7 @@ impl Owner for GcLog {
                     offset,
                     length,
                     seal,
+                    chunk,
                     ..
                 } => Record::Data {
                     oid,
@@ -45,6 +46,8 @@ impl Owner for GcLog {
                     // An encrypted unit's copy keeps its nonce's input and its tag (the store
                     // reads whole encrypted records once it holds any: `widen_records`).
                     seal,
+                    // A chunk unit keeps its generation and unit count.
+                    chunk,
                 },
                 other => other,
             };
@@ -123,7 +126,16 @@ impl<F: Flash> ObjectStore<F> {
         let per_block = self.fml.layout().units_per_superblock;
         for (from, to, rec) in moves {
             match rec {
-                Record::Data { oid, offset, .. } => {
+                Record::Data {
+                    oid, offset, chunk, ..
+                } => {
+                    // A chunk unit is relocated only while the index still maps it there
+                    // (every valid one is; the check costs one lookup and guards the layout).
+                    if chunk.is_some() && self.lookup(oid, offset)? != Some(from) {
+                        // Nothing references the copy: it is garbage like its original.
+                        self.fml.invalidate(Vpa(to));
+                        continue;
+                    }
                     // The moved unit is the current one (GC moves only valid units).
                     self.unmap(oid, offset)?;
                     self.map(oid, offset, to)?;

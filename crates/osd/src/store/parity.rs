@@ -816,6 +816,7 @@ impl<F: Flash> ObjectStore<F> {
             seq: self.gc.take_seq(),
             moved: true,
             seal: None,
+            chunk: None,
         };
         let payload = fill.payload();
         let mut oob = [0u8; RECORD_MAX_BYTES];
@@ -922,6 +923,14 @@ impl<F: Flash> ObjectStore<F> {
             // keep (docs/DESIGN.md "Per-object encryption").
             return Err(OsdError::InvalidArgument(format!(
                 "object {oid} is encrypted: encryption and parity are not combined yet"
+            )));
+        }
+        let s = self.onode_mut(oid)?.onode.compression;
+        if m > 0 && (s.codec().is_some() || s.undecided()) {
+            // Parity groups over chunk halves that switch are a different layout
+            // (docs/DESIGN.md "Per-object compression").
+            return Err(OsdError::InvalidArgument(format!(
+                "object {oid} is compressed: compression and parity are not combined yet"
             )));
         }
         let c = self.onode_mut(oid)?;

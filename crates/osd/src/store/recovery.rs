@@ -282,8 +282,26 @@ impl<F: Flash> ObjectStore<F> {
         let mut touched: FxHashSet<Oid> = FxHashSet::default();
         // Data units rolled forward: their parity groups are checked once the onodes settle.
         let mut rolled: Vec<(Oid, u64)> = Vec::new();
-        for (_, v, rec) in later {
+        // Units of compressed objects' chunks, settled per chunk once the onodes are known,
+        // and the truncations and removals they must not outlive.
+        let mut chunk_units: Vec<(Oid, FoundUnit)> = Vec::new();
+        let mut cuts: FxHashMap<Oid, Vec<(u64, u64)>> = FxHashMap::default();
+        for (seq, v, rec) in later {
             match rec {
+                Record::Data {
+                    oid,
+                    offset,
+                    chunk: Some(tag),
+                    ..
+                } => chunk_units.push((
+                    oid,
+                    FoundUnit {
+                        seq,
+                        vpa: v,
+                        offset,
+                        tag,
+                    },
+                )),
                 Record::Data {
                     oid,
                     offset,
@@ -315,9 +333,13 @@ impl<F: Flash> ObjectStore<F> {
                         }
                     }
                 }
-                Record::Descriptor { .. } => {
-                    self.roll_descriptor(v, &mut onode_seq, &mut stored_len, &mut touched)?
-                }
+                Record::Descriptor { .. } => self.roll_descriptor(
+                    v,
+                    &mut onode_seq,
+                    &mut stored_len,
+                    &mut touched,
+                    &mut cuts,
+                )?,
                 Record::Parity {
                     oid, group, row, ..
                 } => {
@@ -344,6 +366,8 @@ impl<F: Flash> ObjectStore<F> {
         }
         // Data of objects that do not exist (created after the checkpoint, never flushed) is
         // garbage; lengths and used bytes follow the data.
+        // A chunk comes back whole: its newest complete generation.
+        self.settle_chunks(chunk_units, &cuts, &mut touched)?;
         let mut groups: FxHashSet<(Oid, u64)> = FxHashSet::default();
         for &oid in &touched {
             self.settle_object(oid, stored_len.get(&oid).copied())?;
@@ -463,6 +487,7 @@ impl<F: Flash> ObjectStore<F> {
         seen: &mut FxHashMap<Oid, u64>,
         stored_len: &mut FxHashMap<Oid, u64>,
         touched: &mut FxHashSet<Oid>,
+        cuts: &mut FxHashMap<Oid, Vec<(u64, u64)>>,
     ) -> Result<(), OsdError> {
         let mut page = vec![0u8; self.unit];
         // Torn (never part of a completed FLUSH) or damaged: passed over.
@@ -486,6 +511,13 @@ impl<F: Flash> ObjectStore<F> {
             if let Some(old) = self.onodes.get(&oid).and_then(|c| c.loc) {
                 self.release_slot(old.0, old.1);
             }
+            // Chunk units written before this onode beyond its length are gone.
+            let first_gone = if onode.removed {
+                0
+            } else {
+                onode.logical_length.div_ceil(self.unit as u64)
+            };
+            cuts.entry(oid).or_default().push((onode.seq, first_gone));
             if onode.removed {
                 pinned = true;
                 self.onodes.remove(&oid);

@@ -240,7 +240,11 @@ impl<F: Flash> ObjectStore<F> {
         let c = &self.onode_mut(oid)?.onode;
         // An encrypted object's data lives only in sealed data units, never in shared pages.
         let (inode, length, used) = (
-            c.inode || c.wrapped_key.is_some(),
+            // A compressed object's data lives in its chunks.
+            c.inode
+                || c.wrapped_key.is_some()
+                || c.compression.codec().is_some()
+                || c.compression.undecided(),
             c.logical_length,
             c.used_bytes,
         );

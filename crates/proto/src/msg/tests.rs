@@ -481,6 +481,7 @@ fn arb_attr() -> impl Strategy<Value = Attr> {
         Just(Attr::InodeEmbedded),
         Just(Attr::Reliability),
         Just(Attr::Encryption),
+        Just(Attr::Compression),
         any::<u16>().prop_map(Attr::User),
     ]
 }
