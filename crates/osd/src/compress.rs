@@ -6,9 +6,10 @@
 
 /// The `compression` attribute as the host sets it (`Attr::Compression`: 0 none, 1 lz4,
 /// 2 zstd, 3 auto).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Compression {
     /// Stored as written.
+    #[default]
     None,
     /// LZ4 (the `lz4_flex` crate): fast, smaller ratio.
     Lz4,

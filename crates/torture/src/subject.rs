@@ -101,12 +101,31 @@ pub fn discard_durable_at_flush(kind: StackKind) -> bool {
     kind == StackKind::Osd
 }
 
+/// The object services every object of an object-store run is made with (issue 16).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Services {
+    /// Encrypted (the master key given at every open).
+    pub encrypt: bool,
+    /// Compressed with this codec (`None`: stored as written).
+    pub compression: osd::compress::Compression,
+}
+
+impl Services {
+    /// Encryption alone.
+    pub fn encrypted() -> Services {
+        Services {
+            encrypt: true,
+            ..Services::default()
+        }
+    }
+}
+
 /// The settings a run drew for its stack (so the run covers every policy and mode).
 #[derive(Clone, Copy, Debug)]
 pub enum Variant {
     /// The object store, with the placement, index mode, buffer and checkpoint settings drawn;
-    /// and whether every object is encrypted (the master key given at every open).
-    Osd(OsdConfig, bool),
+    /// and the services every object is made with.
+    Osd(OsdConfig, Services),
     /// The block FTL (page mapping or DFTL), with the buffer size drawn.
     Ftl(FtlConfig),
 }
@@ -143,6 +162,14 @@ impl Variant {
                 // already drawn, so that no draw is added and every seed's run stays as it was
                 // apart from the encryption.
                 let encrypt = checkpoint_units % 3 == 0;
+                // Compressed objects in another third (lz4 or zstd; chunks of 4 units so that a
+                // cut can tear a generation), combined with encryption in a sixth of all runs.
+                let compression = match checkpoint_units % 6 {
+                    1 | 3 => osd::compress::Compression::Lz4,
+                    4 => osd::compress::Compression::Zstd,
+                    _ => osd::compress::Compression::None,
+                };
+                let compressed = compression != osd::compress::Compression::None;
                 let cfg = OsdConfig {
                     placement,
                     index_mode: if rng.gen_bool(0.2) {
@@ -161,10 +188,16 @@ impl Variant {
                     realtime_update_blocks: 0,
                     default_reliability: 0,
                     parity_group_units: 16,
-                    compression_chunk_units: 16,
+                    compression_chunk_units: if compressed { 4 } else { 16 },
                     fml,
                 };
-                Variant::Osd(cfg, encrypt)
+                Variant::Osd(
+                    cfg,
+                    Services {
+                        encrypt,
+                        compression,
+                    },
+                )
             }
         }
     }
@@ -172,15 +205,16 @@ impl Variant {
     /// The drawn settings on one line, for reports and replays.
     pub fn describe(&self) -> String {
         match self {
-            Variant::Osd(c, encrypt) => format!(
-                "osd placement={} index={:?} buffer={} checkpoint_units={} atime={} small_objects={} encrypted={}",
+            Variant::Osd(c, services) => format!(
+                "osd placement={} index={:?} buffer={} checkpoint_units={} atime={} small_objects={} encrypted={} compression={}",
                 c.placement,
                 c.index_mode,
                 c.buffer_bytes,
                 c.checkpoint_units,
                 c.atime,
                 c.small_objects,
-                encrypt
+                services.encrypt,
+                services.compression.name()
             ),
             Variant::Ftl(c) => format!("ftl mapping={:?} buffer={}", c.mapping, c.buffer_bytes),
         }
@@ -189,14 +223,14 @@ impl Variant {
     /// Formats a fresh device; returns the subject and the bytes it can hold.
     pub fn format(&self, dev: Device) -> Result<(Box<dyn Subject>, u64), Fail> {
         match *self {
-            Variant::Osd(cfg, encrypt) => {
+            Variant::Osd(cfg, services) => {
                 let mut s = ObjectStore::format(dev, cfg).map_err(osd_fail)?;
                 s.set_master_key(Some(torture_key()));
                 s.create_partition(Some(PartitionId(PARTITION)))
                     .map_err(osd_fail)?;
                 s.flush(FlushScope::Device).map_err(osd_fail)?;
                 let capacity = s.fml().capacity_units() * s.unit_bytes() as u64;
-                Ok((Box::new(OsdSubject { store: s, encrypt }), capacity))
+                Ok((Box::new(OsdSubject { store: s, services }), capacity))
             }
             Variant::Ftl(cfg) => {
                 let f = Ftl::open(dev, cfg).map_err(ftl_fail)?;
@@ -224,10 +258,10 @@ impl Variant {
         broken: bool,
     ) -> Result<Box<dyn Subject>, (Fail, Option<Device>)> {
         match *self {
-            Variant::Osd(cfg, encrypt) => match ObjectStore::open_or_return(dev, cfg) {
+            Variant::Osd(cfg, services) => match ObjectStore::open_or_return(dev, cfg) {
                 Ok(mut store) => {
                     store.set_master_key(Some(torture_key()));
-                    Ok(Box::new(OsdSubject { store, encrypt }))
+                    Ok(Box::new(OsdSubject { store, services }))
                 }
                 Err((e, d)) => Err((osd_fail(e), d)),
             },
@@ -293,8 +327,8 @@ fn ftl_fail(e: FtlError) -> Fail {
 
 struct OsdSubject {
     store: ObjectStore<Device>,
-    /// Every object is encrypted at creation.
-    encrypt: bool,
+    /// What every object is made with.
+    services: Services,
 }
 
 impl Subject for OsdSubject {
@@ -313,9 +347,15 @@ impl Subject for OsdSubject {
                         }
                         e => osd_fail(e),
                     })?;
-                if self.encrypt {
+                if self.services.encrypt {
                     self.store
                         .set_attr(oid(slot), Attr::Encryption, AttrValue::U64(1))
+                        .map_err(osd_fail)?;
+                }
+                let c = self.services.compression;
+                if c != osd::compress::Compression::None {
+                    self.store
+                        .set_attr(oid(slot), Attr::Compression, AttrValue::U64(c.code()))
                         .map_err(osd_fail)?;
                 }
                 self.store.write(oid(slot), offset, data).map_err(osd_fail)

@@ -4,7 +4,7 @@
 use fml::FmlConfig;
 use ftl::{FtlConfig, Mapping};
 use osd::{OsdConfig, Placement};
-use torture::subject::Variant;
+use torture::subject::{Services, Variant};
 use torture::sweep::{block_script, object_script, sweep_device, Script};
 
 fn check(script: Script) {
@@ -41,8 +41,26 @@ fn object_store_survives_a_cut_after_every_flash_command() {
         fml: FmlConfig::for_blocks(blocks()),
         ..OsdConfig::default()
     };
-    check(Script::new(Variant::Osd(cfg, false), object_script()));
-    check(Script::new(Variant::Osd(cfg, true), object_script()));
+    check(Script::new(
+        Variant::Osd(cfg, Services::default()),
+        object_script(),
+    ));
+    check(Script::new(
+        Variant::Osd(cfg, Services::encrypted()),
+        object_script(),
+    ));
+    let compressed = Services {
+        encrypt: false,
+        compression: osd::compress::Compression::Zstd,
+    };
+    let chunks = OsdConfig {
+        compression_chunk_units: 4,
+        ..cfg
+    };
+    check(Script::new(
+        Variant::Osd(chunks, compressed),
+        object_script(),
+    ));
 }
 
 #[test]
