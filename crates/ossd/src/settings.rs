@@ -54,6 +54,7 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   osd.realtime_update_blocks         update blocks dedicated to real-time objects (priority > 0), semantic placement (default 0, at most 8, OSSD-13 IV-C)
   osd.default_reliability            parity units per parity group given to every new object (default 0 = none, at most 4, OSCM-11 III)
   osd.parity_group_units             data units per parity group for objects given parity (default 16)
+  osd.compression_chunk_units        units per compression chunk of compressed objects (default 16)
   fml.low_watermark_blocks           GC before writes below this many free blocks (default 10, OSSD-13 V-F)
   fml.high_watermark_busy_blocks     background GC target while busy (default 11)
   fml.high_watermark_idle_blocks     background GC target while idle (default 15)
