@@ -3,39 +3,13 @@
 //! space saved, `info` the totals, `auto` stores gzip content as written, and a bad value is
 //! refused by name.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod cli_rig;
 
-const OSSD: &str = env!("CARGO_BIN_EXE_ossd");
-
-fn scratch() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ossd-compress-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn run(args: &[&str], dir: &Path) -> Output {
-    Command::new(OSSD)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
-fn ok(args: &[&str], dir: &Path) -> String {
-    let out = run(args, dir);
-    assert!(
-        out.status.success(),
-        "ossd {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use cli_rig::{ok, run, scratch};
 
 #[test]
 fn put_get_stat_info_with_compression() {
-    let d = scratch();
+    let d = scratch("compress-cli");
     ok(&["format", "--image", "d.img", "--device", "tiny"], &d);
     let text: Vec<u8> = (0..20_000)
         .flat_map(|i: u32| format!("line {} of a text file\n", i % 977).into_bytes())

@@ -2,40 +2,13 @@
 //! image (issue 16 items 7 and 9): the bytes come back with the key, the command fails (and
 //! writes nothing) without it or with another, and the image file holds no plaintext.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod cli_rig;
 
-const OSSD: &str = env!("CARGO_BIN_EXE_ossd");
-
-fn scratch() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ossd-encrypt-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn run(args: &[&str], dir: &Path) -> Output {
-    let out = Command::new(OSSD)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    out
-}
-
-fn ok(args: &[&str], dir: &Path) -> String {
-    let out = run(args, dir);
-    assert!(
-        out.status.success(),
-        "ossd {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use cli_rig::{ok, run, scratch};
 
 #[test]
 fn put_get_stat_rekey_with_keys() {
-    let d = scratch();
+    let d = scratch("encrypt-cli");
     ok(&["format", "--image", "d.img", "--device", "tiny"], &d);
     ok(&["keygen", "--out", "k1"], &d);
     ok(&["keygen", "--out", "k2"], &d);
