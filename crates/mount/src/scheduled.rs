@@ -321,6 +321,7 @@ impl HostStore for client::Client {
         0
     }
 
+    /// Only GC debt is counted in write units, and the host never owes the target GC steps.
     fn write_unit_bytes(&self) -> u64 {
         SECTOR_BYTES
     }

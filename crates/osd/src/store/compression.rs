@@ -418,15 +418,7 @@ impl<F: Flash> ObjectStore<F> {
                 self.merge_old_chunked(&mut e)?;
                 self.now = self.now();
             }
-            if priority > 0 {
-                while self.fml.must_collect_realtime() {
-                    if !self.step_gc()? {
-                        break;
-                    }
-                }
-            } else {
-                self.make_room()?;
-            }
+            self.make_room_at(priority)?;
             let p = physical(c, m.half, e.key.1 - c * cu, cu);
             let Fill::Bytes(b) = &e.fill else {
                 return Err(OsdError::Internal(format!(
@@ -530,15 +522,7 @@ impl<F: Flash> ObjectStore<F> {
         let mut added = 0u64;
         let result = (|| -> Result<(), OsdError> {
             for j in 0..k {
-                if priority > 0 {
-                    while self.fml.must_collect_realtime() {
-                        if !self.step_gc()? {
-                            break;
-                        }
-                    }
-                } else {
-                    self.make_room()?;
-                }
+                self.make_room_at(priority)?;
                 let p = physical(c, half, j, cu);
                 buf.copy_from_slice(&stored[j as usize * unit..(j as usize + 1) * unit]);
                 // Compress, then encrypt: each unit is sealed on its own, its nonce's input the

@@ -171,16 +171,8 @@ impl<F: Flash> ObjectStore<F> {
             // Every buffered unit of its chunk leaves with it, as one new generation.
             return self.program_chunk(e);
         }
-        // A real-time object's unit may use the free blocks held back for it (OSSD-13 IV-C).
-        if self.onode_mut(e.key.0)?.onode.priority > 0 {
-            while self.fml.must_collect_realtime() {
-                if !self.step_gc()? {
-                    break;
-                }
-            }
-        } else {
-            self.make_room()?;
-        }
+        let priority = self.onode_mut(e.key.0)?.onode.priority;
+        self.make_room_at(priority)?;
         let full = self.full_mask();
         let protection = self.protection(e.key.0)?;
         let mut old_fill = None;

@@ -90,6 +90,20 @@ impl<F: Flash> ObjectStore<F> {
         Ok(())
     }
 
+    /// Room for one data unit of an object at `priority`: a real-time object's unit may use the
+    /// free blocks held back for it (OSSD-13 IV-C), so GC runs only below that reserve.
+    pub(super) fn make_room_at(&mut self, priority: u8) -> Result<(), OsdError> {
+        if priority == 0 {
+            return self.make_room();
+        }
+        while self.fml.must_collect_realtime() {
+            if !self.step_gc()? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// One GC step; false when there is nothing to collect.
     pub(super) fn step_gc(&mut self) -> Result<bool, OsdError> {
         let about_to_erase = match self.fml.job() {
