@@ -32,7 +32,10 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use osd::{Attr, AttrValue, DeviceInfo, FlushScope, ObjectId, Oid, Osd, OsdError, PartitionId};
+use osd::{
+    Attr, AttrValue, DeviceInfo, FlushScope, ObjectId, Oid, Osd, OsdError, PartitionId, TxnError,
+    TxnId, TxnOp,
+};
 use proto::{
     CapKey, CapObject, Capability, Command, Failure, Header, MasterKey, Ops, ReplyBody, Request,
     Requirement, Security, Status, HEADER_LEN, SUPPORTED_VERSIONS,
@@ -112,6 +115,8 @@ pub struct Client {
     pending: HashMap<u64, Option<CapKey>>,
     /// The last reply's body, kept so its allocation is reused.
     body: Vec<u8>,
+    /// Transactions this connection began, and their partitions (COMMIT and ABORT name it).
+    txns: HashMap<TxnId, PartitionId>,
 }
 
 fn unix_now() -> u64 {
@@ -140,6 +145,7 @@ impl Client {
             minted: HashMap::new(),
             pending: HashMap::new(),
             body: Vec::new(),
+            txns: HashMap::new(),
         };
         match c.call(Command::Hello {
             versions: SUPPORTED_VERSIONS.to_vec(),
@@ -476,6 +482,41 @@ impl Osd for Client {
 
     fn flush(&mut self, scope: FlushScope) -> Result<(), OsdError> {
         Ok(self.expect_done(Command::Flush { scope })?)
+    }
+
+    fn begin_txn(&mut self, partition: PartitionId) -> Result<TxnId, OsdError> {
+        match self.call(Command::Begin { partition })? {
+            ReplyBody::Txn(t) => {
+                self.txns.insert(t, partition);
+                Ok(t)
+            }
+            b => unexpected(b),
+        }
+    }
+
+    /// A WRITE in a transaction must fit one frame (the server's limit less 256 bytes): it is
+    /// one command of the transaction, not split.
+    fn txn_op(&mut self, txn: TxnId, op: TxnOp) -> Result<Option<ObjectId>, OsdError> {
+        match self.call(Command::TxnOp { txn, op })? {
+            ReplyBody::Taken(o) => Ok(o),
+            b => unexpected(b),
+        }
+    }
+
+    fn commit_txn(&mut self, txn: TxnId) -> Result<(), OsdError> {
+        let partition = self
+            .txns
+            .remove(&txn)
+            .ok_or(OsdError::Transaction(TxnError::NotFound(txn)))?;
+        Ok(self.expect_done(Command::Commit { partition, txn })?)
+    }
+
+    fn abort_txn(&mut self, txn: TxnId) -> Result<(), OsdError> {
+        let partition = self
+            .txns
+            .remove(&txn)
+            .ok_or(OsdError::Transaction(TxnError::NotFound(txn)))?;
+        Ok(self.expect_done(Command::Abort { partition, txn })?)
     }
 
     fn describe(&mut self) -> Result<DeviceInfo, OsdError> {

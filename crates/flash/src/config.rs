@@ -86,6 +86,11 @@ pub struct Preset {
     pub about: &'static str,
     /// The device.
     pub config: DeviceConfig,
+    /// Settings of the device's controller that a run takes as its defaults when it names this
+    /// preset (`ftl.*` keys and values as `ossd run --set` spells them; a run file or `--set`
+    /// overrides each): what the simulated device's own firmware does, such as the sub-page
+    /// mapping and MQSim's data cache on `mqsim-default`. Empty for every seed paper's device.
+    pub ftl_defaults: &'static [(&'static str, &'static str)],
 }
 
 /// Samsung K9GAG08U0M (OSSD-13 Table I): 2 planes, 2,048 blocks per plane, 128 pages of 4 KiB,
@@ -213,11 +218,13 @@ pub fn presets() -> Vec<Preset> {
             name: "rawssd",
             about: "OSSD-13 RawSSD as used: 8 buses x 2 dies of K9GAG08U0M, 16 KiB write unit, 8 MiB virtual erase block, 4 GiB",
             config: rawssd(2, 256),
+            ftl_defaults: &[],
         },
         Preset {
             name: "rawssd-256g",
             about: "OSSD-13 RawSSD, the whole device: 8 buses x 16 dies of K9GAG08U0M, 256 GiB",
             config: rawssd(16, 2048),
+            ftl_defaults: &[],
         },
         Preset {
             name: "nandsim-128m",
@@ -249,6 +256,7 @@ pub fn presets() -> Vec<Preset> {
                 seed: 0,
                 payload: PayloadMode::Full,
             },
+            ftl_defaults: &[],
         },
         Preset {
             name: "poftl",
@@ -280,6 +288,7 @@ pub fn presets() -> Vec<Preset> {
                 seed: 0,
                 payload: PayloadMode::Full,
             },
+            ftl_defaults: &[],
         },
         Preset {
             name: "mqsim-default",
@@ -311,21 +320,32 @@ pub fn presets() -> Vec<Preset> {
                 seed: 0,
                 payload: PayloadMode::Full,
             },
+            // Issue 22: 4 KiB logical pages packed two to an 8 KiB page (stock MQSim maps one
+            // logical page per page, docs/VALIDATION.md), and MQSim's 256 MiB device-level
+            // write-back data cache (`Data_Cache_Capacity`).
+            ftl_defaults: &[
+                ("ftl.mapping_unit_bytes", "4096"),
+                ("ftl.buffer_bytes", "268435456"),
+                ("ftl.buffer_policy", "write-back"),
+            ],
         },
         Preset {
             name: "ssd-004",
             about: "BLOCKMGMT-09 3.6's 32 GiB SSD (the simulator of Agrawal et al. 2008): 8 packages of 2 dies as independent elements, 4 KiB pages, 64-page blocks striped over all 16 dies",
             config: ssd_004(Gang { planes_per_unit: 1, dies_per_unit: 1, units_per_superblock: 16 }),
+            ftl_defaults: &[],
         },
         Preset {
             name: "ssd-004-gang",
             about: "BLOCKMGMT-09 3.4's 32 GiB SSD: one gang of the 8 packages, a 32 KiB logical page striped over all of them",
             config: ssd_004(Gang { planes_per_unit: 1, dies_per_unit: 8, units_per_superblock: 2 }),
+            ftl_defaults: &[],
         },
         Preset {
             name: "nvme-4t",
             about: "an enterprise NVMe SSD of 4 TiB (U.2, PCIe 4): 16 channels x 4 dies of 512 Gbit TLC, 4 planes, 16 KiB pages, 16 MiB blocks; t_R 50 us, t_PROG 500 us, t_BERS 3.5 ms, 1,200 MT/s buses",
             config: nvme_4t(),
+            ftl_defaults: &[],
         },
         Preset {
             name: "tiny",
@@ -355,6 +375,7 @@ pub fn presets() -> Vec<Preset> {
                 seed: 0,
                 payload: PayloadMode::Full,
             },
+            ftl_defaults: &[],
         },
     ]
 }
@@ -369,6 +390,15 @@ pub fn preset(name: &str) -> Result<DeviceConfig, UnknownPreset> {
             known: all.iter().map(|p| p.name).collect(),
         }),
     }
+}
+
+/// The controller settings a preset ships with ([`Preset::ftl_defaults`]); empty for a name
+/// that is no preset.
+pub fn preset_ftl_defaults(name: &str) -> &'static [(&'static str, &'static str)] {
+    presets()
+        .iter()
+        .find(|p| p.name == name)
+        .map_or(&[], |p| p.ftl_defaults)
 }
 
 /// A device preset name that [`presets`] does not have.

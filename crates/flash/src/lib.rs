@@ -29,7 +29,8 @@ pub mod nand;
 pub mod store;
 
 pub use config::{
-    preset, presets, DeviceConfig, DeviceConfigError, PayloadMode, Preset, UnknownPreset,
+    preset, preset_ftl_defaults, presets, DeviceConfig, DeviceConfigError, PayloadMode, Preset,
+    UnknownPreset,
 };
 pub use gang::Ganged;
 pub use geometry::{BlockAddr, DieId, Gang, Geometry, Nanos, PageAddr, Scheduling, Timing};

@@ -69,6 +69,10 @@ impl<K: Copy + Eq + Hash> WriteBuffer<K> {
     pub fn is_full(&self) -> bool {
         self.entries.len() >= self.capacity
     }
+    /// The keys of the buffered units, in no order.
+    pub fn keys(&self) -> impl Iterator<Item = &K> {
+        self.entries.keys()
+    }
     /// The buffered entry of `key`, if any.
     pub fn get(&self, key: K) -> Option<&Entry<K>> {
         self.entries.get(&key)

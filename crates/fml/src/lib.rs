@@ -44,12 +44,17 @@ pub struct FmlConfig {
     pub bad_block_reserve_permille: u32,
     /// Largest live share, in percent, of a data / metadata / atime victim (OSCM-11 V-B; 100 =
     /// the pure policy). While free blocks are below the low watermark and no block qualifies,
-    /// GC ignores them rather than run out of space.
+    /// GC ignores them rather than run out of space, unless `victim_thresholds_bind` is set.
     pub data_victim_threshold_percent: u8,
     /// As `data_victim_threshold_percent`, for metadata blocks (onodes, index nodes).
     pub metadata_victim_threshold_percent: u8,
     /// As `data_victim_threshold_percent`, for access-time journal blocks.
     pub atime_victim_threshold_percent: u8,
+    /// The victim thresholds bind even below the low watermark: when no block qualifies, GC
+    /// finds no victim and a write that needs a free block fails with `NoSpace`, as OSCM-11
+    /// V-B reports for data thresholds under 60% (default false: GC falls back to the pure
+    /// policy there, so a threshold can never run a device out of space).
+    pub victim_thresholds_bind: bool,
     /// Free blocks held back for real-time writes (OSSD-13 IV-C: "reserving a number of
     /// update blocks"), default 0. A normal write must collect once free blocks fall below
     /// `low_watermark_blocks + realtime_reserve_blocks`; a real-time write only below
@@ -71,6 +76,7 @@ impl Default for FmlConfig {
             data_victim_threshold_percent: 100,
             metadata_victim_threshold_percent: 100,
             atime_victim_threshold_percent: 100,
+            victim_thresholds_bind: false,
             realtime_reserve_blocks: 0,
         }
     }
@@ -298,6 +304,9 @@ pub struct FmlStats {
     pub units_lost: u64,
     /// Programs the device failed (each turns its block into a victim to retire).
     pub program_failures: u64,
+    /// Update blocks closed unfilled because their stream passed to another object
+    /// ([`Fml::seal`]).
+    pub blocks_sealed: u64,
 }
 
 /// The flash management layer over one device: super-block states, streams' update blocks, the free
@@ -329,6 +338,8 @@ pub struct Fml<F: Flash> {
     /// tail of each stream's update block until GC, and a store rebooted often enough runs out
     /// of free blocks before its recovery can checkpoint.
     partial: Vec<u32>,
+    /// Host writes may take the last free block ([`Fml::with_last_free_block`]).
+    last_free_block: bool,
 }
 
 /// Whether super-block `id`'s first `next` units, and only they, are programmed: the FML
@@ -372,14 +383,26 @@ impl<F: Flash> Fml<F> {
         for id in 0..layout.superblocks {
             let info = dev.superblock_info(id);
             factory_good += !info.factory_bad as u64;
-            // Units rotate over the super-block's parallel units; count each one's pages.
+            // Units rotate over the super-block's parallel units: offset `o` is page
+            // `o / width` of parallel unit `o % width`. The write pointer is one past the last
+            // programmed unit of any of them. Programmed in order, that is the sum of their
+            // pages; a page a misdirected write skipped leaves one parallel unit behind, and
+            // the sum would then put the other units' last programmed pages past the pointer
+            // (recovery refused them as never programmed).
             let next: u32 = (0..width)
                 .map(|u| {
-                    dev.flash()
+                    let pages = dev
+                        .flash()
                         .block_info(layout.page(layout.vpa(id, u), 0).block_addr())
-                        .next_page
+                        .next_page;
+                    if pages == 0 {
+                        0
+                    } else {
+                        (pages - 1) * width + u + 1
+                    }
                 })
-                .sum();
+                .max()
+                .unwrap_or(0);
             let mut found = Loaded {
                 state: BlockState::Free,
                 next,
@@ -434,6 +457,7 @@ impl<F: Flash> Fml<F> {
             needs_erase,
             stream_class: vec![SegmentClass::Data; streams as usize + 1],
             partial,
+            last_free_block: false,
         })
     }
 
@@ -521,6 +545,14 @@ impl<F: Flash> Fml<F> {
         }
     }
 
+    /// Lets host writes take the last free block, which is otherwise left to GC copies, while
+    /// `on`. For the metadata GC itself needs before it can erase an emptied victim (the
+    /// mapping layer's checkpoint): the victim copies nothing more, and its erase gives the
+    /// block back. Without it a checkpoint whose stream has no open block deadlocks GC.
+    pub fn with_last_free_block(&mut self, on: bool) {
+        self.last_free_block = on;
+    }
+
     /// The FML's own stream for GC copies.
     pub fn gc_stream(&self) -> StreamId {
         StreamId((self.open.len() - 1) as u8)
@@ -598,7 +630,7 @@ impl<F: Flash> Fml<F> {
         if stream.0 as usize >= self.open.len() {
             return Err(FmlError::NoStream(stream.0, self.open.len() as u8 - 1));
         }
-        let host = stream != self.gc_stream();
+        let host = stream != self.gc_stream() && !self.last_free_block;
         let mut at = at;
         loop {
             let (id, t) = self.update_block(at, stream, host)?;
@@ -626,6 +658,16 @@ impl<F: Flash> Fml<F> {
                 }
                 Err(e) => return Err(e.into()),
             }
+        }
+    }
+
+    /// Closes `stream`'s update block unfilled, so that its next unit opens a fresh one. The
+    /// block's unprogrammed tail is lost to writes until GC erases it; a placement uses this when
+    /// a stream passes to another object (OSSD-13 VI-C), so that no block mixes the two.
+    pub fn seal(&mut self, stream: StreamId) {
+        if let Some(Some(id)) = self.open.get_mut(stream.0 as usize).map(Option::take) {
+            self.table.set_state(id, BlockState::Full);
+            self.stats.blocks_sealed += 1;
         }
     }
 
@@ -844,7 +886,7 @@ impl<F: Flash> Fml<F> {
             .or_else(|| {
                 // Short of space and nothing within the thresholds: the pure policy, rather than
                 // running out of space (OSCM-11 V-B reports that outcome for low thresholds).
-                (self.free.len() < c.low_watermark_blocks)
+                (self.free.len() < c.low_watermark_blocks && !c.victim_thresholds_bind)
                     .then(|| choose_victim(c.victim_policy, blocks, units, now, &Thresholds::NONE))
                     .flatten()
             })
@@ -1048,6 +1090,43 @@ mod realtime_tests {
     }
 }
 
+#[cfg(test)]
+mod seal_tests {
+    use super::*;
+
+    /// A sealed update block is closed where it stands: the stream's next unit opens another
+    /// block, the sealed one keeps its valid units, and the tables stay consistent.
+    #[test]
+    fn a_sealed_update_block_is_never_written_again() {
+        let device = flash::preset("tiny").unwrap();
+        let blocks = flash::gang::Layout::new(&device).superblocks;
+        let mut f = Fml::open(
+            flash::Nand::in_memory(device).unwrap(),
+            FmlConfig::for_blocks(blocks),
+            2,
+            16,
+        )
+        .unwrap();
+        let per_block = f.layout().units_per_superblock;
+        let s = StreamId(0);
+        let (a, _) = f.write(0, s, Payload::Fingerprint(1), &[]).unwrap();
+        let (b, _) = f.write(0, s, Payload::Fingerprint(2), &[]).unwrap();
+        assert_eq!(f.layout().superblock_of(a), f.layout().superblock_of(b));
+        f.seal(s);
+        f.seal(s); // no update block open: nothing to do
+        assert_eq!(f.stats().blocks_sealed, 1);
+        let sealed = f.layout().superblock_of(a);
+        assert_eq!(f.blocks()[sealed as usize].state, BlockState::Full);
+        assert!(f.blocks()[sealed as usize].next < per_block);
+        for fp in 3..3 + 2 * per_block as u64 {
+            let (v, _) = f.write(0, s, Payload::Fingerprint(fp), &[]).unwrap();
+            assert_ne!(f.layout().superblock_of(v), sealed);
+        }
+        assert!(f.is_valid(a) && f.is_valid(b));
+        f.check().unwrap();
+    }
+}
+
 /// Why recovery could not mark a unit valid ([`Fml::mark_valid`]): what it found on flash
 /// references a unit the device cannot back, so the image is corrupted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -1076,4 +1155,87 @@ pub enum MarkValidError {
         /// The unit.
         unit: u32,
     },
+}
+
+#[cfg(test)]
+mod threshold_tests {
+    use super::*;
+
+    struct Mover;
+    impl Owner for Mover {
+        fn relocated(&mut self, _from: Vpa, _to: Vpa, _oob: &[u8]) {}
+        fn lost(&mut self, _from: Vpa, _error: &FlashError) {}
+    }
+
+    /// OSCM-11 V-B: with data thresholds under 60% "the flash runs out of space". Every full
+    /// block half live, a 30% data threshold, free blocks below the low watermark: GC falls
+    /// back to greedy by default, and finds no victim when the thresholds bind.
+    #[test]
+    fn binding_thresholds_leave_gc_without_a_victim() {
+        let device = flash::preset("tiny").unwrap();
+        let blocks = flash::gang::Layout::new(&device).superblocks;
+        for bind in [false, true] {
+            let mut cfg = FmlConfig::for_blocks(blocks);
+            cfg.data_victim_threshold_percent = 30;
+            cfg.victim_thresholds_bind = bind;
+            let mut f = Fml::open(flash::Nand::in_memory(device).unwrap(), cfg, 1, 16).unwrap();
+            let s = StreamId(0);
+            let mut fp = 0u64;
+            while f.free_blocks() >= f.config().low_watermark_blocks {
+                fp += 1;
+                let (v, _) = f.write(0, s, Payload::Fingerprint(fp), &[]).unwrap();
+                if fp.is_multiple_of(2) {
+                    f.invalidate(v);
+                }
+            }
+            let step = f.gc_step(0, &mut Mover).unwrap();
+            if bind {
+                assert!(matches!(step, GcStep::Idle), "{step:?}");
+            } else {
+                assert!(matches!(step, GcStep::Chose { .. }), "{step:?}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod reopen_tests {
+    use super::*;
+    use flash::Gang;
+
+    /// A misdirected write skipped one page of a super-block (its die's block stays a page
+    /// behind the other's): the unit programmed after it on the other die is still below the
+    /// write pointer at the next mount, so recovery may mark it valid. The pointer used to be
+    /// the sum of the dies' pages, which put that unit past it ("never programmed").
+    #[test]
+    fn a_page_skipped_on_one_die_leaves_the_others_programmed() {
+        let mut device = flash::preset("tiny").unwrap();
+        device.geometry.channels = 2;
+        device.geometry.dies_per_channel = 1;
+        device.gang = Gang {
+            planes_per_unit: 1,
+            dies_per_unit: 1,
+            units_per_superblock: 2,
+        };
+        let blocks = flash::gang::Layout::new(&device).superblocks;
+        let cfg = FmlConfig::for_blocks(blocks);
+        let faulty = flash::fault::Faulty::new(flash::Nand::in_memory(device).unwrap());
+        let mut f = Fml::open(faulty, cfg, 1, 16).unwrap();
+        let s = StreamId(0);
+        let (a, _) = f.write(0, s, Payload::Fingerprint(1), &[]).unwrap();
+        f.flash_mut().misdirect_next_program();
+        let (skipped, _) = f.write(0, s, Payload::Fingerprint(2), &[]).unwrap();
+        let (c, _) = f.write(0, s, Payload::Fingerprint(3), &[]).unwrap();
+        let sb = f.layout().superblock_of(a);
+        assert!([skipped, c]
+            .iter()
+            .all(|&v| f.layout().superblock_of(v) == sb));
+        assert_eq!(f.flash().counts().misdirected_writes, 1);
+        let mut f = Fml::open(f.into_flash(), cfg, 1, 16).unwrap();
+        // Die 0 holds offsets 0 and 2, die 1 nothing: one past offset 2.
+        assert_eq!(f.blocks()[sb as usize].next, 3);
+        for v in [a, c] {
+            f.mark_valid(v).unwrap();
+        }
+    }
 }

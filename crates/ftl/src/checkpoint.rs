@@ -4,7 +4,7 @@ use codec::le;
 use flash::gang::Vpa;
 use flash::{Flash, Nanos, Payload};
 
-use crate::oob::{payload_crc, Kind, Record};
+use crate::oob::{payload_crc, Kind, Record, Slots};
 use crate::{Ftl, FtlError, META_STREAM};
 
 impl<F: Flash> Ftl<F> {
@@ -28,10 +28,10 @@ impl<F: Flash> Ftl<F> {
         let seq = self.map.take_seq();
         self.map.ckpt_new_seq = seq;
         self.map.ckpt_new.clear();
-        let per_part = (self.unit_bytes - CKPT_HEADER - 4) / 4;
+        let per_part = (self.wu_bytes - CKPT_HEADER - 4) / 4;
         let total = self.ckpt_entries() as usize;
         let parts = total.div_ceil(per_part);
-        let mut page = vec![0u8; self.unit_bytes];
+        let mut page = vec![0u8; self.wu_bytes];
         let mut entries = Vec::with_capacity(per_part);
         for part in 0..parts {
             let first = part * per_part;
@@ -60,6 +60,7 @@ impl<F: Flash> Ftl<F> {
                 key: part as u32,
                 seq,
                 payload_crc: payload_crc(Payload::Bytes(&page)),
+                slots: Slots::NONE,
             };
             let (vpa, done) =
                 self.fml

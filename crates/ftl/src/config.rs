@@ -39,6 +39,12 @@ pub struct FtlConfig {
     /// Chosen by the stack (`ftl` or `dftl`), not a setting of its own.
     #[serde(skip)]
     pub mapping: Mapping,
+    /// Bytes of a logical page, the unit the map translates (issue 22: 4 KiB logical pages
+    /// packed into 8 KiB pages). 0 (the default) = the device's write unit, one
+    /// logical page per unit. A smaller value must divide the write unit into at most
+    /// [`crate::oob::MAX_SLOTS`] pages of whole 512-byte sectors; each write unit programmed
+    /// then gathers that many logical pages (slots), named in its OOB record.
+    pub mapping_unit_bytes: u64,
     /// Write buffer size (default 2 MiB, OSSD-13 V-E); 0 writes through.
     pub buffer_bytes: u64,
     /// What a write waits for when the buffer is full (default `evict`).
@@ -65,6 +71,7 @@ impl Default for FtlConfig {
     fn default() -> Self {
         FtlConfig {
             mapping: Mapping::Page,
+            mapping_unit_bytes: 0,
             buffer_bytes: 2 << 20,
             buffer_policy: BufferPolicy::Evict,
             flush_percent: 50.0,
@@ -145,6 +152,36 @@ pub enum FtlConfigError {
     UnitTooLarge {
         /// The device's write unit, in bytes.
         unit_bytes: usize,
+    },
+    /// `ftl.mapping_unit_bytes` does not divide the device's write unit into slots the FTL
+    /// can map.
+    #[error(
+        "ftl.mapping_unit_bytes = {mapping_unit_bytes} does not fit a {write_unit_bytes}-byte \
+         write unit: {why}"
+    )]
+    MappingUnit {
+        /// The value given, in bytes.
+        mapping_unit_bytes: u64,
+        /// The device's write unit, in bytes.
+        write_unit_bytes: usize,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// The OOB record of a write unit with this many slots does not fit the device's OOB area.
+    #[error(
+        "ftl.mapping_unit_bytes = {mapping_unit_bytes} puts {slots} logical pages in a write \
+         unit, whose OOB record needs {record_bytes} bytes; the device's OOB area holds \
+         {oob_bytes} (geometry.oob_size_bytes)"
+    )]
+    SlotsOverOob {
+        /// The value given, in bytes.
+        mapping_unit_bytes: u64,
+        /// Logical pages per write unit.
+        slots: usize,
+        /// Bytes the record needs.
+        record_bytes: usize,
+        /// Bytes of OOB area in the unit's first page.
+        oob_bytes: usize,
     },
     /// Over-provisioning and the FML's reserves leave no logical page.
     #[error("no logical space left after over-provisioning and reserves")]

@@ -6,17 +6,22 @@ use flash::{Flash, FlashError, Nanos};
 use fml::{GcStep, Owner, StreamId};
 
 use crate::map::Map;
-use crate::oob::{Kind, Record, RECORD_BYTES};
+use crate::oob::{Kind, Record};
 use crate::{Ftl, FtlError, LOST, UNMAPPED};
 
 impl Owner for Map {
     fn record_of(&mut self, from: Vpa, oob: &mut [u8]) -> bool {
-        let Some(r) = self.owners.as_ref().and_then(|o| o.record(from.0)) else {
+        let Some(r) = self
+            .owners
+            .as_ref()
+            .and_then(|o| o.record(from.0, self.slots))
+        else {
             return false;
         };
-        match oob.get_mut(..RECORD_BYTES) {
+        let e = r.encode();
+        match oob.get_mut(..e.len()) {
             Some(dst) => {
-                dst.copy_from_slice(&r.encode());
+                dst.copy_from_slice(&e);
                 true
             }
             None => false,
@@ -27,17 +32,23 @@ impl Owner for Map {
         matches!(Record::decode(oob), Ok(Some(_)))
     }
 
-    fn before_copy(&mut self, _from: Vpa, oob: &mut [u8]) -> Option<StreamId> {
+    fn before_copy(&mut self, from: Vpa, oob: &mut [u8]) -> Option<StreamId> {
         // A copy gets a fresh sequence number: a moved data unit or translation page then wins
         // over the checkpoint at recovery, and every block's records rise with the offset,
         // which bounded recovery relies on. A checkpoint part keeps its checkpoint's number in
         // its page.
+        // A packed unit's copy names only its slots still live: a page overwritten since must
+        // not come back at recovery under the copy's newer number.
         self.copying = None;
         if let Ok(Some(mut r)) = Record::decode(oob) {
+            if r.kind == Kind::Packed {
+                r = self.live_slots(from, r);
+            }
             self.copying = Some(r);
             r.seq = self.take_seq();
-            oob[..RECORD_BYTES].copy_from_slice(&r.encode());
-            if r.kind == Kind::Data {
+            let e = r.encode();
+            oob[..e.len()].copy_from_slice(&e);
+            if matches!(r.kind, Kind::Data | Kind::Packed) {
                 return self.gc_data_stream;
             }
         }
@@ -72,6 +83,7 @@ impl Owner for Map {
                     }
                 }
             }
+            Kind::Packed => self.relocate_slots(from, to, &r),
             Kind::Map => self.gtd[r.key as usize] = to.0,
             Kind::Checkpoint => {
                 let set = if r.seq == self.ckpt_new_seq {
@@ -91,9 +103,24 @@ impl Owner for Map {
         // unit) for it.
         self.lost += 1;
         self.forget(from.0);
-        if let Some(lpn) = self.l2p.iter().position(|&v| v == from.0) {
+        // Under sub-page mapping the map holds slot locations, not units: a unit holds data
+        // exactly when a slot of it is live.
+        let data = if self.slots > 1 {
+            let live = self.live[from.0 as usize] > 0;
+            if live {
+                self.lose_slots(from);
+            }
+            live
+        } else if let Some(lpn) = self.l2p.iter().position(|&v| v == from.0) {
             self.l2p[lpn] = LOST;
-        } else if let Some(g) = self.gtd.iter_mut().find(|g| **g == from.0) {
+            true
+        } else {
+            false
+        };
+        if data {
+            return;
+        }
+        if let Some(g) = self.gtd.iter_mut().find(|g| **g == from.0) {
             *g = UNMAPPED; // rewritten from the in-memory table at the next write-back
         } else {
             for set in [&mut self.ckpt, &mut self.ckpt_new] {
@@ -115,7 +142,7 @@ impl<F: Flash> Ftl<F> {
     pub(crate) fn make_room(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
         let mut t = at;
         while self.fml.must_collect() {
-            match self.fml.gc_step(t, &mut self.map)? {
+            match self.gc_step(t)? {
                 GcStep::Idle => break,
                 GcStep::Copied { done_ns } | GcStep::Erased { done_ns } => t = done_ns,
                 GcStep::Chose { .. } | GcStep::Retired => {}
@@ -136,7 +163,7 @@ impl<F: Flash> Ftl<F> {
         let idle = self.buf.is_empty();
         let mut t = from;
         while t < until && self.fml.wants_collect(idle) {
-            match self.fml.gc_step(t, &mut self.map)? {
+            match self.gc_step(t)? {
                 GcStep::Idle => break,
                 GcStep::Copied { done_ns } | GcStep::Erased { done_ns } => t = done_ns,
                 GcStep::Chose { .. } | GcStep::Retired => {}

@@ -1,8 +1,14 @@
 //! The block-interface baselines (the papers' sFTL / PFTL, and DFTL) over the shared FML.
 //!
-//! A logical page (`lpn`) is one write unit. Host I/O is in 512-byte sectors; a write that
-//! covers part of a unit is gathered in the write buffer and, if still partial when it leaves,
-//! merged with the unit's old contents (read-modify-write, OSSD-13 VI-F).
+//! A logical page (`lpn`) is one write unit by default. Host I/O is in 512-byte sectors; a
+//! write that covers part of a logical page is gathered in the write buffer and, if still
+//! partial when it leaves, merged with the page's old contents (read-modify-write, OSSD-13
+//! VI-F).
+//!
+//! Sub-page mapping (`ftl.mapping_unit_bytes` below the write unit, e.g. 4 KiB in 8 KiB
+//! pages): a logical page is then a *slot* of a write unit, the map names (unit, slot), and the
+//! buffer gathers as many logical pages as a unit has slots before programming it; the unit's
+//! OOB record names each slot's page (`packed`).
 //!
 //! Durability: a write is durable once a [`Ftl::flush`] that followed it completed. Recovery
 //! rebuilds the map from the newest complete checkpoint (written by [`Ftl::checkpoint`] and at
@@ -17,7 +23,7 @@
 //! (GC steps and the relocations they report to the map), `range` (host ranges split into
 //! per-unit pieces), `write` (the write buffer, read-modify-write and flush), `read`, `trim`,
 //! `checkpoint`, `recovery` (open: checkpoint and roll-forward), `check` (the whole-structure
-//! check); `dftl` (the cached mapping table) and `oob` (the OOB record) are public.
+//! check), `packed` (sub-page mapping: slot locations, gathering slots into a unit); `dftl` (the cached mapping table) and `oob` (the OOB record) are public.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
@@ -30,6 +36,7 @@ mod error;
 mod gc;
 mod map;
 pub mod oob;
+mod packed;
 mod range;
 mod read;
 mod recovery;
@@ -100,7 +107,7 @@ pub struct FtlStats {
     pub trims: u64,
     /// Flushes, the one each checkpoint starts with included.
     pub flushes: u64,
-    /// Units a read found whole in the write buffer (per unit, not per request).
+    /// Logical pages a read found whole in the write buffer (per page, not per request).
     pub buffer_read_hits: u64,
     /// Reads of a unit's old contents to merge a partial unit into (read-modify-write).
     pub rmw_reads: u64,
@@ -110,6 +117,9 @@ pub struct FtlStats {
     pub map_pages_written: u64,
     /// Checkpoint parts written (one write unit each).
     pub checkpoint_units_written: u64,
+    /// Sub-page mapping: units GC programmed with the live slots of partly live units (the
+    /// FML's own copies of wholly live units are in its `gc_units_copied`).
+    pub gc_units_repacked: u64,
     /// Units GC found unreadable when it came to move them (data, translation pages or
     /// checkpoint parts).
     pub units_lost: u64,
@@ -122,25 +132,39 @@ pub struct Ftl<F: Flash> {
     map: Map,
     buf: WriteBuffer<u32>,
     config: FtlConfig,
+    /// Bytes of a logical page (the mapping unit).
     unit_bytes: usize,
+    /// Bytes of the device's write unit (`unit_bytes` times the slots per unit).
+    wu_bytes: usize,
+    /// Bytes of the OOB record of a data unit (longer for packed units).
+    record_bytes: usize,
+    /// Sectors of a logical page.
     sectors_per_unit: u32,
     logical_units: u32,
     stats: FtlStats,
     scratch: Vec<u8>,
+    /// A write unit's bytes being gathered from several logical pages (sub-page mapping).
+    pack: Vec<u8>,
     recovery: Recovery,
+    /// Sub-page mapping: the block GC is emptying slot by slot, and the next offset to move.
+    evacuating: Option<(u32, u32)>,
     /// Completion times of background flushes still in flight (write-back buffer only).
     inflight: std::collections::BinaryHeap<std::cmp::Reverse<Nanos>>,
 }
 
 impl<F: Flash> Ftl<F> {
-    /// The logical capacity in bytes: logical pages times the write unit, sized from the
-    /// device's factory-good units less over-provisioning.
+    /// The logical capacity in bytes: logical pages times their size, sized from the device's
+    /// factory-good units less over-provisioning.
     pub fn capacity_bytes(&self) -> u64 {
         self.logical_units as u64 * self.unit_bytes as u64
     }
-    /// Bytes of a logical page, which is one write unit.
+    /// Bytes of a logical page: the write unit, or the mapping unit under sub-page mapping.
     pub fn unit_bytes(&self) -> usize {
         self.unit_bytes
+    }
+    /// Logical pages per write unit (1 unless sub-page mapping is on).
+    pub fn slots_per_unit(&self) -> u32 {
+        self.map.slots
     }
     /// Counters of the work done since open.
     pub fn stats(&self) -> FtlStats {

@@ -8,12 +8,25 @@ use fml::{FmlError, StreamId};
 use rustc_hash::FxHashMap;
 
 use crate::dftl::Cmt;
-use crate::oob::{payload_crc, Kind, Record};
+use crate::oob::{payload_crc, Kind, Record, Slots};
 use crate::{fingerprint, Ftl, FtlError, META_STREAM, UNMAPPED};
 
 /// The mapping state; GC reports relocations to it.
 pub(crate) struct Map {
+    /// Per logical page: its location (the unit, or under sub-page mapping `unit * slots +
+    /// slot`), [`UNMAPPED`] or [`crate::LOST`].
     pub(crate) l2p: Vec<u32>,
+    /// Logical pages per write unit (1 unless sub-page mapping is on).
+    pub(crate) slots: u32,
+    /// Sub-page mapping only (empty otherwise): live slots of each unit; a unit is valid in
+    /// the FML while this is above 0. Changed only through [`Map::set_live`].
+    pub(crate) live: Vec<u8>,
+    /// Sub-page mapping only: per super-block, the live slots of its units, and its units
+    /// with a live slot (GC's victim choice counts slots, [`Ftl::gc_step`]).
+    pub(crate) block_slots: Vec<u32>,
+    pub(crate) block_units: Vec<u32>,
+    /// Write units per super-block.
+    pub(crate) units_per_superblock: u32,
     /// Write units on the device (the range of unit addresses).
     pub(crate) total_units: usize,
     pub(crate) next_seq: u64,
@@ -37,37 +50,55 @@ pub(crate) struct Map {
 }
 
 /// What each unit holds, for GC on a timing-only device: there the FTL cannot read a unit's
-/// OOB record back, so it keeps the record's substance itself, 4 bytes per unit (the device's
-/// OOB records would cost 21; MQSim keeps the same reverse map).
+/// OOB record back, so it keeps the record's substance itself, 4 bytes per unit and slot (the
+/// device's OOB records would cost 21; MQSim keeps the same reverse map).
 pub(crate) struct Owners {
-    /// Per unit: the logical page a data unit holds, or [`META_UNIT`] (the record is in
-    /// `meta`). Entries of units no longer valid are stale and never asked for.
+    /// Per unit (per slot under sub-page mapping): the logical page a data unit holds, or
+    /// [`META_UNIT`] (in the unit's first slot: the record is in `meta`). Entries of units no
+    /// longer valid are stale and never asked for; a stale slot of a valid packed unit is
+    /// emptied by GC, which checks each slot against the map.
     data: Vec<u32>,
     /// Records of the valid translation pages and checkpoint parts, by unit.
     meta: FxHashMap<u32, Record>,
 }
 
-/// An [`Owners::data`] entry of a unit holding a translation page or a checkpoint part.
-const META_UNIT: u32 = u32::MAX;
+/// An [`Owners::data`] entry of a unit holding a translation page or a checkpoint part (an
+/// empty slot is [`EMPTY_SLOT`], above every logical page and below this).
+const META_UNIT: u32 = u32::MAX - 2;
 
 impl Owners {
-    pub(crate) fn new(units: usize) -> Self {
+    /// Owners of `units` write units of `slots` logical pages each.
+    pub(crate) fn new(units: usize, slots: u32) -> Self {
         Owners {
-            data: vec![META_UNIT; units],
+            data: vec![META_UNIT; units * slots as usize],
             meta: FxHashMap::default(),
         }
     }
 
     /// The record of the valid unit `v`, as it was programmed (`None` if unknown).
-    pub(crate) fn record(&self, v: u32) -> Option<Record> {
-        match *self.data.get(v as usize)? {
+    pub(crate) fn record(&self, v: u32, slots: u32) -> Option<Record> {
+        let first = v as usize * slots as usize;
+        match *self.data.get(first)? {
             META_UNIT => self.meta.get(&v).copied(),
-            lpn => Some(Record {
+            lpn if slots == 1 => Some(Record {
                 kind: Kind::Data,
                 key: lpn,
                 seq: 0,
                 payload_crc: 0,
+                slots: Slots::NONE,
             }),
+            _ => {
+                let mut s = Slots::empty(slots as usize);
+                s.keys[..slots as usize]
+                    .copy_from_slice(self.data.get(first..first + slots as usize)?);
+                Some(Record {
+                    kind: Kind::Packed,
+                    key: 0,
+                    seq: 0,
+                    payload_crc: 0,
+                    slots: s,
+                })
+            }
         }
     }
 }
@@ -78,14 +109,17 @@ impl Map {
         let Some(o) = self.owners.as_mut() else {
             return;
         };
-        let Some(slot) = o.data.get_mut(v as usize) else {
+        let k = self.slots as usize;
+        let Some(slots) = o.data.get_mut(v as usize * k..(v as usize + 1) * k) else {
             return;
         };
-        if r.kind == Kind::Data {
-            *slot = r.key;
-        } else {
-            *slot = META_UNIT;
-            o.meta.insert(v, *r);
+        match r.kind {
+            Kind::Data => slots[0] = r.key,
+            Kind::Packed => slots.copy_from_slice(&r.slots.keys[..k]),
+            Kind::Map | Kind::Checkpoint => {
+                slots[0] = META_UNIT;
+                o.meta.insert(v, *r);
+            }
         }
     }
 
@@ -151,6 +185,7 @@ impl<F: Flash> Ftl<F> {
             key: tp,
             seq,
             payload_crc: payload_crc(payload),
+            slots: Slots::NONE,
         };
         let (vpa, done) = self.fml.write(t, META_STREAM, payload, &record.encode())?;
         self.map.wrote(vpa.0, &record);

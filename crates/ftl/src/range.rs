@@ -20,7 +20,7 @@ impl<F: Flash> Ftl<F> {
         let (first, last) = (offset / unit, (offset + len - 1) / unit);
         let mapped = |lpn: u64| {
             let v = self.map.l2p[lpn as usize];
-            (v < LOST).then_some(Vpa(v))
+            (v < LOST).then(|| self.map.unit_of(v))
         };
         if write {
             out.extend(self.fml.next_unit(DATA_STREAM));

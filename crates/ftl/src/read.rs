@@ -1,11 +1,10 @@
 //! The read path: host reads from the write buffer or the flash, and checked unit reads.
 
-use flash::gang::Vpa;
 use flash::{Content, Flash, FlashError, Nanos};
 use fml::buffer::Fill;
 use fml::{Fml, FmlError};
 
-use crate::oob::{content_crc, Kind, Record, RECORD_BYTES};
+use crate::oob::{content_crc, packed_record_bytes, Kind, Record, MAX_SLOTS};
 use crate::{Ftl, FtlError, ReadOut, LOST, SECTOR_BYTES, UNMAPPED};
 
 impl<F: Flash> Ftl<F> {
@@ -69,12 +68,12 @@ impl<F: Flash> Ftl<F> {
                     } else if loc == UNMAPPED {
                         dst.fill(0);
                     } else {
-                        let (d, content) = self.read_mapped(t, lpn, loc)?;
+                        let (d, content, base) = self.read_mapped(t, lpn, loc)?;
                         if !matches!(content, Content::Bytes) {
                             return Err(FtlError::PayloadMode { lpn });
                         }
                         done = done.max(d);
-                        let o = s0 as usize * SECTOR_BYTES as usize;
+                        let o = base + s0 as usize * SECTOR_BYTES as usize;
                         dst.copy_from_slice(&self.scratch[o..o + n]);
                     }
                 }
@@ -84,7 +83,7 @@ impl<F: Flash> Ftl<F> {
                     } else if loc == UNMAPPED {
                         v.push(0);
                     } else {
-                        let (d, content) = self.read_mapped(t, lpn, loc)?;
+                        let (d, content, _) = self.read_mapped(t, lpn, loc)?;
                         done = done.max(d);
                         v.push(match content {
                             Content::Fingerprint(f) => f,
@@ -98,46 +97,74 @@ impl<F: Flash> Ftl<F> {
         Ok(done)
     }
 
-    /// Reads the unit `loc` that the map says holds logical page `lpn` (bytes into the scratch
-    /// buffer) and checks its OOB record names that page: a unit that reads erased, or holds
-    /// another page (a misdirected write landed there), is unreadable, never data.
+    /// Reads the unit holding location `loc`, which the map names for logical page `lpn`
+    /// (bytes into the scratch buffer), and checks its OOB record names that page: a unit that
+    /// reads erased, or holds another page (a misdirected write landed there), is unreadable,
+    /// never data. Returns where the page's bytes start in the scratch buffer (its slot), and
+    /// under sub-page mapping the slot's own fingerprint as the content.
     pub(crate) fn read_mapped(
         &mut self,
         at: Nanos,
         lpn: u32,
         loc: u32,
-    ) -> Result<(Nanos, Content), FtlError> {
+    ) -> Result<(Nanos, Content, usize), FtlError> {
+        let v = self.map.unit_of(loc);
+        let slot = (loc % self.map.slots) as usize;
         let mut scratch = std::mem::take(&mut self.scratch);
-        let mut oob = [0u8; RECORD_BYTES];
-        let r = self.fml.read(at, Vpa(loc), &mut scratch, &mut oob);
+        let mut oob = [0u8; packed_record_bytes(MAX_SLOTS)];
+        let oob = &mut oob[..self.record_bytes];
+        let r = self.fml.read(at, v, &mut scratch, oob);
         self.scratch = scratch;
         let unreadable = |fml: &Fml<F>| FtlError::Unreadable {
             lpn,
             source: FlashError::Uncorrectable {
-                addr: fml.layout().page(Vpa(loc), 0),
+                addr: fml.layout().page(v, 0),
                 bit_errors: 0,
             },
         };
         let (done, content) = match r {
             Ok(x) => x,
+            // Power lost is no fault of the unit: the caller must see the power loss (and
+            // remount), not a corrupted page.
+            Err(e @ FmlError::Flash(FlashError::PowerLoss)) => return Err(e.into()),
             Err(FmlError::Flash(source)) => return Err(FtlError::Unreadable { lpn, source }),
             Err(e) => return Err(e.into()),
         };
         if self.map.owners.is_some() && content != Content::Erased {
             // A timing-only device keeps no record and no contents to check (NOT_STORED).
-            return Ok((done, content));
+            return Ok((done, content, slot * self.unit_bytes));
         }
-        match Record::decode(&oob) {
+        let checked = |payload_crc: u32, scratch: &[u8]| {
+            if content_crc(content, scratch) != Some(payload_crc) {
+                return Err(FtlError::Checksum { lpn, unit: v.0 });
+            }
+            Ok(())
+        };
+        match Record::decode(oob) {
             Ok(Some(Record {
                 kind: Kind::Data,
                 key,
                 payload_crc,
                 ..
-            })) if key == lpn && content != Content::Erased => {
-                if content_crc(content, &self.scratch) != Some(payload_crc) {
-                    return Err(FtlError::Checksum { lpn, unit: loc });
-                }
-                Ok((done, content))
+            })) if self.map.slots == 1 && key == lpn && content != Content::Erased => {
+                checked(payload_crc, &self.scratch)?;
+                Ok((done, content, 0))
+            }
+            Ok(Some(Record {
+                kind: Kind::Packed,
+                payload_crc,
+                slots: s,
+                ..
+            })) if s.n as u32 == self.map.slots
+                && s.keys[slot] == lpn
+                && content != Content::Erased =>
+            {
+                checked(payload_crc, &self.scratch)?;
+                let content = match content {
+                    Content::Fingerprint(_) => Content::Fingerprint(s.fps[slot]),
+                    c => c,
+                };
+                Ok((done, content, slot * self.unit_bytes))
             }
             _ => Err(unreadable(&self.fml)),
         }

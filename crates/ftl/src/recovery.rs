@@ -16,11 +16,46 @@ use rustc_hash::FxHashMap;
 use crate::checkpoint::{decode_ckpt, is_version_1, CkptPart};
 use crate::dftl::Cmt;
 use crate::map::{Map, Owners};
-use crate::oob::{content_crc, Kind, Record, RECORD_BYTES};
+use crate::oob::{content_crc, packed_record_bytes, Kind, Record, MAX_SLOTS, RECORD_BYTES};
 use crate::{
-    Ftl, FtlConfig, FtlConfigError, FtlError, FtlStats, Mapping, DATA_STREAM, SECTOR_BYTES,
+    Ftl, FtlConfig, FtlConfigError, FtlError, FtlStats, Mapping, DATA_STREAM, LOST, SECTOR_BYTES,
     UNMAPPED,
 };
+
+/// Logical pages per write unit that `ftl.mapping_unit_bytes` asks for (1 when it is 0 or the
+/// write unit), checked against the write unit and the OOB area their record must fit.
+fn slots_per_unit(config: &FtlConfig, wu_bytes: usize, oob_bytes: u32) -> Result<u32, FtlError> {
+    let m = config.mapping_unit_bytes;
+    if m == 0 || m == wu_bytes as u64 {
+        return Ok(1);
+    }
+    let bad = |why| FtlConfigError::MappingUnit {
+        mapping_unit_bytes: m,
+        write_unit_bytes: wu_bytes,
+        why,
+    };
+    if !m.is_multiple_of(SECTOR_BYTES) {
+        return Err(bad("not a multiple of 512-byte sectors").into());
+    }
+    if m > wu_bytes as u64 || !(wu_bytes as u64).is_multiple_of(m) {
+        return Err(bad("it must divide the write unit").into());
+    }
+    let slots = (wu_bytes as u64 / m) as usize;
+    if slots > MAX_SLOTS {
+        return Err(bad("more than 8 logical pages per write unit").into());
+    }
+    let record_bytes = packed_record_bytes(slots);
+    if record_bytes > oob_bytes as usize {
+        return Err(FtlConfigError::SlotsOverOob {
+            mapping_unit_bytes: m,
+            slots,
+            record_bytes,
+            oob_bytes: oob_bytes as usize,
+        }
+        .into());
+    }
+    Ok(slots as u32)
+}
 
 /// What recovery found and did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -58,13 +93,20 @@ impl<F: Flash> Ftl<F> {
 
     fn open_inner(flash: F, config: FtlConfig, roll_forward: bool) -> Result<Self, FtlError> {
         config.validate()?;
-        let unit_bytes = flash.config().write_unit_bytes() as usize;
+        let wu_bytes = flash.config().write_unit_bytes() as usize;
+        let slots = slots_per_unit(&config, wu_bytes, flash.config().geometry.oob_size_bytes)?;
+        let unit_bytes = wu_bytes / slots as usize;
         let sectors_per_unit = (unit_bytes as u64 / SECTOR_BYTES) as u32;
         if sectors_per_unit > 64 {
             return Err(FtlConfigError::UnitTooLarge { unit_bytes }.into());
         }
+        let record_bytes = if slots == 1 {
+            RECORD_BYTES
+        } else {
+            packed_record_bytes(slots as usize)
+        };
         let timing = flash.config().payload == PayloadMode::Timing;
-        let fml = Fml::open(flash, config.fml, 2, RECORD_BYTES)?;
+        let fml = Fml::open(flash, config.fml, 2, record_bytes)?;
         if timing && fml.blocks().iter().any(|b| b.next > 0) {
             return Err(FlashError::Config(DeviceConfigError::TimingOnly {
                 what: "this device holds data, and without OOB records it cannot be recovered"
@@ -77,12 +119,23 @@ impl<F: Flash> Ftl<F> {
         // size) would no longer load and pages at its top would be dropped at recovery.
         let physical = fml.factory_good_units();
         let logical = ((physical as f64 * (1.0 - config.overprovision_percent / 100.0)) as u64)
-            .min(fml.capacity_units_as_built());
+            .min(fml.capacity_units_as_built())
+            * slots as u64;
         if logical == 0 {
             return Err(FtlConfigError::NoLogicalSpace.into());
         }
+        let superblocks = fml.layout().superblocks as usize;
+        let total_units = superblocks * fml.layout().units_per_superblock as usize;
+        if (total_units as u64 * slots as u64) >= LOST as u64 {
+            return Err(FtlConfigError::MappingUnit {
+                mapping_unit_bytes: config.mapping_unit_bytes,
+                write_unit_bytes: wu_bytes,
+                why: "the device has too many slots for 32-bit locations",
+            }
+            .into());
+        }
         let logical_units = logical as u32;
-        let entries_per_tpage = (unit_bytes / 4) as u32;
+        let entries_per_tpage = (wu_bytes / 4) as u32;
         let tpages = logical_units.div_ceil(entries_per_tpage);
         let cmt = (config.mapping == Mapping::Dftl).then(|| {
             if config.dftl_hit_percent > 0.0 {
@@ -91,11 +144,18 @@ impl<F: Flash> Ftl<F> {
                 Cmt::new((config.dftl_cache_bytes / 8) as usize, entries_per_tpage)
             }
         });
-        let total_units =
-            fml.layout().superblocks as usize * fml.layout().units_per_superblock as usize;
         let mut ftl = Ftl {
             map: Map {
                 l2p: vec![UNMAPPED; logical_units as usize],
+                slots,
+                live: if slots > 1 {
+                    vec![0; total_units]
+                } else {
+                    Vec::new()
+                },
+                block_slots: vec![0; if slots > 1 { superblocks } else { 0 }],
+                block_units: vec![0; if slots > 1 { superblocks } else { 0 }],
+                units_per_superblock: fml.layout().units_per_superblock,
                 total_units,
                 next_seq: 1,
                 cmt,
@@ -108,17 +168,21 @@ impl<F: Flash> Ftl<F> {
                 lost: 0,
                 gc_data_stream: (!config.separate_gc_stream).then_some(DATA_STREAM),
                 copying: None,
-                owners: timing.then(|| Owners::new(total_units)),
+                owners: timing.then(|| Owners::new(total_units, slots)),
             },
             buf: WriteBuffer::new((config.buffer_bytes / unit_bytes as u64) as usize),
             fml,
             config,
             unit_bytes,
+            wu_bytes,
+            record_bytes,
             sectors_per_unit,
             logical_units,
             stats: FtlStats::default(),
-            scratch: vec![0; unit_bytes],
+            scratch: vec![0; wu_bytes],
+            pack: Vec::new(),
             recovery: Recovery::default(),
+            evacuating: None,
             inflight: std::collections::BinaryHeap::new(),
         };
         ftl.recover(roll_forward)?;
@@ -191,9 +255,10 @@ impl<F: Flash> Ftl<F> {
     /// The record of a unit, `None` if it holds none this build reads (erased, torn, damaged,
     /// foreign). Only a device failure other than an unreadable page is an error.
     fn unit_record(&mut self, w: &mut Walk, v: Vpa) -> Result<Option<Record>, FtlError> {
-        let mut oob = [0u8; RECORD_BYTES];
+        let mut oob = [0u8; packed_record_bytes(MAX_SLOTS)];
+        let oob = &mut oob[..self.record_bytes];
         w.rec.units_scanned += 1;
-        match self.fml.read(0, v, &mut [], &mut oob) {
+        match self.fml.read(0, v, &mut [], oob) {
             Ok((t, _)) => w.done = w.done.max(t),
             Err(FmlError::Flash(FlashError::Uncorrectable { .. })) => {
                 w.rec.units_unreadable += 1;
@@ -201,8 +266,18 @@ impl<F: Flash> Ftl<F> {
             }
             Err(e) => return Err(e.into()),
         }
-        w.old += Record::is_version_1(&oob) as u64;
-        match Record::decode(&oob) {
+        w.old += Record::is_version_1(oob) as u64;
+        if self.map.slots == 1 && Record::is_packed(oob) {
+            // Only the record's start was read (a whole-unit FTL reads 20 bytes): enough to
+            // refuse an image written with sub-page mapping rather than pass its data over.
+            return Err(FtlError::Corrupted(format!(
+                "unit {} holds data mapped in several logical pages per write unit; this FTL \
+                 maps whole units (ftl.mapping_unit_bytes must be what the image was written \
+                 with)",
+                v.0
+            )));
+        }
+        match Record::decode(oob) {
             Ok(Some(r)) => {
                 w.current += 1;
                 w.max_seq = w.max_seq.max(r.seq);
@@ -256,9 +331,28 @@ impl<F: Flash> Ftl<F> {
             };
             w.frontier[id as usize] = off;
             let v = self.fml.layout().vpa(id, off).0;
+            let slots = self.map.slots;
             match r.kind {
+                Kind::Data | Kind::Packed
+                    if (r.kind == Kind::Packed) != (slots > 1)
+                        || (slots > 1 && r.slots.n as u32 != slots) =>
+                {
+                    return Err(FtlError::Corrupted(format!(
+                        "unit {v} holds data mapped in {} logical pages per write unit; this \
+                         FTL maps {slots} (ftl.mapping_unit_bytes must be what the image was \
+                         written with)",
+                        r.slots.n.max(1)
+                    )));
+                }
                 Kind::Data if r.key < logical => {
                     w.newer.entry(r.key).or_insert(v);
+                }
+                Kind::Packed => {
+                    for (i, &key) in r.slots.keys[..slots as usize].iter().enumerate() {
+                        if key < logical {
+                            w.newer.entry(key).or_insert(v * slots + i as u32);
+                        }
+                    }
                 }
                 Kind::Map if (r.key as usize) < self.map.gtd.len() => {
                     w.map_newer.entry(r.key).or_insert(v);
@@ -301,8 +395,9 @@ impl<F: Flash> Ftl<F> {
         r: &Record,
     ) -> Result<Option<CkptPart>, FtlError> {
         let mut page = std::mem::take(&mut self.scratch);
-        let mut oob = [0u8; RECORD_BYTES];
-        let read = self.fml.read(0, Vpa(v), &mut page, &mut oob);
+        let mut oob = [0u8; packed_record_bytes(MAX_SLOTS)];
+        let oob = &mut oob[..self.record_bytes];
+        let read = self.fml.read(0, Vpa(v), &mut page, oob);
         let part = match read {
             Ok((t, Content::Bytes))
                 if content_crc(Content::Bytes, &page) == Some(r.payload_crc) =>
@@ -351,8 +446,9 @@ impl<F: Flash> Ftl<F> {
             }
             w.rec.checkpoint_parts_read += 1;
             let mut page = std::mem::take(&mut self.scratch);
-            let mut oob = [0u8; RECORD_BYTES];
-            let read = self.fml.read(0, Vpa(v), &mut page, &mut oob);
+            let mut oob = [0u8; packed_record_bytes(MAX_SLOTS)];
+            let oob = &mut oob[..self.record_bytes];
+            let read = self.fml.read(0, Vpa(v), &mut page, oob);
             let h = match read {
                 Ok((t, Content::Bytes)) => {
                     w.done = w.done.max(t);
@@ -379,13 +475,19 @@ impl<F: Flash> Ftl<F> {
     /// every referenced unit valid.
     fn settle(&mut self, w: &Walk, roll_forward: bool) -> Result<u64, FtlError> {
         let layout = *self.fml.layout();
+        let slots = self.map.slots;
         let older = |v: u32| {
             let b = layout.superblock_of(Vpa(v)) as usize;
             w.frontier
                 .get(b)
                 .is_some_and(|&f| layout.offset_of(Vpa(v)) < f)
         };
-        for e in self.map.l2p.iter_mut().chain(self.map.gtd.iter_mut()) {
+        for e in self.map.l2p.iter_mut() {
+            if *e != UNMAPPED && !older(*e / slots) {
+                *e = UNMAPPED;
+            }
+        }
+        for e in self.map.gtd.iter_mut() {
             if *e != UNMAPPED && !older(*e) {
                 *e = UNMAPPED;
             }
@@ -400,11 +502,41 @@ impl<F: Flash> Ftl<F> {
             }
             rolled = w.newer.len() as u64;
         }
-        for &v in self.map.l2p.iter().chain(self.map.gtd.iter()) {
+        let corrupted = |e: fml::MarkValidError| FtlError::Corrupted(e.to_string());
+        if slots == 1 {
+            for &v in self.map.l2p.iter().chain(self.map.gtd.iter()) {
+                if v != UNMAPPED {
+                    self.fml.mark_valid(Vpa(v)).map_err(corrupted)?;
+                }
+            }
+            return Ok(rolled);
+        }
+        // Sub-page mapping: a unit is valid once, however many of its slots are live.
+        for lpn in 0..self.map.l2p.len() {
+            let loc = self.map.l2p[lpn];
+            if loc == UNMAPPED {
+                continue;
+            }
+            let v = Vpa(loc / slots);
+            let Some(&live) = self.map.live.get(v.0 as usize) else {
+                return Err(FtlError::Corrupted(format!(
+                    "a logical page maps to location {loc}, beyond the device"
+                )));
+            };
+            if live == 0 {
+                self.fml.mark_valid(v).map_err(corrupted)?;
+            }
+            self.map.set_live(v, live + 1);
+            if live as u32 + 1 > slots {
+                return Err(FtlError::Corrupted(format!(
+                    "unit {} is named by more logical pages than it has slots",
+                    loc / slots
+                )));
+            }
+        }
+        for &v in &self.map.gtd {
             if v != UNMAPPED {
-                self.fml
-                    .mark_valid(Vpa(v))
-                    .map_err(|e| FtlError::Corrupted(e.to_string()))?;
+                self.fml.mark_valid(Vpa(v)).map_err(corrupted)?;
             }
         }
         Ok(rolled)

@@ -1,12 +1,11 @@
-//! TRIM: unmapping whole units of a range.
+//! TRIM: unmapping whole logical pages of a range (under sub-page mapping, single slots).
 
-use flash::gang::Vpa;
 use flash::{Flash, Nanos};
 
 use crate::{Ftl, FtlError, LOST, UNMAPPED};
 
 impl<F: Flash> Ftl<F> {
-    /// Discards whole units of a range (a partial unit at either end is left as it is).
+    /// Discards whole logical pages of a range (a partial page at either end is left as it is).
     pub fn trim(&mut self, at: Nanos, offset: u64, len: u64) -> Result<Nanos, FtlError> {
         self.check_range("trim", offset, len)?;
         self.stats.trims += 1;
@@ -23,7 +22,7 @@ impl<F: Flash> Ftl<F> {
                 t = self.translate(t, lpn, true)?;
                 let old = std::mem::replace(&mut self.map.l2p[lpn as usize], UNMAPPED);
                 if old < LOST {
-                    self.fml.invalidate(Vpa(old));
+                    self.release(old);
                 }
             }
         }

@@ -5,7 +5,7 @@ use flash::gang::Vpa;
 use flash::{Content, Flash, Nanos, Payload};
 use fml::buffer::{Entry, Fill};
 
-use crate::oob::{payload_crc, Kind, Record};
+use crate::oob::{payload_crc, Kind, Record, Slots};
 use crate::{
     fingerprint, fold, BufferPolicy, Data, Ftl, FtlError, DATA_STREAM, LOST, SECTOR_BYTES,
 };
@@ -99,13 +99,15 @@ impl<F: Flash> Ftl<F> {
             while self.inflight.peek().is_some_and(|r| r.0 <= ready) {
                 self.inflight.pop();
             }
-            // Background flushes: the oldest units beyond the threshold, issued now.
+            // Background flushes: the oldest units beyond the threshold, issued now (a slot
+            // of the buffer per logical page until its program completes).
             while self.buf.len() >= threshold {
-                let Some(e) = self.buf.pop_oldest() else {
+                let Some((d, pages)) = self.program_oldest(at)? else {
                     break;
                 };
-                let d = self.program_entry(at, e)?;
-                self.inflight.push(std::cmp::Reverse(d));
+                for _ in 0..pages {
+                    self.inflight.push(std::cmp::Reverse(d));
+                }
             }
             if self.buf.len() + self.inflight.len() < cap {
                 return Ok(ready);
@@ -117,20 +119,22 @@ impl<F: Flash> Ftl<F> {
         }
     }
 
-    /// Writes the oldest buffered unit to flash.
+    /// Writes the oldest buffered unit to flash (under sub-page mapping, a unit's worth of
+    /// the oldest logical pages).
     fn evict_one(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
-        match self.buf.pop_oldest() {
-            Some(e) => self.program_entry(at, e),
-            None => Ok(at),
-        }
+        Ok(self.program_oldest(at)?.map_or(at, |(done, _)| done))
     }
 
-    /// Programs one buffered unit, merging in its old contents when the buffer holds only part.
+    /// Programs one buffered logical page, merging in its old contents when the buffer holds
+    /// only part (under sub-page mapping, alone in a unit whose other slots are padding).
     pub(crate) fn program_entry(
         &mut self,
         at: Nanos,
         mut e: Entry<u32>,
     ) -> Result<Nanos, FtlError> {
+        if self.map.slots > 1 {
+            return self.program_group(at, vec![e]);
+        }
         let mut t = self.foreground_gc(at)?;
         t = self.translate(t, e.key, true)?;
         let full = self.full_mask();
@@ -144,7 +148,7 @@ impl<F: Flash> Ftl<F> {
                 Fill::Bytes(b) => {
                     if old < LOST {
                         self.stats.rmw_reads += 1;
-                        let (done, content) = self.read_mapped(t, e.key, old)?;
+                        let (done, content, _) = self.read_mapped(t, e.key, old)?;
                         if !matches!(content, Content::Bytes) {
                             return Err(FtlError::PayloadMode { lpn: e.key });
                         }
@@ -158,7 +162,7 @@ impl<F: Flash> Ftl<F> {
                     let mut old_fp = 0;
                     if old < LOST {
                         self.stats.rmw_reads += 1;
-                        let (done, content) = self.read_mapped(t, e.key, old)?;
+                        let (done, content, _) = self.read_mapped(t, e.key, old)?;
                         t = done;
                         if let Content::Fingerprint(f) = content {
                             old_fp = f;
@@ -178,6 +182,7 @@ impl<F: Flash> Ftl<F> {
             key: e.key,
             seq,
             payload_crc: payload_crc(payload),
+            slots: Slots::NONE,
         };
         let (vpa, done) = self.fml.write(t, DATA_STREAM, payload, &record.encode())?;
         self.map.wrote(vpa.0, &record);
@@ -190,7 +195,7 @@ impl<F: Flash> Ftl<F> {
         Ok(done)
     }
 
-    fn merge(dst: &mut [u8], old: &[u8], mask: u64) {
+    pub(crate) fn merge(dst: &mut [u8], old: &[u8], mask: u64) {
         let s = SECTOR_BYTES as usize;
         for i in 0..dst.len() / s {
             if mask & (1 << i) == 0 {
@@ -199,7 +204,7 @@ impl<F: Flash> Ftl<F> {
         }
     }
 
-    fn zero_missing(dst: &mut [u8], mask: u64) {
+    pub(crate) fn zero_missing(dst: &mut [u8], mask: u64) {
         let s = SECTOR_BYTES as usize;
         for i in 0..dst.len() / s {
             if mask & (1 << i) == 0 {
@@ -212,8 +217,8 @@ impl<F: Flash> Ftl<F> {
     pub fn flush(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
         self.stats.flushes += 1;
         let mut done = at;
-        while let Some(e) = self.buf.pop_oldest() {
-            done = done.max(self.program_entry(at, e)?);
+        while let Some((d, _)) = self.program_oldest(at)? {
+            done = done.max(d);
         }
         while let Some(r) = self.inflight.pop() {
             done = done.max(r.0);

@@ -1,7 +1,8 @@
 //! Model-based test of the FTL against an in-memory oracle: random writes (partial units
 //! included), reads, TRIMs, flushes, idle-time GC, clean reopens, crashes and power cuts in
 //! the middle of flash operations (torn programs and interrupted erases), for the page-mapping
-//! FTL and DFTL, with and without the write buffer.
+//! FTL and DFTL, with and without the write buffer, and with sub-page mapping
+//! (`ftl.mapping_unit_bytes`: 2 or 4 logical pages per write unit).
 //!
 //! The contract checked after a crash, per sector: the value it had at the last completed flush
 //! or any value written since. A sector trimmed since the last checkpoint (TRIM is durable only
@@ -19,8 +20,13 @@ use proptest::prelude::*;
 
 const SECTOR: usize = 512;
 
-fn device() -> DeviceConfig {
+/// The test device for a mapping unit of `mapping_unit_bytes` (0: the write unit): four slots
+/// per unit need a longer OOB area than the presets' 64 bytes.
+fn device_for(mapping_unit_bytes: u64) -> DeviceConfig {
     let mut c = preset("tiny").unwrap();
+    if mapping_unit_bytes == 1024 {
+        c.geometry.oob_size_bytes = 128;
+    }
     c.geometry.dies_per_channel = 1;
     c.geometry.blocks_per_plane = 24;
     c.geometry.pages_per_block = 8;
@@ -323,6 +329,48 @@ fn config(mapping: Mapping, buffer_units: u64) -> FtlConfig {
     }
 }
 
+/// One model run: the settings drawn, then the ops against the oracle.
+#[allow(clippy::too_many_arguments)]
+fn model_run(
+    dftl: bool,
+    buffer_units: u64,
+    write_back: bool,
+    backfill: bool,
+    mapping_unit_bytes: u64,
+    ops: &[Op],
+) -> Result<(), TestCaseError> {
+    let mut cfg = config(
+        if dftl { Mapping::Dftl } else { Mapping::Page },
+        buffer_units,
+    );
+    cfg.mapping_unit_bytes = mapping_unit_bytes;
+    if write_back && buffer_units > 0 {
+        // The write-back buffer (MQSim's device-level cache): flushes in the background.
+        cfg.buffer_policy = BufferPolicy::WriteBack;
+        cfg.flush_percent = 50.0;
+    }
+    let mut dev = device_for(mapping_unit_bytes);
+    if backfill {
+        dev.timing.scheduling = Scheduling::Backfill;
+    }
+    let ftl = Ftl::open(Faulty::new(Nand::in_memory(dev).unwrap()), cfg).unwrap();
+    let sectors = (ftl.capacity_bytes() / 512) as u32;
+    let mut rig = Rig {
+        ftl: Some(ftl),
+        cfg,
+        oracle: Oracle::new(sectors as usize),
+        t: 0,
+        next_value: 0,
+    };
+    for op in ops {
+        rig.run(op, sectors)?;
+    }
+    rig.ftl()
+        .check()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
 
@@ -334,31 +382,45 @@ proptest! {
         backfill in any::<bool>(),
         ops in prop::collection::vec(op(), 1..250),
     ) {
-        let mut cfg = config(if dftl { Mapping::Dftl } else { Mapping::Page }, buffer_units);
-        if write_back && buffer_units > 0 {
-            // The write-back buffer (MQSim's device-level cache): flushes in the background.
-            cfg.buffer_policy = BufferPolicy::WriteBack;
-            cfg.flush_percent = 50.0;
-        }
-        let mut dev = device();
-        if backfill {
-            dev.timing.scheduling = Scheduling::Backfill;
-        }
-        let ftl = Ftl::open(Faulty::new(Nand::in_memory(dev).unwrap()), cfg).unwrap();
-        let sectors = (ftl.capacity_bytes() / 512) as u32;
-        let mut rig = Rig { ftl: Some(ftl), cfg, oracle: Oracle::new(sectors as usize), t: 0, next_value: 0 };
-        for op in &ops {
-            rig.run(op, sectors)?;
-        }
-        rig.ftl().check().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        model_run(dftl, buffer_units, write_back, backfill, 0, &ops)?;
+    }
+
+    /// Sub-page mapping: 2 KiB or 1 KiB logical pages in 4 KiB write units, so units gather
+    /// several pages, partial units are padded, and GC copies units with dead slots.
+    #[test]
+    fn ftl_matches_the_oracle_with_sub_page_mapping(
+        dftl in any::<bool>(),
+        buffer_units in prop_oneof![Just(0u64), Just(1u64), Just(4u64)],
+        write_back in any::<bool>(),
+        backfill in any::<bool>(),
+        mapping_unit_bytes in prop_oneof![Just(2048u64), Just(1024u64)],
+        ops in prop::collection::vec(op(), 1..250),
+    ) {
+        model_run(dftl, buffer_units, write_back, backfill, mapping_unit_bytes, &ops)?;
     }
 }
 
 /// Enough writes to force many GC cycles, with reopen at the end.
 #[test]
 fn long_run_with_gc_and_reopen() {
-    let cfg = config(Mapping::Page, 4);
-    let ftl = Ftl::open(Faulty::new(Nand::in_memory(device()).unwrap()), cfg).unwrap();
+    long_run(0);
+}
+
+/// The same with sub-page mapping (two 2 KiB logical pages per 4 KiB unit): GC copies units
+/// one of whose slots is dead.
+#[test]
+fn long_run_with_gc_and_reopen_sub_page() {
+    long_run(2048);
+}
+
+fn long_run(mapping_unit_bytes: u64) {
+    let mut cfg = config(Mapping::Page, 4);
+    cfg.mapping_unit_bytes = mapping_unit_bytes;
+    let ftl = Ftl::open(
+        Faulty::new(Nand::in_memory(device_for(mapping_unit_bytes)).unwrap()),
+        cfg,
+    )
+    .unwrap();
     let sectors = (ftl.capacity_bytes() / 512) as u32;
     let mut rig = Rig {
         ftl: Some(ftl),
@@ -368,6 +430,7 @@ fn long_run_with_gc_and_reopen() {
         next_value: 0,
     };
     let mut x: u64 = 1;
+    let mut repacked = 0;
     for i in 0..3000u32 {
         x = x
             .wrapping_mul(6364136223846793005)
@@ -382,9 +445,11 @@ fn long_run_with_gc_and_reopen() {
         )
         .unwrap();
         if i % 500 == 499 {
+            repacked += rig.ftl().stats().gc_units_repacked;
             rig.run(&Op::Reopen, sectors).unwrap();
         }
     }
+    repacked += rig.ftl().stats().gc_units_repacked;
     rig.run(&Op::Crash, sectors).unwrap();
     use flash::Flash;
     let erased = rig.ftl().fml().flash().stats().blocks_erased;
@@ -392,6 +457,12 @@ fn long_run_with_gc_and_reopen() {
         erased > 100,
         "only {erased} blocks erased: the run did not exercise GC"
     );
+    if mapping_unit_bytes > 0 {
+        assert!(
+            repacked > 100,
+            "GC moved live slots into {repacked} units only"
+        );
+    }
 }
 
 /// Power cuts at every flash command of a checkpoint and of the writes right after it, torn and
@@ -400,11 +471,23 @@ fn long_run_with_gc_and_reopen() {
 /// GC behind it and a trim since the last checkpoint.
 #[test]
 fn cuts_during_and_right_after_a_checkpoint() {
+    cut_sweep(0);
+}
+
+/// The same sweep with sub-page mapping (two 2 KiB logical pages per 4 KiB unit).
+#[test]
+fn cuts_during_and_right_after_a_checkpoint_sub_page() {
+    cut_sweep(2048);
+}
+
+fn cut_sweep(mapping_unit_bytes: u64) {
     for mapping in [Mapping::Page, Mapping::Dftl] {
         let (mut during, mut after_it) = (0, 0);
         for after in 0..120u64 {
-            let cfg = config(mapping, 4);
-            let ftl = Ftl::open(Faulty::new(Nand::in_memory(device()).unwrap()), cfg).unwrap();
+            let mut cfg = config(mapping, 4);
+            cfg.mapping_unit_bytes = mapping_unit_bytes;
+            let dev = device_for(mapping_unit_bytes);
+            let ftl = Ftl::open(Faulty::new(Nand::in_memory(dev).unwrap()), cfg).unwrap();
             let sectors = (ftl.capacity_bytes() / 512) as u32;
             let mut rig = Rig {
                 ftl: Some(ftl),

@@ -37,6 +37,9 @@ pub enum FileWorkload {
     /// Not a file workload: BLOCKMGMT-09's open-loop block requests through the device-side
     /// scheduler ([`crate::prio`]).
     Synthetic(crate::prio::Synthetic),
+    /// Not a file workload: a block trace replayed at its own arrival times through the
+    /// device-side scheduler (BLOCKMGMT-09 Table 4).
+    BlockTrace(crate::prio::BlockTrace),
     /// Not a file workload: OSSD-13 VI-E's video played at a fixed frame rate while a
     /// background writer runs, through the device-side scheduler.
     Video(crate::prio::Video),
@@ -79,6 +82,11 @@ impl FileWorkload {
             FileWorkload::SeqBase(b) => n(&mut b.file_bytes),
             FileWorkload::LargeFile(l) => n(&mut l.file_bytes),
             FileWorkload::Synthetic(w) => n(&mut w.requests),
+            FileWorkload::BlockTrace(t) => {
+                if let Some(m) = t.max_requests.as_mut() {
+                    n(m);
+                }
+            }
             FileWorkload::Video(v) => n(&mut v.seconds),
             FileWorkload::FileWrites(f) => n(&mut f.files),
             FileWorkload::AppendHot(a) => {
@@ -118,9 +126,10 @@ impl FileWorkload {
             FileWorkload::VideoServer(v) => workload::files::videoserver::run(m, v),
             FileWorkload::Torrent(t) => workload::files::torrent::run(m, t),
             FileWorkload::Trace(t) => workload::files::tracereplay::run(m, t),
-            FileWorkload::Synthetic(_) | FileWorkload::Video(_) | FileWorkload::FileWrites(_) => {
-                return Err(VariantRunError::BlockWorkload)
-            }
+            FileWorkload::Synthetic(_)
+            | FileWorkload::BlockTrace(_)
+            | FileWorkload::Video(_)
+            | FileWorkload::FileWrites(_) => return Err(VariantRunError::BlockWorkload),
         };
         Ok(r?)
     }
@@ -148,14 +157,178 @@ pub struct Claim {
     /// at most this many percent (of `worse`), whichever is lower.
     #[serde(default)]
     pub alike_within_percent: Option<f64>,
-    /// The improvement the paper reports, as a range in percent of the worse variant's value
-    /// (`[15.1, 32.5]`); the report states whether the measured improvement lies in it.
+    /// The number the paper states for the claim, where it states one, with the tolerance
+    /// within which a measurement agrees in magnitude (judged apart from the direction).
     #[serde(default)]
-    pub paper_percent: Option<[f64; 2]>,
+    pub paper: Option<PaperNumber>,
     /// What was found about why ossd disagrees, where it does at paper scale; the report shows
     /// it beside a disagreeing verdict (a result is explained, never adjusted).
     #[serde(default)]
     pub why: Option<String>,
+}
+
+/// What a paper's number measures, for [`PaperNumber::quantity`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Quantity {
+    /// The improvement of `better` over `worse`, in percent of `worse`'s value (for a
+    /// lower-is-better metric, how much lower).
+    GainPercent,
+    /// The `better` variant's value of the metric, in the metric's unit.
+    Better,
+    /// The `worse` variant's value of the metric, in the metric's unit.
+    Worse,
+    /// `better`'s value over `worse`'s (BLOCKMGMT-09 Table 5's "relative pages moved").
+    Ratio,
+    /// By how much `better` beats `worse`, in the metric's unit (for a lower-is-better metric,
+    /// how much lower): OSCM-11 Fig. 7(b)'s "around 1000" fewer page writes.
+    Difference,
+}
+
+impl Quantity {
+    /// The quantity of a measurement: `better` and `worse` are the two variants' values.
+    pub fn of(self, better: f64, worse: f64, lower_is_better: bool) -> Option<f64> {
+        match self {
+            Quantity::Better => Some(better),
+            Quantity::Worse => Some(worse),
+            Quantity::GainPercent | Quantity::Ratio if worse == 0.0 => None,
+            Quantity::Ratio => Some(better / worse),
+            Quantity::Difference if lower_is_better => Some(worse - better),
+            Quantity::Difference => Some(better - worse),
+            Quantity::GainPercent if lower_is_better => Some((worse - better) / worse * 100.0),
+            Quantity::GainPercent => Some((better - worse) / worse * 100.0),
+        }
+    }
+
+    /// How the quantity reads in a sentence.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Quantity::GainPercent => "gain",
+            Quantity::Better => "the better variant's value",
+            Quantity::Worse => "the worse variant's value",
+            Quantity::Ratio => "better/worse ratio",
+            Quantity::Difference => "difference",
+        }
+    }
+}
+
+/// A number a paper states for a claim: a value or a range of the [`Quantity`], and the
+/// tolerance (in the quantity's unit) within which a measurement agrees with it in magnitude.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaperNumber {
+    /// What the number measures.
+    pub quantity: Quantity,
+    /// The paper's value (`value`) or range (`range = [low, high]`): exactly one is given.
+    #[serde(default)]
+    pub value: Option<f64>,
+    /// The paper's range, when it states one (several rows, "15.1-32.5%").
+    #[serde(default)]
+    pub range: Option<[f64; 2]>,
+    /// How far outside the paper's value or range a measurement still agrees, in the
+    /// quantity's unit (percentage points for a gain).
+    pub tolerance: f64,
+    /// Why this tolerance: the paper's precision, the spread of its own rows, what it reads
+    /// off a figure.
+    pub tolerance_why: String,
+    /// Where the paper states the number (section, figure or table).
+    pub cite: String,
+}
+
+impl PaperNumber {
+    /// The paper's range (a value is a range of width 0).
+    pub fn bounds(&self) -> [f64; 2] {
+        match (self.value, self.range) {
+            (Some(v), _) => [v, v],
+            (None, Some(r)) => r,
+            (None, None) => [f64::NAN, f64::NAN],
+        }
+    }
+
+    /// Whether `measured` lies within the tolerance of the paper's range.
+    pub fn agrees(&self, measured: f64) -> bool {
+        let [lo, hi] = self.bounds();
+        (lo - self.tolerance..=hi + self.tolerance).contains(&measured)
+    }
+
+    /// The paper's number as the report states it: "9.9% ± 3 (Fig. 11)".
+    pub fn describe(&self) -> String {
+        let unit = if self.quantity == Quantity::GainPercent {
+            "%"
+        } else {
+            ""
+        };
+        let [lo, hi] = self.bounds();
+        let v = if lo == hi {
+            format!("{}{unit}", num(lo))
+        } else {
+            format!("{}-{}{unit}", num(lo), num(hi))
+        };
+        format!(
+            "{} {v} ± {} ({})",
+            self.quantity.describe(),
+            num(self.tolerance),
+            self.cite
+        )
+    }
+
+    fn check(&self) -> Result<(), String> {
+        match (self.value, self.range) {
+            (Some(_), Some(_)) => return Err("give `value` or `range`, not both".into()),
+            (None, None) => return Err("give the paper's `value` or `range`".into()),
+            _ => {}
+        }
+        let [lo, hi] = self.bounds();
+        if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+            return Err(format!("range [{lo}, {hi}] is not low <= high"));
+        }
+        if !(self.tolerance.is_finite() && self.tolerance >= 0.0) {
+            return Err(format!("tolerance {} must be >= 0", self.tolerance));
+        }
+        if self.tolerance_why.trim().is_empty() || self.cite.trim().is_empty() {
+            return Err("a paper number needs `tolerance_why` and `cite`".into());
+        }
+        Ok(())
+    }
+}
+
+/// A number as the report prints it: thousands separators, at most three significant
+/// decimals, no trailing zeros ("75,916", "54.49", "0.012", "0").
+pub fn num(v: f64) -> String {
+    if !v.is_finite() {
+        return v.to_string();
+    }
+    let a = v.abs();
+    let decimals = if a >= 100.0 || a == 0.0 {
+        0
+    } else if a >= 10.0 {
+        1
+    } else if a >= 1.0 {
+        2
+    } else {
+        // Three significant digits below 1.
+        (2 - a.log10().floor() as i32).clamp(0, 9) as usize
+    };
+    let s = format!("{a:.decimals$}");
+    let (int, frac) = s.split_once('.').unwrap_or((&s, ""));
+    let frac = frac.trim_end_matches('0');
+    let mut grouped = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    let sign = if v < 0.0 && (int != "0" || !frac.is_empty()) {
+        "-"
+    } else {
+        ""
+    };
+    if frac.is_empty() {
+        format!("{sign}{grouped}")
+    } else {
+        format!("{sign}{grouped}.{frac}")
+    }
 }
 
 /// One experiment of a seed paper, as its TOML file states it: a workload, the stack variants it
@@ -226,6 +399,13 @@ impl Experiment {
             e.device_of(v).map_err(in_variant)?;
         }
         for c in &e.claims {
+            if let Some(p) = &c.paper {
+                p.check().map_err(|reason| ExperimentError::PaperNumber {
+                    origin: origin.to_string(),
+                    claim: c.text.clone(),
+                    reason,
+                })?;
+            }
             for v in [&c.better, &c.worse] {
                 if !e.variants.iter().any(|x| &x.label == v) {
                     return Err(ExperimentError::ClaimVariant {
@@ -282,8 +462,11 @@ impl Experiment {
         })?;
         let mut e = Self::from_toml(&text, &path.display().to_string())?;
         // A trace's relative path is the experiment file's business, not the caller's cwd.
-        if let FileWorkload::Trace(t) = &mut e.workload {
-            t.resolve(path.parent().unwrap_or(Path::new(".")));
+        let dir = path.parent().unwrap_or(Path::new("."));
+        match &mut e.workload {
+            FileWorkload::Trace(t) => t.resolve(dir),
+            FileWorkload::BlockTrace(t) => t.resolve(dir),
+            _ => {}
         }
         Ok(e)
     }
@@ -338,6 +521,16 @@ pub enum ExperimentError {
         origin: String,
         /// What is wrong with the variant.
         source: VariantError,
+    },
+    /// A claim's paper number is incomplete or inconsistent.
+    #[error("{origin}: claim \"{claim}\": paper number: {reason}")]
+    PaperNumber {
+        /// Where the text came from.
+        origin: String,
+        /// The claim's text.
+        claim: String,
+        /// What is wrong.
+        reason: String,
     },
     /// A claim names a variant the experiment does not define.
     #[error("{origin}: claim names variant '{label}', not defined")]
@@ -506,6 +699,8 @@ impl VariantResult {
             "cleaning_seconds" => p.cleaning_seconds,
             "flash_pages_programmed" => p.flash_pages_programmed as f64,
             "flash_pages_read" => p.flash_pages_read as f64,
+            // OSCM-11 Table II's page I/Os: pages read and written.
+            "flash_page_ios" => (p.flash_pages_read + p.flash_pages_programmed) as f64,
             "flash_blocks_erased" => p.flash_blocks_erased as f64,
             "index_pages_written" => p.index_pages_written as f64,
             "metadata_pages_written" => p.metadata_pages_written as f64,
@@ -609,6 +804,7 @@ pub fn run_variant(
         scaled.scale(s);
         let plan = match &scaled {
             FileWorkload::Synthetic(w) => Some(crate::prio::Plan::Synthetic(w)),
+            FileWorkload::BlockTrace(w) => Some(crate::prio::Plan::BlockTrace(w)),
             FileWorkload::Video(w) => Some(crate::prio::Plan::Video(w)),
             FileWorkload::FileWrites(w) => Some(crate::prio::Plan::FileWrites(w)),
             _ => None,
@@ -670,7 +866,10 @@ pub struct ExperimentResult {
     pub device: String,
     /// The scale the workload and device ran at (1: paper scale).
     pub scale: f64,
-    /// Each variant's results, in the experiment's order.
+    /// The seeds every variant ran at, the experiment's own first (whose measurements are
+    /// reported; the others feed the verdicts' stability).
+    pub seeds: Vec<u64>,
+    /// Each variant's results at the first seed, in the experiment's order.
     pub variants: Vec<VariantResult>,
     /// One verdict per claim, in the experiment's order.
     pub verdicts: Vec<Verdict>,
@@ -693,16 +892,52 @@ pub fn run_experiment(
     ExperimentResult::new(e, s, variants)
 }
 
+/// The seeds an experiment runs at when `n` are asked for: its own, then the next ones.
+pub fn seeds_of(e: &Experiment, n: usize) -> Vec<u64> {
+    (0..n.max(1) as u64)
+        .map(|i| e.seed.wrapping_add(i))
+        .collect()
+}
+
 impl ExperimentResult {
-    /// The result of `e` at scale `s` from its variants' results (in `e.variants` order).
+    /// The result of `e` at scale `s` from its variants' results (in `e.variants` order), at
+    /// the experiment's own seed only.
     pub fn new(e: &Experiment, s: f64, variants: Vec<VariantResult>) -> ExperimentResult {
+        Self::over_seeds(e, s, vec![(e.seed, variants)])
+    }
+
+    /// The result of `e` at scale `s` from runs at several seeds, each (seed, its variants'
+    /// results in `e.variants` order), the experiment's own seed first: the first run's
+    /// measurements are reported, and every claim is judged at every seed (a verdict that
+    /// changes with the seed is [`Outcome::Unstable`]).
+    pub fn over_seeds(
+        e: &Experiment,
+        s: f64,
+        mut runs: Vec<(u64, Vec<VariantResult>)>,
+    ) -> ExperimentResult {
+        let per_seed: Vec<(u64, Vec<Judged>)> = runs
+            .iter()
+            .map(|(seed, vs)| (*seed, judge_seed(e, vs)))
+            .collect();
+        let verdicts = e
+            .claims
+            .iter()
+            .enumerate()
+            .map(|(i, c)| combine(c, per_seed.iter().map(|(seed, j)| (*seed, &j[i]))))
+            .collect();
+        let variants = if runs.is_empty() {
+            Vec::new()
+        } else {
+            runs.swap_remove(0).1
+        };
         ExperimentResult {
             name: e.name.clone(),
             title: e.title.clone(),
             source: e.source.clone(),
             device: e.device.clone(),
             scale: s,
-            verdicts: judge(e, &variants),
+            seeds: per_seed.iter().map(|(seed, _)| *seed).collect(),
+            verdicts,
             claimed: e
                 .claims
                 .iter()
@@ -713,26 +948,105 @@ impl ExperimentResult {
     }
 }
 
-/// How one claim fared against the measurements.
+/// Where a claim stands over every seed it was judged at (direction or magnitude).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Agrees at every seed.
+    Agrees,
+    /// Disagrees at every seed.
+    Disagrees,
+    /// Agrees at some seeds and not at others: not counted as agreeing.
+    Unstable,
+    /// A variant's metric is missing at some seed (it failed).
+    NotMeasured,
+}
+
+impl Outcome {
+    /// The outcome of per-seed verdicts (`None`: not measured at that seed).
+    pub fn over(per_seed: impl IntoIterator<Item = Option<bool>>) -> Outcome {
+        let (mut yes, mut no) = (false, false);
+        for v in per_seed {
+            match v {
+                None => return Outcome::NotMeasured,
+                Some(true) => yes = true,
+                Some(false) => no = true,
+            }
+        }
+        match (yes, no) {
+            (true, false) => Outcome::Agrees,
+            (false, true) => Outcome::Disagrees,
+            (true, true) => Outcome::Unstable,
+            (false, false) => Outcome::NotMeasured,
+        }
+    }
+
+    /// How the report says it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Agrees => "agrees",
+            Outcome::Disagrees => "disagrees",
+            Outcome::Unstable => "unstable",
+            Outcome::NotMeasured => "not measured",
+        }
+    }
+}
+
+/// One claim judged at one seed.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SeedVerdict {
+    /// The workload's seed.
+    pub seed: u64,
+    /// Whether the measurement goes the paper's way; `None` when not measured.
+    pub agrees: Option<bool>,
+    /// Whether the measured quantity lies within the tolerance of the paper's number; `None`
+    /// when the paper states none, or not measured.
+    pub magnitude_agrees: Option<bool>,
+    /// The paper-number's quantity as measured (the gain in percent, or a variant's value).
+    pub quantity: Option<f64>,
+}
+
+/// A claim judged at one seed, with its measurements.
+struct Judged {
+    verdict: SeedVerdict,
+    better: Option<f64>,
+    worse: Option<f64>,
+}
+
+/// How one claim fared against the measurements, at every seed it ran at.
 #[derive(Clone, Debug, Serialize)]
 pub struct Verdict {
     /// The claim's text.
     pub claim: String,
-    /// The measured values of both variants (and the improvement, for a claim with a range),
-    /// or why there are none.
+    /// The measured values of both variants (and the quantity the paper states, where it
+    /// states one) at the first seed, or why there are none.
     pub measured: String,
-    /// Whether the measurement goes the paper's way (the better variant is better).
+    /// Whether the measurement goes the paper's way at the first seed (the better variant is
+    /// better, or alike when the claim says so).
     pub agrees: Option<bool>,
-    /// Whether the measured improvement lies in the paper's range, for claims that state one.
-    pub in_paper_range: Option<bool>,
-    /// The claim's explanation, when this measurement disagrees (or misses the range).
+    /// Whether the measured quantity lies within the tolerance of the paper's number at the
+    /// first seed; `None` when the paper states no number.
+    pub magnitude_agrees: Option<bool>,
+    /// The direction verdict over every seed.
+    pub direction: Outcome,
+    /// The magnitude verdict over every seed; `None` when the paper states no number.
+    pub magnitude: Option<Outcome>,
+    /// The paper's number, its tolerance and why, and where the paper states it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paper: Option<PaperNumber>,
+    /// The first seed's values of the better and the worse variant.
+    pub better_value: Option<f64>,
+    /// See `better_value`.
+    pub worse_value: Option<f64>,
+    /// Every seed's verdicts, the first seed first.
+    pub seeds: Vec<SeedVerdict>,
+    /// The claim's explanation, when a verdict is not agreement.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
 }
 
-/// Judges every claim of `e` on the variants' results: `agrees` is `None` when a variant's
-/// metric is missing (it failed, or has no such phase or metric).
-pub fn judge(e: &Experiment, variants: &[VariantResult]) -> Vec<Verdict> {
+/// Judges every claim of `e` at one seed, on that seed's variants' results.
+fn judge_seed(e: &Experiment, variants: &[VariantResult]) -> Vec<Judged> {
     e.claims
         .iter()
         .map(|c| {
@@ -742,56 +1056,135 @@ pub fn judge(e: &Experiment, variants: &[VariantResult]) -> Vec<Verdict> {
                     .find(|v| v.label == label)
                     .and_then(|v| v.metric(&c.phase, &c.metric))
             };
-            match (get(&c.better), get(&c.worse)) {
+            let (better, worse) = (get(&c.better), get(&c.worse));
+            let (agrees, quantity) = match (better, worse) {
                 (Some(b), Some(w)) => {
                     let agrees = match c.alike_within_percent {
                         Some(tol) => (b - w).abs() <= tol / 100.0 * w.abs(),
                         None if c.lower_is_better => b < w,
                         None => b > w,
                     };
-                    let mut measured = format!(
-                        "{} {}: {} {:.4}, {} {:.4}",
-                        c.phase, c.metric, c.better, b, c.worse, w
-                    );
-                    let mut in_paper_range = None;
-                    if let Some([lo, hi]) = c.paper_percent {
-                        // Improvement of `better` over `worse`, in percent of `worse`.
-                        let gain = if w == 0.0 {
-                            0.0
-                        } else if c.lower_is_better {
-                            (w - b) / w * 100.0
-                        } else {
-                            (b - w) / w * 100.0
-                        };
-                        // The papers state percentages to 0.1: a measurement that rounds into the
-                        // range is inside it.
-                        let inside = (lo - 0.05..=hi + 0.05).contains(&gain);
-                        measured.push_str(&format!(
-                            "; {} is {gain:.1}% better (the paper: {lo}-{hi}%, {})",
-                            c.better,
-                            if inside { "inside" } else { "outside" }
-                        ));
-                        in_paper_range = Some(inside);
-                    }
-                    Verdict {
-                        claim: c.text.clone(),
-                        measured,
-                        agrees: Some(agrees),
-                        in_paper_range,
-                        why: (!agrees || in_paper_range == Some(false))
-                            .then(|| c.why.clone())
-                            .flatten(),
-                    }
+                    let q = c
+                        .paper
+                        .as_ref()
+                        .and_then(|p| p.quantity.of(b, w, c.lower_is_better));
+                    (Some(agrees), q)
                 }
-                _ => Verdict {
-                    claim: c.text.clone(),
-                    measured: format!("{} {} not measured (a variant failed)", c.phase, c.metric),
-                    agrees: None,
-                    in_paper_range: None,
-                    why: None,
+                _ => (None, None),
+            };
+            let magnitude_agrees = match (&c.paper, agrees) {
+                (Some(p), Some(_)) => Some(quantity.is_some_and(|q| p.agrees(q))),
+                _ => None,
+            };
+            Judged {
+                verdict: SeedVerdict {
+                    seed: e.seed,
+                    agrees,
+                    magnitude_agrees,
+                    quantity,
                 },
+                better,
+                worse,
             }
         })
+        .collect()
+}
+
+/// One claim's verdict over its per-seed judgements (the first is reported).
+fn combine<'a>(c: &Claim, judged: impl Iterator<Item = (u64, &'a Judged)>) -> Verdict {
+    let judged: Vec<(u64, &Judged)> = judged.collect();
+    let seeds: Vec<SeedVerdict> = judged
+        .iter()
+        .map(|(seed, j)| SeedVerdict {
+            seed: *seed,
+            ..j.verdict.clone()
+        })
+        .collect();
+    let direction = Outcome::over(seeds.iter().map(|s| s.agrees));
+    let magnitude = c
+        .paper
+        .as_ref()
+        .map(|_| Outcome::over(seeds.iter().map(|s| s.magnitude_agrees)));
+    let first = judged.first().map(|(_, j)| *j);
+    let (better, worse) = first.map_or((None, None), |j| (j.better, j.worse));
+    let measured = match (better, worse) {
+        (Some(b), Some(w)) => {
+            let mut m = format!(
+                "{} {}: {} {}, {} {}",
+                c.phase,
+                c.metric,
+                c.better,
+                num(b),
+                c.worse,
+                num(w)
+            );
+            if let Some(p) = &c.paper {
+                let q = first.and_then(|j| j.verdict.quantity);
+                let unit = if p.quantity == Quantity::GainPercent {
+                    "%"
+                } else {
+                    ""
+                };
+                let _ = std::fmt::Write::write_fmt(
+                    &mut m,
+                    format_args!(
+                        "; {} {}{unit} (the paper: {})",
+                        p.quantity.describe(),
+                        q.map_or("undefined".to_string(), num),
+                        p.describe()
+                    ),
+                );
+            }
+            if seeds.len() > 1 {
+                let per: Vec<String> = seeds
+                    .iter()
+                    .map(|s| {
+                        let d = match s.agrees {
+                            Some(true) => "yes",
+                            Some(false) => "no",
+                            None => "-",
+                        };
+                        match s.quantity {
+                            Some(q) if c.paper.is_some() => format!("{} {d} ({})", s.seed, num(q)),
+                            _ => format!("{} {d}", s.seed),
+                        }
+                    })
+                    .collect();
+                let _ = std::fmt::Write::write_fmt(
+                    &mut m,
+                    format_args!("; by seed: {}", per.join(", ")),
+                );
+            }
+            m
+        }
+        _ => format!("{} {} not measured (a variant failed)", c.phase, c.metric),
+    };
+    let settled = direction == Outcome::Agrees && magnitude.is_none_or(|m| m == Outcome::Agrees);
+    Verdict {
+        claim: c.text.clone(),
+        measured,
+        agrees: first.and_then(|j| j.verdict.agrees),
+        magnitude_agrees: first.and_then(|j| j.verdict.magnitude_agrees),
+        direction,
+        magnitude,
+        paper: c.paper.clone(),
+        better_value: better,
+        worse_value: worse,
+        seeds,
+        why: (!settled && direction != Outcome::NotMeasured)
+            .then(|| c.why.clone())
+            .flatten(),
+    }
+}
+
+/// Judges every claim of `e` on the variants' results at the experiment's seed: `agrees` is
+/// `None` when a variant's metric is missing (it failed, or has no such phase or metric).
+pub fn judge(e: &Experiment, variants: &[VariantResult]) -> Vec<Verdict> {
+    let judged = judge_seed(e, variants);
+    e.claims
+        .iter()
+        .zip(&judged)
+        .map(|(c, j)| combine(c, std::iter::once((e.seed, j))))
         .collect()
 }
 
@@ -926,6 +1319,196 @@ worse = "B"
                 Ok((Box::new(vfs::oracle::MemFs::default()), 4096))
             };
         run_experiment(&e, 1.0, &build, &mut |_, _| {})
+    }
+
+    #[test]
+    fn numbers_print_with_separators_and_without_noise() {
+        for (v, s) in [
+            (75916.0, "75,916"),
+            (1234567.4, "1,234,567"),
+            (54.493, "54.5"),
+            (4.5415, "4.54"),
+            (0.0, "0"),
+            (2.0, "2"),
+            (0.012345, "0.0123"),
+            (-448350.0, "-448,350"),
+            (-0.0001, "-0.0001"),
+        ] {
+            assert_eq!(num(v), s, "{v}");
+        }
+    }
+
+    /// A claim of HOTCOLD with `paper` set, judged on made-up values of A and B at each seed.
+    fn judged(paper: &str, seeds: &[(f64, f64)]) -> Verdict {
+        let text = HOTCOLD.replace(
+            "worse = \"B\"",
+            &format!("worse = \"B\"\npaper = {{ {paper}, tolerance_why = \"t\", cite = \"c\" }}"),
+        );
+        let e = Experiment::from_toml(&text, "t.toml").unwrap();
+        let variant = |label: &str, tps: f64| {
+            let mut files = vfs_summary();
+            files.transactions_per_s = tps;
+            VariantResult {
+                label: label.into(),
+                phases: vec![PhaseResult {
+                    phase: "rewrite".into(),
+                    files,
+                    host_write_bytes: 0,
+                    flash_pages_programmed: 0,
+                    pages_per_unit: 1,
+                    data_units_written: 0,
+                    flash_pages_read: 0,
+                    flash_blocks_erased: 0,
+                    gc_page_copies: 0,
+                    gc_bytes_copied: 0,
+                    cleaning_seconds: 0.0,
+                    index_pages_written: 0,
+                    index_pages_read: 0,
+                    metadata_pages_written: 0,
+                    write_amplification: 0.0,
+                    transactions_per_second: Vec::new(),
+                    read_latency_cdf: Vec::new(),
+                    write_latency_cdf: Vec::new(),
+                }],
+                erase_count_min: 0,
+                erase_count_max: 0,
+                erase_count_mean: 0.0,
+                fsck_problems: Vec::new(),
+                wall_seconds: 0.0,
+                error: None,
+            }
+        };
+        let runs = seeds
+            .iter()
+            .enumerate()
+            .map(|(i, (a, b))| (42 + i as u64, vec![variant("A", *a), variant("B", *b)]))
+            .collect();
+        let mut r = ExperimentResult::over_seeds(&e, 1.0, runs);
+        r.verdicts.remove(0)
+    }
+
+    fn vfs_summary() -> FileSummary {
+        let r = hotcold_result();
+        r.variants[0].phases[0].files
+    }
+
+    #[test]
+    fn direction_and_magnitude_are_judged_apart_and_over_seeds() {
+        let gain = "quantity = \"gain_percent\", value = 10.0, tolerance = 2.5";
+        // A is 11% better than B: both agree.
+        let v = judged(gain, &[(111.0, 100.0)]);
+        assert_eq!(
+            (v.direction, v.magnitude),
+            (Outcome::Agrees, Some(Outcome::Agrees))
+        );
+        assert!(v.measured.contains("gain 11%"), "{}", v.measured);
+        // 50% better: the direction agrees, the magnitude does not.
+        let v = judged(gain, &[(150.0, 100.0)]);
+        assert_eq!(
+            (v.direction, v.magnitude),
+            (Outcome::Agrees, Some(Outcome::Disagrees))
+        );
+        // Within the tolerance at the edge, outside just past it.
+        assert_eq!(
+            judged(gain, &[(112.5, 100.0)]).magnitude,
+            Some(Outcome::Agrees)
+        );
+        assert_eq!(
+            judged(gain, &[(112.6, 100.0)]).magnitude,
+            Some(Outcome::Disagrees)
+        );
+        // A verdict that changes with the seed is unstable, of either kind.
+        let v = judged(gain, &[(111.0, 100.0), (90.0, 100.0), (111.0, 100.0)]);
+        assert_eq!(v.direction, Outcome::Unstable);
+        assert_eq!(v.seeds.len(), 3);
+        assert_eq!(v.agrees, Some(true), "the first seed's own verdict is kept");
+        let v = judged(gain, &[(111.0, 100.0), (130.0, 100.0)]);
+        assert_eq!(
+            (v.direction, v.magnitude),
+            (Outcome::Agrees, Some(Outcome::Unstable))
+        );
+        // The other quantities.
+        let ratio = "quantity = \"ratio\", value = 0.31, tolerance = 0.08";
+        assert_eq!(
+            judged(ratio, &[(31.0, 100.0)]).magnitude,
+            Some(Outcome::Agrees)
+        );
+        assert_eq!(
+            judged(ratio, &[(21.0, 100.0)]).magnitude,
+            Some(Outcome::Disagrees)
+        );
+        let diff = "quantity = \"difference\", value = 1000.0, tolerance = 500.0";
+        assert_eq!(
+            judged(diff, &[(1500.0, 100.0)]).magnitude,
+            Some(Outcome::Agrees)
+        );
+        assert_eq!(
+            judged(diff, &[(3000.0, 100.0)]).magnitude,
+            Some(Outcome::Disagrees)
+        );
+        // For a lower-is-better metric the difference is how much lower `better` is.
+        assert_eq!(Quantity::Difference.of(4.0, 10.0, true), Some(6.0));
+        assert_eq!(Quantity::Difference.of(10.0, 4.0, true), Some(-6.0));
+        let zero = "quantity = \"worse\", value = 0.0, tolerance = 0.0";
+        assert_eq!(judged(zero, &[(1.0, 0.0)]).magnitude, Some(Outcome::Agrees));
+        assert_eq!(
+            judged(zero, &[(2.0, 1.0)]).magnitude,
+            Some(Outcome::Disagrees)
+        );
+        let range = "quantity = \"better\", range = [10.0, 20.0], tolerance = 1.0";
+        assert_eq!(
+            judged(range, &[(21.0, 1.0)]).magnitude,
+            Some(Outcome::Agrees)
+        );
+        assert_eq!(
+            judged(range, &[(8.5, 1.0)]).magnitude,
+            Some(Outcome::Disagrees)
+        );
+        // A claim without a number has no magnitude verdict.
+        let e = Experiment::from_toml(HOTCOLD, "t.toml").unwrap();
+        assert!(e.claims[0].paper.is_none());
+    }
+
+    #[test]
+    fn a_paper_number_must_be_complete() {
+        for (paper, says) in [
+            ("quantity = \"gain_percent\", tolerance = 1.0", "value"),
+            (
+                "quantity = \"gain_percent\", value = 1.0, range = [1.0, 2.0], tolerance = 1.0",
+                "not both",
+            ),
+            (
+                "quantity = \"gain_percent\", range = [3.0, 2.0], tolerance = 1.0",
+                "low <= high",
+            ),
+            (
+                "quantity = \"gain_percent\", value = 1.0, tolerance = -1.0",
+                "tolerance",
+            ),
+        ] {
+            let text = HOTCOLD.replace(
+                "worse = \"B\"",
+                &format!(
+                    "worse = \"B\"\npaper = {{ {paper}, tolerance_why = \"t\", cite = \"c\" }}"
+                ),
+            );
+            let err = Experiment::from_toml(&text, "t.toml").unwrap_err();
+            assert!(matches!(err, ExperimentError::PaperNumber { .. }), "{err}");
+            assert!(err.to_string().contains(says), "{paper}: {err}");
+        }
+        let text = HOTCOLD.replace(
+            "worse = \"B\"",
+            "worse = \"B\"\npaper = { quantity = \"gain_percent\", value = 1.0, tolerance = 1.0, tolerance_why = \"t\" }",
+        );
+        assert!(matches!(
+            Experiment::from_toml(&text, "t.toml"),
+            Err(ExperimentError::Parse { .. })
+        ));
+        let old = HOTCOLD.replace("worse = \"B\"", "worse = \"B\"\npaper_percent = [1.0, 2.0]");
+        assert!(
+            Experiment::from_toml(&old, "t.toml").is_err(),
+            "the old field is refused, not ignored"
+        );
     }
 
     #[test]

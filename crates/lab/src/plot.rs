@@ -15,21 +15,38 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 /// Pixels of every figure.
-const SIZE: (u32, u32) = (760, 360);
+const SIZE: (u32, u32) = (820, 400);
 
 /// One figure of the report.
 #[derive(Clone, Debug)]
 pub enum Figure {
-    /// One bar per variant; optionally a second metric per variant as a line on the right axis.
+    /// Bars grouped by configuration, the series (stacks) side by side in each group, as the
+    /// papers draw them; optionally a second metric per bar as black marks on the right axis.
     Bars {
         /// The figure's title.
         title: String,
         /// The left y axis's label (the bars' metric and unit).
         y_desc: String,
-        /// (variant label, value), one bar each, left to right.
-        bars: Vec<(String, f64)>,
-        /// The right axis's label and one value per bar, drawn as a line.
-        line: Option<(String, Vec<f64>)>,
+        /// The groups' names, left to right (one unnamed group when the variants form no grid).
+        groups: Vec<String>,
+        /// The series' names, one colour each, in legend order.
+        series: Vec<String>,
+        /// `values[series][group]`: a bar's height, `None` where the variant does not exist.
+        values: Vec<Vec<Option<f64>>>,
+        /// The right axis's label and one value per bar (same shape as `values`), drawn as
+        /// marks.
+        marks: Option<(String, Vec<Vec<Option<f64>>>)>,
+    },
+    /// Ours beside the paper's number, one pair per claim: our bar at the first seed (the
+    /// other seeds as dots), the paper's value (or range) as a grey bar with the tolerance as
+    /// a whisker.
+    Paper {
+        /// The figure's title.
+        title: String,
+        /// The y axis's label (the quantity and unit).
+        y_desc: String,
+        /// One entry per claim, left to right.
+        items: Vec<PaperItem>,
     },
     /// One line per variant over a shared x axis, `log_x` for latencies spanning decades.
     Lines {
@@ -44,6 +61,19 @@ pub enum Figure {
         /// A logarithmic x axis.
         log_x: bool,
     },
+}
+
+/// One claim of a [`Figure::Paper`].
+#[derive(Clone, Debug)]
+pub struct PaperItem {
+    /// Its name under the bars (short: a number the caption explains).
+    pub label: String,
+    /// The measured quantity at each seed, the first seed first.
+    pub ours: Vec<f64>,
+    /// The paper's range (a value is a range of width 0).
+    pub paper: [f64; 2],
+    /// The tolerance either side of the paper's range.
+    pub tolerance: f64,
 }
 
 fn font() {
@@ -84,7 +114,9 @@ impl Figure {
     /// The figure's title.
     pub fn title(&self) -> &str {
         match self {
-            Figure::Bars { title, .. } | Figure::Lines { title, .. } => title,
+            Figure::Bars { title, .. }
+            | Figure::Lines { title, .. }
+            | Figure::Paper { title, .. } => title,
         }
     }
 
@@ -120,9 +152,16 @@ impl Figure {
             Figure::Bars {
                 title,
                 y_desc,
-                bars,
-                line,
-            } => draw_bars(root, title, y_desc, bars, line.as_ref()),
+                groups,
+                series,
+                values,
+                marks,
+            } => draw_bars(root, title, y_desc, groups, series, values, marks.as_ref()),
+            Figure::Paper {
+                title,
+                y_desc,
+                items,
+            } => draw_paper(root, title, y_desc, items),
             Figure::Lines {
                 title,
                 x_desc,
@@ -144,77 +183,209 @@ fn top(values: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
+/// The x position of bar (`series` `si` of `ns`) in group `gi`: groups are one unit wide,
+/// the bars share 80% of it.
+fn bar_x(gi: usize, si: usize, ns: usize) -> (f64, f64) {
+    let w = 0.8 / ns.max(1) as f64;
+    let x0 = gi as f64 + 0.1 + si as f64 * w;
+    (x0, x0 + w)
+}
+
 fn draw_bars<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     title: &str,
     y_desc: &str,
-    bars: &[(String, f64)],
-    line: Option<&(String, Vec<f64>)>,
+    groups: &[String],
+    series: &[String],
+    values: &[Vec<Option<f64>>],
+    marks: Option<&(String, Vec<Vec<Option<f64>>>)>,
 ) -> Result<(), PlotError>
 where
     DB::ErrorType: 'static,
 {
     let (plot, side) = split(root, title)?;
-    let n = bars.len().max(1) as f64;
+    let n = groups.len().max(1) as f64;
+    let all =
+        |v: &[Vec<Option<f64>>]| -> Vec<f64> { v.iter().flatten().flatten().copied().collect() };
+    let named = groups.iter().any(|g| !g.is_empty());
     let mut chart = ChartBuilder::on(&plot)
         .margin(8)
-        .x_label_area_size(10)
+        .x_label_area_size(if named { 28 } else { 10 })
         .y_label_area_size(70)
-        .right_y_label_area_size(if line.is_some() { 70 } else { 0 })
-        .build_cartesian_2d(0.0..n, 0.0..top(bars.iter().map(|b| b.1)))
+        .right_y_label_area_size(if marks.is_some() { 70 } else { 0 })
+        .build_cartesian_2d(0.0..n, 0.0..top(all(values).into_iter()))
         .map_err(err)?
-        .set_secondary_coord(
-            0.0..n,
-            0.0..top(line.iter().flat_map(|l| l.1.iter().copied())),
-        );
-    // Variants are told apart by colour and named in the legend: their labels are too long
-    // to sit under the bars.
+        .set_secondary_coord(0.0..n, 0.0..top(marks.iter().flat_map(|m| all(&m.1))));
+    // Groups are named under the axis; series by colour, in the legend.
+    let group_label = |x: &f64| {
+        let i = x.floor() as usize;
+        if (x - x.floor() - 0.5).abs() < 1e-6 {
+            groups.get(i).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(0)
-        .y_label_formatter(&|y| short(*y))
+        .x_labels(if named { groups.len() * 2 + 1 } else { 0 })
+        .x_label_formatter(&group_label)
+        .y_label_formatter(&|y| crate::experiment::num(*y))
         .y_desc(y_desc)
         .draw()
         .map_err(err)?;
-    chart
-        .draw_series(bars.iter().enumerate().map(|(i, (_, y))| {
-            let x = i as f64;
-            Rectangle::new(
-                [(x + 0.15, 0.0), (x + 0.85, *y)],
-                Palette99::pick(i).filled(),
-            )
-        }))
-        .map_err(err)?;
-    let mut entries: Vec<(String, RGBColor, bool)> = bars
+    let ns = series.len();
+    let mut rects = Vec::new();
+    for (si, row) in values.iter().enumerate() {
+        for (gi, v) in row.iter().enumerate() {
+            if let Some(y) = v {
+                let (x0, x1) = bar_x(gi, si, ns);
+                rects.push(Rectangle::new([(x0, 0.0), (x1, *y)], color(si).filled()));
+            }
+        }
+    }
+    chart.draw_series(rects).map_err(err)?;
+    let mut entries: Vec<(String, RGBColor, bool)> = series
         .iter()
         .enumerate()
-        .map(|(i, (label, y))| (format!("{label}: {}", short(*y)), color(i), false))
+        .map(|(si, label)| {
+            // One group: the legend gives each bar's value too.
+            let label = match (groups.len(), values.get(si).and_then(|r| r.first())) {
+                (1, Some(Some(y))) => format!("{label}: {}", crate::experiment::num(*y)),
+                _ => label.clone(),
+            };
+            (label, color(si), false)
+        })
         .collect();
-    if let Some((desc, values)) = line {
+    if let Some((desc, m)) = marks {
         chart
             .configure_secondary_axes()
+            .y_label_formatter(&|y| crate::experiment::num(*y))
             .y_desc(desc)
             .draw()
             .map_err(err)?;
-        let points: Vec<(f64, f64)> = values
-            .iter()
-            .enumerate()
-            .map(|(i, y)| (i as f64 + 0.5, *y))
-            .collect();
-        chart
-            .draw_secondary_series(LineSeries::new(points.clone(), BLACK.stroke_width(2)))
-            .map_err(err)?;
+        let mut points = Vec::new();
+        for (si, row) in m.iter().enumerate() {
+            for (gi, v) in row.iter().enumerate() {
+                if let Some(y) = v {
+                    let (x0, x1) = bar_x(gi, si, ns);
+                    points.push(((x0 + x1) / 2.0, *y));
+                }
+            }
+        }
         chart
             .draw_secondary_series(
                 points
                     .into_iter()
-                    .map(|p| Circle::new(p, 4, BLACK.filled())),
+                    .map(|p| TriangleMarker::new(p, 5, BLACK.filled())),
             )
             .map_err(err)?;
-        entries.push((format!("line: {desc}"), BLACK, true));
+        entries.push((format!("marks: {desc}"), BLACK, true));
     }
     side_legend(&side, &entries)
+}
+
+fn draw_paper<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    y_desc: &str,
+    items: &[PaperItem],
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    let (plot, side) = split(root, title)?;
+    let n = items.len().max(1) as f64;
+    let ys = items.iter().flat_map(|i| {
+        i.ours
+            .iter()
+            .copied()
+            .chain([i.paper[0] - i.tolerance, i.paper[1] + i.tolerance])
+    });
+    let (lo, hi) = ys.fold((0.0f64, 0.0f64), |(l, h), y| (l.min(y), h.max(y)));
+    // All zero (the paper's "records zero", met): an axis of one unit, not of nothing.
+    let hi = if hi - lo < 1e-9 { lo + 1.0 } else { hi };
+    let pad = (hi - lo) * 0.12;
+    let mut chart = ChartBuilder::on(&plot)
+        .margin(8)
+        .x_label_area_size(28)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..n, (lo - if lo < 0.0 { pad } else { 0.0 })..(hi + pad))
+        .map_err(err)?;
+    let item_label = |x: &f64| {
+        let i = x.floor() as usize;
+        if (x - x.floor() - 0.5).abs() < 1e-6 {
+            items.get(i).map(|it| it.label.clone()).unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(items.len() * 2 + 1)
+        .x_label_formatter(&item_label)
+        .y_label_formatter(&|y| crate::experiment::num(*y))
+        .y_desc(y_desc)
+        .draw()
+        .map_err(err)?;
+    let ours = color(0);
+    let grey = RGBColor(170, 170, 170);
+    for (i, it) in items.iter().enumerate() {
+        let x = i as f64;
+        if let Some(first) = it.ours.first() {
+            chart
+                .draw_series([Rectangle::new(
+                    [(x + 0.1, 0.0), (x + 0.5, *first)],
+                    ours.filled(),
+                )])
+                .map_err(err)?;
+        }
+        chart
+            .draw_series(
+                it.ours
+                    .iter()
+                    .skip(1)
+                    .map(|y| Circle::new((x + 0.3, *y), 3, BLACK.filled())),
+            )
+            .map_err(err)?;
+        let [plo, phi] = it.paper;
+        chart
+            .draw_series([Rectangle::new(
+                [(x + 0.5, 0.0), (x + 0.9, phi)],
+                grey.filled(),
+            )])
+            .map_err(err)?;
+        if phi > plo {
+            // The paper's range, darker on its bar.
+            chart
+                .draw_series([Rectangle::new(
+                    [(x + 0.5, plo), (x + 0.9, phi)],
+                    RGBColor(110, 110, 110).filled(),
+                )])
+                .map_err(err)?;
+        }
+        let (wlo, whi) = (plo - it.tolerance, phi + it.tolerance);
+        let mid = x + 0.7;
+        for seg in [
+            vec![(mid, wlo), (mid, whi)],
+            vec![(mid - 0.08, wlo), (mid + 0.08, wlo)],
+            vec![(mid - 0.08, whi), (mid + 0.08, whi)],
+        ] {
+            chart
+                .draw_series([PathElement::new(seg, BLACK.stroke_width(2))])
+                .map_err(err)?;
+        }
+    }
+    side_legend(
+        &side,
+        &[
+            ("ossd (first seed)".to_string(), ours, false),
+            ("ossd, other seeds".to_string(), BLACK, true),
+            ("the paper (dark: its range)".to_string(), grey, false),
+            ("the paper's number ± tolerance".to_string(), BLACK, true),
+        ],
+    )
 }
 
 fn draw_lines<DB: DrawingBackend>(
@@ -295,15 +466,6 @@ fn color(i: usize) -> RGBColor {
     RGBColor(c.0, c.1, c.2)
 }
 
-/// A value as a legend shows it: a few significant digits.
-fn short(v: f64) -> String {
-    if v != 0.0 && v.abs() < 10.0 {
-        format!("{v:.3}")
-    } else {
-        format!("{v:.1}")
-    }
-}
-
 /// The title on top, the plot on the left and a legend column on the right.
 type Panes<DB> = (DrawingArea<DB, Shift>, DrawingArea<DB, Shift>);
 
@@ -379,9 +541,32 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let bars = Figure::Bars {
             title: "t".into(),
-            y_desc: "MiB/s".into(),
-            bars: vec![("OFS".into(), 54.5), ("ext4-like".into(), 24.4)],
-            line: Some(("GC copies".into(), vec![75916.0, 448350.0])),
+            y_desc: "throughput (MiB/s)".into(),
+            groups: vec!["25M/4t".into(), "50M/4t".into()],
+            series: vec!["OFS".into(), "ext4-like".into()],
+            values: vec![vec![Some(54.5), Some(76.7)], vec![Some(24.4), None]],
+            marks: Some((
+                "GC copies".into(),
+                vec![vec![Some(75916.0), Some(342.0)], vec![Some(448350.0), None]],
+            )),
+        };
+        let paper = Figure::Paper {
+            title: "gain".into(),
+            y_desc: "gain (%)".into(),
+            items: vec![
+                PaperItem {
+                    label: "1".into(),
+                    ours: vec![8.6, 7.0, 9.1],
+                    paper: [15.1, 32.5],
+                    tolerance: 2.0,
+                },
+                PaperItem {
+                    label: "2".into(),
+                    ours: vec![-3.0],
+                    paper: [9.9, 9.9],
+                    tolerance: 1.0,
+                },
+            ],
         };
         let lines = Figure::Lines {
             title: "cdf".into(),
@@ -390,7 +575,7 @@ mod tests {
             series: vec![("a".into(), vec![(10.0, 0.0), (100.0, 0.5), (5000.0, 1.0)])],
             log_x: true,
         };
-        for (i, f) in [bars, lines].iter().enumerate() {
+        for (i, f) in [bars, paper, lines].iter().enumerate() {
             let svg = f.svg().unwrap();
             assert!(svg.contains("<svg") && svg.contains("<text"), "{svg}");
             let png = dir.join(format!("{i}.png"));

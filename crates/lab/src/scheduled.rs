@@ -61,6 +61,9 @@ pub enum ScheduledError {
     /// Latency histograms of the foreground and background could not be added up.
     #[error("{0}")]
     Histogram(#[from] hdrhistogram::errors::AdditionError),
+    /// A block trace could not be read, or does not fit the device.
+    #[error(transparent)]
+    BlockTrace(#[from] crate::prio::BlockTraceError),
     /// Stack `ofs` runs only the video and file-writes workloads.
     #[error("stack 'ofs' runs the video and file-writes workloads only")]
     OfsWorkload,
@@ -216,6 +219,7 @@ pub fn run_variant(
         return run_ofs_variant(plan, v, device, seed).map(|(run, _)| run);
     }
     let w = match plan {
+        Plan::BlockTrace(b) => return run_trace_variant(b, v, device, seed),
         Plan::Synthetic(w) => w,
         Plan::Video(video) => &video.background,
         Plan::FileWrites(f) => &f.background,
@@ -250,6 +254,7 @@ pub fn run_variant(
             let span = footprint / w.request_bytes * w.request_bytes;
             (Box::new(w.requests(span, t, seed)), None)
         }
+        Plan::BlockTrace(_) => unreachable!("run above"),
         Plan::Video(video) => {
             let (r, d) = video_requests(video, footprint, t, seed)?;
             (Box::new(r.into_iter()), d)
@@ -266,6 +271,41 @@ pub fn run_variant(
     };
     let before = stack.counters();
     let arrivals = Arrivals::new(&mut *requests, t, deadline).with_chain(chain.as_mut());
+    let out = run_with(stack.as_mut(), &cfg, arrivals, t, seed, Some(&mut verifier)).map_err(
+        |source| PhaseError {
+            phase: "measure",
+            source,
+        },
+    )?;
+    finish(stack.as_mut(), out, before, t)
+}
+
+/// Runs a block trace on a variant: fill the footprint, age the device to the cleaning
+/// threshold, then the trace's requests through the controller at their own arrival times
+/// (offset by the end of the aging), reads verified.
+fn run_trace_variant(
+    b: &crate::prio::BlockTrace,
+    v: &Variant,
+    device: flash::DeviceConfig,
+    seed: u64,
+) -> Result<VariantRun, ScheduledError> {
+    let (mut stack, cfg) = build(v, device)?;
+    let unit = stack.unit_bytes();
+    let capacity = stack.capacity_bytes();
+    let footprint = ((capacity as f64 * b.utilisation) as u64 / unit * unit).max(unit);
+    // Checked before the fill, so that a bad trace fails at once.
+    b.requests(footprint, unit * 64, 0)?;
+    let mut verifier = Verifier::new(capacity, unit);
+    let t = fill_and_age(
+        stack.as_mut(),
+        footprint,
+        cfg.low_free_percent,
+        seed,
+        &mut verifier,
+    )?;
+    let mut requests = b.requests(footprint, unit * 64, t)?.into_iter();
+    let before = stack.counters();
+    let arrivals = Arrivals::new(&mut requests, t, None);
     let out = run_with(stack.as_mut(), &cfg, arrivals, t, seed, Some(&mut verifier)).map_err(
         |source| PhaseError {
             phase: "measure",
@@ -333,7 +373,7 @@ pub fn run_ofs_variant(
     let bg = match plan {
         Plan::Video(video) => &video.background,
         Plan::FileWrites(f) => &f.background,
-        Plan::Synthetic(_) => return Err(at(ScheduledError::OfsWorkload)),
+        Plan::Synthetic(_) | Plan::BlockTrace(_) => return Err(at(ScheduledError::OfsWorkload)),
     };
     bg.validate().map_err(|e| at(e.into()))?;
     let mut oaq = OaqConfig::default();
@@ -361,7 +401,7 @@ pub fn run_ofs_variant(
             crate::prio::file_writes_region(f, footprint).map_err(|e| at(e.into()))?;
             (f.file_slots, "file", f.file_bytes, f.priority)
         }
-        Plan::Synthetic(_) => unreachable!("refused above"),
+        Plan::Synthetic(_) | Plan::BlockTrace(_) => unreachable!("refused above"),
     };
     if front_bytes == 0 || !front_bytes.is_multiple_of(unit) {
         return Err(at(ScheduledError::ForegroundBytes {
@@ -469,7 +509,7 @@ pub fn run_ofs_variant(
             .with_writer(f, foreground, t)
             .map_err(|e| at(e.into()))?
         }
-        Plan::Synthetic(_) => unreachable!("refused above"),
+        Plan::Synthetic(_) | Plan::BlockTrace(_) => unreachable!("refused above"),
     };
     if host.priority == PriorityBy::Request {
         h.set_request_priority(Priority(priority));

@@ -84,7 +84,9 @@ pub(crate) fn osd_err(e: OsdError) -> FsError {
         OsdError::InvalidArgument(s) => FsError::Invalid(s),
         OsdError::ReadOnly(_) => FsError::Invalid(e.to_string()),
         // OFS encrypts nothing; an object encrypted behind its back is unusable to it.
-        OsdError::KeyRequired(_) | OsdError::WrongKey(_) => FsError::Unsupported(e.to_string()),
+        OsdError::KeyRequired(_) | OsdError::WrongKey(_) | OsdError::Transaction(_) => {
+            FsError::Unsupported(e.to_string())
+        }
         OsdError::Corrupted { .. } | OsdError::Uncorrectable { .. } => {
             FsError::Corrupted(e.to_string())
         }

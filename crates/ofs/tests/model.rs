@@ -602,6 +602,7 @@ impl Rig {
 fn placement() -> impl Strategy<Value = Placement> {
     prop_oneof![
         Just(Placement::One),
+        Just(Placement::Combined),
         Just(Placement::Semantic),
         Just(Placement::Split),
         Just(Placement::SplitAtime),

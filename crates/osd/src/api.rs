@@ -142,6 +142,92 @@ pub enum OsdError {
     /// first failure's reason).
     #[error("the store stopped accepting writes after an earlier failure ({0}); reopen it")]
     Poisoned(String),
+    /// A transaction command was refused (docs/DESIGN.md "Transactions").
+    #[error("transaction: {0}")]
+    Transaction(#[from] TxnError),
+}
+
+/// A transaction's handle, given by BEGIN (seeds 001 and 003: "a transaction-id attribute").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TxnId(pub u64);
+
+impl std::fmt::Display for TxnId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// Why a transaction command was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TxnError {
+    /// No open transaction has this id (never begun, committed, aborted, or lost at a reopen).
+    #[error("no open transaction {0}")]
+    NotFound(TxnId),
+    /// The transaction's log would exceed the limit: the command was refused, the transaction
+    /// stays open with what it held before.
+    #[error(
+        "transaction {txn} would take {needed_bytes} bytes of log, over its limit of {limit_bytes}"
+    )]
+    TooLarge {
+        /// The transaction.
+        txn: TxnId,
+        /// Log bytes the transaction would need with this command.
+        needed_bytes: u64,
+        /// The limit ([`crate::store::TXN_LOG_MAX_UNITS`] write units).
+        limit_bytes: u64,
+    },
+    /// Too many transactions are open at once.
+    #[error("{limit} transactions are open already")]
+    TooMany {
+        /// The limit ([`crate::store::TXN_OPEN_MAX`]).
+        limit: u64,
+    },
+    /// The command cannot be part of a transaction (says what and why).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// An object command inside a transaction: applied at COMMIT, all or nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TxnOp {
+    /// Creates an object (an id the device assigns is assigned when the command is taken).
+    Create {
+        /// Its partition (which must exist).
+        partition: PartitionId,
+        /// The id wanted, or `None` for one the device assigns.
+        id: Option<ObjectId>,
+    },
+    /// Removes an object.
+    Remove {
+        /// The object.
+        oid: Oid,
+    },
+    /// Writes bytes at an offset.
+    Write {
+        /// The object.
+        oid: Oid,
+        /// First byte.
+        offset: u64,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// Sets the logical length.
+    Truncate {
+        /// The object.
+        oid: Oid,
+        /// The new length.
+        length: u64,
+    },
+    /// Sets an attribute (priority, expected size, access pattern, read-only, logical length,
+    /// or a user attribute).
+    SetAttr {
+        /// The object.
+        oid: Oid,
+        /// The attribute.
+        attr: Attr,
+        /// Its value.
+        value: AttrValue,
+    },
 }
 
 /// The OSD command set.
@@ -188,6 +274,17 @@ pub trait Osd {
     /// What the device is: its write unit, capacity and use (T10 OSD's root information
     /// attributes), for a host that formats and sizes a file system on it.
     fn describe(&mut self) -> Result<DeviceInfo, OsdError>;
+    /// BEGIN: opens a transaction over objects of `partition` (which must exist). Its commands
+    /// are invisible to every reader until COMMIT.
+    fn begin_txn(&mut self, partition: PartitionId) -> Result<TxnId, OsdError>;
+    /// Adds an object command to an open transaction; returns the id of an object it creates.
+    /// The command is checked now against the transaction's view (and again at COMMIT).
+    fn txn_op(&mut self, txn: TxnId, op: TxnOp) -> Result<Option<ObjectId>, OsdError>;
+    /// COMMIT: applies the transaction's commands, durably and all or nothing (after a power
+    /// cut, recovery shows all of them or none). A refusal discards the transaction.
+    fn commit_txn(&mut self, txn: TxnId) -> Result<(), OsdError>;
+    /// ABORT: discards an open transaction (nothing of it was written).
+    fn abort_txn(&mut self, txn: TxnId) -> Result<(), OsdError>;
 }
 
 /// The device-level facts a host needs (T10 OSD-2's root information attributes page, trimmed

@@ -14,7 +14,7 @@ pub mod placement;
 pub mod record;
 pub mod store;
 
-pub use api::{Attr, AttrValue, DeviceInfo, FlushScope, Osd, OsdError};
+pub use api::{Attr, AttrValue, DeviceInfo, FlushScope, Osd, OsdError, TxnError, TxnId, TxnOp};
 pub use crypt::MasterKey;
 pub use id::{ObjectId, Oid, PartitionId};
 pub use placement::{Placement, UnknownPlacement};

@@ -2,7 +2,11 @@
 //! device knows about the page's object. A policy is a small state machine over pure decisions,
 //! chosen in config.
 //!
-//! - `one` (OFS-ONE, OSSD-13 VI-A): every page into one update block.
+//! - `one` (OFS-ONE, OSSD-13 VI-A): the FML's three update blocks (object descriptors, index
+//!   nodes, data) with one data update block shared by every object, so no semantics of the
+//!   data is used.
+//! - `combined` (OSCM-11 V-A's "combined" segments): every page, metadata included, into one
+//!   update block. Before 2026-11-24 this was `one`; it stays as an ablation of OFS-ONE.
 //! - `semantic` (OSSD-13 V-F; `ossd` is accepted as its old name): descriptors, index nodes and data in separate update blocks; an object
 //!   larger than a virtual erase block gets an update block of its own; smaller objects go to a
 //!   hot or a cold update block by their write count against tau = 2 x object size / write unit,
@@ -23,9 +27,14 @@ use crate::id::Oid;
 /// quotes below.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Placement {
-    /// `one`: every page into one update block (OFS-ONE, OSSD-13 VI-A).
+    /// `one` (OFS-ONE, OSSD-13 VI-A): descriptors, index nodes and data in three update
+    /// blocks, the data of every object sharing one.
     #[serde(rename = "one")]
     One,
+    /// `combined`: every page, metadata included, into one update block (OSCM-11 V-A's
+    /// combined segments; an ablation of OFS-ONE).
+    #[serde(rename = "combined")]
+    Combined,
     /// `semantic` (the default; `ossd` is its old name): metadata, index and data apart, hot and
     /// cold data apart, large objects in update blocks of their own (OSSD-13 V-F).
     #[default]
@@ -45,6 +54,7 @@ impl std::str::FromStr for Placement {
     fn from_str(s: &str) -> Result<Self, UnknownPlacement> {
         match s {
             "one" => Ok(Placement::One),
+            "combined" => Ok(Placement::Combined),
             "semantic" | "ossd" => Ok(Placement::Semantic),
             "split" => Ok(Placement::Split),
             "split+atime" => Ok(Placement::SplitAtime),
@@ -55,7 +65,7 @@ impl std::str::FromStr for Placement {
 
 /// A placement name [`Placement`]'s `FromStr` does not know.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown placement '{name}'; use one, semantic, split or split+atime")]
+#[error("unknown placement '{name}'; use one, combined, semantic, split or split+atime")]
 pub struct UnknownPlacement {
     /// The name given.
     pub name: String,
@@ -65,6 +75,7 @@ impl std::fmt::Display for Placement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Placement::One => "one",
+            Placement::Combined => "combined",
             Placement::Semantic => "semantic",
             Placement::Split => "split",
             Placement::SplitAtime => "split+atime",
@@ -107,6 +118,11 @@ pub struct Hint {
     pub priority: u8,
 }
 
+// Streams of the `one` policy (OSSD-13 V-F: the FML's three update blocks; VI-A: one data update block for all objects).
+const ONE_DESCRIPTOR: u8 = 0;
+const ONE_INDEX: u8 = 1;
+const ONE_DATA: u8 = 2;
+
 // Streams of the `ossd` policy.
 const SEMANTIC_DESCRIPTOR: u8 = 0;
 const SEMANTIC_INDEX: u8 = 1;
@@ -128,6 +144,10 @@ pub struct Placer {
     clock: u64,
     /// Update blocks dedicated to real-time objects (`ossd` policy only).
     realtime: u8,
+    /// A dedicated stream just taken from another live object: its update block holds that
+    /// object's units, so the newcomer must start a fresh one (OSSD-13 VI-C: each large object's
+    /// data in blocks of its own, so that removing it leaves whole blocks invalid).
+    sealed: Option<StreamId>,
 }
 
 impl Placer {
@@ -150,6 +170,7 @@ impl Placer {
             erase_block_bytes,
             dedicated: vec![None; n],
             clock: 0,
+            sealed: None,
             realtime: if policy == Placement::Semantic {
                 realtime
             } else {
@@ -166,7 +187,8 @@ impl Placer {
     /// Streams the policy uses, with `realtime` update blocks for real-time objects.
     pub fn streams(policy: Placement, realtime: u8) -> u8 {
         match policy {
-            Placement::One => 1,
+            Placement::One => 3,
+            Placement::Combined => 1,
             Placement::Semantic => SEMANTIC_FIRST_DEDICATED + DEDICATED_STREAMS + realtime,
             Placement::Split => 2,
             Placement::SplitAtime => 3,
@@ -178,7 +200,8 @@ impl Placer {
         let data = |n: u8| (n, SegmentClass::Data);
         let meta = |n: u8| (n, SegmentClass::Metadata);
         let v: Vec<(u8, SegmentClass)> = match policy {
-            Placement::One => vec![data(0)],
+            Placement::One => vec![meta(ONE_DESCRIPTOR), meta(ONE_INDEX), data(ONE_DATA)],
+            Placement::Combined => vec![data(0)],
             Placement::Split => vec![meta(0), data(1)],
             Placement::SplitAtime => vec![meta(0), data(1), (2, SegmentClass::Atime)],
             Placement::Semantic => {
@@ -206,7 +229,14 @@ impl Placer {
     /// update block, taking it from the least recently written one).
     pub fn choose(&mut self, h: &Hint) -> StreamId {
         StreamId(match (self.policy, h.kind) {
-            (Placement::One, _) => 0,
+            (Placement::Combined, _) => 0,
+            (Placement::One, PageKind::Descriptor | PageKind::Checkpoint | PageKind::Atime) => {
+                ONE_DESCRIPTOR
+            }
+            (Placement::One, PageKind::Index) => ONE_INDEX,
+            (Placement::One, PageKind::Data | PageKind::SmallObjects | PageKind::Parity) => {
+                ONE_DATA
+            }
             (
                 Placement::Split | Placement::SplitAtime,
                 PageKind::Data | PageKind::SmallObjects | PageKind::Parity,
@@ -254,6 +284,9 @@ impl Placer {
                         .min_by_key(|(i, d)| (d.map_or(0, |(_, t)| t + 1), *i))
                         .map(|(i, _)| i)
                         .expect("the ossd policy has dedicated streams");
+                    if self.dedicated[s].is_some() {
+                        self.sealed = Some(StreamId(SEMANTIC_FIRST_DEDICATED + s as u8));
+                    }
                     s
                 }
             };
@@ -267,7 +300,15 @@ impl Placer {
         }
     }
 
-    /// The object was removed: its dedicated stream (if any) is free for another.
+    /// The stream whose update block the last [`Placer::choose`] took from another live
+    /// object, once: the caller closes that block before writing, so the newcomer starts a
+    /// fresh one.
+    pub fn take_sealed(&mut self) -> Option<StreamId> {
+        self.sealed.take()
+    }
+
+    /// The object was removed: its dedicated stream (if any) is free for another. Its update
+    /// block holds only dead units of it, so the next object may go on filling it.
     pub fn forget(&mut self, oid: Oid) {
         for d in self.dedicated.iter_mut() {
             if d.is_some_and(|(o, _)| o == oid) {
@@ -292,8 +333,8 @@ mod tests {
     }
 
     #[test]
-    fn one_puts_everything_together() {
-        let mut p = Placer::new(Placement::One, 16384, 8 << 20, 0);
+    fn combined_puts_everything_together() {
+        let mut p = Placer::new(Placement::Combined, 16384, 8 << 20, 0);
         for k in [
             PageKind::Data,
             PageKind::Descriptor,
@@ -302,6 +343,31 @@ mod tests {
         ] {
             assert_eq!(p.choose(&hint(k, 1, 100, 0)), StreamId(0));
         }
+    }
+
+    #[test]
+    fn one_keeps_three_update_blocks_and_shares_data() {
+        // OSSD-13 VI-A: descriptors, index nodes and data apart; every object's data together,
+        // large or small, hot or cold.
+        let mut p = Placer::new(Placement::One, 16384, 8 << 20, 0);
+        assert_eq!(Placer::streams(Placement::One, 0), 3);
+        let d = p.choose(&hint(PageKind::Descriptor, 1, 0, 0));
+        let i = p.choose(&hint(PageKind::Index, 1, 0, 0));
+        assert_ne!(d, i);
+        let data: std::collections::HashSet<StreamId> = [
+            hint(PageKind::Data, 1, 100, 0),
+            hint(PageKind::Data, 2, 64 << 20, 0),
+            hint(PageKind::Data, 3, 128 << 10, 1000),
+            hint(PageKind::SmallObjects, 4, 100, 0),
+        ]
+        .iter()
+        .map(|h| p.choose(h))
+        .collect();
+        assert_eq!(data.len(), 1);
+        assert!(!data.contains(&d) && !data.contains(&i));
+        let classes = Placer::stream_classes(Placement::One, 0);
+        assert!(classes.contains(&(d, SegmentClass::Metadata)));
+        assert!(classes.contains(&(i, SegmentClass::Metadata)));
     }
 
     #[test]
@@ -351,10 +417,16 @@ mod tests {
         let distinct: std::collections::HashSet<_> = first.iter().collect();
         assert_eq!(distinct.len(), 8);
         // Object 0 keeps its stream; a ninth object takes the least recently written (object 1).
+        assert_eq!(p.take_sealed(), None);
         assert_eq!(p.choose(&hint(PageKind::Data, 0, big, 0)), first[0]);
         assert_eq!(p.choose(&hint(PageKind::Data, 8, big, 0)), first[1]);
+        // Object 1 is alive: its units fill that update block, so object 8 starts a fresh one.
+        assert_eq!(p.take_sealed(), Some(first[1]));
+        assert_eq!(p.take_sealed(), None);
         p.forget(Oid::new(0x10000, 8));
+        // A removed object's block holds no live units: the next object goes on filling it.
         assert_eq!(p.choose(&hint(PageKind::Data, 9, big, 0)), first[1]);
+        assert_eq!(p.take_sealed(), None);
     }
 
     #[test]

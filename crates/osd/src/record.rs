@@ -146,7 +146,31 @@ pub enum Record {
         /// Sequence number.
         seq: u64,
     },
+    /// Part `part` of `parts` of a transaction's log (docs/DESIGN.md "Transactions"): kind 15,
+    /// or kind 16 for the last part, which is the **commit record**: once it is on flash the
+    /// transaction is committed and recovery finishes applying it.
+    TxnLog {
+        /// The transaction's on-flash id (the sequence number its COMMIT took).
+        txn: u64,
+        /// Which part (0 to parts - 1).
+        part: u32,
+        /// Parts of the log, the commit record included.
+        parts: u32,
+        /// Sequence number.
+        seq: u64,
+    },
+    /// Kind 17: transaction `txn` is installed (every effect of it is on flash through the
+    /// ordinary records), so recovery must not apply its log again.
+    TxnDone {
+        /// The transaction's on-flash id.
+        txn: u64,
+        /// Sequence number.
+        seq: u64,
+    },
 }
+
+/// A transaction record's body (kinds 15 to 17), before its CRC.
+pub const TXN_RECORD_BYTES: usize = 32;
 
 /// A decoded record and the payload checksum it carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,7 +222,9 @@ impl Record {
             | Record::Checkpoint { seq }
             | Record::Atime { seq }
             | Record::Small { seq }
-            | Record::Parity { seq, .. } => seq,
+            | Record::Parity { seq, .. }
+            | Record::TxnLog { seq, .. }
+            | Record::TxnDone { seq, .. } => seq,
         }
     }
 
@@ -211,7 +237,9 @@ impl Record {
             | Record::Checkpoint { seq }
             | Record::Atime { seq }
             | Record::Small { seq }
-            | Record::Parity { seq, .. } => *seq = new,
+            | Record::Parity { seq, .. }
+            | Record::TxnLog { seq, .. }
+            | Record::TxnDone { seq, .. } => *seq = new,
         }
         self
     }
@@ -226,6 +254,11 @@ impl Record {
             Record::Atime { .. } => "atime page",
             Record::Small { .. } => "small-object page",
             Record::Parity { .. } => "parity unit",
+            Record::TxnLog { part, parts, .. } if *part + 1 == *parts => {
+                "transaction commit record"
+            }
+            Record::TxnLog { .. } => "transaction log unit",
+            Record::TxnDone { .. } => "transaction installed record",
         }
     }
 
@@ -327,6 +360,20 @@ impl Record {
                 out[36..40].copy_from_slice(&covers.to_le_bytes());
                 40
             }
+            Record::TxnLog {
+                txn, part, parts, ..
+            } => {
+                out[0] = if part + 1 == parts { 16 } else { 15 };
+                out[12..20].copy_from_slice(&txn.to_le_bytes());
+                out[20..24].copy_from_slice(&part.to_le_bytes());
+                out[24..28].copy_from_slice(&parts.to_le_bytes());
+                28
+            }
+            Record::TxnDone { txn, .. } => {
+                out[0] = 17;
+                out[12..20].copy_from_slice(&txn.to_le_bytes());
+                28
+            }
         };
         let crc = crc32c::crc32c(&out[..body]);
         out[body..body + 4].copy_from_slice(&crc.to_le_bytes());
@@ -368,6 +415,7 @@ impl Record {
             1 | 5 | 8..=14 => 40,
             2 | 4 | 6 | 7 => 12,
             3 => 13 + IndexKey::ENCODED_BYTES,
+            15..=17 => TXN_RECORD_BYTES - 4,
             k => return damaged(format!("OOB record kind {k} is unknown")),
         };
         if b.len() < body + 4 {
@@ -458,6 +506,32 @@ impl Record {
                     row: b[34],
                     data_units: b[35],
                     covers: u32_at(b, 36),
+                    seq,
+                }
+            }
+            15 | 16 => {
+                let mut t = [0u8; 8];
+                t.copy_from_slice(&b[12..20]);
+                let (part, parts) = (u32_at(b, 20), u32_at(b, 24));
+                // Kind 16, and only kind 16, is the last part.
+                if part >= parts || (part + 1 == parts) != (b[0] == 16) {
+                    return damaged(format!(
+                        "OOB record of transaction log part {part} of {parts} (kind {})",
+                        b[0]
+                    ));
+                }
+                Record::TxnLog {
+                    txn: u64::from_le_bytes(t),
+                    part,
+                    parts,
+                    seq,
+                }
+            }
+            17 => {
+                let mut t = [0u8; 8];
+                t.copy_from_slice(&b[12..20]);
+                Record::TxnDone {
+                    txn: u64::from_le_bytes(t),
                     seq,
                 }
             }
@@ -561,7 +635,49 @@ mod tests {
                 covers: 0xFEED_F00D,
                 seq: 8,
             },
+            Record::TxnLog {
+                txn: u64::MAX - 3,
+                part: 0,
+                parts: 3,
+                seq: 9,
+            },
+            Record::TxnLog {
+                txn: 12,
+                part: 2,
+                parts: 3,
+                seq: 10,
+            },
+            Record::TxnDone { txn: 12, seq: 11 },
         ]
+    }
+
+    #[test]
+    fn a_transaction_record_whose_kind_disagrees_with_its_part_is_refused() {
+        // Only the last part is the commit record (kind 16): a kind 15 claiming to be last,
+        // or a part past the count, would let a torn log look committed.
+        let mut b = [0u8; RECORD_MAX_BYTES];
+        let n = Record::TxnLog {
+            txn: 1,
+            part: 1,
+            parts: 2,
+            seq: 5,
+        }
+        .encode(0, &mut b);
+        assert_eq!(b[0], 16);
+        b[0] = 15;
+        let crc = crc32c::crc32c(&b[..n - 4]);
+        b[n - 4..n].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(
+            Record::decode(&b[..n]),
+            Err(RecordError::Damaged(_))
+        ));
+        b[20..24].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..n - 4]);
+        b[n - 4..n].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(
+            Record::decode(&b[..n]),
+            Err(RecordError::Damaged(_))
+        ));
     }
 
     #[test]
@@ -574,6 +690,7 @@ mod tests {
                 Record::Data { .. } => DATA_RECORD_BYTES,
                 Record::Parity { .. } => PARITY_RECORD_BYTES,
                 Record::Index { .. } => INDEX_RECORD_BYTES,
+                Record::TxnLog { .. } | Record::TxnDone { .. } => TXN_RECORD_BYTES,
                 _ => META_RECORD_BYTES,
             };
             assert_eq!(n, expected);

@@ -47,6 +47,7 @@ fn config(placement: Placement, index_mode: IndexMode) -> OsdConfig {
         atime_merge_pages: 2,
         small_objects: true,
         realtime_update_blocks: 0,
+        fresh_update_block_per_object: false,
         default_reliability: 0,
         parity_group_units: 4,
         // Chunks of 4 units when objects are compressed: several per object.

@@ -44,22 +44,43 @@ fn oid(k: u64) -> Oid {
 /// OSSD-13 VI-C at small scale: 16 MiB objects, 6 written at a time in 256 KiB pieces
 /// round-robin; each round deletes 6 random live objects first. Returns GC unit copies.
 fn multi_stream(placement: Placement) -> u64 {
-    let mut s = store(placement, IndexMode::Extent, rawssd_small());
-    let object = 16u64 << 20;
+    multi_stream_of(placement, false, 16 << 20, 6, 14, 4).0
+}
+
+/// As [`multi_stream`], with `at_once` objects of `object` bytes per round, `rounds` rounds,
+/// removing `at_once` objects per round from round `keep` on, and `fresh` as
+/// `fresh_update_block_per_object`. Returns GC unit copies and update blocks sealed.
+fn multi_stream_of(
+    placement: Placement,
+    fresh: bool,
+    object: u64,
+    at_once: u64,
+    rounds: u64,
+    keep: u64,
+) -> (u64, u64) {
+    let device = rawssd_small();
+    let cfg = OsdConfig {
+        placement,
+        fresh_update_block_per_object: fresh,
+        fml: FmlConfig::for_blocks(device.gang.superblocks(&device.geometry)),
+        ..OsdConfig::default()
+    };
+    let mut s = ObjectStore::format(Nand::in_memory(device).unwrap(), cfg).unwrap();
+    s.create_partition(Some(PartitionId(P))).unwrap();
     let piece = 256u64 << 10;
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let mut live: Vec<u64> = Vec::new();
     let mut next = 0u64;
     let mut token = 0;
-    for round in 0..14 {
-        if round >= 4 {
-            for _ in 0..6 {
+    for round in 0..rounds {
+        if round >= keep {
+            for _ in 0..at_once {
                 let k = live.swap_remove(rng.gen_range(0..live.len()));
                 s.remove(oid(k)).unwrap();
             }
         }
-        let batch: Vec<u64> = (next..next + 6).collect();
-        next += 6;
+        let batch: Vec<u64> = (next..next + at_once).collect();
+        next += at_once;
         for &k in &batch {
             s.create(PartitionId(P), Some(ObjectId(P + k))).unwrap();
             // The host says how large the object will be (a placement hint).
@@ -77,7 +98,8 @@ fn multi_stream(placement: Placement) -> u64 {
     }
     let report = s.fsck().unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
-    s.fml().stats().gc_units_copied
+    let st = s.fml().stats();
+    (st.gc_units_copied, st.blocks_sealed)
 }
 
 #[test]
@@ -90,6 +112,30 @@ fn multi_stream_ossd_copies_next_to_nothing() {
         "the benchmark must make `one` collect garbage (it copied {one})"
     );
     assert!(ossd * 20 < one, "ossd copied {ossd}, one {one}");
+}
+
+#[test]
+fn multi_stream_objects_ending_mid_block_share_it_unless_asked_for_fresh_blocks() {
+    // 12 MiB objects end half-way into an 8 MiB virtual erase block; the next object taking
+    // the stream fills the rest of it. With `fresh_update_block_per_object` the block is
+    // closed unfilled instead (issue 19 item 3): no block mixes two objects, but the lost
+    // tails press GC harder on a device this full (75% live).
+    let (one, _) = multi_stream_of(Placement::One, false, 12 << 20, 4, 30, 11);
+    let (shared, none) = multi_stream_of(Placement::Semantic, false, 12 << 20, 4, 30, 11);
+    let (fresh, sealed) = multi_stream_of(Placement::Semantic, true, 12 << 20, 4, 30, 11);
+    println!(
+        "multi-stream, 12 MiB objects, GC unit copies: one {one}, semantic {shared}, \
+         semantic with fresh blocks {fresh} ({sealed} blocks sealed)"
+    );
+    assert!(one > 1000, "`one` must collect garbage (it copied {one})");
+    assert!(shared * 100 < one, "semantic copied {shared}, one {one}");
+    assert_eq!(none, 0, "no block is sealed unless asked");
+    // Rounds after the first two hand 4 streams over each, from live objects (sealed) or from
+    // removed ones (not sealed: their blocks hold nothing live).
+    assert!(
+        (4 * 14..=4 * 28).contains(&sealed),
+        "{sealed} update blocks sealed"
+    );
 }
 
 /// OSSD-13 VI-D at quarter scale: 2,000 objects of 128 KiB on a 768 MiB device, whole-object

@@ -480,7 +480,7 @@ fn section(
             }
         }
         c.why = why_on_the_mount(&c.text, aged).map(str::to_string);
-        c.paper_percent = None;
+        c.paper = None;
     }
     Ok(e)
 }

@@ -57,6 +57,11 @@ enum Command {
         /// Where the experiment definitions are.
         #[arg(long, default_value = "experiments")]
         experiments: PathBuf,
+        /// Seeds every experiment runs at: its own and the next ones. A claim whose verdict
+        /// (direction or magnitude) changes with the seed is reported unstable, not agreeing.
+        /// The pinned paper-scale verdicts use 3 (README: why 1 is the default).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=16))]
+        seeds: u64,
     },
     /// Real programs (fio, PostMark, a video reader under a background writer) on OFS mounted
     /// with FUSE and on real ext4 on the page-mapping FTL (`blockdev` under a loop device), with
@@ -93,7 +98,8 @@ enum Command {
         /// A `ossd reproduce --scale 1` run's results.json to pin [default: the pinned file].
         #[arg(long)]
         from: Option<PathBuf>,
-        /// Write the pinned file, docs/RESULTS.md and the README's headline.
+        /// Write the pinned file (each claim's why refreshed from its experiment file),
+        /// docs/RESULTS.md and the README's headline.
         #[arg(long)]
         write: bool,
         /// Fail when docs/RESULTS.md or the README differ from what the pinned file generates.
@@ -132,7 +138,7 @@ enum Command {
         image: PathBuf,
         #[arg(long, default_value = "rawssd")]
         device: String,
-        /// Placement policy: one, semantic, split, split+atime.
+        /// Placement policy: one (OFS-ONE), combined, semantic, split, split+atime.
         #[arg(long, default_value = "semantic")]
         policy: String,
         /// Seed of the factory bad-block draw.
@@ -219,6 +225,23 @@ enum Command {
         attr: String,
         #[arg(long)]
         value: String,
+    },
+    /// Apply a script of object commands as one transaction: all of them, durably, or none
+    /// (even through a power cut; docs/DESIGN.md "Transactions"). One command a line, `#`
+    /// comments: `create [ID]`, `put ID FILE` (the object becomes the file's bytes), `write ID
+    /// OFFSET FILE`, `truncate ID LENGTH`, `setattr ID ATTR VALUE` (attributes as `setattr`
+    /// takes them, but not services, inode or times), `rm ID`. SCRIPT `-` is standard input.
+    /// At most 256 write units of commands and data (1 MiB with 4 KiB units); objects of one
+    /// partition; not the data of encrypted objects.
+    Txn {
+        #[arg(long)]
+        image: PathBuf,
+        #[arg(long, default_value = "0x10000", value_parser = objects::parse_id)]
+        partition: u64,
+        /// Device master key file, for images holding encrypted objects.
+        #[arg(long)]
+        key_file: Option<PathBuf>,
+        script: String,
     },
     /// Check every invariant of an object store image; non-zero exit on any problem.
     Fsck {
@@ -474,12 +497,14 @@ fn main() -> ExitCode {
             jobs,
             out,
             experiments,
+            seeds,
         } => reproduce::run(reproduce::Args {
             scale,
             only,
             jobs,
             out,
             experiments,
+            seeds: seeds as usize,
         }),
         Command::Results {
             from,
@@ -580,6 +605,12 @@ fn main() -> ExitCode {
             &attr,
             &value,
         ),
+        Command::Txn {
+            image,
+            partition,
+            key_file,
+            script,
+        } => objects::txn(&image, key_file.as_deref(), partition, &script),
         Command::Fsck { image } => objects::fsck(&image),
         Command::Scrub {
             image,

@@ -327,6 +327,18 @@ impl<F: flash::Flash> Osd for SharedStore<osd::ObjectStore<F>> {
     fn describe(&mut self) -> Result<DeviceInfo, OsdError> {
         self.with(|s| s.describe())
     }
+    fn begin_txn(&mut self, p: PartitionId) -> Result<osd::TxnId, OsdError> {
+        self.with(|s| s.begin_txn(p))
+    }
+    fn txn_op(&mut self, t: osd::TxnId, op: osd::TxnOp) -> Result<Option<ObjectId>, OsdError> {
+        self.with(|s| s.txn_op(t, op))
+    }
+    fn commit_txn(&mut self, t: osd::TxnId) -> Result<(), OsdError> {
+        self.with(|s| s.commit_txn(t))
+    }
+    fn abort_txn(&mut self, t: osd::TxnId) -> Result<(), OsdError> {
+        self.with(|s| s.abort_txn(t))
+    }
 }
 
 /// Completes on SIGTERM or Ctrl-C.

@@ -99,6 +99,29 @@ pub fn get(
     Ok(())
 }
 
+/// Runs a transaction script (a file, or standard input for `-`): all of its commands, or none.
+pub fn txn(image: &Path, key_file: Option<&Path>, partition: u64, script: &str) -> Result<()> {
+    let text = if script == "-" {
+        let mut t = String::new();
+        std::io::stdin()
+            .read_to_string(&mut t)
+            .context("reading standard input")?;
+        t
+    } else {
+        std::fs::read_to_string(script).with_context(|| format!("reading {script}"))?
+    };
+    let ops = lib::parse_txn_script(&text, partition)?;
+    let n = ops.len();
+    let mut s = open_keyed(image, key_file)?;
+    let created = lib::txn(&mut s, partition, ops)?;
+    close(s)?;
+    for o in created {
+        println!("created {:#x}", o.0);
+    }
+    eprintln!("committed {n} commands");
+    Ok(())
+}
+
 pub fn rm(image: &Path, partition: u64, id: &str) -> Result<()> {
     let mut s = open(image)?;
     s.remove(oid(partition, id)?).map_err(|e| anyhow!(e))?;

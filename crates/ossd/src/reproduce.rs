@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use anyhow::{bail, Context, Result};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use lab::experiment::{run_variant, Experiment, ExperimentResult, VariantResult};
+use lab::report::Counts;
 
 /// What `ossd reproduce` runs and where its report goes.
 pub struct Args {
@@ -20,6 +21,9 @@ pub struct Args {
     pub out: PathBuf,
     /// Where the experiment definitions are.
     pub experiments: PathBuf,
+    /// Seeds each experiment runs at: its own, then the next ones (a verdict that changes
+    /// with the seed is "unstable").
+    pub seeds: usize,
 }
 
 /// The experiment definitions in `dir`, in name order, filtered by `only` (exact names or
@@ -59,7 +63,7 @@ pub fn reproduce(a: &Args, bars: bool) -> Result<(Vec<ExperimentResult>, PathBuf
         bail!("--scale must be in (0, 1], got {}", a.scale);
     }
     let experiments = load_all(&a.experiments, &a.only)?;
-    let results = run_all(&experiments, a.scale, a.jobs.max(1), bars)?;
+    let results = run_all(&experiments, a.scale, a.seeds, a.jobs.max(1), bars)?;
     let report = lab::report::write(&a.out, &results).map_err(anyhow::Error::msg)?;
     Ok((results, report))
 }
@@ -73,23 +77,27 @@ pub fn run_one(path: &Path, scale: f64, seed: Option<u64>, jobs: usize, out: &Pa
     if let Some(s) = seed {
         e.seed = s;
     }
-    let results = run_all(&[e], scale, jobs.max(1), true)?;
+    let results = run_all(&[e], scale, 1, jobs.max(1), true)?;
     let report = lab::report::write(out, &results).map_err(anyhow::Error::msg)?;
     print_verdicts(&results, &report);
     Ok(())
 }
 
-/// Prints each claim beside the measurement, and where the report is.
+/// Prints each claim beside the measurement, the counts, and where the report is.
 fn print_verdicts(results: &[ExperimentResult], report: &Path) {
     for r in results {
         println!("{} ({})", r.title, r.source);
         for v in &r.verdicts {
-            let a = match v.agrees {
-                Some(true) => "agrees",
-                Some(false) => "DISAGREES",
-                None => "not measured",
+            let magnitude = match v.magnitude {
+                None => String::new(),
+                Some(m) => format!(", magnitude {}", m.label()),
             };
-            println!("  {a}: {}\n      {}", v.claim, v.measured);
+            println!(
+                "  direction {}{magnitude}: {}\n      {}",
+                v.direction.label(),
+                v.claim,
+                v.measured
+            );
             if let Some(why) = &v.why {
                 println!("      why: {why}");
             }
@@ -100,10 +108,32 @@ fn print_verdicts(results: &[ExperimentResult], report: &Path) {
             }
         }
     }
+    let all = Counts::of(results.iter().flat_map(|r| &r.verdicts));
+    println!("\n{} claims: {}", all.claims, all.sentence());
+    for r in results {
+        let c = Counts::of(&r.verdicts);
+        let mag = if c.magnitude_claims == 0 {
+            String::new()
+        } else {
+            format!(", magnitude {}/{}", c.magnitude_agrees, c.magnitude_claims)
+        };
+        println!(
+            "  {:<28} direction {}/{}{mag}{}",
+            r.name,
+            c.direction_agrees,
+            c.claims,
+            if c.unstable > 0 {
+                format!(", unstable {}", c.unstable)
+            } else {
+                String::new()
+            }
+        );
+    }
     println!("report: {}", report.display());
 }
 
-/// Runs every (experiment, variant) pair on `jobs` threads.
+/// Runs every (experiment, seed, variant) on `jobs` threads, with one bar for the whole suite
+/// (variants done of all, time left) above a spinner per running variant.
 #[expect(
     clippy::expect_used,
     clippy::unwrap_used,
@@ -112,20 +142,46 @@ fn print_verdicts(results: &[ExperimentResult], report: &Path) {
 pub fn run_all(
     experiments: &[Experiment],
     scale: f64,
+    seeds: usize,
     jobs: usize,
     bars: bool,
 ) -> Result<Vec<ExperimentResult>> {
-    let work: Vec<(usize, usize)> = experiments
+    // Each experiment at each of its seeds, as its own definition.
+    let seeded: Vec<Vec<Experiment>> = experiments
         .iter()
-        .enumerate()
-        .flat_map(|(i, e)| (0..e.variants.len()).map(move |v| (i, v)))
+        .map(|e| {
+            lab::experiment::seeds_of(e, seeds)
+                .into_iter()
+                .map(|seed| Experiment { seed, ..e.clone() })
+                .collect()
+        })
         .collect();
+    // The experiments' own seeds first, so that a first look at the report comes early.
+    let mut work: Vec<(usize, usize, usize)> = Vec::new();
+    for k in 0..seeds.max(1) {
+        for (i, e) in experiments.iter().enumerate() {
+            work.extend((0..e.variants.len()).map(|v| (i, k, v)));
+        }
+    }
     let next = Mutex::new(0usize);
     let done: Mutex<Vec<Option<VariantResult>>> = Mutex::new(vec![None; work.len()]);
     let multi = MultiProgress::new();
     if !bars {
         multi.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
+    let total = multi.add(ProgressBar::new(work.len() as u64));
+    total.set_style(
+        ProgressStyle::with_template(
+            "{prefix:>40} [{bar:30}] {pos}/{len} variants, {elapsed} gone, about {eta} left",
+        )
+        .expect("a valid progress template")
+        .progress_chars("=> "),
+    );
+    total.set_prefix(format!(
+        "{} experiments x {} seed(s)",
+        experiments.len(),
+        seeds.max(1)
+    ));
     let style = ProgressStyle::with_template("{prefix:>40} {spinner} {msg} [{elapsed}]")
         .expect("a valid progress template");
     std::thread::scope(|s| {
@@ -137,12 +193,14 @@ pub fn run_all(
                     *n += 1;
                     k
                 };
-                let Some(&(ei, vi)) = work.get(k) else { break };
-                let e = &experiments[ei];
+                let Some(&(ei, si, vi)) = work.get(k) else {
+                    break;
+                };
+                let e = &seeded[ei][si];
                 let v = &e.variants[vi];
                 let bar = multi.add(ProgressBar::new_spinner());
                 bar.set_style(style.clone());
-                bar.set_prefix(format!("{} {}", e.name, v.label));
+                bar.set_prefix(format!("{} {} (seed {})", e.name, v.label, e.seed));
                 let mut tick = |bytes: u64| {
                     if bytes % (64 << 20) < (128 << 10) {
                         bar.set_message(format!("{} MiB written", bytes >> 20));
@@ -150,24 +208,42 @@ pub fn run_all(
                     }
                 };
                 let r = run_variant(e, v, scale, &lab::experiment::build_file_stack, &mut tick);
-                bar.finish_with_message(match &r.error {
-                    None => format!("done in {:.1} s", r.wall_seconds),
-                    Some(err) => format!("failed: {err}"),
-                });
+                if let Some(err) = &r.error {
+                    // A failure stays on screen; a finished variant's spinner goes.
+                    bar.finish_with_message(format!("failed: {err}"));
+                } else {
+                    bar.finish_and_clear();
+                    multi.remove(&bar);
+                }
+                total.inc(1);
                 done.lock().unwrap()[k] = Some(r);
             });
         }
     });
-    let mut done = done.into_inner().unwrap().into_iter();
+    total.finish();
+    let mut by_job: Vec<Option<VariantResult>> = done.into_inner().unwrap();
+    let mut slot = |i: usize, k: usize, v: usize| {
+        let at = work
+            .iter()
+            .position(|w| *w == (i, k, v))
+            .expect("every job is listed");
+        by_job[at].take().expect("every job ran")
+    };
     Ok(experiments
         .iter()
-        .map(|e| {
-            let variants: Vec<VariantResult> = e
-                .variants
+        .enumerate()
+        .map(|(i, e)| {
+            let runs: Vec<(u64, Vec<VariantResult>)> = seeded[i]
                 .iter()
-                .map(|_| done.next().flatten().expect("every job ran"))
+                .enumerate()
+                .map(|(k, se)| {
+                    (
+                        se.seed,
+                        (0..e.variants.len()).map(|v| slot(i, k, v)).collect(),
+                    )
+                })
                 .collect();
-            ExperimentResult::new(e, scale, variants)
+            ExperimentResult::over_seeds(e, scale, runs)
         })
         .collect())
 }

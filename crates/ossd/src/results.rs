@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
+use lab::experiment::Outcome;
 use serde::{Deserialize, Serialize};
 
 /// Where the pinned verdicts live, relative to the repository root.
@@ -30,10 +31,13 @@ pub struct Claim {
     pub claim: String,
     /// What ossd measured, as the report prints it.
     pub measured: String,
-    /// Whether the measurement goes the paper's way; `None` when a variant failed.
-    pub agrees: Option<bool>,
-    /// Whether the improvement lies in the paper's range, for claims that state one.
-    pub in_paper_range: Option<bool>,
+    /// The direction verdict over every seed.
+    pub direction: Outcome,
+    /// The magnitude verdict over every seed; `None` when the paper states no number.
+    pub magnitude: Option<Outcome>,
+    /// The paper's number, its tolerance and why, where the paper states one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paper: Option<lab::experiment::PaperNumber>,
     /// Why ossd disagrees, from the experiment file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
@@ -52,6 +56,8 @@ pub struct Experiment {
     pub device: String,
     /// Scale the run used.
     pub scale: f64,
+    /// The seeds every variant ran at.
+    pub seeds: Vec<u64>,
     /// Its claims' verdicts.
     #[serde(rename = "verdicts")]
     pub claims: Vec<Claim>,
@@ -65,13 +71,66 @@ pub fn load(path: &Path) -> Result<Vec<Experiment>> {
         .with_context(|| format!("{} is not a reproduce results file", path.display()))
 }
 
-/// Headline counts: (agree, disagree, not measured).
-fn counts<'a>(claims: impl Iterator<Item = &'a Claim>) -> (usize, usize, usize) {
-    claims.fold((0, 0, 0), |(a, d, n), c| match c.agrees {
-        Some(true) => (a + 1, d, n),
-        Some(false) => (a, d + 1, n),
-        None => (a, d, n + 1),
-    })
+/// Verdict counts: direction and magnitude apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Claims.
+    pub claims: usize,
+    /// Direction agrees at every seed.
+    pub agree: usize,
+    /// Direction disagrees at every seed.
+    pub disagree: usize,
+    /// Claims whose direction or magnitude verdict changes with the seed.
+    pub unstable: usize,
+    /// A variant failed.
+    pub not_measured: usize,
+    /// Claims with a paper number.
+    pub magnitude_claims: usize,
+    /// Of those, agreeing in magnitude at every seed.
+    pub magnitude_agree: usize,
+    /// Of those, disagreeing in magnitude at every seed.
+    pub magnitude_disagree: usize,
+}
+
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, o: Counts) {
+        self.claims += o.claims;
+        self.agree += o.agree;
+        self.disagree += o.disagree;
+        self.unstable += o.unstable;
+        self.not_measured += o.not_measured;
+        self.magnitude_claims += o.magnitude_claims;
+        self.magnitude_agree += o.magnitude_agree;
+        self.magnitude_disagree += o.magnitude_disagree;
+    }
+}
+
+/// The counts of `claims`.
+fn counts<'a>(claims: impl Iterator<Item = &'a Claim>) -> Counts {
+    let mut c = Counts::default();
+    for x in claims {
+        c.claims += 1;
+        match x.direction {
+            Outcome::Agrees => c.agree += 1,
+            Outcome::Disagrees => c.disagree += 1,
+            Outcome::NotMeasured => c.not_measured += 1,
+            Outcome::Unstable => {}
+        }
+        if x.direction == Outcome::Unstable
+            || (x.direction != Outcome::NotMeasured && x.magnitude == Some(Outcome::Unstable))
+        {
+            c.unstable += 1;
+        }
+        if let Some(m) = x.magnitude {
+            c.magnitude_claims += 1;
+            match m {
+                Outcome::Agrees => c.magnitude_agree += 1,
+                Outcome::Disagrees => c.magnitude_disagree += 1,
+                Outcome::Unstable | Outcome::NotMeasured => {}
+            }
+        }
+    }
+    c
 }
 
 /// The paper an experiment's source names, by its short name (docs/PAPERS.md).
@@ -89,19 +148,15 @@ fn paper(source: &str) -> &'static str {
         .map_or("other", |(_, name)| name)
 }
 
-/// Per paper, in the order papers first appear: (paper, agree, disagree, not measured).
-fn per_paper(exps: &[Experiment]) -> Vec<(&'static str, usize, usize, usize)> {
-    let mut out: Vec<(&'static str, usize, usize, usize)> = Vec::new();
+/// Per paper, in the order papers first appear.
+fn per_paper(exps: &[Experiment]) -> Vec<(&'static str, Counts)> {
+    let mut out: Vec<(&'static str, Counts)> = Vec::new();
     for e in exps {
-        let (a, d, n) = counts(e.claims.iter());
+        let c = counts(e.claims.iter());
         let p = paper(&e.source);
         match out.iter_mut().find(|r| r.0 == p) {
-            Some(r) => {
-                r.1 += a;
-                r.2 += d;
-                r.3 += n;
-            }
-            None => out.push((p, a, d, n)),
+            Some(r) => r.1 += c,
+            None => out.push((p, c)),
         }
     }
     out
@@ -113,26 +168,60 @@ fn scale_of(exps: &[Experiment]) -> String {
     scales.join(", ")
 }
 
+/// How many seeds each experiment ran at ("3 seeds each", or a list when they differ).
+fn seeds_of(exps: &[Experiment]) -> String {
+    let mut n: Vec<usize> = exps.iter().map(|e| e.seeds.len()).collect();
+    n.sort_unstable();
+    n.dedup();
+    match n.as_slice() {
+        [1] => "one seed each".to_string(),
+        [k] => format!("{k} seeds each"),
+        ks => format!(
+            "{} seeds",
+            ks.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(" to ")
+        ),
+    }
+}
+
 /// The README's headline, one paragraph.
 pub fn headline(exps: &[Experiment]) -> String {
-    let (a, d, n) = counts(exps.iter().flat_map(|e| &e.claims));
+    let c = counts(exps.iter().flat_map(|e| &e.claims));
     let papers: Vec<String> = per_paper(exps)
         .iter()
-        .map(|(p, a, d, n)| format!("{p} {a} of {}", a + d + n))
+        .map(|(p, c)| {
+            format!(
+                "{p}: direction {} of {}, magnitude {} of {}",
+                c.agree, c.claims, c.magnitude_agree, c.magnitude_claims
+            )
+        })
         .collect();
     let mut s = format!(
-        "At `--scale {}` ({} experiments) **{a} of {} claims agree** in direction with the papers and {d} disagree",
+        "At `--scale {}` ({} experiments, {}, {} claims): **direction agrees for {}** claims \
+         (the variant the paper finds better is better at every seed), {} disagree and {} are \
+         unstable (the verdict, of direction or magnitude, changes with the seed); of the {} \
+         claims where the paper states a number, **magnitude agrees for {}** (within the \
+         tolerance stated in the experiment file, at every seed) and {} disagree",
         scale_of(exps),
         exps.len(),
-        a + d + n
+        seeds_of(exps),
+        c.claims,
+        c.agree,
+        c.disagree,
+        c.unstable,
+        c.magnitude_claims,
+        c.magnitude_agree,
+        c.magnitude_disagree
     );
-    if n > 0 {
-        let _ = write!(s, " ({n} not measured: a variant failed)");
+    if c.not_measured > 0 {
+        let _ = write!(s, " ({} not measured: a variant failed)", c.not_measured);
     }
     let _ = write!(
         s,
         " ({}). [docs/RESULTS.md](docs/RESULTS.md) lists every claim with what ossd measured and, for each disagreement, why.",
-        papers.join(", ")
+        papers.join("; ")
     );
     s
 }
@@ -147,56 +236,84 @@ pub fn results_md(exps: &[Experiment], analyses: &str) -> String {
     md.push_str(
         "Generated by `ossd results --write` from `docs/results/reproduce-1.json`, the verdicts of \
          `ossd reproduce --scale 1`; do not edit by hand. To refresh after a change that moves \
-         results: `cargo run --release -p ossd -- reproduce --scale 1`, then \
+         results: `cargo run --release -p ossd -- reproduce --scale 1 --seeds 3`, then \
          `cargo run --release -p ossd -- results --from out/reproduce/results.json --write`. \
          The full report with every metric and plot is `out/reproduce/report.md` of that run. \
-         The verdict counts direction only: whether the variant the paper finds better is better \
-         here; \"in range\" says whether the measured improvement lies in the range the paper \
-         states, where it states one.\n\n",
+         Each claim has two verdicts: direction (whether the variant the paper finds better is \
+         better here) and, where the paper states a number, magnitude (whether the measured \
+         quantity lies within the tolerance the experiment file states and justifies). Each \
+         experiment's seeds are listed in its section (pinned runs use `--seeds 3`); a verdict \
+         that changes with the seed is unstable and \
+         counts as neither agreeing nor disagreeing. A claim's `why` is refreshed from its \
+         experiment file when pinning.\n\n",
     );
     let _ = writeln!(md, "{}\n", headline(exps));
     md.push_str(
-        "| paper | claims | agree | disagree | not measured |\n|---|---:|---:|---:|---:|\n",
+        "| paper | claims | direction agrees | disagrees | unstable | with a number | magnitude agrees | disagrees |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
-    for (p, a, d, n) in per_paper(exps) {
-        let _ = writeln!(md, "| {p} | {} | {a} | {d} | {n} |", a + d + n);
-    }
-    md.push('\n');
-    for e in exps {
-        let (a, d, n) = counts(e.claims.iter());
+    for (p, c) in per_paper(exps) {
         let _ = writeln!(
             md,
-            "## {} ({})\n\n`experiments/{}.toml` on `{}`, scale {}: {a} of {} agree.\n",
+            "| {p} | {} | {} | {} | {} | {} | {} | {} |",
+            c.claims,
+            c.agree,
+            c.disagree,
+            c.unstable,
+            c.magnitude_claims,
+            c.magnitude_agree,
+            c.magnitude_disagree
+        );
+    }
+    md.push('\n');
+    let word = |o: Outcome| match o {
+        Outcome::Agrees => "agrees".to_string(),
+        o => format!("**{}**", o.label()),
+    };
+    for e in exps {
+        let c = counts(e.claims.iter());
+        let seeds: Vec<String> = e.seeds.iter().map(u64::to_string).collect();
+        let _ = writeln!(
+            md,
+            "## {} ({})\n\n`experiments/{}.toml` on `{}`, scale {}, seeds {}: direction agrees {} of {}, magnitude agrees {} of {}, unstable {}.\n",
             e.title,
             e.source,
             e.name,
             e.device,
             e.scale,
-            a + d + n
+            seeds.join(", "),
+            c.agree,
+            c.claims,
+            c.magnitude_agree,
+            c.magnitude_claims,
+            c.unstable
         );
-        md.push_str("| claim | measured | verdict | in range |\n|---|---|---|---|\n");
-        for c in &e.claims {
-            let verdict = match c.agrees {
-                Some(true) => "agrees",
-                Some(false) => "**disagrees**",
-                None => "not measured",
-            };
-            let range = match c.in_paper_range {
-                Some(true) => "inside",
-                Some(false) => "outside",
-                None => "",
-            };
+        md.push_str("| claim | measured | direction | magnitude |\n|---|---|---|---|\n");
+        for x in &e.claims {
             let _ = writeln!(
                 md,
-                "| {} | {} | {verdict} | {range} |",
-                cell(&c.claim),
-                cell(&c.measured)
+                "| {} | {} | {} | {} |",
+                cell(&x.claim),
+                cell(&x.measured),
+                word(x.direction),
+                x.magnitude.map_or("-".to_string(), word)
             );
         }
         md.push('\n');
-        for c in e.claims.iter().filter(|c| c.why.is_some()) {
-            let why = c.why.as_deref().unwrap_or_default();
-            let _ = writeln!(md, "*Why ossd disagrees* with \"{}\": {why}\n", c.claim);
+        for x in &e.claims {
+            if let Some(p) = &x.paper {
+                let _ = writeln!(
+                    md,
+                    "*The paper's number* for \"{}\": {}. Tolerance: {}\n",
+                    x.claim,
+                    p.describe(),
+                    p.tolerance_why
+                );
+            }
+        }
+        for x in e.claims.iter().filter(|c| c.why.is_some()) {
+            let why = x.why.as_deref().unwrap_or_default();
+            let _ = writeln!(md, "*Why ossd disagrees* with \"{}\": {why}\n", x.claim);
         }
     }
     for line in analyses.trim_end().lines() {
@@ -217,10 +334,13 @@ fn golden_sentence(golden: &serde_json::Value) -> Result<String> {
             .ok_or_else(|| anyhow!("{GOLDEN} has no count '{k}'"))
     };
     Ok(format!(
-        "At `--scale 0.05` (about 10 s; pinned by `cargo test -p ossd --test golden`) {} of {} \
-         claims agree: most workloads shrink until GC is idle.",
+        "At `--scale 0.05` (one seed; pinned by `cargo test -p ossd --test golden`) direction \
+         agrees for {} of {} claims and magnitude for {} of {}: most workloads shrink until GC \
+         is idle.",
         count("agree")?,
-        count("claims")?
+        count("claims")?,
+        count("magnitude_agree")?,
+        count("magnitude_claims")?
     ))
 }
 
@@ -251,11 +371,41 @@ pub struct Args {
     pub root: PathBuf,
 }
 
+/// Takes each claim's `why` from its experiment file under `root` (`experiments/NAME.toml`),
+/// where the claim (matched by its text) is not agreed on both counts: a why explains a
+/// measurement and changes none, so one written after a run is pinned without rerunning it.
+/// Experiments or claims no longer in the files keep the why they have.
+fn refresh_whys(root: &Path, exps: &mut [Experiment]) -> Result<()> {
+    for e in exps.iter_mut() {
+        let path = root.join("experiments").join(format!("{}.toml", e.name));
+        if !path.exists() {
+            continue;
+        }
+        let def = lab::experiment::Experiment::load(&path).map_err(anyhow::Error::msg)?;
+        for c in &mut e.claims {
+            let Some(d) = def.claims.iter().find(|d| d.text == c.claim) else {
+                continue;
+            };
+            let settled =
+                c.direction == Outcome::Agrees && c.magnitude.is_none_or(|m| m == Outcome::Agrees);
+            c.why = if settled || c.direction == Outcome::NotMeasured {
+                None
+            } else {
+                d.why.clone()
+            };
+        }
+    }
+    Ok(())
+}
+
 /// Runs `ossd results`.
 pub fn run(args: Args) -> Result<()> {
     let root = &args.root;
     let pinned = root.join(PINNED);
-    let exps = load(args.from.as_deref().unwrap_or(&pinned))?;
+    let mut exps = load(args.from.as_deref().unwrap_or(&pinned))?;
+    if args.write {
+        refresh_whys(root, &mut exps)?;
+    }
     if exps.is_empty() {
         bail!("no experiments in the results");
     }
@@ -309,13 +459,14 @@ pub fn run(args: Args) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn claim(agrees: Option<bool>) -> Claim {
+    fn claim(direction: Outcome, magnitude: Option<Outcome>) -> Claim {
         Claim {
             claim: "A | B".into(),
             measured: "1 vs 2".into(),
-            agrees,
-            in_paper_range: None,
-            why: (agrees == Some(false)).then(|| "because".into()),
+            direction,
+            magnitude,
+            paper: None,
+            why: (direction != Outcome::Agrees).then(|| "because".into()),
         }
     }
 
@@ -327,7 +478,11 @@ mod tests {
                 source: "OSSD-13 VI-B".into(),
                 device: "rawssd".into(),
                 scale: 1.0,
-                claims: vec![claim(Some(true)), claim(Some(false))],
+                seeds: vec![42, 43, 44],
+                claims: vec![
+                    claim(Outcome::Agrees, Some(Outcome::Disagrees)),
+                    claim(Outcome::Disagrees, None),
+                ],
             },
             Experiment {
                 name: "004-y".into(),
@@ -335,25 +490,41 @@ mod tests {
                 source: "BLOCKMGMT-09 Table 5".into(),
                 device: "rawssd".into(),
                 scale: 1.0,
-                claims: vec![claim(Some(true)), claim(None)],
+                seeds: vec![42, 43, 44],
+                claims: vec![
+                    claim(Outcome::Agrees, Some(Outcome::Agrees)),
+                    claim(Outcome::Unstable, Some(Outcome::Agrees)),
+                    claim(Outcome::Agrees, Some(Outcome::Unstable)),
+                    claim(Outcome::NotMeasured, None),
+                ],
             },
         ]
     }
 
     #[test]
-    fn the_headline_counts_by_paper() {
+    fn the_headline_counts_direction_and_magnitude_apart() {
         let h = headline(&exps());
-        assert!(h.contains("**2 of 4 claims agree**"), "{h}");
-        assert!(h.contains("1 disagree"), "{h}");
+        assert!(h.contains("3 seeds each, 6 claims"), "{h}");
+        assert!(h.contains("**direction agrees for 3** claims"), "{h}");
+        assert!(h.contains("1 disagree and 2 are unstable"), "{h}");
+        assert!(
+            h.contains(
+                "of the 4 claims where the paper states a number, **magnitude agrees for 2**"
+            ),
+            "{h}"
+        );
         assert!(h.contains("1 not measured"), "{h}");
-        assert!(h.contains("OSSD-13 1 of 2, BLOCKMGMT-09 1 of 2"), "{h}");
+        assert!(
+            h.contains("OSSD-13: direction 1 of 2, magnitude 0 of 1; BLOCKMGMT-09: direction 2 of 4, magnitude 2 of 3"),
+            "{h}"
+        );
     }
 
     #[test]
     fn the_document_escapes_cells_and_gives_reasons() {
         let md = results_md(&exps(), "# Analyses\n\ntext\n\n## One\n\nmore\n");
         assert!(
-            md.contains("| A \\| B | 1 vs 2 | **disagrees** |  |"),
+            md.contains("| A \\| B | 1 vs 2 | agrees | **disagrees** |"),
             "{md}"
         );
         assert!(
@@ -361,13 +532,23 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("*Why ossd disagrees* with \"A | B\": because"));
-        assert!(md.contains("| OSSD-13 | 2 | 1 | 1 | 0 |"));
+        assert!(
+            md.contains("| OSSD-13 | 2 | 1 | 1 | 0 | 1 | 0 | 1 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| BLOCKMGMT-09 | 4 | 2 | 0 | 2 | 3 | 2 | 0 |"),
+            "{md}"
+        );
     }
 
     #[test]
     fn the_golden_sentence_gives_the_pinned_counts_or_refuses() {
-        let s = golden_sentence(&serde_json::json!({"agree": 85, "claims": 153})).unwrap();
-        assert!(s.contains("85 of 153 claims agree"), "{s}");
+        let s = golden_sentence(&serde_json::json!({"agree": 85, "claims": 153, "magnitude_agree": 3, "magnitude_claims": 40})).unwrap();
+        assert!(
+            s.contains("direction agrees for 85 of 153 claims and magnitude for 3 of 40"),
+            "{s}"
+        );
         assert!(golden_sentence(&serde_json::json!({"agree": 85})).is_err());
     }
 

@@ -6,7 +6,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use lab::RunConfig;
 use toml::Value;
 
-/// Every `--set` key, with its meaning and default. Shown by `ossd run --help` and kept in
+/// Every `--set` key, with its meaning and default (a device preset may ship its own `ftl.*`
+/// defaults, [`flash::Preset::ftl_defaults`], applied before the file and the pairs). Shown by `ossd run --help` and kept in
 /// step with [`RunConfig`] by a test.
 pub const SET_KEYS_HELP: &str = "\
 SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
@@ -33,15 +34,19 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   load.threads                       closed-loop threads (default 1)
   load.queue_depth                   requests in flight per thread (default 1)
   load.think_time_ns                 pause between a completion and the thread's next request (default 0)
-  ftl.buffer_bytes                   write buffer, 0 = write-through (default 2097152, OSSD-13 V-E)
+  ftl.mapping_unit_bytes             logical page the map translates, 0 = the write unit; smaller (e.g. 4096 in 8 KiB pages)
+                                     maps sub-pages, gathering that many logical pages per program (default 0;
+                                     mqsim-default: 4096)
+  ftl.buffer_bytes                   write buffer, 0 = write-through (default 2097152, OSSD-13 V-E; mqsim-default: 268435456)
   ftl.buffer_policy                  evict | write-back: a write into a full buffer waits for a program, or the buffer
-                                     acknowledges writes and flushes in the background (MQSim's data cache) (default evict)
+                                     acknowledges writes and flushes in the background (MQSim's data cache) (default evict;
+                                     mqsim-default: write-back)
   ftl.flush_percent                  write-back: buffered units beyond this share are flushed as writes arrive (default 50)
   ftl.dftl_cache_bytes               DFTL mapping cache, 8 bytes per entry (default 262144)
   ftl.dftl_hit_percent               hold DFTL's mapping-cache hit rate at this percentage, 0 = the LRU decides (default 0, POFTL-14 IV-C)
   ftl.overprovision_percent          flash held back from the logical space (default 7)
   ftl.separate_gc_stream             GC copies in an update block of their own (default true)
-  placement                          object placement of the osd stack: one | semantic | split | split+atime (default semantic; `ossd` is its old name)
+  placement                          object placement of the osd stack: one | combined | semantic | split | split+atime (default semantic; `ossd` is its old name; `one` = OFS-ONE's three update blocks, `combined` = one for everything)
   object_bytes                       the ossd stack cuts the workload's byte space into objects of this size (default 131072)
   osd.index_mode                     extent | page: how object data is indexed (default extent, OSCM-11 V-C)
   osd.buffer_bytes                   object data buffer, 0 = write-through (default 2097152, OSSD-13 V-E)
@@ -51,6 +56,7 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   osd.atime                          reads update access times: journaled under split+atime, in the onode otherwise (default true)
   osd.atime_merge_pages              atime journal pages on flash before they are merged into onodes (default 4)
   osd.small_objects                  small-object buffer: objects under a write unit share pages (default true, OSCM-11 V-D)
+  osd.fresh_update_block_per_object  semantic placement: an object taking a dedicated update block from another live object starts a fresh block (default false; OSSD-13 VI-C, costs the unfilled tail)
   osd.realtime_update_blocks         update blocks dedicated to real-time objects (priority > 0), semantic placement (default 0, at most 8, OSSD-13 IV-C)
   osd.default_reliability            parity units per parity group given to every new object (default 0 = none, at most 4, OSCM-11 III)
   osd.parity_group_units             data units per parity group for objects given parity (default 16)
@@ -64,6 +70,7 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   fml.data_victim_threshold_percent  largest live share of a data victim (default 100 = pure policy, OSCM-11 V-B)
   fml.metadata_victim_threshold_percent  the same for metadata (onode, index) blocks (default 100)
   fml.atime_victim_threshold_percent largest live share of an atime victim (default 100)
+  fml.victim_thresholds_bind         the thresholds bind below the low watermark too: no victim within them is out of space (default false, OSCM-11 V-B)
   fml.realtime_reserve_blocks        free blocks only real-time writes may take: normal writes collect below low + this (default 0, OSSD-13 IV-C)
 ";
 
@@ -124,9 +131,31 @@ pub fn build(file: Option<&Path>, sets: &[String]) -> Result<RunConfig> {
 #[expect(clippy::unwrap_used, reason = "the defaults serialize to a TOML table")]
 pub fn build_text(file: Option<(&str, &str)>, sets: &[String]) -> Result<RunConfig> {
     let mut root = Value::try_from(RunConfig::default()).context("serializing defaults")?;
-    if let Some((text, name)) = file {
-        let file_value: Value =
-            toml::from_str(text).with_context(|| format!("{name} is not valid TOML"))?;
+    let file_value: Option<Value> = match file {
+        Some((text, name)) => {
+            Some(toml::from_str(text).with_context(|| format!("{name} is not valid TOML"))?)
+        }
+        None => None,
+    };
+    // The chosen preset's controller settings (`ftl.*`, e.g. mqsim-default's sub-page mapping
+    // and write-back cache) come before the file and the pairs, which override them.
+    let device = sets
+        .iter()
+        .rev()
+        .find_map(|s| s.strip_prefix("device="))
+        .map(String::from)
+        .or_else(|| {
+            file_value
+                .as_ref()
+                .and_then(|f| f.get("device"))
+                .and_then(|v| v.as_str())
+                .map(String::from)
+        })
+        .unwrap_or_else(|| RunConfig::default().device);
+    for (k, v) in flash::preset_ftl_defaults(&device) {
+        set(&mut root, k, v)?;
+    }
+    if let Some(file_value) = file_value {
         merge(&mut root, file_value);
     }
     let pairs: Vec<(&str, &str)> = sets
@@ -195,6 +224,34 @@ mod tests {
             None,
             &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
         )
+    }
+
+    /// mqsim-default ships MQSim's controller settings (sub-page mapping, the 256 MiB
+    /// write-back cache); a file or a pair overrides each; other presets keep the FTL's
+    /// defaults.
+    #[test]
+    fn a_preset_s_ftl_defaults_apply_before_file_and_pairs() {
+        let c = build_sets(&["device=mqsim-default"]).unwrap();
+        assert_eq!(c.ftl.mapping_unit_bytes, 4096);
+        assert_eq!(c.ftl.buffer_bytes, 256 << 20);
+        assert_eq!(c.ftl.buffer_policy, ftl::BufferPolicy::WriteBack);
+        let c = build_sets(&["device=mqsim-default", "ftl.mapping_unit_bytes=0"]).unwrap();
+        assert_eq!(c.ftl.mapping_unit_bytes, 0);
+        assert_eq!(c.ftl.buffer_bytes, 256 << 20);
+        let c = build_text(
+            Some((
+                "device = \"mqsim-default\"\n[ftl]\nbuffer_policy = \"evict\"\n",
+                "f.toml",
+            )),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.ftl.buffer_policy, ftl::BufferPolicy::Evict);
+        assert_eq!(c.ftl.mapping_unit_bytes, 4096);
+        for name in ["rawssd", "tiny", "poftl"] {
+            let c = build_sets(&[&format!("device={name}")]).unwrap();
+            assert_eq!(c.ftl, ftl::FtlConfig::default(), "{name}");
+        }
     }
 
     #[test]

@@ -342,3 +342,103 @@ pub fn fsck(mut s: Store) -> Result<Fsck> {
     }
     Ok(out)
 }
+
+/// Parses an `ossd txn` script (docs in `ossd txn --help`): one command a line, `#` starts a
+/// comment; files named by `put` and `write` are read now. Every error names its line.
+pub fn parse_txn_script(text: &str, partition: u64) -> Result<Vec<osd::TxnOp>> {
+    use osd::TxnOp;
+    let p = PartitionId(partition);
+    let mut ops = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        let line = line.split('#').next().unwrap_or("").trim();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = |e: anyhow::Error| anyhow!("line {n}: {e}");
+        let id = |w: &str| oid(partition, w).map_err(at);
+        let read = |f: &str| std::fs::read(f).map_err(|e| anyhow!("line {n}: reading {f}: {e}"));
+        let num = |w: &str, what: &str| {
+            w.parse::<u64>()
+                .map_err(|_| anyhow!("line {n}: {what} must be a number, not '{w}'"))
+        };
+        match words.as_slice() {
+            [] => {}
+            ["create"] => ops.push(TxnOp::Create {
+                partition: p,
+                id: None,
+            }),
+            ["create", o] => ops.push(TxnOp::Create {
+                partition: p,
+                id: Some(id(o)?.object),
+            }),
+            ["put", o, file] => {
+                let data = read(file)?;
+                let oid = id(o)?;
+                ops.push(TxnOp::Truncate { oid, length: 0 });
+                ops.push(TxnOp::Write {
+                    oid,
+                    offset: 0,
+                    data,
+                });
+            }
+            ["write", o, off, file] => ops.push(TxnOp::Write {
+                oid: id(o)?,
+                offset: num(off, "the offset")?,
+                data: read(file)?,
+            }),
+            ["truncate", o, len] => ops.push(TxnOp::Truncate {
+                oid: id(o)?,
+                length: num(len, "the length")?,
+            }),
+            ["setattr", o, attr, value] => {
+                let (attr, value) = parse_attr(attr, value).map_err(at)?;
+                ops.push(TxnOp::SetAttr {
+                    oid: id(o)?,
+                    attr,
+                    value,
+                });
+            }
+            ["rm", o] => ops.push(TxnOp::Remove { oid: id(o)? }),
+            [cmd, ..] => bail!(
+                "line {n}: '{line}': expected create [ID], put ID FILE, write ID OFFSET FILE, \
+                 truncate ID LENGTH, setattr ID ATTR VALUE or rm ID{}",
+                if matches!(
+                    *cmd,
+                    "create" | "put" | "write" | "truncate" | "setattr" | "rm"
+                ) {
+                    " (wrong number of words)"
+                } else {
+                    ""
+                }
+            ),
+        }
+    }
+    Ok(ops)
+}
+
+/// Runs `ops` as one transaction: all of them, durably, or none (the store's error says which
+/// command was refused). Returns the ids of the objects created.
+pub fn txn(s: &mut Store, partition: u64, ops: Vec<osd::TxnOp>) -> Result<Vec<ObjectId>> {
+    if ops.is_empty() {
+        bail!("the transaction script holds no command");
+    }
+    let t = s
+        .begin_txn(PartitionId(partition))
+        .map_err(|e| anyhow!(e))?;
+    let mut created = Vec::new();
+    for (i, op) in ops.into_iter().enumerate() {
+        match s.txn_op(t, op) {
+            Ok(Some(o)) => created.push(o),
+            Ok(None) => {}
+            Err(e) => {
+                s.abort_txn(t).map_err(|e| anyhow!(e))?;
+                bail!(
+                    "command {} of the transaction refused, nothing applied: {e}",
+                    i + 1
+                );
+            }
+        }
+    }
+    s.commit_txn(t)
+        .map_err(|e| anyhow!("commit refused, nothing applied: {e}"))?;
+    Ok(created)
+}

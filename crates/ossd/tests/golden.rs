@@ -1,14 +1,15 @@
 //! Results that cannot drift.
 //!
-//! - Every claim's verdict of `ossd reproduce --scale 0.05` (the whole suite, under a minute) is
-//!   pinned in `tests/golden/reproduce-0.05.json`, with the headline counts. A change that moves
-//!   a verdict fails here; if the move is intended, rerun with `OSSD_BLESS=1` and commit the new
-//!   file beside the change, saying why in the commit message.
-//! - Every claim's verdict of `ossd reproduce --scale 1` is pinned in
-//!   `docs/results/reproduce-1.json` (docs/RESULTS.md and the README's headline are generated
-//!   from it). The full run takes about ten minutes, so that test is `#[ignore]`d: run it with
-//!   `cargo test --release -p ossd --test golden -- --ignored` before and after a change that
-//!   may move results, and pin a new run with `ossd results --from ... --write`.
+//! - Every claim's verdict of `ossd reproduce --scale 0.05 --seeds 1` (the whole suite, under
+//!   a minute) is pinned in `tests/golden/reproduce-0.05.json`, with the headline counts. A
+//!   change that moves a verdict fails here; if the move is intended, rerun with `OSSD_BLESS=1`
+//!   and commit the new file beside the change, saying why in the commit message.
+//! - Every claim's verdict of `ossd reproduce --scale 1` (`--seeds 3` when time allows) is
+//!   pinned in `docs/results/reproduce-1.json` (docs/RESULTS.md and the README's headline are
+//!   generated from it). The full run takes about 4 minutes a seed on an idle machine, so that
+//!   test is `#[ignore]`d: run it with `cargo test --release -p ossd --test golden -- --ignored`
+//!   (at the pinned run's number of seeds) before and after a change that may move results,
+//!   and pin a new run with `ossd results --from ... --write`.
 //! - The same settings and seed give byte-identical `results.json`, wall times aside, whatever
 //!   the threads' interleaving.
 
@@ -21,11 +22,20 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn reproduce(scale: &str, only: &[&str], tag: &str) -> Value {
+fn reproduce(scale: &str, seeds: &str, only: &[&str], tag: &str) -> Value {
     let out = std::env::temp_dir().join(format!("ossd-golden-{tag}-{}", std::process::id()));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ossd"));
     cmd.current_dir(root())
-        .args(["reproduce", "--scale", scale, "--jobs", "2", "--out"])
+        .args([
+            "reproduce",
+            "--scale",
+            scale,
+            "--seeds",
+            seeds,
+            "--jobs",
+            "2",
+            "--out",
+        ])
         .arg(&out);
     for o in only {
         cmd.args(["--only", o]);
@@ -44,19 +54,26 @@ fn reproduce(scale: &str, only: &[&str], tag: &str) -> Value {
 /// The verdicts of a reproduce run, per experiment, and the headline counts.
 fn verdicts(results: &Value) -> Value {
     let (mut agree, mut disagree, mut unmeasured) = (0, 0, 0);
+    let (mut magnitude_claims, mut magnitude_agree) = (0, 0);
     let mut experiments = serde_json::Map::new();
     for e in results.as_array().expect("a list of experiments") {
         let mut claims = Vec::new();
         for v in e["verdicts"].as_array().expect("verdicts") {
-            match v["agrees"].as_bool() {
-                Some(true) => agree += 1,
-                Some(false) => disagree += 1,
-                None => unmeasured += 1,
+            match v["direction"].as_str() {
+                Some("agrees") => agree += 1,
+                Some("disagrees") => disagree += 1,
+                _ => unmeasured += 1,
+            }
+            if !v["magnitude"].is_null() {
+                magnitude_claims += 1;
+                if v["magnitude"] == "agrees" {
+                    magnitude_agree += 1;
+                }
             }
             claims.push(json!({
                 "claim": v["claim"],
-                "agrees": v["agrees"],
-                "in_paper_range": v["in_paper_range"],
+                "direction": v["direction"],
+                "magnitude": v["magnitude"],
             }));
         }
         let name = e["name"].as_str().expect("a name").to_string();
@@ -68,6 +85,8 @@ fn verdicts(results: &Value) -> Value {
         "agree": agree,
         "disagree": disagree,
         "not_measured": unmeasured,
+        "magnitude_claims": magnitude_claims,
+        "magnitude_agree": magnitude_agree,
         "experiments": experiments,
     })
 }
@@ -76,7 +95,7 @@ fn verdicts(results: &Value) -> Value {
 fn every_verdict_at_scale_0_05_is_pinned() {
     let golden_path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/reproduce-0.05.json");
-    let now = verdicts(&reproduce("0.05", &[], "pin"));
+    let now = verdicts(&reproduce("0.05", "1", &[], "pin"));
     if std::env::var_os("OSSD_BLESS").is_some() {
         let text = serde_json::to_string_pretty(&now).expect("serializable") + "\n";
         std::fs::write(&golden_path, text).expect("write the golden file");
@@ -135,8 +154,8 @@ fn the_same_settings_and_seed_give_identical_results() {
         "004-t3-seq4",
         "002-iv-d",
     ];
-    let mut a = reproduce("0.02", &only, "a");
-    let mut b = reproduce("0.02", &only, "b");
+    let mut a = reproduce("0.02", "2", &only, "a");
+    let mut b = reproduce("0.02", "2", &only, "b");
     without_wall_times(&mut a);
     without_wall_times(&mut b);
     assert_eq!(a.as_array().map(Vec::len), Some(only.len()));
@@ -144,7 +163,7 @@ fn the_same_settings_and_seed_give_identical_results() {
     assert!(a == b, "two runs of the same settings and seed differ");
 }
 
-/// The (claim, agrees, in_paper_range) of every experiment, by name.
+/// The (claim, direction, magnitude) of every experiment, by name.
 fn claims_by_experiment(results: &Value) -> Vec<(String, Vec<Value>)> {
     results
         .as_array()
@@ -155,7 +174,7 @@ fn claims_by_experiment(results: &Value) -> Vec<(String, Vec<Value>)> {
                 .as_array()
                 .expect("verdicts")
                 .iter()
-                .map(|v| json!([v["claim"], v["agrees"], v["in_paper_range"]]))
+                .map(|v| json!([v["claim"], v["direction"], v["magnitude"]]))
                 .collect();
             (e["name"].as_str().expect("a name").to_string(), claims)
         })
@@ -169,7 +188,12 @@ fn every_verdict_at_scale_1_matches_the_pinned_results() {
     let pinned: Value =
         serde_json::from_str(&std::fs::read_to_string(&pinned_path).expect("the pinned results"))
             .expect("the pinned results are JSON");
-    let now = reproduce("1", &[], "scale1");
+    // As many seeds as the pinned run used.
+    let seeds = pinned[0]["seeds"]
+        .as_array()
+        .map_or(1, Vec::len)
+        .to_string();
+    let now = reproduce("1", &seeds, &[], "scale1");
     let (pinned, now) = (claims_by_experiment(&pinned), claims_by_experiment(&now));
     let moved: Vec<String> = now
         .iter()

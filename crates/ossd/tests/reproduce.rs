@@ -1,5 +1,6 @@
-//! `ossd reproduce` at a tiny scale: every experiment runs, every variant completes with a clean
-//! fsck, the report, plots and metric files are written, and the metrics agree with each other.
+//! `ossd reproduce` at a tiny scale and two seeds: every experiment runs, every variant completes
+//! with a clean fsck, the report, plots and metric files are written, the metrics agree with each
+//! other, and every claim is judged at both seeds.
 
 use std::process::Command;
 
@@ -9,7 +10,16 @@ fn every_experiment_runs_at_a_tiny_scale() {
     let out = std::env::temp_dir().join(format!("ossd-reproduce-{}", std::process::id()));
     let status = Command::new(env!("CARGO_BIN_EXE_ossd"))
         .current_dir(root)
-        .args(["reproduce", "--scale", "0.01", "--jobs", "2", "--out"])
+        .args([
+            "reproduce",
+            "--scale",
+            "0.01",
+            "--seeds",
+            "2",
+            "--jobs",
+            "2",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .unwrap();
@@ -58,8 +68,31 @@ fn every_experiment_runs_at_a_tiny_scale() {
                 );
             }
         }
+        let seeds = e["seeds"].as_array().unwrap();
+        assert_eq!(seeds.len(), 2, "{name}: every experiment runs at two seeds");
+        assert_ne!(seeds[0], seeds[1], "{name}");
         for verdict in e["verdicts"].as_array().unwrap() {
             assert!(!verdict["measured"].as_str().unwrap().is_empty());
+            // One verdict per seed; the overall one follows from them.
+            let per: Vec<&serde_json::Value> = verdict["seeds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| &s["agrees"])
+                .collect();
+            assert_eq!(per.len(), 2, "{name}");
+            let expected = match (per[0].as_bool(), per[1].as_bool()) {
+                (Some(a), Some(b)) if a == b && a => "agrees",
+                (Some(a), Some(b)) if a == b => "disagrees",
+                (Some(_), Some(_)) => "unstable",
+                _ => "not_measured",
+            };
+            assert_eq!(verdict["direction"], expected, "{name}: {verdict}");
+            assert_eq!(
+                verdict["magnitude"].is_null(),
+                verdict["paper"].is_null(),
+                "{name}: a magnitude verdict exactly where the paper states a number"
+            );
         }
     }
     assert!(std::fs::read_to_string(out.join("series.csv"))

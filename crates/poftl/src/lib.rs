@@ -22,4 +22,6 @@ pub mod store;
 
 pub use grouping::{GroupingPolicy, UnknownGrouping};
 pub use remap::{Remap, RemapError};
-pub use store::{CheckError, Data, PoftlConfig, PoftlError, PoftlStats, PoftlStore, ReadOut};
+pub use store::{
+    CheckError, Data, GcCopies, PoftlConfig, PoftlError, PoftlStats, PoftlStore, ReadOut,
+};

@@ -53,8 +53,25 @@ pub struct PoftlConfig {
     /// Pages the data buffer gathers before they are grouped and written (default 512: 2 MiB of
     /// 4 KiB pages, the buffer size of the other ossd stacks).
     pub buffer_pages: u32,
+    /// Where GC's copies of live pages go (default their own stream, as the paper's GC
+    /// separates survivors; `coldest-region` is the ablation that mixes them into the coldest
+    /// write region with new cold data).
+    pub gc_copies: GcCopies,
     /// The FML below (watermarks, victim policy, wear leveling).
     pub fml: FmlConfig,
+}
+
+/// Where GC's copies of live data pages are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GcCopies {
+    /// GC's own stream, apart from every write region: survivors (old, cold data) never share
+    /// a super-block with new writes.
+    #[default]
+    OwnStream,
+    /// The coldest write region's update super-block (region 0: the regions' centres ascend),
+    /// beside the coldest new writes. Record pages still go to GC's stream.
+    ColdestRegion,
 }
 
 impl Default for PoftlConfig {
@@ -65,6 +82,7 @@ impl Default for PoftlConfig {
             lambda: 0.0005,
             write_regions: 4,
             buffer_pages: 512,
+            gc_copies: GcCopies::OwnStream,
             fml: FmlConfig::default(),
         }
     }
@@ -309,6 +327,8 @@ struct Objects {
     live: u64,
     /// Record pages on flash (all kept: see [`PoftlStore::mount`]).
     log_pages: rustc_hash::FxHashSet<Vpa>,
+    /// The stream GC's copies of data pages go to; `None` for GC's own.
+    copies_to: Option<StreamId>,
 }
 
 /// On-flash records (docs/FORMAT.md section 4, "p-OFTL records"): the OOB record of a data
@@ -433,6 +453,12 @@ pub mod record {
 }
 
 impl Owner for Objects {
+    fn before_copy(&mut self, _from: Vpa, oob: &mut [u8]) -> Option<StreamId> {
+        if record::decode_log(oob).is_some() {
+            return None;
+        }
+        self.copies_to
+    }
     fn recognizes(&mut self, from: Vpa, oob: &[u8]) -> bool {
         if record::decode_log(oob).is_some() {
             return self.log_pages.contains(&from);
@@ -546,7 +572,10 @@ impl<F: Flash> PoftlStore<F> {
         Ok(PoftlStore {
             config,
             remap,
-            objects: Objects::default(),
+            objects: Objects {
+                copies_to: (config.gc_copies == GcCopies::ColdestRegion).then_some(StreamId(0)),
+                ..Objects::default()
+            },
             buffer: BTreeMap::new(),
             regions: Regions::new(config.write_regions as usize),
             now: 0,
@@ -1231,7 +1260,12 @@ impl<F: Flash> PoftlStore<F> {
                 fml::GcStep::Copied { done_ns } => {
                     end = end.max(done_ns);
                     self.region_stats[from].pages_moved += 1;
-                    self.region_stats[gc].pages_written += 1;
+                    // Counted where data copies go (a rare record page copy is GC's either way).
+                    let to = match self.config.gc_copies {
+                        GcCopies::OwnStream => gc,
+                        GcCopies::ColdestRegion => 0,
+                    };
+                    self.region_stats[to].pages_written += 1;
                 }
                 fml::GcStep::Erased { done_ns } => return Ok(Some(end.max(done_ns))),
                 fml::GcStep::Retired => return Ok(Some(end)),
@@ -1540,6 +1574,40 @@ mod tests {
             let victims: u64 = s.region_stats().iter().map(|r| r.victims).sum();
             assert!(victims > 0, "{g:?}: GC never ran");
             assert_eq!(victims, s.fml.stats().gc_victims, "{g:?}");
+        }
+    }
+
+    /// The `coldest-region` ablation: GC's data copies go into region 0's update super-blocks,
+    /// none into GC's own stream, and the store stays consistent.
+    #[test]
+    fn gc_copies_can_join_the_coldest_region() {
+        for copies in [GcCopies::OwnStream, GcCopies::ColdestRegion] {
+            let mut s = store(GroupingPolicy::SemanticAware, 64);
+            s.config.gc_copies = copies;
+            s.objects.copies_to = (copies == GcCopies::ColdestRegion).then_some(StreamId(0));
+            for id in 1..=40 {
+                s.create(id).unwrap();
+            }
+            let mut x = 11u64;
+            for step in 0..20_000u64 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                s.set_time(step * 100_000);
+                page(&mut s, 1 + (x >> 40) % 40, (x >> 20) % 32, x | 1);
+            }
+            s.check().unwrap();
+            let moved: u64 = s.region_stats().iter().map(|r| r.pages_moved).sum();
+            assert!(moved > 0, "{copies:?}: GC copied nothing");
+            let gc = s.config.write_regions as usize;
+            let to_gc = s.region_stats()[gc].pages_written;
+            match copies {
+                GcCopies::OwnStream => assert_eq!(to_gc, moved),
+                GcCopies::ColdestRegion => {
+                    assert_eq!(to_gc, 0);
+                    assert!(s.fml.next_unit(s.fml.gc_stream()).is_none());
+                }
+            }
         }
     }
 

@@ -67,6 +67,12 @@ impl Requirement {
                 },
             ),
             Command::List { partition: p, .. } => partition(*p, Ops::LIST),
+            // A transaction is bound to one partition: opening, committing and aborting it
+            // need the right to write there; each command in it needs what it needs alone.
+            Command::Begin { partition: p }
+            | Command::Commit { partition: p, .. }
+            | Command::Abort { partition: p, .. } => partition(*p, Ops::WRITE),
+            Command::TxnOp { op, .. } => return Requirement::of(&crate::msg::plain_command(op)),
             Command::Flush { scope } => match scope {
                 FlushScope::Object(oid) => object(*oid, Ops::FLUSH),
                 FlushScope::Partition(p) => partition(*p, Ops::FLUSH),

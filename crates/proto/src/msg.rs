@@ -1,7 +1,9 @@
 //! Requests and replies: the OSD commands, their parameters and results, status codes.
 
 use osd::onode::AccessPattern;
-use osd::{Attr, AttrValue, FlushScope, ObjectId, Oid, OsdError, PartitionId};
+use osd::{
+    Attr, AttrValue, FlushScope, ObjectId, Oid, OsdError, PartitionId, TxnError, TxnId, TxnOp,
+};
 
 use crate::cap::{CapKey, Capability, CAPABILITY_LEN, MAC_LEN};
 use crate::codec::{Header, ProtoError, Reader, Writer, FLAG_REPLY, FLAG_SECURED, HEADER_LEN};
@@ -49,11 +51,20 @@ pub enum Opcode {
     List = 0x0028,
     /// FLUSH.
     Flush = 0x0029,
+    /// BEGIN (a transaction over one partition).
+    Begin = 0x0030,
+    /// COMMIT (a transaction).
+    Commit = 0x0031,
+    /// ABORT (a transaction).
+    Abort = 0x0032,
+    /// An object command inside a transaction (CREATE, REMOVE, WRITE, TRUNCATE or SET
+    /// ATTRIBUTES, wrapped with the transaction's id).
+    TxnOp = 0x0033,
 }
 
 impl Opcode {
     /// Every opcode, in code order.
-    pub const ALL: [Opcode; 17] = [
+    pub const ALL: [Opcode; 21] = [
         Opcode::Hello,
         Opcode::CreatePartition,
         Opcode::RemovePartition,
@@ -71,6 +82,10 @@ impl Opcode {
         Opcode::SetAttr,
         Opcode::List,
         Opcode::Flush,
+        Opcode::Begin,
+        Opcode::Commit,
+        Opcode::Abort,
+        Opcode::TxnOp,
     ];
 
     /// The opcode of a header's code; [`ProtoError::UnknownOpcode`] for any other.
@@ -193,6 +208,44 @@ pub enum Command {
         /// What to flush.
         scope: FlushScope,
     },
+    /// Opens a transaction over objects of one partition; the reply carries its id.
+    Begin {
+        /// The partition.
+        partition: PartitionId,
+    },
+    /// Commits a transaction this connection began: all of its commands, durably, or none.
+    Commit {
+        /// Its partition (the capability's).
+        partition: PartitionId,
+        /// The transaction.
+        txn: TxnId,
+    },
+    /// Discards a transaction this connection began.
+    Abort {
+        /// Its partition (the capability's).
+        partition: PartitionId,
+        /// The transaction.
+        txn: TxnId,
+    },
+    /// Adds an object command to a transaction this connection began; the capability is the
+    /// one the command would need alone.
+    TxnOp {
+        /// The transaction.
+        txn: TxnId,
+        /// The command.
+        op: TxnOp,
+    },
+}
+
+/// The plain command a transaction's command stands for (its parameters and capability).
+pub fn plain_command(op: &TxnOp) -> Command {
+    match op.clone() {
+        TxnOp::Create { partition, id } => Command::Create { partition, id },
+        TxnOp::Remove { oid } => Command::Remove { oid },
+        TxnOp::Write { oid, offset, data } => Command::Write { oid, offset, data },
+        TxnOp::Truncate { oid, length } => Command::Truncate { oid, length },
+        TxnOp::SetAttr { oid, attr, value } => Command::SetAttr { oid, attr, value },
+    }
 }
 
 impl Command {
@@ -216,6 +269,10 @@ impl Command {
             Command::SetAttr { .. } => Opcode::SetAttr,
             Command::List { .. } => Opcode::List,
             Command::Flush { .. } => Opcode::Flush,
+            Command::Begin { .. } => Opcode::Begin,
+            Command::Commit { .. } => Opcode::Commit,
+            Command::Abort { .. } => Opcode::Abort,
+            Command::TxnOp { .. } => Opcode::TxnOp,
         }
     }
 }
@@ -293,6 +350,9 @@ pub enum Status {
     KeyRequired = 0x0b,
     /// `OsdError::WrongKey`: the target's master key does not unwrap the object's data key.
     WrongKey = 0x0c,
+    /// `OsdError::Transaction`: a transaction command was refused (no such transaction, too
+    /// large, too many open, or a command a transaction cannot hold).
+    Transaction = 0x0d,
     /// The frame's body could not be decoded.
     BadFrame = 0x100,
     /// The HELLO offered no version the target speaks, or a frame carries another version.
@@ -328,7 +388,7 @@ pub enum Status {
 
 impl Status {
     /// Every status, in code order.
-    pub const ALL: [Status; 28] = [
+    pub const ALL: [Status; 29] = [
         Status::Ok,
         Status::NotFound,
         Status::AlreadyExists,
@@ -342,6 +402,7 @@ impl Status {
         Status::Internal,
         Status::KeyRequired,
         Status::WrongKey,
+        Status::Transaction,
         Status::BadFrame,
         Status::UnsupportedVersion,
         Status::UnknownOpcode,
@@ -384,6 +445,7 @@ impl Status {
             OsdError::Internal(_) => Status::Internal,
             OsdError::KeyRequired(_) => Status::KeyRequired,
             OsdError::WrongKey(_) => Status::WrongKey,
+            OsdError::Transaction(_) => Status::Transaction,
         }
     }
 }
@@ -460,6 +522,10 @@ pub enum ReplyBody {
     Attr(AttrValue),
     /// DESCRIBE: the device's facts.
     Device(osd::DeviceInfo),
+    /// BEGIN: the transaction's id.
+    Txn(TxnId),
+    /// A command taken into a transaction: the id of the object it creates, if it does.
+    Taken(Option<ObjectId>),
     /// LIST and LIST PARTITIONS: ids and the continuation token.
     Ids {
         /// The ids, in order.
@@ -720,6 +786,17 @@ fn write_params(w: &mut Writer, c: &Command) {
             w.u32(*max);
         }
         Command::Flush { scope } => write_scope(w, *scope),
+        Command::Begin { partition } => w.u64(partition.0),
+        Command::Commit { partition, txn } | Command::Abort { partition, txn } => {
+            w.u64(partition.0);
+            w.u64(txn.0);
+        }
+        Command::TxnOp { txn, op } => {
+            let c = plain_command(op);
+            w.u64(txn.0);
+            w.u16(c.opcode() as u16);
+            write_params(w, &c);
+        }
     }
 }
 
@@ -787,6 +864,54 @@ fn read_params(op: Opcode, r: &mut Reader<'_>) -> Result<Command, ProtoError> {
         Opcode::Flush => Command::Flush {
             scope: read_scope(r)?,
         },
+        Opcode::Begin => Command::Begin {
+            partition: PartitionId(r.u64("partition id")?),
+        },
+        Opcode::Commit => Command::Commit {
+            partition: PartitionId(r.u64("partition id")?),
+            txn: TxnId(r.u64("transaction id")?),
+        },
+        Opcode::Abort => Command::Abort {
+            partition: PartitionId(r.u64("partition id")?),
+            txn: TxnId(r.u64("transaction id")?),
+        },
+        Opcode::TxnOp => {
+            let txn = TxnId(r.u64("transaction id")?);
+            let at = r.offset();
+            let code = r.u16("transaction command opcode")?;
+            let bad = ProtoError::BadValue {
+                what:
+                    "transaction command opcode (CREATE, REMOVE, WRITE, TRUNCATE or SET ATTRIBUTES)",
+                value: code as u64,
+                offset: at,
+            };
+            // Checked before its parameters are read: a nested transaction command would
+            // recurse as deep as the frame is long.
+            let inner = match Opcode::from_code(code) {
+                Ok(
+                    o @ (Opcode::Create
+                    | Opcode::Remove
+                    | Opcode::Write
+                    | Opcode::Truncate
+                    | Opcode::SetAttr),
+                ) => o,
+                _ => return Err(bad),
+            };
+            let op = match read_params(inner, r)? {
+                Command::Create { partition, id } => TxnOp::Create { partition, id },
+                Command::Remove { oid } => TxnOp::Remove { oid },
+                Command::Write { oid, offset, data } => TxnOp::Write { oid, offset, data },
+                Command::Truncate { oid, length } => TxnOp::Truncate { oid, length },
+                Command::SetAttr { oid, attr, value } => TxnOp::SetAttr { oid, attr, value },
+                _ => {
+                    return Err(ProtoError::Malformed {
+                        what: "transaction command",
+                        why: "not one of the five commands a transaction holds",
+                    })
+                }
+            };
+            Command::TxnOp { txn, op }
+        }
     })
 }
 
@@ -826,7 +951,12 @@ pub fn encode_request(
     credential: Option<(&Capability, &CapKey)>,
 ) -> Vec<u8> {
     let payload = match &request.command {
-        Command::Write { data, .. } | Command::Append { data, .. } => data.len(),
+        Command::Write { data, .. }
+        | Command::Append { data, .. }
+        | Command::TxnOp {
+            op: TxnOp::Write { data, .. },
+            ..
+        } => data.len(),
         _ => 0,
     };
     let mut w = frame_writer(payload);
@@ -916,6 +1046,7 @@ fn write_failure(w: &mut Writer, f: &Failure) {
                 w.string(what);
                 w.string(location);
             }
+            OsdError::Transaction(t) => write_txn_error(w, t),
         },
         Failure::Refused { message, .. } => w.string(message),
     }
@@ -947,6 +1078,7 @@ fn read_failure(status: Status, r: &mut Reader<'_>) -> Result<Failure, ProtoErro
             what: s(r)?,
             location: s(r)?,
         },
+        Status::Transaction => OsdError::Transaction(read_txn_error(r)?),
         other => {
             return Ok(Failure::Refused {
                 status: other,
@@ -954,6 +1086,58 @@ fn read_failure(status: Status, r: &mut Reader<'_>) -> Result<Failure, ProtoErro
             })
         }
     }))
+}
+
+/// A transaction error: kind u8 (1 no such transaction + id; 2 too large + id, bytes needed,
+/// limit; 3 too many open + limit; 4 unsupported + message).
+fn write_txn_error(w: &mut Writer, t: &TxnError) {
+    match t {
+        TxnError::NotFound(id) => {
+            w.u8(1);
+            w.u64(id.0);
+        }
+        TxnError::TooLarge {
+            txn,
+            needed_bytes,
+            limit_bytes,
+        } => {
+            w.u8(2);
+            w.u64(txn.0);
+            w.u64(*needed_bytes);
+            w.u64(*limit_bytes);
+        }
+        TxnError::TooMany { limit } => {
+            w.u8(3);
+            w.u64(*limit);
+        }
+        TxnError::Unsupported(m) => {
+            w.u8(4);
+            w.string(m);
+        }
+    }
+}
+
+fn read_txn_error(r: &mut Reader<'_>) -> Result<TxnError, ProtoError> {
+    let at = r.offset();
+    Ok(match r.u8("transaction error kind")? {
+        1 => TxnError::NotFound(TxnId(r.u64("transaction id")?)),
+        2 => TxnError::TooLarge {
+            txn: TxnId(r.u64("transaction id")?),
+            needed_bytes: r.u64("log bytes needed")?,
+            limit_bytes: r.u64("log bytes limit")?,
+        },
+        3 => TxnError::TooMany {
+            limit: r.u64("open transactions limit")?,
+        },
+        4 => TxnError::Unsupported(r.string("error message")?),
+        k => {
+            return Err(ProtoError::BadValue {
+                what: "transaction error kind",
+                value: k as u64,
+                offset: at,
+            })
+        }
+    })
 }
 
 fn write_reply_body(w: &mut Writer, b: &ReplyBody) {
@@ -968,6 +1152,8 @@ fn write_reply_body(w: &mut Writer, b: &ReplyBody) {
         ReplyBody::Done => {}
         ReplyBody::Partition(p) => w.u64(p.0),
         ReplyBody::Object(o) => w.u64(o.0),
+        ReplyBody::Txn(t) => w.u64(t.0),
+        ReplyBody::Taken(o) => write_opt(w, o.map(|o| o.0)),
         ReplyBody::Data(d) => w.blob(d),
         ReplyBody::Offset(o) => w.u64(*o),
         ReplyBody::Attr(v) => write_value(w, v),
@@ -1031,7 +1217,11 @@ fn read_reply_body(op: Opcode, r: &mut Reader<'_>) -> Result<ReplyBody, ProtoErr
         | Opcode::Write
         | Opcode::Truncate
         | Opcode::SetAttr
-        | Opcode::Flush => ReplyBody::Done,
+        | Opcode::Flush
+        | Opcode::Commit
+        | Opcode::Abort => ReplyBody::Done,
+        Opcode::Begin => ReplyBody::Txn(TxnId(r.u64("transaction id")?)),
+        Opcode::TxnOp => ReplyBody::Taken(read_opt(r, "object id")?.map(ObjectId)),
     })
 }
 

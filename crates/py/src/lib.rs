@@ -96,6 +96,7 @@ fn reproduce_json(
             jobs,
             out,
             experiments,
+            seeds: 1,
         };
         let (results, report) = ossd::reproduce::reproduce(&args, progress)?;
         Ok((

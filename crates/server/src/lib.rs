@@ -14,6 +14,11 @@
 //! let every connection's in-flight commands finish and their replies go out (at most
 //! `drain_timeout`), then FLUSH the device and hand the store back to the caller, who closes it.
 //!
+//! Transactions (BEGIN, COMMIT, ABORT and commands inside one) belong to the connection that
+//! began them, in the partition it named: another connection's COMMIT, ABORT or command names
+//! no transaction it may use (`Transaction`, no such transaction), and the transactions a
+//! connection leaves open are aborted when it closes.
+//!
 //! Key versions (revocation) live in a user attribute of each partition's root object
 //! ([`KEY_VERSION_ATTR`], 4 bytes big-endian, absent = 0); clients may not set it.
 
@@ -22,7 +27,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use osd::{Attr, AttrValue, FlushScope, Oid, Osd, OsdError, PartitionId};
+use osd::{Attr, AttrValue, FlushScope, Oid, Osd, OsdError, PartitionId, TxnError, TxnId};
 use proto::{
     Capability, Command, Failure, Header, MasterKey, Reply, ReplyBody, Requirement, Security,
     Status, HEADER_LEN, SUPPORTED_VERSIONS,
@@ -142,8 +147,13 @@ struct Job {
 
 enum StoreMsg {
     Run(Box<Job>),
+    /// A connection closed: abort the transactions it left open.
+    Closed(SocketAddr),
     Stop,
 }
+
+/// Open transactions: the connection that began each, and its partition.
+type Owners = HashMap<TxnId, (SocketAddr, PartitionId)>;
 
 /// Longest READ a client may ask for: the reply must fit the frame limit.
 fn max_read_bytes(max_frame: u32) -> u32 {
@@ -155,9 +165,22 @@ fn store_thread<S: Osd>(
     jobs: std::sync::mpsc::Receiver<StoreMsg>,
 ) -> (S, Result<(), OsdError>) {
     let mut versions: HashMap<PartitionId, u32> = HashMap::new();
+    let mut owners = Owners::new();
     while let Ok(msg) = jobs.recv() {
         let job = match msg {
             StoreMsg::Run(j) => j,
+            StoreMsg::Closed(peer) => {
+                let left: Vec<TxnId> = owners
+                    .iter()
+                    .filter(|(_, (p, _))| *p == peer)
+                    .map(|(t, _)| *t)
+                    .collect();
+                for t in left {
+                    owners.remove(&t);
+                    let _ = store.abort_txn(t);
+                }
+                continue;
+            }
             StoreMsg::Stop => break,
         };
         let Job {
@@ -215,7 +238,11 @@ fn store_thread<S: Osd>(
                     }
                     _ => None,
                 };
-                let r = execute(&mut store, command);
+                let r = if is_txn(&command) {
+                    execute_txn(&mut store, &mut owners, peer, command)
+                } else {
+                    execute(&mut store, command)
+                };
                 if let Some(p) = forget {
                     versions.remove(&p);
                 }
@@ -316,6 +343,69 @@ fn execute<S: Osd>(s: &mut S, c: Command) -> Result<Executed, OsdError> {
                 (ReplyBody::Ids { ids, next }, None)
             }),
         Command::Flush { scope } => done(s.flush(scope)),
+        Command::Begin { .. }
+        | Command::Commit { .. }
+        | Command::Abort { .. }
+        | Command::TxnOp { .. } => Err(OsdError::Internal(
+            "a transaction command reached the plain path".into(),
+        )),
+    }
+}
+
+fn is_txn(c: &Command) -> bool {
+    matches!(
+        c,
+        Command::Begin { .. }
+            | Command::Commit { .. }
+            | Command::Abort { .. }
+            | Command::TxnOp { .. }
+    )
+}
+
+/// A transaction command, from connection `peer`: only the connection that began a transaction
+/// (in the partition it named) may add to, commit or abort it.
+fn execute_txn<S: Osd>(
+    s: &mut S,
+    owners: &mut Owners,
+    peer: SocketAddr,
+    c: Command,
+) -> Result<Executed, OsdError> {
+    let mine = |owners: &Owners, txn: TxnId, partition: PartitionId| {
+        if owners.get(&txn) == Some(&(peer, partition)) {
+            Ok(())
+        } else {
+            Err(OsdError::Transaction(TxnError::NotFound(txn)))
+        }
+    };
+    match c {
+        Command::Begin { partition } => {
+            let t = s.begin_txn(partition)?;
+            owners.insert(t, (peer, partition));
+            Ok((ReplyBody::Txn(t), None))
+        }
+        Command::Commit { partition, txn } => {
+            mine(owners, txn, partition)?;
+            // A COMMIT that fails has discarded the transaction too.
+            owners.remove(&txn);
+            s.commit_txn(txn).map(|()| (ReplyBody::Done, None))
+        }
+        Command::Abort { partition, txn } => {
+            mine(owners, txn, partition)?;
+            owners.remove(&txn);
+            s.abort_txn(txn).map(|()| (ReplyBody::Done, None))
+        }
+        Command::TxnOp { txn, op } => {
+            let partition = match &op {
+                osd::TxnOp::Create { partition, .. } => *partition,
+                osd::TxnOp::Remove { oid }
+                | osd::TxnOp::Write { oid, .. }
+                | osd::TxnOp::Truncate { oid, .. }
+                | osd::TxnOp::SetAttr { oid, .. } => oid.partition,
+            };
+            mine(owners, txn, partition)?;
+            s.txn_op(txn, op).map(|o| (ReplyBody::Taken(o), None))
+        }
+        other => execute(s, other),
     }
 }
 
@@ -571,6 +661,8 @@ async fn connection(
             break;
         }
     }
+    // Its open transactions die with it.
+    let _ = shared.jobs.send(StoreMsg::Closed(peer));
     // Dropping our sender lets the writer finish once every in-flight reply is written.
     drop(tx);
     let _ = writer.await;
@@ -616,6 +708,14 @@ fn authenticate(
     req.check(&cap)?;
     if let Command::SetAttr {
         attr: Attr::User(KEY_VERSION_ATTR),
+        ..
+    }
+    | Command::TxnOp {
+        op:
+            osd::TxnOp::SetAttr {
+                attr: Attr::User(KEY_VERSION_ATTR),
+                ..
+            },
         ..
     } = d.command
     {

@@ -186,6 +186,7 @@ impl Variant {
                     small_objects: rng.gen_bool(0.5),
                     // Drawn sequences stay as they were; real-time placement has its own tests.
                     realtime_update_blocks: 0,
+                    fresh_update_block_per_object: false,
                     default_reliability: 0,
                     parity_group_units: 16,
                     compression_chunk_units: if compressed { 4 } else { 16 },

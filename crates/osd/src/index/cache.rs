@@ -248,6 +248,20 @@ impl Arena {
         }
     }
 
+    /// The clean nodes' addresses, most recently used first (test aid).
+    #[cfg(test)]
+    pub fn lru_order(&self) -> Vec<NodeAddr> {
+        let mut out = Vec::new();
+        let mut h = self.head;
+        while h != NIL {
+            if let SlotState::Clean(a) = self.slots[h as usize].state {
+                out.push(a);
+            }
+            h = self.slots[h as usize].next;
+        }
+        out
+    }
+
     /// Number of clean nodes reachable through the LRU list and the address map (test aid).
     #[cfg(test)]
     pub fn lru_len(&self) -> (usize, usize) {

@@ -69,6 +69,7 @@
 //! committed root.
 
 mod cache;
+mod edit;
 mod node;
 mod tree;
 
@@ -77,6 +78,8 @@ mod tests;
 
 use cache::Arena;
 use node::{Child, Geometry};
+
+pub use edit::Neighbour;
 
 pub use node::{
     INNER_ENTRY_BYTES, LEAF_ENTRY_BYTES, MAX_NODE_BYTES, MIN_NODE_BYTES, NODE_CRC_BYTES,
@@ -490,6 +493,59 @@ impl Index {
         key: &IndexKey,
     ) -> Result<Option<u64>, IndexError> {
         let r = self.remove_impl(io, key);
+        self.arena.trim();
+        r
+    }
+
+    /// Sets the value of `key` in place, in one descent, when that leaves the tree (node
+    /// shapes, dirty nodes, nodes to free, clean cache) exactly as `remove(key)`, then a
+    /// look-up of each of `probes`, then `insert(key, new)` would: the path to `key` is in
+    /// memory, each probe routes to `key`'s leaf, and removing `key` would neither underfill
+    /// that leaf nor change its smallest key. `decide` gets the entries before and after `key`
+    /// in its leaf (None past its end) and the current value, and returns the new value or
+    /// None to decline. Returns the old value, or None when nothing was done (the caller then
+    /// runs the basic operations).
+    pub fn replace_in_place(
+        &mut self,
+        io: &mut dyn NodeIo,
+        key: &IndexKey,
+        probes: &[IndexKey],
+        decide: impl FnOnce(Neighbour, u64, Neighbour) -> Option<u64>,
+    ) -> Result<Option<u64>, IndexError> {
+        let r = self.replace_in_place_impl(io, key, probes, decide);
+        self.arena.trim();
+        r
+    }
+
+    /// Inserts the absent `key` with a look-up's worth of work fewer, when that leaves the tree
+    /// exactly as a look-up of each of `probes` and then `insert(key, value)` would: the path
+    /// to `key` is in memory and each probe routes to `key`'s leaf. `decide` gets the entries
+    /// before and after `key`'s place in that leaf (None past its ends) and returns the value,
+    /// or None to decline. Returns whether it inserted (false: nothing was done).
+    pub fn insert_in_place(
+        &mut self,
+        io: &mut dyn NodeIo,
+        key: IndexKey,
+        probes: &[IndexKey],
+        decide: impl FnOnce(Neighbour, Neighbour) -> Option<u64>,
+    ) -> Result<bool, IndexError> {
+        let r = self.insert_in_place_impl(io, key, probes, decide);
+        self.arena.trim();
+        r
+    }
+
+    /// As [`Index::remove`] of a key the caller just found, without the look-up `remove`
+    /// makes first when the path to it is in memory (the result is the same either way).
+    pub fn remove_found(
+        &mut self,
+        io: &mut dyn NodeIo,
+        key: &IndexKey,
+    ) -> Result<Option<u64>, IndexError> {
+        let r = match self.remove_present_impl(io, key) {
+            Ok(Some(old)) => Ok(old),
+            Ok(None) => self.remove_impl(io, key),
+            Err(e) => Err(e),
+        };
         self.arena.trim();
         r
     }

@@ -92,7 +92,12 @@ impl Index {
     /// The node behind `c` as a dirty node (copy-on-write): a committed node leaves the cache
     /// and its address is freed at the next commit. The caller must store `Child::Mem` of
     /// the result in the (dirty) parent.
-    fn make_dirty(&mut self, io: &mut dyn NodeIo, c: Child, level: u8) -> Result<Handle> {
+    pub(super) fn make_dirty(
+        &mut self,
+        io: &mut dyn NodeIo,
+        c: Child,
+        level: u8,
+    ) -> Result<Handle> {
         match c {
             Child::Mem(h) => Ok(h),
             Child::Addr(a) => {
@@ -105,7 +110,7 @@ impl Index {
         }
     }
 
-    fn dirty_root(&mut self, io: &mut dyn NodeIo) -> Result<Option<Handle>> {
+    pub(super) fn dirty_root(&mut self, io: &mut dyn NodeIo) -> Result<Option<Handle>> {
         let Some(r) = self.root else {
             return Ok(None);
         };
@@ -114,14 +119,14 @@ impl Index {
         Ok(Some(h))
     }
 
-    fn leaf_mut(&mut self, h: Handle) -> Result<&mut Vec<(IndexKey, u64)>> {
+    pub(super) fn leaf_mut(&mut self, h: Handle) -> Result<&mut Vec<(IndexKey, u64)>> {
         match &mut self.arena.node_mut(h).body {
             Body::Leaf(v) => Ok(v),
             Body::Inner(_) => Err(internal("expected a leaf")),
         }
     }
 
-    fn inner_mut(&mut self, h: Handle) -> Result<&mut Vec<(IndexKey, Child)>> {
+    pub(super) fn inner_mut(&mut self, h: Handle) -> Result<&mut Vec<(IndexKey, Child)>> {
         match &mut self.arena.node_mut(h).body {
             Body::Inner(v) => Ok(v),
             Body::Leaf(_) => Err(internal("expected an inner node")),
@@ -136,7 +141,7 @@ impl Index {
     }
 
     /// The child of inner node `h` to follow for `key`, and its index.
-    fn child_for(&self, h: Handle, key: &IndexKey) -> Result<(usize, Child)> {
+    pub(super) fn child_for(&self, h: Handle, key: &IndexKey) -> Result<(usize, Child)> {
         let v = self.inner(h)?;
         let i = route(v, key);
         let c = v.get(i).ok_or_else(|| internal("empty inner node"))?.1;
@@ -396,6 +401,15 @@ impl Index {
         if self.get_impl(io, key)?.is_none() {
             return Ok(None);
         }
+        self.remove_found_impl(io, key)
+    }
+
+    /// Removes `key`, which is in the tree.
+    pub(super) fn remove_found_impl(
+        &mut self,
+        io: &mut dyn NodeIo,
+        key: &IndexKey,
+    ) -> Result<Option<u64>> {
         let Some(root) = self.dirty_root(io)? else {
             return Ok(None);
         };

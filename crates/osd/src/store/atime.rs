@@ -21,7 +21,8 @@ impl<F: Flash> ObjectStore<F> {
         let c = self.onode_mut(oid)?;
         c.onode.accessed_ns = now;
         c.dirty = true;
-        Ok(())
+        // A read ends here: dirty onodes past the cache's size go back to flash.
+        self.evict_onodes()
     }
 
     /// Writes the pending journal entries as one atime page (24-byte entries: object id and

@@ -2,21 +2,33 @@
 
 use super::*;
 
+/// What a checkpoint writes before it commits the index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CheckpointScope {
+    /// Everything buffered: the write buffer, small-object pages and every dirty onode.
+    Whole,
+    /// Asked for by GC, which waits on it to erase a block: only the onodes that need no
+    /// buffered data ([`ObjectStore::write_ready_onodes`]).
+    Gc,
+}
+
 impl<F: Flash> ObjectStore<F> {
     /// Flushes, commits the index, writes the checkpoint unit, then releases what the previous
     /// checkpoint still needed.
     pub fn checkpoint(&mut self) -> Result<Nanos, OsdError> {
         self.check_writable()?;
-        // Room first, while GC may still checkpoint (once, through `checkpoint_now`) for a block
-        // it must erase.
+        // The write buffer first, and room, while GC may still run and checkpoint (once,
+        // through `checkpoint_now`) for a block it must erase: inside the checkpoint GC cannot
+        // erase such a block, so a full buffer flushed there could use up the free blocks.
+        self.flush_all()?;
         self.make_room()?;
-        self.checkpoint_now()
+        self.checkpoint_now(CheckpointScope::Whole)
     }
 
     /// A checkpoint during which GC may not ask for another.
-    pub(super) fn checkpoint_now(&mut self) -> Result<Nanos, OsdError> {
+    pub(super) fn checkpoint_now(&mut self, scope: CheckpointScope) -> Result<Nanos, OsdError> {
         self.meta_busy += 1;
-        let r = self.checkpoint_inner();
+        let r = self.checkpoint_inner(scope);
         self.meta_busy -= 1;
         r
     }
@@ -25,10 +37,18 @@ impl<F: Flash> ObjectStore<F> {
         clippy::unwrap_used,
         reason = "the pinned descriptor pages were collected from the descriptor map just above"
     )]
-    pub(super) fn checkpoint_inner(&mut self) -> Result<Nanos, OsdError> {
+    fn checkpoint_inner(&mut self, scope: CheckpointScope) -> Result<Nanos, OsdError> {
         // No journal page outlives a checkpoint: recovery only looks for newer ones.
         self.merge_atimes()?;
-        self.flush_all()?;
+        match scope {
+            CheckpointScope::Whole => self.flush_all()?,
+            // GC cannot erase the block it waits on until this checkpoint is durable, so
+            // programming a full write buffer here could use up the free blocks: only the onodes
+            // whose data is on flash go now. The rest (buffered data, small-object pages, their
+            // onodes) is newer than this checkpoint when it is written, and recovery rolls it
+            // forward like any write after a checkpoint.
+            CheckpointScope::Gc => self.write_ready_onodes()?,
+        }
         // Parity reaches flash here, not at every FLUSH: recovery recomputes the parity of the
         // groups written since this checkpoint from their data (OSCM-11 V-E's overhead).
         self.flush_parity()?;
@@ -44,10 +64,13 @@ impl<F: Flash> ObjectStore<F> {
         page[8..12].copy_from_slice(&root_addr.to_le_bytes());
         page[12] = height;
         page[13] = match self.config.placement {
-            Placement::One => 0,
+            // Code 0 is what `one` meant before OFS-ONE kept three update blocks: images
+            // formatted then keep their behaviour.
+            Placement::Combined => 0,
             Placement::Semantic => 1,
             Placement::Split => 2,
             Placement::SplitAtime => 3,
+            Placement::One => 4,
         };
         page[14] = (self.config.index_mode == IndexMode::Page) as u8;
         page[16..24].copy_from_slice(&self.next_object.to_le_bytes());
@@ -117,12 +140,19 @@ impl<F: Flash> ObjectStore<F> {
         self.flush_all()
     }
 
-    /// Checkpoints every `checkpoint_units` data units, and before the index's dirty nodes
+    /// Between commands: writes back the onodes the cache evicts ([`Self::evict_onodes`]), and
+    /// checkpoints every `checkpoint_units` data units, and before the index's dirty nodes
     /// outgrow what a checkpoint may write from the GC reserve: a checkpoint GC asks for (to
     /// erase a victim the durable one still needs) cannot wait for more free blocks, so its
     /// commit must fit in half the low watermark's blocks. Found on `nandsim-128m` (2 KiB
     /// nodes), where a commit of a whole dirty tree used up the last free block.
     pub(super) fn maybe_checkpoint(&mut self) -> Result<(), OsdError> {
+        self.evict_onodes()?;
+        if self.txns.installing {
+            // A transaction's commit record must stay newer than the durable checkpoint until
+            // its done record is on flash (docs/DESIGN.md "Transactions").
+            return Ok(());
+        }
         // Half the GC reserve less GC's destination block and one block of slack.
         if self.units_since_ckpt >= self.config.checkpoint_units
             || self.index.dirty_nodes() > self.half_reserve_units(2)

@@ -1,6 +1,7 @@
 //! The OSD command set (`Osd`) over the store, and the calls that end a store's life.
 
 use super::*;
+use crate::api::{TxnId, TxnOp};
 
 impl<F: Flash> Osd for ObjectStore<F> {
     fn create_partition(&mut self, id: Option<PartitionId>) -> Result<PartitionId, OsdError> {
@@ -100,6 +101,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
                 loc: None,
             },
         );
+        self.evict_onodes()?;
         Ok(object)
     }
 
@@ -341,7 +343,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
         }
         o.attr_changed_ns = now;
         c.dirty = true;
-        Ok(())
+        self.evict_onodes()
     }
 
     fn list_partitions(
@@ -423,6 +425,22 @@ impl<F: Flash> Osd for ObjectStore<F> {
         self.maybe_checkpoint()
     }
 
+    fn begin_txn(&mut self, partition: PartitionId) -> Result<TxnId, OsdError> {
+        self.begin_inner(partition)
+    }
+
+    fn txn_op(&mut self, txn: TxnId, op: TxnOp) -> Result<Option<ObjectId>, OsdError> {
+        self.txn_op_inner(txn, op)
+    }
+
+    fn commit_txn(&mut self, txn: TxnId) -> Result<(), OsdError> {
+        self.commit_inner(txn)
+    }
+
+    fn abort_txn(&mut self, txn: TxnId) -> Result<(), OsdError> {
+        self.abort_inner(txn)
+    }
+
     fn describe(&mut self) -> Result<DeviceInfo, OsdError> {
         let unit = self.unit as u64;
         let valid: u64 = self.fml.blocks().iter().map(|b| b.valid as u64).sum();
@@ -452,8 +470,13 @@ impl<F: Flash> ObjectStore<F> {
         // The tombstone keeps no wrapped data key.
         c.onode.wrapped_key = None;
         c.dirty = true;
-        // The tombstone reaches flash before the object's units are released (see truncate).
-        self.flush_all()?;
+        // The tombstone reaches flash before the object's units are released (see truncate):
+        // the tombstone, with the other onodes that may go, not the whole write buffer.
+        self.write_ready_onodes()?;
+        debug_assert!(
+            !self.onodes.contains_key(&oid),
+            "a written tombstone leaves the cache"
+        );
         self.drop_units_from(oid, 0)?;
         self.placer.forget(oid);
         Ok(())
@@ -462,7 +485,7 @@ impl<F: Flash> ObjectStore<F> {
     /// The next object id not in use in `partition`. The counter comes from the last
     /// checkpoint, so objects created after it and rolled forward by recovery may hold the next
     /// ids: skip them (an assigned id must never be `AlreadyExists`).
-    fn free_object_id(&mut self, partition: PartitionId) -> Result<ObjectId, OsdError> {
+    pub(super) fn free_object_id(&mut self, partition: PartitionId) -> Result<ObjectId, OsdError> {
         loop {
             let id = ObjectId(self.next_object);
             if self

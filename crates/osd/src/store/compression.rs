@@ -425,8 +425,7 @@ impl<F: Flash> ObjectStore<F> {
                     "a fingerprint unit of compressed object {oid}"
                 )));
             };
-            let hint = self.hint(oid)?;
-            let stream = self.placer.choose(&hint);
+            let stream = self.data_stream(oid)?;
             let rec = Record::Data {
                 oid,
                 offset: p,
@@ -532,8 +531,7 @@ impl<F: Flash> ObjectStore<F> {
                 } else {
                     None
                 };
-                let hint = self.hint(oid)?;
-                let stream = self.placer.choose(&hint);
+                let stream = self.data_stream(oid)?;
                 let rec = Record::Data {
                     oid,
                     offset: p,

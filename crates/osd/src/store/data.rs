@@ -26,6 +26,17 @@ impl<F: Flash> ObjectStore<F> {
     pub(super) fn unmap(&mut self, oid: Oid, u: u64) -> Result<Option<u32>, OsdError> {
         let key = data_key(oid, u);
         let hit = self.with_index(|ix, io| ix.floor(io, &key))?;
+        self.unmap_hit(oid, u, hit)
+    }
+
+    /// As [`Self::unmap`], given the floor entry of unit `u`'s key.
+    fn unmap_hit(
+        &mut self,
+        oid: Oid,
+        u: u64,
+        hit: Option<(IndexKey, u64)>,
+    ) -> Result<Option<u32>, OsdError> {
+        let key = data_key(oid, u);
         let Some((k, v)) = hit else { return Ok(None) };
         if k.oid != key.oid || k.kind != KIND_DATA {
             return Ok(None);
@@ -37,7 +48,7 @@ impl<F: Flash> ObjectStore<F> {
         }
         let at = (u - k.offset) as u32;
         self.with_index(|ix, io| {
-            ix.remove(io, &k)?;
+            ix.remove_found(io, &k)?;
             if at > 0 {
                 ix.insert(io, k, pack(start, at))?;
             }
@@ -54,6 +65,18 @@ impl<F: Flash> ObjectStore<F> {
     /// write units are consecutive (extent mode).
     pub(super) fn map(&mut self, oid: Oid, u: u64, vpa: u32) -> Result<(), OsdError> {
         let extents = self.config.index_mode == IndexMode::Extent;
+        let (probes, n) = map_probes(oid, u, extents);
+        // The common case, a unit that joins neither neighbour, in one descent.
+        let alone = |prev: Neighbour, next: Neighbour| {
+            let joins =
+                extents && (joins_left(oid, u, vpa, prev) || joins_right(oid, u, vpa, next));
+            (!joins).then_some(pack(vpa, 1))
+        };
+        if self
+            .with_index(|ix, io| ix.insert_in_place(io, data_key(oid, u), &probes[..n], alone))?
+        {
+            return Ok(());
+        }
         self.with_index(|ix, io| {
             let mut start_key = data_key(oid, u);
             let mut start = vpa;
@@ -89,6 +112,33 @@ impl<F: Flash> ObjectStore<F> {
         })
     }
 
+    /// GC moved unit `u` of `oid` to write unit `to`: as [`Self::unmap`] then [`Self::map`],
+    /// in one index edit when the unit is an extent of its own that joins neither neighbour
+    /// (the index makes sure the tree ends up exactly as the two would leave it).
+    pub(super) fn remap(&mut self, oid: Oid, u: u64, to: u32) -> Result<(), OsdError> {
+        let key = data_key(oid, u);
+        let hit = self.with_index(|ix, io| ix.floor(io, &key))?;
+        if let Some((k, v)) = hit {
+            let (start, len) = extent(v);
+            if k == key && len == 1 && start != LOST {
+                let extents = self.config.index_mode == IndexMode::Extent;
+                let (probes, n) = map_probes(oid, u, extents);
+                let alone = |prev: Neighbour, _old: u64, next: Neighbour| {
+                    let joins =
+                        extents && (joins_left(oid, u, to, prev) || joins_right(oid, u, to, next));
+                    (!joins).then_some(pack(to, 1))
+                };
+                let edited =
+                    self.with_index(|ix, io| ix.replace_in_place(io, &key, &probes[..n], alone))?;
+                if edited.is_some() {
+                    return Ok(());
+                }
+            }
+        }
+        self.unmap_hit(oid, u, hit)?;
+        self.map(oid, u, to)
+    }
+
     pub(super) fn hint(&mut self, oid: Oid) -> Result<Hint, OsdError> {
         let c = self.onode_mut(oid)?;
         Ok(Hint {
@@ -98,6 +148,21 @@ impl<F: Flash> ObjectStore<F> {
             write_count: c.onode.write_count,
             priority: c.onode.priority,
         })
+    }
+
+    /// The update block (stream) the next data unit of `oid` goes to; when placement gives the
+    /// object a stream another live object was filling, and `fresh_update_block_per_object` is
+    /// on, that stream's update block is closed first, so the object starts a fresh one
+    /// (OSSD-13 VI-C).
+    pub(super) fn data_stream(&mut self, oid: Oid) -> Result<StreamId, OsdError> {
+        let hint = self.hint(oid)?;
+        let stream = self.placer.choose(&hint);
+        if let Some(s) = self.placer.take_sealed() {
+            if self.config.fresh_update_block_per_object {
+                self.fml.seal(s);
+            }
+        }
+        Ok(stream)
     }
 
     /// Reads data unit `v`, which the index says holds unit `u` of `oid`, into the scratch
@@ -193,8 +258,7 @@ impl<F: Flash> ObjectStore<F> {
         if let Some(p) = protection {
             self.parity_before_program(e.key.0, e.key.1, old, old_fill, p)?;
         }
-        let hint = self.hint(e.key.0)?;
-        let stream = self.placer.choose(&hint);
+        let stream = self.data_stream(e.key.0)?;
         let length = self.onode_mut(e.key.0)?.onode.logical_length;
         let seq = self.gc.take_seq();
         let seal = if self.is_encrypted(e.key.0)? {
@@ -720,4 +784,37 @@ impl<F: Flash> ObjectStore<F> {
         self.drop_parity_from(oid, first)?;
         Ok(dropped)
     }
+}
+
+/// The keys [`ObjectStore::map`] looks up around unit `u` before it inserts (the extent
+/// before, the extent after), and how many there are.
+fn map_probes(oid: Oid, u: u64, extents: bool) -> ([IndexKey; 2], usize) {
+    let after = data_key(oid, u + 1);
+    match (extents, u.checked_sub(1)) {
+        (false, _) => ([after; 2], 0),
+        (true, Some(b)) => ([data_key(oid, b), after], 2),
+        (true, None) => ([after; 2], 1),
+    }
+}
+
+/// Whether unit `u`, going to write unit `vpa`, extends the extent `prev` (the floor entry of
+/// unit `u - 1`).
+fn joins_left(oid: Oid, u: u64, vpa: u32, prev: Neighbour) -> bool {
+    let Some((k, v)) = prev else { return false };
+    let (s, l) = extent(v);
+    u > 0
+        && k.oid == oid.as_u128()
+        && k.kind == KIND_DATA
+        && k.offset + l as u64 == u
+        && s != LOST
+        && s + l == vpa
+        && l < u32::MAX / 2
+}
+
+/// Whether unit `u`, going to write unit `vpa`, joins the extent `next` if it starts at unit
+/// `u + 1`.
+fn joins_right(oid: Oid, u: u64, vpa: u32, next: Neighbour) -> bool {
+    let Some((k, v)) = next else { return false };
+    let (s, _) = extent(v);
+    k == data_key(oid, u + 1) && s == vpa + 1 && s != LOST
 }

@@ -120,7 +120,14 @@ impl<F: Flash> ObjectStore<F> {
                     // written: wait for it.
                     return Ok(false);
                 }
-                self.checkpoint_now()?;
+                // The victim is empty: its erase needs only this checkpoint, which may take
+                // the last free block (GC's copy reserve) if its streams have no room, or GC
+                // deadlocks with free space on the device.
+                let emptied = self.fml.blocks()[v as usize].valid == 0;
+                self.fml.with_last_free_block(emptied);
+                let r = self.checkpoint_now(super::checkpoint::CheckpointScope::Gc);
+                self.fml.with_last_free_block(false);
+                r?;
             }
         }
         let step = self.fml.gc_step(self.now, &mut self.gc).map_err(fml_err)?;
@@ -151,8 +158,7 @@ impl<F: Flash> ObjectStore<F> {
                         continue;
                     }
                     // The moved unit is the current one (GC moves only valid units).
-                    self.unmap(oid, offset)?;
-                    self.map(oid, offset, to)?;
+                    self.remap(oid, offset, to)?;
                     if let Ok(c) = self.onode_mut(oid) {
                         // OSSD-13 V-F: a page GC copies is cold; lower the object's count.
                         c.onode.write_count = c.onode.write_count.saturating_sub(1);
@@ -202,6 +208,11 @@ impl<F: Flash> ObjectStore<F> {
                     if self.with_index(|ix, io| ix.get(io, &key))? == Some(from as u64) {
                         self.with_index(|ix, io| ix.insert(io, key, to as u64))?;
                     }
+                }
+                Record::TxnLog { .. } | Record::TxnDone { .. } => {
+                    // Nothing references a transaction's units: they wait for release at the
+                    // next checkpoint, and recovery finds them by their records.
+                    self.retarget_released(from, to);
                 }
                 Record::Atime { .. } => {
                     for p in self.atime_pages.iter_mut().filter(|p| **p == from) {

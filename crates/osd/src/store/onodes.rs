@@ -100,23 +100,80 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// Writes every dirty onode into descriptor pages and points the index at them.
-    #[expect(
-        clippy::unwrap_used,
-        reason = "the members are dirty onodes taken from the cache, which nothing evicts while they are written"
-    )]
     pub(super) fn flush_onodes(&mut self) -> Result<(), OsdError> {
-        if !self.onodes.values().any(|c| c.dirty) {
-            return Ok(());
-        }
-        // Room for the pages first (GC, and a checkpoint GC may need, run now), then the pages
-        // are written without GC in between.
-        self.make_room()?;
-        let mut dirty: Vec<Oid> = self
+        let dirty: Vec<Oid> = self
             .onodes
             .iter()
             .filter(|(_, c)| c.dirty)
             .map(|(o, _)| *o)
             .collect();
+        self.write_onodes(dirty)
+    }
+
+    /// Writes the dirty onodes whose data is all on flash: none of their units waits in the
+    /// write buffer and no small-object bytes of theirs wait for a page, so none of them can put
+    /// a length on flash before the data it covers. A removal's tombstone is one of them
+    /// (OSCM-11 writes a removal's onode, not the whole write buffer), and so is an onode the
+    /// cache evicts.
+    pub(super) fn write_ready_onodes(&mut self) -> Result<(), OsdError> {
+        let ready = self.ready_onodes();
+        self.write_onodes(ready)
+    }
+
+    /// The dirty onodes [`Self::write_ready_onodes`] may write.
+    fn ready_onodes(&self) -> Vec<Oid> {
+        let waiting: FxHashSet<Oid> = self
+            .buf
+            .keys()
+            .map(|&(o, _)| o)
+            .chain(self.smalls.iter().filter(|(_, s)| s.dirty).map(|(o, _)| *o))
+            .collect();
+        self.onodes
+            .iter()
+            .filter(|(o, c)| c.dirty && !waiting.contains(o))
+            .map(|(o, _)| *o)
+            .collect()
+    }
+
+    /// The onode cache's eviction (OSCM-11 V: a cache of a fixed size, 10 KB in its
+    /// experiments): once it holds `onode_cache_entries` or more and too few of them are clean
+    /// to drop, the dirty onodes that may go to flash are written back so that they can be
+    /// dropped. They are written in batches (more than three quarters of the cache's size):
+    /// writing each as it becomes ready would write pages of one onode, and an object just
+    /// created, ready at once, would be written empty only to be dirtied by its first write.
+    /// Onodes whose data still waits stay, over the cache's size, until their data is written.
+    /// Called between commands only: writing may run GC.
+    pub(super) fn evict_onodes(&mut self) -> Result<(), OsdError> {
+        let cap = self.config.onode_cache_entries;
+        if self.onodes.len() < cap {
+            return Ok(());
+        }
+        let clean = self.onodes.values().filter(|c| !c.dirty).count();
+        if self.onodes.len() - clean > cap * 3 / 4 {
+            let ready = self.ready_onodes();
+            if ready.len() > cap * 3 / 4 {
+                self.write_onodes(ready)?;
+            }
+        }
+        self.trim_onode_cache();
+        Ok(())
+    }
+
+    /// Writes the onodes `dirty` (all dirty, in the cache) into descriptor pages and points the
+    /// index at them.
+    #[expect(
+        clippy::unwrap_used,
+        reason = "the members are dirty onodes taken from the cache, which nothing evicts while they are written"
+    )]
+    fn write_onodes(&mut self, mut dirty: Vec<Oid>) -> Result<(), OsdError> {
+        if dirty.is_empty() {
+            return Ok(());
+        }
+        // Room for the pages first (GC, and a checkpoint GC may need, run now), then the pages
+        // are written without GC in between.
+        self.make_room()?;
+        // GC may have written onodes (a checkpoint flushes them): keep only those still dirty.
+        dirty.retain(|o| self.onodes.get(o).is_some_and(|c| c.dirty));
         dirty.sort_unstable();
         let mut page = vec![0u8; self.unit];
         let mut i = 0;

@@ -806,8 +806,7 @@ impl<F: Flash> ObjectStore<F> {
         let Some(old) = self.lookup(oid, u)? else {
             return Ok(());
         };
-        let hint = self.hint(oid)?;
-        let stream = self.placer.choose(&hint);
+        let stream = self.data_stream(oid)?;
         let length = self.onode_mut(oid)?.onode.logical_length;
         let rec = Record::Data {
             oid,

@@ -162,6 +162,8 @@ impl<F: Flash> ObjectStore<F> {
                         | Record::Atime { .. }
                         | Record::Small { .. }
                         | Record::Parity { .. }
+                        | Record::TxnLog { .. }
+                        | Record::TxnDone { .. }
                 ) {
                     later.push((r.seq(), v, r));
                 }
@@ -208,10 +210,11 @@ impl<F: Flash> ObjectStore<F> {
         let height = page[12];
         // The store keeps the placement and index mode it was formatted with.
         self.config.placement = match page[13] {
-            0 => Placement::One,
+            0 => Placement::Combined,
             1 => Placement::Semantic,
             2 => Placement::Split,
             3 => Placement::SplitAtime,
+            4 => Placement::One,
             p => {
                 return Err(OsdError::Corrupted {
                     what: format!("unknown placement code {p} in the checkpoint"),
@@ -231,6 +234,12 @@ impl<F: Flash> ObjectStore<F> {
             layout.write_unit_bytes as u64 * layout.units_per_superblock as u64,
             self.config.realtime_update_blocks,
         );
+        // The segment classes follow the policy formatted, not the one asked for at open.
+        for (stream, class) in
+            Placer::stream_classes(self.config.placement, self.config.realtime_update_blocks)
+        {
+            self.fml.set_stream_class(stream, class);
+        }
         self.next_object = le::u64_at(&page, 16).map_err(short)?;
         self.next_partition = le::u64_at(&page, 24).map_err(short)?;
         // Encrypted units may be on flash: the checkpoint says so, or a unit written since.
@@ -271,8 +280,11 @@ impl<F: Flash> ObjectStore<F> {
             checkpoint_seq: ckpt_seq,
             records_rolled_forward: later.len() as u64,
             units_damaged: self.recovery.units_damaged,
+            txns_finished: 0,
             done_ns: 0,
         };
+        // Transactions' log, commit and done records, by transaction.
+        let mut txns: std::collections::BTreeMap<u64, txn::FoundTxn> = Default::default();
         // Descriptor pages already referenced by the committed index.
         self.rebuild_desc_map()?;
         let mut onode_seq: FxHashMap<Oid, u64> = FxHashMap::default();
@@ -361,6 +373,9 @@ impl<F: Flash> ObjectStore<F> {
                     }
                     self.released.push(v);
                 }
+                Record::TxnLog { txn, .. } | Record::TxnDone { txn, .. } => {
+                    txns.entry(txn).or_default().add(seq, v, &rec)
+                }
                 _ => {}
             }
         }
@@ -389,13 +404,44 @@ impl<F: Flash> ObjectStore<F> {
                 }
             }
         }
+        // Extents a checkpoint committed ahead of their object's onode: a GC-requested
+        // checkpoint writes the index (with the extents of the units already programmed) but
+        // only the onodes whose data is all on flash, so an object whose flush a power cut
+        // interrupted may have extents its durable onode does not account for (used bytes 0,
+        // units past its length, which a later extension would expose). Roll-forward does not
+        // see them (they are older than the checkpoint): settle every object whose extents
+        // disagree with its onode's used bytes.
+        let mut all =
+            self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
+        let mut units_of: FxHashMap<u128, u64> = FxHashMap::default();
+        for (k, v) in &all {
+            if k.kind == KIND_DATA {
+                *units_of.entry(k.oid).or_default() += extent(*v).1 as u64;
+            }
+        }
+        let mut ahead = false;
+        for (o, units) in units_of {
+            let oid = Oid::from_u128(o);
+            if touched.contains(&oid) {
+                continue;
+            }
+            let Some(c) = self.load_onode(oid)? else {
+                continue;
+            };
+            if c.onode.used_bytes != units * self.unit as u64 {
+                self.settle_object(oid, None)?;
+                ahead = true;
+            }
+        }
+        if ahead {
+            all =
+                self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
+        }
         // Rebuild the FML's valid units from what the store references.
         for n in nodes {
             self.mark_valid(n)?;
         }
         self.mark_valid(ckpt_vpa)?;
-        let all =
-            self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
         for (k, v) in all {
             if k.kind == KIND_DATA {
                 let (s, l) = extent(v);
@@ -421,6 +467,9 @@ impl<F: Flash> ObjectStore<F> {
         }
         // Parity a crash left behind its data is recomputed (written by the checkpoint's flush).
         self.settle_parity(groups)?;
+        // A committed transaction a power cut interrupted is installed again from its log
+        // (docs/DESIGN.md "Transactions"), before the checkpoint that makes the log unneeded.
+        self.finish_committed(txns)?;
         // Make what was rolled forward part of a new checkpoint, so the next recovery starts
         // here and everything pinned for this one can go.
         self.recovery.done_ns = self.now();

@@ -121,6 +121,48 @@ fn all_commands() -> Vec<Command> {
         Command::Flush {
             scope: FlushScope::Device,
         },
+        Command::Begin {
+            partition: PartitionId(0x10000),
+        },
+        Command::Commit {
+            partition: PartitionId(0x10000),
+            txn: TxnId(7),
+        },
+        Command::Abort {
+            partition: PartitionId(0x10000),
+            txn: TxnId(u64::MAX),
+        },
+        Command::TxnOp {
+            txn: TxnId(7),
+            op: TxnOp::Create {
+                partition: PartitionId(0x10000),
+                id: None,
+            },
+        },
+        Command::TxnOp {
+            txn: TxnId(7),
+            op: TxnOp::Write {
+                oid,
+                offset: 9,
+                data: vec![1, 2, 3],
+            },
+        },
+        Command::TxnOp {
+            txn: TxnId(7),
+            op: TxnOp::Truncate { oid, length: 5 },
+        },
+        Command::TxnOp {
+            txn: TxnId(7),
+            op: TxnOp::Remove { oid },
+        },
+        Command::TxnOp {
+            txn: TxnId(7),
+            op: TxnOp::SetAttr {
+                oid,
+                attr: Attr::User(0x1000),
+                value: AttrValue::Bytes(b"t".to_vec()),
+            },
+        },
     ]
 }
 
@@ -257,6 +299,37 @@ fn all_replies() -> Vec<(u16, Result<ReplyBody, Failure>)> {
         (
             Opcode::Read,
             Err(Failure::refused(Status::Expired, "expired at 5")),
+        ),
+        (Opcode::Begin, Ok(ReplyBody::Txn(TxnId(3)))),
+        (Opcode::TxnOp, Ok(ReplyBody::Taken(Some(ObjectId(0x10005))))),
+        (Opcode::TxnOp, Ok(ReplyBody::Taken(None))),
+        (Opcode::Commit, Ok(ReplyBody::Done)),
+        (Opcode::Abort, Ok(ReplyBody::Done)),
+        (
+            Opcode::Commit,
+            Err(Failure::Osd(OsdError::Transaction(TxnError::NotFound(
+                TxnId(3),
+            )))),
+        ),
+        (
+            Opcode::TxnOp,
+            Err(Failure::Osd(OsdError::Transaction(TxnError::TooLarge {
+                txn: TxnId(3),
+                needed_bytes: 5 << 20,
+                limit_bytes: 1 << 20,
+            }))),
+        ),
+        (
+            Opcode::Begin,
+            Err(Failure::Osd(OsdError::Transaction(TxnError::TooMany {
+                limit: 64,
+            }))),
+        ),
+        (
+            Opcode::TxnOp,
+            Err(Failure::Osd(OsdError::Transaction(TxnError::Unsupported(
+                "encrypted".into(),
+            )))),
         ),
     ]
     .into_iter()
@@ -552,7 +625,88 @@ fn arb_command() -> impl Strategy<Value = Command> {
             Just(FlushScope::Device),
         ]
         .prop_map(|scope| Command::Flush { scope }),
+        any::<u64>().prop_map(|p| Command::Begin {
+            partition: PartitionId(p)
+        }),
+        (any::<u64>(), any::<u64>()).prop_map(|(p, t)| Command::Commit {
+            partition: PartitionId(p),
+            txn: TxnId(t)
+        }),
+        (any::<u64>(), any::<u64>()).prop_map(|(p, t)| Command::Abort {
+            partition: PartitionId(p),
+            txn: TxnId(t)
+        }),
+        (any::<u64>(), arb_oid(), any::<u64>(), data()).prop_map(|(t, oid, offset, data)| {
+            Command::TxnOp {
+                txn: TxnId(t),
+                op: TxnOp::Write { oid, offset, data },
+            }
+        }),
+        (any::<u64>(), arb_oid(), arb_attr(), arb_value()).prop_map(|(t, oid, attr, value)| {
+            Command::TxnOp {
+                txn: TxnId(t),
+                op: TxnOp::SetAttr { oid, attr, value },
+            }
+        }),
     ]
+}
+
+/// A transaction command must wrap one of the five commands a transaction holds: a READ, a
+/// FLUSH, a nested transaction command or an unknown opcode inside is a bad value naming the
+/// offset, and a wrapped command cut short is truncated, never a panic.
+#[test]
+fn a_transaction_command_wrapping_anything_else_is_refused() {
+    let h = |body_len: usize| Header {
+        version: 1,
+        flags: 0,
+        opcode: Opcode::TxnOp as u16,
+        request_id: 1,
+        body_len: body_len as u32,
+    };
+    for inner in [
+        Opcode::Read as u16,
+        Opcode::Flush as u16,
+        Opcode::TxnOp as u16,
+        Opcode::Begin as u16,
+        0x7777,
+    ] {
+        let mut body = 7u64.to_be_bytes().to_vec();
+        body.extend_from_slice(&inner.to_be_bytes());
+        body.extend_from_slice(&[0; 40]);
+        let e = decode_request(&h(body.len()), &body).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ProtoError::BadValue {
+                    what: "transaction command opcode (CREATE, REMOVE, WRITE, TRUNCATE or SET ATTRIBUTES)",
+                    offset: 8,
+                    ..
+                }
+            ),
+            "{inner:#x}: {e:?}"
+        );
+    }
+    // A wrapped REMOVE without its object id.
+    let mut body = 7u64.to_be_bytes().to_vec();
+    body.extend_from_slice(&(Opcode::Remove as u16).to_be_bytes());
+    body.extend_from_slice(&[0; 9]);
+    assert!(matches!(
+        decode_request(&h(body.len()), &body).unwrap_err(),
+        ProtoError::Truncated { .. }
+    ));
+    // A COMMIT without its transaction id.
+    let hc = Header {
+        opcode: Opcode::Commit as u16,
+        body_len: 8,
+        ..h(8)
+    };
+    assert!(matches!(
+        decode_request(&hc, &[0; 8]).unwrap_err(),
+        ProtoError::Truncated {
+            what: "transaction id",
+            ..
+        }
+    ));
 }
 
 fn arb_cap() -> impl Strategy<Value = Capability> {
