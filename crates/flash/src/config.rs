@@ -322,11 +322,15 @@ pub fn presets() -> Vec<Preset> {
             },
             // Issue 22: 4 KiB logical pages packed two to an 8 KiB page (stock MQSim maps one
             // logical page per page, docs/VALIDATION.md), and MQSim's 256 MiB device-level
-            // write-back data cache (`Data_Cache_Capacity`).
+            // data cache (`Data_Cache_Capacity`) with its policy (`Caching_Mechanism`
+            // ADVANCED: cold pages written back at once, one page per plane in flight), behind
+            // its one DRAM channel of 1-byte bursts at 100 MT/s (`Data_Cache_DRAM_Data_Rate`,
+            // `..._Busrt_Size`): 200 MB/s.
             ftl_defaults: &[
                 ("ftl.mapping_unit_bytes", "4096"),
                 ("ftl.buffer_bytes", "268435456"),
-                ("ftl.buffer_policy", "write-back"),
+                ("ftl.buffer_policy", "destage"),
+                ("ftl.cache_mb_s", "200"),
             ],
         },
         Preset {

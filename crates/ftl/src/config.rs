@@ -30,6 +30,14 @@ pub enum BufferPolicy {
     /// in-flight units fill the whole buffer (then for the earliest flush to complete). A
     /// `flush` waits for every flush in flight.
     WriteBack,
+    /// MQSim's destage buffer (`Data_Cache_Manager_Flash_Advanced::write_to_destage_buffer`):
+    /// a write completes when it is in the buffer; a logical page not written before in the
+    /// current `hot_window_ns` is cold and is written back to flash at once (under sub-page
+    /// mapping, as soon as a write unit's worth of cold pages is buffered); a page written
+    /// again within the window is hot and stays until the buffer is full, then the oldest
+    /// goes. Write-backs in flight are bounded by `backpressure_bytes`: a write that finds
+    /// the bound reached waits for the earliest to complete.
+    Destage,
 }
 
 /// FTL settings.
@@ -52,6 +60,21 @@ pub struct FtlConfig {
     /// `write-back` only: buffered units beyond this share of the buffer, in percent, are
     /// flushed in the background as writes arrive (default 50).
     pub flush_percent: f64,
+    /// The write buffer's memory channel in MB/s (10^6 bytes); 0 (the default) = free. A host
+    /// write into the buffer, and a read served from it, holds the channel for its bytes, one
+    /// transfer at a time, and completes no sooner than its transfer. MQSim's data cache is
+    /// one DRAM channel (`Data_Cache_Manager_Flash_Advanced::service_dram_access_request`)
+    /// moving `Data_Cache_DRAM_Data_Busrt_Size` bytes twice per `Data_Cache_DRAM_Data_Rate`
+    /// cycle: 1 byte at 100 MT/s is 200 MB/s (`mqsim-default`'s value).
+    pub cache_mb_s: u64,
+    /// `destage` only: how long a logical page stays hot after a write, in ns; MQSim clears
+    /// its set of written pages every simulated second (`bloom_filter_reset_step`; default
+    /// 1,000,000,000).
+    pub hot_window_ns: u64,
+    /// `destage` only: the bytes of write-backs in flight before a write waits; 0 (the
+    /// default) = one page per plane of the device, MQSim's `back_pressure_buffer_max_depth`
+    /// (1 MiB on `mqsim-default`).
+    pub backpressure_bytes: u64,
     /// DFTL cache size; 8 bytes per cached entry (default 256 KiB).
     pub dftl_cache_bytes: u64,
     /// DFTL only: hold the mapping cache's hit rate at this percentage instead of letting the
@@ -75,6 +98,9 @@ impl Default for FtlConfig {
             buffer_bytes: 2 << 20,
             buffer_policy: BufferPolicy::Evict,
             flush_percent: 50.0,
+            cache_mb_s: 0,
+            hot_window_ns: 1_000_000_000,
+            backpressure_bytes: 0,
             dftl_cache_bytes: 256 << 10,
             dftl_hit_percent: 0.0,
             overprovision_percent: 7.0,
@@ -103,7 +129,7 @@ impl FtlConfig {
                 percent: self.flush_percent,
             });
         }
-        if self.buffer_policy == BufferPolicy::WriteBack && self.buffer_bytes == 0 {
+        if self.buffer_policy != BufferPolicy::Evict && self.buffer_bytes == 0 {
             return Err(FtlConfigError::WriteBackWithoutBuffer);
         }
         if self.mapping == Mapping::Dftl && self.dftl_cache_bytes < 8 {
@@ -138,7 +164,7 @@ pub enum FtlConfigError {
         percent: f64,
     },
     /// The write-back policy with no buffer to write back from.
-    #[error("ftl.buffer_policy = write-back needs a buffer: ftl.buffer_bytes = 0")]
+    #[error("ftl.buffer_policy = write-back or destage needs a buffer: ftl.buffer_bytes = 0")]
     WriteBackWithoutBuffer,
     /// A DFTL cache smaller than one 8-byte entry.
     #[error("ftl.dftl_cache_bytes must hold at least one 8-byte entry")]

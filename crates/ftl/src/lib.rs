@@ -150,6 +150,16 @@ pub struct Ftl<F: Flash> {
     evacuating: Option<(u32, u32)>,
     /// Completion times of background flushes still in flight (write-back buffer only).
     inflight: std::collections::BinaryHeap<std::cmp::Reverse<Nanos>>,
+    /// When the buffer's memory channel is next free (`ftl.cache_mb_s`).
+    cache_free: Nanos,
+    /// `destage`: the pages written in the current hot window, and when it ends.
+    hot: rustc_hash::FxHashSet<u32>,
+    hot_window_end: Nanos,
+    /// `destage`: cold pages buffered and waiting to be written back (with others, to fill a
+    /// write unit under sub-page mapping).
+    cold: std::collections::VecDeque<u32>,
+    /// `destage`: logical pages written back and in flight before a write waits.
+    destage_depth: usize,
 }
 
 impl<F: Flash> Ftl<F> {

@@ -51,6 +51,7 @@ impl<F: Flash> Ftl<F> {
                     }
                 }
                 produced += n;
+                done = done.max(self.cache_transfer(at, n as u64));
                 continue;
             }
             // Partly buffered units are written out first so the flash copy is current.

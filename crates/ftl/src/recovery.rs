@@ -96,6 +96,19 @@ impl<F: Flash> Ftl<F> {
         let wu_bytes = flash.config().write_unit_bytes() as usize;
         let slots = slots_per_unit(&config, wu_bytes, flash.config().geometry.oob_size_bytes)?;
         let unit_bytes = wu_bytes / slots as usize;
+        let destage_depth = {
+            let g = &flash.config().geometry;
+            let bytes = match config.backpressure_bytes {
+                0 => {
+                    g.channels as u64
+                        * g.dies_per_channel as u64
+                        * g.planes_per_die as u64
+                        * g.page_size_bytes as u64
+                }
+                b => b,
+            };
+            ((bytes / unit_bytes as u64) as usize).max(1)
+        };
         let sectors_per_unit = (unit_bytes as u64 / SECTOR_BYTES) as u32;
         if sectors_per_unit > 64 {
             return Err(FtlConfigError::UnitTooLarge { unit_bytes }.into());
@@ -184,6 +197,11 @@ impl<F: Flash> Ftl<F> {
             recovery: Recovery::default(),
             evacuating: None,
             inflight: std::collections::BinaryHeap::new(),
+            cache_free: 0,
+            hot: Default::default(),
+            hot_window_end: 0,
+            cold: Default::default(),
+            destage_depth,
         };
         ftl.recover(roll_forward)?;
         Ok(ftl)

@@ -56,10 +56,13 @@ impl<F: Flash> Ftl<F> {
                 done = done.max(self.program_entry(at, old)?);
             }
             if self.buf.capacity() > 0 && self.buf.get(lpn).is_none() {
-                if self.config.buffer_policy == BufferPolicy::WriteBack {
-                    done = done.max(self.admit_write_back(at)?);
-                } else if self.buf.is_full() {
-                    done = done.max(self.evict_one(at)?);
+                match self.config.buffer_policy {
+                    BufferPolicy::WriteBack => done = done.max(self.admit_write_back(at)?),
+                    BufferPolicy::Destage => done = done.max(self.admit_destage(at)?),
+                    BufferPolicy::Evict if self.buf.is_full() => {
+                        done = done.max(self.evict_one(at)?)
+                    }
+                    BufferPolicy::Evict => {}
                 }
             }
             let e = self.buf.entry(lpn, bytes_mode, unit);
@@ -79,12 +82,32 @@ impl<F: Flash> Ftl<F> {
             }
             e.mask |= mask;
             consumed += n;
+            if self.config.buffer_policy == BufferPolicy::Destage && self.is_cold(at, lpn) {
+                self.cold.push_back(lpn);
+                self.write_back_cold(done)?;
+            }
             if self.buf.capacity() == 0 {
                 let e = self.buf.take(lpn).expect("entry exists");
                 done = done.max(self.program_entry(at, e)?);
             }
         }
+        if self.buf.capacity() > 0 {
+            done = done.max(self.cache_transfer(at, len));
+        }
         Ok(done)
+    }
+
+    /// `ftl.cache_mb_s`: moves `bytes` over the buffer's memory channel, starting at `at` or
+    /// when the transfer before it ends, whichever is later; returns when it ends. The
+    /// transfer overlaps whatever else the request waits for (room in the buffer, a program):
+    /// the channel is a resource of its own, booked in arrival order.
+    pub(crate) fn cache_transfer(&mut self, at: Nanos, bytes: u64) -> Nanos {
+        if self.config.cache_mb_s == 0 {
+            return at;
+        }
+        let start = at.max(self.cache_free);
+        self.cache_free = start + (bytes * 1000).div_ceil(self.config.cache_mb_s);
+        self.cache_free
     }
 
     /// Write-back buffer: makes room for one more unit; returns when the unit may enter.
@@ -117,6 +140,76 @@ impl<F: Flash> Ftl<F> {
                 None => return Ok(ready),
             }
         }
+    }
+
+    /// Destage buffer: makes room for one more page; returns when it may enter. A full buffer
+    /// sends its oldest page to flash (MQSim evicts its least recently used slot); then, while
+    /// write-backs in flight reach the back-pressure depth, the write waits for the earliest.
+    fn admit_destage(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
+        while self.buf.is_full() {
+            let Some((d, pages)) = self.program_oldest(at)? else {
+                break;
+            };
+            for _ in 0..pages {
+                self.inflight.push(std::cmp::Reverse(d));
+            }
+        }
+        let mut ready = at;
+        loop {
+            while self.inflight.peek().is_some_and(|r| r.0 <= ready) {
+                self.inflight.pop();
+            }
+            if self.inflight.len() < self.destage_depth {
+                return Ok(ready);
+            }
+            if let Some(r) = self.inflight.pop() {
+                ready = ready.max(r.0);
+            }
+        }
+    }
+
+    /// Destage buffer: whether a write of `lpn` at `at` is its first in the hot window (MQSim
+    /// clears its set of written pages once a window has passed).
+    fn is_cold(&mut self, at: Nanos, lpn: u32) -> bool {
+        if at >= self.hot_window_end {
+            self.hot.clear();
+            self.hot_window_end = at.saturating_add(self.config.hot_window_ns.max(1));
+        }
+        self.hot.insert(lpn)
+    }
+
+    /// Destage buffer: writes the cold pages back, a write unit's worth at a time (a page at a
+    /// time without sub-page mapping), issued at `at`; each counts as in flight until its
+    /// program completes. Pages that left the buffer another way are skipped.
+    fn write_back_cold(&mut self, at: Nanos) -> Result<(), FtlError> {
+        let slots = self.map.slots as usize;
+        while self.cold.len() >= slots {
+            let mut group = Vec::with_capacity(slots);
+            while group.len() < slots {
+                let Some(lpn) = self.cold.pop_front() else {
+                    break;
+                };
+                if let Some(e) = self.buf.take(lpn) {
+                    group.push(e);
+                }
+            }
+            let pages = group.len();
+            let one_mode = group.windows(2).all(|w| {
+                matches!(w[0].fill, Fill::Bytes(_)) == matches!(w[1].fill, Fill::Bytes(_))
+            });
+            let mut done = at;
+            if slots > 1 && one_mode && pages > 0 {
+                done = self.program_group(at, group)?;
+            } else {
+                for e in group {
+                    done = done.max(self.program_entry(at, e)?);
+                }
+            }
+            for _ in 0..pages {
+                self.inflight.push(std::cmp::Reverse(done));
+            }
+        }
+        Ok(())
     }
 
     /// Writes the oldest buffered unit to flash (under sub-page mapping, a unit's worth of

@@ -329,12 +329,21 @@ fn config(mapping: Mapping, buffer_units: u64) -> FtlConfig {
     }
 }
 
+/// A buffer policy, each equally likely.
+fn policy() -> impl Strategy<Value = BufferPolicy> {
+    prop_oneof![
+        Just(BufferPolicy::Evict),
+        Just(BufferPolicy::WriteBack),
+        Just(BufferPolicy::Destage),
+    ]
+}
+
 /// One model run: the settings drawn, then the ops against the oracle.
 #[allow(clippy::too_many_arguments)]
 fn model_run(
     dftl: bool,
     buffer_units: u64,
-    write_back: bool,
+    policy: BufferPolicy,
     backfill: bool,
     mapping_unit_bytes: u64,
     ops: &[Op],
@@ -344,10 +353,14 @@ fn model_run(
         buffer_units,
     );
     cfg.mapping_unit_bytes = mapping_unit_bytes;
-    if write_back && buffer_units > 0 {
-        // The write-back buffer (MQSim's device-level cache): flushes in the background.
-        cfg.buffer_policy = BufferPolicy::WriteBack;
+    if buffer_units > 0 {
+        // The write-back buffer (MQSim's device-level cache) flushes in the background; the
+        // destage buffer (MQSim's) writes cold pages back at once, here with a short hot
+        // window so that pages turn cold again within a run, and one unit in flight.
+        cfg.buffer_policy = policy;
         cfg.flush_percent = 50.0;
+        cfg.hot_window_ns = 5_000_000;
+        cfg.backpressure_bytes = 1;
     }
     let mut dev = device_for(mapping_unit_bytes);
     if backfill {
@@ -378,11 +391,11 @@ proptest! {
     fn ftl_matches_the_oracle(
         dftl in any::<bool>(),
         buffer_units in prop_oneof![Just(0u64), Just(4u64)],
-        write_back in any::<bool>(),
+        policy in policy(),
         backfill in any::<bool>(),
         ops in prop::collection::vec(op(), 1..250),
     ) {
-        model_run(dftl, buffer_units, write_back, backfill, 0, &ops)?;
+        model_run(dftl, buffer_units, policy, backfill, 0, &ops)?;
     }
 
     /// Sub-page mapping: 2 KiB or 1 KiB logical pages in 4 KiB write units, so units gather
@@ -391,12 +404,12 @@ proptest! {
     fn ftl_matches_the_oracle_with_sub_page_mapping(
         dftl in any::<bool>(),
         buffer_units in prop_oneof![Just(0u64), Just(1u64), Just(4u64)],
-        write_back in any::<bool>(),
+        policy in policy(),
         backfill in any::<bool>(),
         mapping_unit_bytes in prop_oneof![Just(2048u64), Just(1024u64)],
         ops in prop::collection::vec(op(), 1..250),
     ) {
-        model_run(dftl, buffer_units, write_back, backfill, mapping_unit_bytes, &ops)?;
+        model_run(dftl, buffer_units, policy, backfill, mapping_unit_bytes, &ops)?;
     }
 }
 

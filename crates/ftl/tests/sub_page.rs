@@ -75,6 +75,7 @@ fn four_kib_writes_program_half_as_many_units() {
         (0, BufferPolicy::Evict),
         (4096, BufferPolicy::Evict),
         (4096, BufferPolicy::WriteBack),
+        (4096, BufferPolicy::Destage),
     ] {
         let cfg = FtlConfig {
             buffer_policy: policy,

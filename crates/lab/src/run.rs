@@ -445,10 +445,10 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
             source,
         })?;
         t = phase.end_ns;
-        // A write-back buffer acknowledges the prefill's last writes while up to a buffer's
+        // A write-back (or destage) buffer acknowledges the prefill's last writes while up to a buffer's
         // worth of flushes are still in flight; the measured phase must not inherit them
         // (MQSim's preconditioning takes no simulated time), so the set-up ends with a flush.
-        if cfg.ftl.buffer_policy == BufferPolicy::WriteBack {
+        if cfg.ftl.buffer_policy != BufferPolicy::Evict {
             let flush = crate::request::Request::new(crate::request::Op::Flush, 0, 0);
             t = stack
                 .submit(t, &flush, 0, &mut Vec::new())

@@ -96,8 +96,11 @@ enum Command {
     /// `--write` them from a run's results.json, or `--check` that they have not drifted.
     Results {
         /// A `ossd reproduce --scale 1` run's results.json to pin [default: the pinned file].
+        /// Repeatable: later files replace earlier ones' experiments of the same name, so
+        /// `--from docs/results/reproduce-1.json --from out/one/results.json` re-pins one
+        /// experiment rerun alone.
         #[arg(long)]
-        from: Option<PathBuf>,
+        from: Vec<PathBuf>,
         /// Write the pinned file (each claim's why refreshed from its experiment file),
         /// docs/RESULTS.md and the README's headline.
         #[arg(long)]

@@ -38,10 +38,18 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
                                      maps sub-pages, gathering that many logical pages per program (default 0;
                                      mqsim-default: 4096)
   ftl.buffer_bytes                   write buffer, 0 = write-through (default 2097152, OSSD-13 V-E; mqsim-default: 268435456)
-  ftl.buffer_policy                  evict | write-back: a write into a full buffer waits for a program, or the buffer
-                                     acknowledges writes and flushes in the background (MQSim's data cache) (default evict;
-                                     mqsim-default: write-back)
+  ftl.buffer_policy                  evict | write-back | destage: a write into a full buffer waits for a program, or
+                                     the buffer acknowledges writes and flushes in the background, or (MQSim's destage
+                                     buffer) acknowledges writes and writes cold pages back at once (default evict;
+                                     mqsim-default: destage)
   ftl.flush_percent                  write-back: buffered units beyond this share are flushed as writes arrive (default 50)
+  ftl.hot_window_ns                  destage: a page written again within this many ns is hot and stays buffered
+                                     (default 1000000000, MQSim's bloom_filter_reset_step)
+  ftl.backpressure_bytes             destage: write-backs in flight before a write waits, 0 = one page per plane
+                                     (default 0, MQSim's back_pressure_buffer_max_depth)
+  ftl.cache_mb_s                     the write buffer's memory channel: a write into it and a read from it hold the
+                                     channel for their bytes, one at a time (MB/s, 0 = free; default 0; mqsim-default:
+                                     200, MQSim's data cache DRAM)
   ftl.dftl_cache_bytes               DFTL mapping cache, 8 bytes per entry (default 262144)
   ftl.dftl_hit_percent               hold DFTL's mapping-cache hit rate at this percentage, 0 = the LRU decides (default 0, POFTL-14 IV-C)
   ftl.overprovision_percent          flash held back from the logical space (default 7)
@@ -227,14 +235,15 @@ mod tests {
     }
 
     /// mqsim-default ships MQSim's controller settings (sub-page mapping, the 256 MiB
-    /// write-back cache); a file or a pair overrides each; other presets keep the FTL's
+    /// destage buffer behind a 200 MB/s memory channel); a file or a pair overrides each; other presets keep the FTL's
     /// defaults.
     #[test]
     fn a_preset_s_ftl_defaults_apply_before_file_and_pairs() {
         let c = build_sets(&["device=mqsim-default"]).unwrap();
         assert_eq!(c.ftl.mapping_unit_bytes, 4096);
         assert_eq!(c.ftl.buffer_bytes, 256 << 20);
-        assert_eq!(c.ftl.buffer_policy, ftl::BufferPolicy::WriteBack);
+        assert_eq!(c.ftl.buffer_policy, ftl::BufferPolicy::Destage);
+        assert_eq!(c.ftl.cache_mb_s, 200);
         let c = build_sets(&["device=mqsim-default", "ftl.mapping_unit_bytes=0"]).unwrap();
         assert_eq!(c.ftl.mapping_unit_bytes, 0);
         assert_eq!(c.ftl.buffer_bytes, 256 << 20);
