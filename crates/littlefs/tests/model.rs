@@ -5,6 +5,7 @@
 //! device answers `NoSpace` (never a panic), the device's clock and counters move, and a
 //! geometry without a storage type is refused with a clear error.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use flash::{DeviceConfig, Flash, Nand};
@@ -57,12 +58,15 @@ fn run_model(seed: u64, steps: usize) {
         match rng.gen_range(0..10) {
             0 | 1 => {
                 let r = fs.create(*dir, name);
-                if model.contains_key(&path) {
-                    assert!(matches!(r, Err(FsError::Exists(_))), "{ctx}: {r:?}");
-                } else {
-                    let ino = r.unwrap();
-                    assert_eq!(fs.lookup(*dir, name).unwrap(), Some(ino), "{ctx}");
-                    model.insert(path, (ino, Vec::new()));
+                match model.entry(path) {
+                    Entry::Occupied(_) => {
+                        assert!(matches!(r, Err(FsError::Exists(_))), "{ctx}: {r:?}")
+                    }
+                    Entry::Vacant(slot) => {
+                        let ino = r.unwrap();
+                        assert_eq!(fs.lookup(*dir, name).unwrap(), Some(ino), "{ctx}");
+                        slot.insert((ino, Vec::new()));
+                    }
                 }
             }
             2..=4 => {

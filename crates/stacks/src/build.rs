@@ -63,7 +63,9 @@ pub enum StackError {
         kind: StackKind,
     },
     /// A block-level stack asked to build at file level.
-    #[error("stack '{kind}' does not run file-level workloads (ofs, blockfs, poftl or littlefs do)")]
+    #[error(
+        "stack '{kind}' does not run file-level workloads (ofs, blockfs, poftl or littlefs do)"
+    )]
     BlockLevel {
         /// The stack.
         kind: StackKind,
@@ -441,6 +443,39 @@ mod tests {
             assert_eq!(block.is_ok(), is_block, "{kind}: {:?}", block.err());
             assert_eq!(file.is_ok(), !is_block, "{kind}: {:?}", file.err());
         }
+    }
+
+    #[test]
+    fn littlefs_takes_no_settings_and_says_which_devices_it_runs_on() {
+        let mut spec = StackSpec::new(StackKind::Littlefs);
+        for key in [
+            "fml.low_watermark_blocks",
+            "ftl.overprovision_percent",
+            "placement",
+        ] {
+            let e = spec.set(key, "3").unwrap_err();
+            assert!(
+                matches!(
+                    &e,
+                    StackError::UnknownSetting {
+                        kind: StackKind::Littlefs,
+                        ..
+                    }
+                ),
+                "{key}: {e}"
+            );
+            assert!(e.to_string().contains("no settings"), "{e}");
+        }
+        let mut d = flash::preset("nandsim-128m").expect("preset");
+        d.geometry.blocks_per_plane = 64;
+        assert!(spec.build_file(d).is_ok());
+        d.geometry.page_size_bytes = 512;
+        let e = spec
+            .build_file(d)
+            .err()
+            .expect("512-byte pages are refused");
+        assert!(matches!(e, StackError::LittleFs(_)), "{e}");
+        assert!(e.to_string().contains("LittleFS runs on"), "{e}");
     }
 
     #[test]
