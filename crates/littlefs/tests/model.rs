@@ -131,8 +131,8 @@ fn run_model(seed: u64, steps: usize) {
 
 #[test]
 fn littlefs_matches_the_oracle() {
-    for seed in 0..3 {
-        run_model(seed, 400);
+    for seed in 0..6 {
+        run_model(seed, 1000);
     }
 }
 
