@@ -212,3 +212,43 @@ fn unsupported_devices_are_refused_with_a_reason() {
     let n = Nand::in_memory(device(64)).unwrap();
     assert_eq!(n.config().geometry.blocks(), 64);
 }
+
+/// What one call costs LittleFS on `nandsim-128m`, with 20, 50 and 200 files of 8 KiB in the root
+/// directory: pages read by a 4 KiB read, and pages read, pages programmed and blocks erased by
+/// a 4 KiB append (the figures 001-fig8-flashfs's claims quote). Prints them:
+/// `cargo test -p littlefs --test model -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn costs_per_call() {
+    for n in [20u64, 50, 200] {
+        let mut fs = fs(1024);
+        let inos: Vec<Ino> = (0..n)
+            .map(|i| {
+                let ino = fs.create(ROOT, &format!("pm{i:08}")).unwrap();
+                fs.write(ino, 0, 8192, FileData::Token(i | 1)).unwrap();
+                ino
+            })
+            .collect();
+        let s0 = fs.flash_stats();
+        for k in 0..100 {
+            let ino = inos[(k * 7) % inos.len()];
+            fs.read(ino, 0, ReadInto::Discard(4096)).unwrap();
+        }
+        let s1 = fs.flash_stats();
+        let mut sizes = vec![8192u64; inos.len()];
+        for k in 0..100 {
+            let i = (k * 7) % inos.len();
+            fs.write(inos[i], sizes[i], 4096, FileData::Token(3))
+                .unwrap();
+            sizes[i] += 4096;
+        }
+        let s2 = fs.flash_stats();
+        println!(
+            "{n} files: a read {} pages read; an append {} pages read, {} programmed, {} erases",
+            (s1.pages_read - s0.pages_read) as f64 / 100.0,
+            (s2.pages_read - s1.pages_read) as f64 / 100.0,
+            (s2.pages_programmed - s1.pages_programmed) as f64 / 100.0,
+            (s2.blocks_erased - s1.blocks_erased) as f64 / 100.0
+        );
+    }
+}
