@@ -97,6 +97,13 @@ struct Dev<F> {
     now: Nanos,
     /// The last device error, which littlefs only sees as `LFS_ERR_IO`.
     fault: Option<FlashError>,
+    /// Whether the command running is a write (its programs count as data pages).
+    writing: bool,
+    /// Pages programmed while a write ran: its data, the copy of its file's tail, and the
+    /// commit of the file at its close.
+    write_pages: u64,
+    /// Pages programmed otherwise: format, creates, removals, truncations.
+    other_pages: u64,
 }
 
 type Shared<F> = Arc<Mutex<Dev<F>>>;
@@ -209,7 +216,14 @@ impl<S: Shape, F: Flash> Storage for NandStorage<S, F> {
             })
             .collect();
         match dev.flash.program(dev.now, &ops) {
-            Ok(t) => dev.now = dev.now.max(t),
+            Ok(t) => {
+                dev.now = dev.now.max(t);
+                if dev.writing {
+                    dev.write_pages += ops.len() as u64;
+                } else {
+                    dev.other_pages += ops.len() as u64;
+                }
+            }
             Err(e) => {
                 dev.fault = Some(e);
                 return Err(LfsError::IO);
@@ -417,6 +431,12 @@ pub struct LittleFsStats {
     pub host_read_bytes: u64,
     /// Commands the worker ran (each opens and closes its file).
     pub commands: u64,
+    /// Pages programmed by writes: the data, the copy of the file's tail block, and the file's
+    /// commit at its close (LittleFS does not tell its data and metadata pages apart).
+    pub write_pages: u64,
+    /// Pages programmed by every other call (creates, removals, truncations) and the format:
+    /// metadata commits.
+    pub other_pages: u64,
 }
 
 /// LittleFS over a device, driven through the lab's [`FileSystem`] interface.
@@ -467,6 +487,9 @@ impl<F: Flash + Send + 'static> LittleFs<F> {
             flash,
             now: 0,
             fault: None,
+            writing: false,
+            write_pages: 0,
+            other_pages: 0,
         }));
         let (cmd_tx, cmd_rx) = channel();
         let (reply_tx, reply_rx) = channel();
@@ -521,9 +544,15 @@ impl<F: Flash + Send + 'static> LittleFs<F> {
         lock(&self.dev).flash.stats()
     }
 
-    /// The host-side counters.
+    /// The host-side counters, with the pages programmed split by the call that programmed
+    /// them.
     pub fn stats(&self) -> LittleFsStats {
-        self.stats
+        let d = lock(&self.dev);
+        LittleFsStats {
+            write_pages: d.write_pages,
+            other_pages: d.other_pages,
+            ..self.stats
+        }
     }
 
     /// Erase counts of the device's blocks: (min, max, mean).
@@ -547,6 +576,7 @@ impl<F: Flash + Send + 'static> LittleFs<F> {
     /// naming the path, with the device's error when one caused it.
     fn run(&mut self, what: &str, path: &str, cmd: Cmd) -> Result<Reply, FsError> {
         let gone = || FsError::Device("the LittleFS worker thread is gone".into());
+        lock(&self.dev).writing = matches!(cmd, Cmd::Write { .. });
         self.tx
             .as_ref()
             .ok_or_else(gone)?

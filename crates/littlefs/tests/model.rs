@@ -126,6 +126,9 @@ fn run_model(seed: u64, steps: usize) {
     assert_eq!(fs.check().unwrap(), Vec::<String>::new());
     let s = fs.flash_stats();
     assert!(s.pages_programmed > 0 && s.pages_read > 0, "{s:?}");
+    let l = fs.stats();
+    assert_eq!(l.write_pages + l.other_pages, s.pages_programmed, "{l:?}");
+    assert!(l.write_pages > 0 && l.other_pages > 0, "{l:?}");
     assert!(fs.now() > 0);
 }
 
@@ -180,6 +183,10 @@ fn tokens_expand_to_bytes_and_time_and_counters_move() {
     assert_eq!(fs.read(ino, 0, ReadInto::Discard(4096)).unwrap(), 4096);
     let s = fs.stats();
     assert_eq!((s.host_write_bytes, s.host_read_bytes), (10_000, 14_096));
+    assert_eq!(
+        s.write_pages + s.other_pages,
+        fs.flash_stats().pages_programmed
+    );
     let (lo, hi, _) = fs.erase_counts();
     assert!(lo <= hi && hi >= 1);
 }

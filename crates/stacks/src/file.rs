@@ -47,7 +47,9 @@ impl<F: Flash> FileStack for PoftlFs<F> {
 
 /// LittleFS drives the device itself: its pages and erases are the device's counts. It has no
 /// separate GC (it compacts and relocates inline) and does not say which pages hold data and
-/// which metadata, so those counters stay zero.
+/// which metadata: the pages programmed while a write ran (its data, the copy of the file's
+/// tail, the file's commit) count as data units, all others (creates, removals, truncations,
+/// the format) as metadata, so that the two add up to the device's pages programmed.
 impl<F: Flash + Send + 'static> FileStack for LittleFs<F> {
     fn stack_counters(&self) -> Counters {
         let d = self.flash_stats();
@@ -59,6 +61,8 @@ impl<F: Flash + Send + 'static> FileStack for LittleFs<F> {
             flash_pages_read: d.pages_read,
             flash_blocks_erased: d.blocks_erased,
             pages_per_unit: 1,
+            data_units_written: s.write_pages,
+            metadata_pages_written: s.other_pages,
             ..Counters::default()
         }
     }
