@@ -730,7 +730,7 @@ impl<F: Flash + Send + 'static> FileSystem for LittleFs<F> {
             return Ok(());
         }
         let off = lfs_off(offset, "offset")?;
-        lfs_off(offset + len, "end")?;
+        lfs_off(offset.saturating_add(len), "end")?;
         let bytes = match data {
             FileData::Bytes(b) => b.to_vec(),
             FileData::Token(t) => token_bytes(t, len as usize),
