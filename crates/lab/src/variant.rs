@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 pub struct Variant {
     /// Its name in tables and plots ("OFS", "OFS-ONE", "ext4-like").
     pub label: String,
-    /// The stack: file-level workloads run on `ofs`, `blockfs` or `poftl`; scheduled ones
-    /// (synthetic, video, file-writes) on `ftl`, `dftl`, `osd` or `ofs`.
+    /// The stack: file-level workloads run on `ofs`, `blockfs`, `poftl` or `littlefs`;
+    /// scheduled ones (synthetic, video, file-writes) on `ftl`, `dftl`, `osd` or `ofs`.
     pub stack: stacks::StackKind,
     /// Settings as `ossd run --set` takes them (`placement`, `osd.*`, `ftl.*`, `fml.*`,
     /// `fs.*`), as strings.

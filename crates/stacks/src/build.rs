@@ -8,6 +8,7 @@ use controller::ControllerConfig;
 use flash::{DeviceConfig, Nand};
 use fml::FmlConfig;
 use ftl::{Ftl, FtlConfig, Mapping};
+use littlefs::LittleFs;
 use ofs::{Ofs, OfsConfig};
 use osd::{ObjectStore, OsdConfig, Placement, UnknownPlacement};
 use poftl::fs::PoftlFs;
@@ -62,7 +63,9 @@ pub enum StackError {
         kind: StackKind,
     },
     /// A block-level stack asked to build at file level.
-    #[error("stack '{kind}' does not run file-level workloads (ofs, blockfs or poftl do)")]
+    #[error(
+        "stack '{kind}' does not run file-level workloads (ofs, blockfs, poftl or littlefs do)"
+    )]
     BlockLevel {
         /// The stack.
         kind: StackKind,
@@ -82,6 +85,9 @@ pub enum StackError {
     /// p-OFTL refused its config or to format.
     #[error("p-OFTL: {0}")]
     Poftl(#[from] poftl::PoftlError),
+    /// LittleFS refused the device or to format.
+    #[error("LittleFS: {0}")]
+    LittleFs(#[from] littlefs::LittleFsError),
 }
 
 /// Where the FML's config comes from.
@@ -150,6 +156,7 @@ impl StackSpec {
             StackKind::Ofs => "osd.*, fml.*, fs.*, placement",
             StackKind::Blockfs => "ftl.*, fml.*, fs.*, mapping",
             StackKind::Poftl => "poftl.*, fml.*",
+            StackKind::Littlefs => "no settings",
         }
     }
 
@@ -178,7 +185,7 @@ impl StackSpec {
             (None, K::Osd) if key == "object_bytes" => {
                 self.object_bytes = value.parse().map_err(|e| bad(ValueError::Number(e)))?
             }
-            (Some(("fml", f)), _) => {
+            (Some(("fml", f)), _) if kind != K::Littlefs => {
                 // Checked now against the defaults, applied at build time on the real base.
                 apply(&mut FmlConfig::default(), f, value)?;
                 self.fml_sets.push((f.to_string(), value.to_string()));
@@ -257,8 +264,9 @@ impl StackSpec {
         }))
     }
 
-    /// A file-level stack (`ofs`, `blockfs`, `poftl`) on a fresh `device`; returns it with the
-    /// flash page size (write amplification counts physical pages against host bytes).
+    /// A file-level stack (`ofs`, `blockfs`, `poftl`, `littlefs`) on a fresh `device`; returns
+    /// it with the flash page size (write amplification counts physical pages against host
+    /// bytes).
     pub fn build_file(
         &self,
         device: DeviceConfig,
@@ -286,6 +294,11 @@ impl StackSpec {
                 let store = PoftlStore::format(Nand::in_memory(device)?, cfg)?;
                 let unit = store.page_bytes();
                 Ok((Box::new(PoftlFs::new(store, &self.name)), unit))
+            }
+            // LittleFS drives the raw device itself: no FML, no FTL.
+            StackKind::Littlefs => {
+                let fs = LittleFs::format(Nand::in_memory(device)?, &self.name)?;
+                Ok((Box::new(fs), page_bytes))
             }
             kind => Err(StackError::BlockLevel { kind }),
         }
@@ -430,6 +443,39 @@ mod tests {
             assert_eq!(block.is_ok(), is_block, "{kind}: {:?}", block.err());
             assert_eq!(file.is_ok(), !is_block, "{kind}: {:?}", file.err());
         }
+    }
+
+    #[test]
+    fn littlefs_takes_no_settings_and_says_which_devices_it_runs_on() {
+        let mut spec = StackSpec::new(StackKind::Littlefs);
+        for key in [
+            "fml.low_watermark_blocks",
+            "ftl.overprovision_percent",
+            "placement",
+        ] {
+            let e = spec.set(key, "3").unwrap_err();
+            assert!(
+                matches!(
+                    &e,
+                    StackError::UnknownSetting {
+                        kind: StackKind::Littlefs,
+                        ..
+                    }
+                ),
+                "{key}: {e}"
+            );
+            assert!(e.to_string().contains("no settings"), "{e}");
+        }
+        let mut d = flash::preset("nandsim-128m").expect("preset");
+        d.geometry.blocks_per_plane = 64;
+        assert!(spec.build_file(d).is_ok());
+        d.geometry.page_size_bytes = 512;
+        let e = spec
+            .build_file(d)
+            .err()
+            .expect("512-byte pages are refused");
+        assert!(matches!(e, StackError::LittleFs(_)), "{e}");
+        assert!(e.to_string().contains("LittleFS runs on"), "{e}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use blockfs::BlockFs;
 use flash::Flash;
+use littlefs::LittleFs;
 use ofs::Ofs;
 use osd::ObjectStore;
 use poftl::fs::PoftlFs;
@@ -41,6 +42,32 @@ impl<F: Flash> FileStack for PoftlFs<F> {
     }
     fn erase_counts(&self) -> (u32, u32, f64) {
         self.store().fml().erase_counts()
+    }
+}
+
+/// LittleFS drives the device itself: its pages and erases are the device's counts. It has no
+/// separate GC (it compacts and relocates inline) and does not say which pages hold data and
+/// which metadata: the pages programmed while a write ran (its data, the copy of the file's
+/// tail, the file's commit) count as data units, all others (creates, removals, truncations,
+/// the format) as metadata, so that the two add up to the device's pages programmed.
+impl<F: Flash + Send + 'static> FileStack for LittleFs<F> {
+    fn stack_counters(&self) -> Counters {
+        let d = self.flash_stats();
+        let s = self.stats();
+        Counters {
+            host_write_bytes: s.host_write_bytes,
+            host_read_bytes: s.host_read_bytes,
+            flash_pages_programmed: d.pages_programmed,
+            flash_pages_read: d.pages_read,
+            flash_blocks_erased: d.blocks_erased,
+            pages_per_unit: 1,
+            data_units_written: s.write_pages,
+            metadata_pages_written: s.other_pages,
+            ..Counters::default()
+        }
+    }
+    fn erase_counts(&self) -> (u32, u32, f64) {
+        LittleFs::erase_counts(self)
     }
 }
 

@@ -19,17 +19,21 @@ pub enum StackKind {
     Blockfs,
     /// p-OFTL (POFTL-14) with its thin file layer (file-level).
     Poftl,
+    /// LittleFS, a real flash file system (the `littlefs2` crate), straight on the NAND device:
+    /// erase block = LittleFS block, page = read and program size (file-level).
+    Littlefs,
 }
 
 impl StackKind {
     /// Every stack, in the order help texts list them.
-    pub const ALL: [StackKind; 6] = [
+    pub const ALL: [StackKind; 7] = [
         StackKind::Ftl,
         StackKind::Dftl,
         StackKind::Osd,
         StackKind::Ofs,
         StackKind::Blockfs,
         StackKind::Poftl,
+        StackKind::Littlefs,
     ];
     /// The stacks a block-level run (`ossd run`) drives.
     pub const BLOCK_LEVEL: [StackKind; 3] = [StackKind::Ftl, StackKind::Dftl, StackKind::Osd];
@@ -43,6 +47,7 @@ impl StackKind {
             StackKind::Ofs => "ofs",
             StackKind::Blockfs => "blockfs",
             StackKind::Poftl => "poftl",
+            StackKind::Littlefs => "littlefs",
         }
     }
 }

@@ -3,7 +3,7 @@
 //! - [`StackKind`]: the one name of a stack, for the CLI, experiments, torture and benches.
 //! - [`Stack`]: a block-level stack (the page-mapping FTL or DFTL, or the object store with the
 //!   byte space cut into objects) as the lab's engine and the device-side controller drive it.
-//! - [`FileStack`]: a file-level stack (OFS, the ext4-like blockfs, p-OFTL) as the file
+//! - [`FileStack`]: a file-level stack (OFS, the ext4-like blockfs, p-OFTL, LittleFS) as the file
 //!   workloads drive it.
 //! - [`StackSpec`]: every layer's config with its defaults and `key = value` settings on top;
 //!   it builds either kind of stack on a fresh in-memory device.
