@@ -181,19 +181,7 @@ impl<F: Flash> Ftl<F> {
             self.pack = pack;
             return Err(err);
         }
-        let seq = self.map.take_seq();
-        let payload = if bytes_mode {
-            Payload::Bytes(&pack)
-        } else {
-            Payload::Fingerprint(unit_fingerprint(&slots))
-        };
-        let record = Record {
-            kind: Kind::Packed,
-            key: 0,
-            seq,
-            payload_crc: payload_crc(payload),
-            slots,
-        };
+        let (payload, record) = packed_unit(self.map.take_seq(), bytes_mode, &pack, slots);
         let written = self.fml.write(t, DATA_STREAM, payload, &record.encode());
         self.pack = pack;
         let (vpa, done) = written?;
@@ -412,19 +400,8 @@ impl<F: Flash> Ftl<F> {
             self.pack = pack;
             return Ok(at);
         }
-        let seq = self.map.take_seq();
-        let payload = if bytes_mode == Some(true) {
-            Payload::Bytes(&pack)
-        } else {
-            Payload::Fingerprint(unit_fingerprint(&slots))
-        };
-        let record = Record {
-            kind: Kind::Packed,
-            key: 0,
-            seq,
-            payload_crc: payload_crc(payload),
-            slots,
-        };
+        let (payload, record) =
+            packed_unit(self.map.take_seq(), bytes_mode == Some(true), &pack, slots);
         let stream = self.map.gc_data_stream.unwrap_or(self.fml.gc_stream());
         let written = self.fml.write(ready, stream, payload, &record.encode());
         self.pack = pack;
@@ -484,4 +461,22 @@ impl<F: Flash> Ftl<F> {
         };
         Ok(record.map(|r| (done, content, r)))
     }
+}
+
+/// A packed unit's payload (its bytes, or in fingerprint mode one fingerprint of its slots)
+/// and OOB record, as both the write path and GC's repacking program it.
+fn packed_unit(seq: u64, bytes_mode: bool, pack: &[u8], slots: Slots) -> (Payload<'_>, Record) {
+    let payload = if bytes_mode {
+        Payload::Bytes(pack)
+    } else {
+        Payload::Fingerprint(unit_fingerprint(&slots))
+    };
+    let record = Record {
+        kind: Kind::Packed,
+        key: 0,
+        seq,
+        payload_crc: payload_crc(payload),
+        slots,
+    };
+    (payload, record)
 }

@@ -147,6 +147,23 @@ fn is_power_loss(e: &FtlError) -> bool {
 }
 
 impl Rig {
+    /// A rig over a freshly opened FTL, its oracle as large as the FTL's logical space.
+    fn new(ftl: Ftl<Faulty<Nand>>, cfg: FtlConfig) -> Self {
+        let sectors = (ftl.capacity_bytes() / 512) as usize;
+        Rig {
+            ftl: Some(ftl),
+            cfg,
+            oracle: Oracle::new(sectors),
+            t: 0,
+            next_value: 0,
+        }
+    }
+
+    /// Sectors of the logical space.
+    fn sectors(&mut self) -> u32 {
+        (self.ftl().capacity_bytes() / 512) as u32
+    }
+
     fn ftl(&mut self) -> &mut Ftl<Faulty<Nand>> {
         self.ftl.as_mut().unwrap()
     }
@@ -367,14 +384,8 @@ fn model_run(
         dev.timing.scheduling = Scheduling::Backfill;
     }
     let ftl = Ftl::open(Faulty::new(Nand::in_memory(dev).unwrap()), cfg).unwrap();
-    let sectors = (ftl.capacity_bytes() / 512) as u32;
-    let mut rig = Rig {
-        ftl: Some(ftl),
-        cfg,
-        oracle: Oracle::new(sectors as usize),
-        t: 0,
-        next_value: 0,
-    };
+    let mut rig = Rig::new(ftl, cfg);
+    let sectors = rig.sectors();
     for op in ops {
         rig.run(op, sectors)?;
     }
@@ -434,14 +445,8 @@ fn long_run(mapping_unit_bytes: u64) {
         cfg,
     )
     .unwrap();
-    let sectors = (ftl.capacity_bytes() / 512) as u32;
-    let mut rig = Rig {
-        ftl: Some(ftl),
-        cfg,
-        oracle: Oracle::new(sectors as usize),
-        t: 0,
-        next_value: 0,
-    };
+    let mut rig = Rig::new(ftl, cfg);
+    let sectors = rig.sectors();
     let mut x: u64 = 1;
     let mut repacked = 0;
     for i in 0..3000u32 {
@@ -501,14 +506,8 @@ fn cut_sweep(mapping_unit_bytes: u64) {
             cfg.mapping_unit_bytes = mapping_unit_bytes;
             let dev = device_for(mapping_unit_bytes);
             let ftl = Ftl::open(Faulty::new(Nand::in_memory(dev).unwrap()), cfg).unwrap();
-            let sectors = (ftl.capacity_bytes() / 512) as u32;
-            let mut rig = Rig {
-                ftl: Some(ftl),
-                cfg,
-                oracle: Oracle::new(sectors as usize),
-                t: 0,
-                next_value: 0,
-            };
+            let mut rig = Rig::new(ftl, cfg);
+            let sectors = rig.sectors();
             let mut x: u64 = 7;
             let mut writes = |rig: &mut Rig, n: u32| {
                 for _ in 0..n {
