@@ -119,19 +119,10 @@ impl<F: Flash> Ftl<F> {
         let threshold = ((cap as f64 * self.config.flush_percent / 100.0) as usize).clamp(1, cap);
         let mut ready = at;
         loop {
-            while self.inflight.peek().is_some_and(|r| r.0 <= ready) {
-                self.inflight.pop();
-            }
+            self.retire_flushes(ready);
             // Background flushes: the oldest units beyond the threshold, issued now (a slot
             // of the buffer per logical page until its program completes).
-            while self.buf.len() >= threshold {
-                let Some((d, pages)) = self.program_oldest(at)? else {
-                    break;
-                };
-                for _ in 0..pages {
-                    self.inflight.push(std::cmp::Reverse(d));
-                }
-            }
+            while self.buf.len() >= threshold && self.flush_oldest(at)? {}
             if self.buf.len() + self.inflight.len() < cap {
                 return Ok(ready);
             }
@@ -146,19 +137,10 @@ impl<F: Flash> Ftl<F> {
     /// sends its oldest page to flash (MQSim evicts its least recently used slot); then, while
     /// write-backs in flight reach the back-pressure depth, the write waits for the earliest.
     fn admit_destage(&mut self, at: Nanos) -> Result<Nanos, FtlError> {
-        while self.buf.is_full() {
-            let Some((d, pages)) = self.program_oldest(at)? else {
-                break;
-            };
-            for _ in 0..pages {
-                self.inflight.push(std::cmp::Reverse(d));
-            }
-        }
+        while self.buf.is_full() && self.flush_oldest(at)? {}
         let mut ready = at;
         loop {
-            while self.inflight.peek().is_some_and(|r| r.0 <= ready) {
-                self.inflight.pop();
-            }
+            self.retire_flushes(ready);
             if self.inflight.len() < self.destage_depth {
                 return Ok(ready);
             }
@@ -205,11 +187,34 @@ impl<F: Flash> Ftl<F> {
                     done = done.max(self.program_entry(at, e)?);
                 }
             }
-            for _ in 0..pages {
-                self.inflight.push(std::cmp::Reverse(done));
-            }
+            self.in_flight(done, pages);
         }
         Ok(())
+    }
+
+    /// Starts programming the oldest buffered unit in the background (`write-back` and
+    /// `destage`): its logical pages stay in flight until the program completes. False when
+    /// the buffer is empty.
+    fn flush_oldest(&mut self, at: Nanos) -> Result<bool, FtlError> {
+        let Some((done, pages)) = self.program_oldest(at)? else {
+            return Ok(false);
+        };
+        self.in_flight(done, pages);
+        Ok(true)
+    }
+
+    /// Counts `pages` logical pages as in flight until `done`.
+    fn in_flight(&mut self, done: Nanos, pages: usize) {
+        for _ in 0..pages {
+            self.inflight.push(std::cmp::Reverse(done));
+        }
+    }
+
+    /// Forgets the background programs that completed by `at`.
+    fn retire_flushes(&mut self, at: Nanos) {
+        while self.inflight.peek().is_some_and(|r| r.0 <= at) {
+            self.inflight.pop();
+        }
     }
 
     /// Writes the oldest buffered unit to flash (under sub-page mapping, a unit's worth of
