@@ -211,6 +211,38 @@ fn nvme_4t() -> DeviceConfig {
     }
 }
 
+/// The Linux nandsim module's emulated chip (OSCM-11 V), 2 KiB pages and 128 KiB erase blocks,
+/// with `blocks_per_plane` erase blocks.
+fn nandsim(blocks_per_plane: u32) -> DeviceConfig {
+    DeviceConfig {
+        geometry: Geometry {
+            channels: 1,
+            dies_per_channel: 1,
+            planes_per_die: 1,
+            blocks_per_plane,
+            pages_per_block: 64,
+            page_size_bytes: 2048,
+            oob_size_bytes: 64,
+        },
+        // The Linux nandsim module's defaults: 25 us read, 300 us program, 2 ms erase,
+        // and a fast emulated bus.
+        timing: Timing {
+            read_ns: 25_000,
+            program_ns: 300_000,
+            erase_ns: 2_000_000,
+            bus_mb_s: 100,
+            command_ns: 0,
+            scheduling: Scheduling::InOrder,
+        },
+        gang: Gang::NONE,
+        endurance_cycles: 100_000,
+        factory_bad_ppm: 0,
+        ecc_correctable_bits: 4,
+        seed: 0,
+        payload: PayloadMode::Full,
+    }
+}
+
 /// Every named device, in the order `ossd presets` lists them.
 pub fn presets() -> Vec<Preset> {
     vec![
@@ -229,33 +261,13 @@ pub fn presets() -> Vec<Preset> {
         Preset {
             name: "nandsim-128m",
             about: "OSCM-11 NANDsim: one 128 MiB chip, 2 KiB pages, 128 KiB erase blocks",
-            config: DeviceConfig {
-                geometry: Geometry {
-                    channels: 1,
-                    dies_per_channel: 1,
-                    planes_per_die: 1,
-                    blocks_per_plane: 1024,
-                    pages_per_block: 64,
-                    page_size_bytes: 2048,
-                    oob_size_bytes: 64,
-                },
-                // The Linux nandsim module's defaults: 25 us read, 300 us program, 2 ms erase,
-                // and a fast emulated bus.
-                timing: Timing {
-                    read_ns: 25_000,
-                    program_ns: 300_000,
-                    erase_ns: 2_000_000,
-                    bus_mb_s: 100,
-                    command_ns: 0,
-                    scheduling: Scheduling::InOrder,
-                },
-                gang: Gang::NONE,
-                endurance_cycles: 100_000,
-                factory_bad_ppm: 0,
-                ecc_correctable_bits: 4,
-                seed: 0,
-                payload: PayloadMode::Full,
-            },
+            config: nandsim(1024),
+            ftl_defaults: &[],
+        },
+        Preset {
+            name: "nandsim-512m",
+            about: "NANDsim's 512 MiB chip (id bytes 0xec 0xdc): 2 KiB pages, 128 KiB erase blocks",
+            config: nandsim(4096),
             ftl_defaults: &[],
         },
         Preset {
@@ -544,6 +556,9 @@ mod tests {
             n.geometry.pages_per_block * n.geometry.page_size_bytes,
             128 * 1024
         );
+        let n512 = preset("nandsim-512m").unwrap();
+        assert_eq!(n512.geometry.capacity_bytes(), 512 << 20);
+        assert_eq!(n512.timing, n.timing);
         let p = preset("poftl").unwrap();
         let gib = p.geometry.capacity_bytes() as f64 / (1u64 << 30) as f64;
         assert!((gib - 3.64).abs() < 0.01, "poftl is {gib} GiB");

@@ -1125,12 +1125,16 @@ fn combine<'a>(c: &Claim, judged: impl Iterator<Item = (u64, &'a Judged)>) -> Ve
                 } else {
                     ""
                 };
+                // A gain of nothing over nothing (both 0) has no value, and no unit.
+                let ours = q.map_or(
+                    "undefined (the worse variant measured 0)".to_string(),
+                    |q| format!("{}{unit}", num(q)),
+                );
                 let _ = std::fmt::Write::write_fmt(
                     &mut m,
                     format_args!(
-                        "; {} {}{unit} (the paper: {})",
+                        "; {} {ours} (the paper: {})",
                         p.quantity.describe(),
-                        q.map_or("undefined".to_string(), num),
                         p.describe()
                     ),
                 );

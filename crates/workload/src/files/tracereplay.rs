@@ -17,6 +17,12 @@
 //! discard is counted and otherwise ignored (the file layers have no hole punching). A flush
 //! syncs the file system.
 //!
+//! **Passes and cold fill.** A small trace does not fill a device, so it never makes GC run. An
+//! experiment may replay it `passes` times in a row (each pass the same requests in the same
+//! order), after `fill_bytes` of cold files (1 MiB each, `c<n>`, written once and never touched
+//! again; phase "fill") have taken their share of the device, as a file system's static data
+//! would.
+//!
 //! A malformed line stops the replay with an error naming the file and the line.
 
 use std::path::{Path, PathBuf};
@@ -44,19 +50,35 @@ pub struct TraceReplay {
     /// Replay at most this many requests (all when absent). `--scale` multiplies it, when set.
     #[serde(default)]
     pub max_requests: Option<u64>,
+    /// Times the trace is replayed, one pass after another (default 1; `--scale` leaves it).
+    #[serde(default = "default_passes")]
+    pub passes: u64,
+    /// Bytes of cold files written before the replay and never touched again (default 0).
+    #[serde(default)]
+    pub fill_bytes: u64,
 }
+
+fn default_passes() -> u64 {
+    1
+}
+
+/// Size of each cold fill file.
+const FILL_FILE_BYTES: u64 = 1 << 20;
 
 fn default_object_bytes() -> u64 {
     1 << 20
 }
 
 impl TraceReplay {
-    /// Checks that `object_bytes` is at least one 512-byte sector.
+    /// Checks that `object_bytes` is at least one 512-byte sector and `passes` at least one.
     pub fn validate(&self) -> Result<(), TraceReplayError> {
         if self.object_bytes < 512 {
             return Err(TraceReplayError::ObjectBytes {
                 bytes: self.object_bytes,
             });
+        }
+        if self.passes == 0 {
+            return Err(TraceReplayError::NoPasses);
         }
         Ok(())
     }
@@ -88,6 +110,9 @@ pub enum TraceReplayError {
         /// The value.
         bytes: u64,
     },
+    /// `passes` is 0.
+    #[error("trace: passes = 0; the trace must be replayed at least once")]
+    NoPasses,
     /// `format` names no trace format.
     #[error(transparent)]
     Format(#[from] UnknownTraceFormat),
@@ -108,7 +133,7 @@ pub struct Skipped {
     pub unwritten_reads: u64,
 }
 
-/// Runs the replay; one phase, "run".
+/// Runs the replay; phases "fill" (when `fill_bytes` is set) and "run".
 pub fn run(m: &mut Meter, t: &TraceReplay) -> Result<Phases, FsError> {
     run_counted(m, t).map(|(p, _)| p)
 }
@@ -117,21 +142,66 @@ pub fn run(m: &mut Meter, t: &TraceReplay) -> Result<Phases, FsError> {
 pub fn run_counted(m: &mut Meter, t: &TraceReplay) -> Result<(Phases, Skipped), FsError> {
     t.validate().map_err(|e| FsError::Invalid(e.to_string()))?;
     let format = t.format().map_err(|e| FsError::Invalid(e.to_string()))?;
-    let reader = TraceReader::open(&t.path, format).map_err(|e| FsError::Invalid(e.to_string()))?;
-    let mut files: FxHashMap<u64, Ino> = FxHashMap::default();
-    let mut skipped = Skipped::default();
-    let limit = t.max_requests.unwrap_or(u64::MAX);
-    let ob = t.object_bytes;
-    for (n, request) in reader.enumerate() {
-        if n as u64 >= limit {
-            break;
+    let mut phases = Vec::new();
+    if t.fill_bytes > 0 {
+        m.restart();
+        fill(m, t.fill_bytes)?;
+        m.sync()?;
+        phases.push(("fill", m.restart()));
+    }
+    let mut replay = Replay {
+        files: FxHashMap::default(),
+        skipped: Skipped::default(),
+        left: t.max_requests.unwrap_or(u64::MAX),
+        object_bytes: t.object_bytes,
+    };
+    for _ in 0..t.passes {
+        let reader =
+            TraceReader::open(&t.path, format).map_err(|e| FsError::Invalid(e.to_string()))?;
+        for request in reader {
+            if replay.left == 0 {
+                break;
+            }
+            replay.left -= 1;
+            let r = request.map_err(|e| FsError::Invalid(e.to_string()))?;
+            replay.request(m, &r)?;
         }
-        let r = request.map_err(|e| FsError::Invalid(e.to_string()))?;
+    }
+    m.sync()?;
+    phases.push(("run", m.restart()));
+    Ok((phases, replay.skipped))
+}
+
+/// Writes `bytes` of cold files, [`FILL_FILE_BYTES`] each (the last one shorter).
+fn fill(m: &mut Meter, bytes: u64) -> Result<(), FsError> {
+    let mut left = bytes;
+    let mut n = 0u64;
+    while left > 0 {
+        let len = left.min(FILL_FILE_BYTES);
+        let ino = m.create(ROOT, &format!("c{n}"))?;
+        m.write_chunks(ino, 0, len, 1 << 20)?;
+        left -= len;
+        n += 1;
+    }
+    Ok(())
+}
+
+/// The replay's state across passes: which region is which file, and what was skipped.
+struct Replay {
+    files: FxHashMap<u64, Ino>,
+    skipped: Skipped,
+    /// Requests still allowed by `max_requests`.
+    left: u64,
+    object_bytes: u64,
+}
+
+impl Replay {
+    /// Issues one trace request as file calls, split at region boundaries.
+    fn request(&mut self, m: &mut Meter, r: &controller::request::Request) -> Result<(), FsError> {
         if r.op == Op::Flush {
-            m.sync()?;
-            continue;
+            return m.sync();
         }
-        // Split at region boundaries.
+        let ob = self.object_bytes;
         let mut at = r.offset_bytes;
         let end = r.offset_bytes + r.len_bytes;
         while at < end {
@@ -140,34 +210,33 @@ pub fn run_counted(m: &mut Meter, t: &TraceReplay) -> Result<(Phases, Skipped), 
             let len = (ob - off).min(end - at);
             match r.op {
                 Op::Write => {
-                    let ino = match files.get(&object) {
+                    let ino = match self.files.get(&object) {
                         Some(&i) => i,
                         None => {
                             let i = m.create(ROOT, &format!("t{object}"))?;
-                            files.insert(object, i);
+                            self.files.insert(object, i);
                             i
                         }
                     };
                     m.write(ino, off, len)?;
                 }
-                Op::Read => match files.get(&object) {
+                Op::Read => match self.files.get(&object) {
                     Some(&ino) => {
                         m.read(ino, off, len)?;
                     }
-                    None => skipped.unwritten_reads += 1,
+                    None => self.skipped.unwritten_reads += 1,
                 },
-                Op::Trim => match files.get(&object) {
+                Op::Trim => match self.files.get(&object) {
                     Some(&ino) if off == 0 && len == ob => m.fs.truncate(ino, 0)?,
-                    _ => skipped.partial_discards += 1,
+                    _ => self.skipped.partial_discards += 1,
                 },
                 Op::Flush => unreachable!("handled above"),
             }
             at += len;
         }
         m.stats.transactions += 1;
+        Ok(())
     }
-    m.sync()?;
-    Ok((vec![("run", m.restart())], skipped))
 }
 
 #[cfg(test)]
@@ -191,6 +260,8 @@ mod tests {
             format: None,
             object_bytes,
             max_requests: None,
+            passes: 1,
+            fill_bytes: 0,
         };
         let r = run_counted(&mut meter(&mut fs), &t);
         (fs, r)
@@ -239,6 +310,35 @@ mod tests {
         let (phases, _) = r.unwrap();
         assert_eq!(phases[0].1.write_bytes, summary.bytes_written);
         assert!(phases[0].1.read_bytes > 0);
+    }
+
+    /// Two passes write the trace twice over the same files, after the cold fill.
+    #[test]
+    fn passes_repeat_the_trace_after_a_cold_fill() {
+        let p = temp("p.fiu", "100 1 cp 0 8 W 8 0 x\n200 1 cp 0 8 R 8 0 x\n");
+        let mut fs = MemFs::default();
+        let t = TraceReplay {
+            path: p.clone(),
+            format: None,
+            object_bytes: 1 << 20,
+            max_requests: None,
+            passes: 2,
+            fill_bytes: (5 << 20) / 2,
+        };
+        let r = run_counted(&mut meter(&mut fs), &t);
+        std::fs::remove_file(&p).unwrap();
+        let (phases, _) = r.unwrap();
+        let names: Vec<&str> = phases.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["fill", "run"]);
+        assert_eq!(phases[0].1.write_bytes, (5 << 20) / 2);
+        assert_eq!(phases[1].1.write_bytes, 2 * 4096);
+        assert_eq!(phases[1].1.read_bytes, 2 * 4096);
+        assert_eq!(phases[1].1.transactions, 4);
+        let c2 = fs.lookup(ROOT, "c2").unwrap().unwrap();
+        assert_eq!(fs.stat(c2).unwrap().size, 1 << 19);
+        assert_eq!(fs.readdir(ROOT).unwrap().len(), 4);
+        let t = TraceReplay { passes: 0, ..t };
+        assert_eq!(t.validate(), Err(TraceReplayError::NoPasses));
     }
 
     /// A malformed line is an error naming the file and the line, not a panic.
