@@ -323,6 +323,9 @@ pub struct ObjectStore<F: Flash> {
     small_dirty_bytes: usize,
     /// Units to invalidate once the next checkpoint is durable.
     released: Vec<u32>,
+    /// Descriptor pages in `desc` pinned until the next checkpoint (they hold tombstones): with
+    /// `released`, what a checkpoint would free, which bounds the time between checkpoints.
+    pinned_desc_pages: usize,
     /// Blocks GC moved index nodes or descriptor pages out of: a checkpoint must precede their
     /// erase.
     unsafe_victims: FxHashSet<u32>,
@@ -419,6 +422,7 @@ impl<F: Flash> ObjectStore<F> {
             packs: FxHashMap::default(),
             small_dirty_bytes: 0,
             released: Vec::new(),
+            pinned_desc_pages: 0,
             unsafe_victims: FxHashSet::default(),
             ckpt_unit: None,
             atime_pending: Vec::new(),

@@ -102,6 +102,12 @@ impl<F: Flash> ObjectStore<F> {
             .filter(|(_, d)| d.pinned)
             .map(|(v, _)| *v)
             .collect();
+        debug_assert_eq!(
+            pinned.len(),
+            self.pinned_desc_pages,
+            "pinned descriptor pages"
+        );
+        self.pinned_desc_pages = 0;
         for vpa in pinned {
             let d = self.desc.get_mut(&vpa).unwrap();
             d.pinned = false;
@@ -153,10 +159,13 @@ impl<F: Flash> ObjectStore<F> {
             // its done record is on flash (docs/DESIGN.md "Transactions").
             return Ok(());
         }
-        // Half the GC reserve less GC's destination block and one block of slack.
+        // Half the GC reserve less GC's destination block and one block of slack. Units only a
+        // checkpoint frees (released ones, and descriptor pages pinned by tombstones) count
+        // too: a workload of creates and removes writes few data units, and OSCM-11's PostMark
+        // on 104 NANDsim blocks filled the device with tombstone pages between two checkpoints.
         if self.units_since_ckpt >= self.config.checkpoint_units
             || self.index.dirty_nodes() > self.half_reserve_units(2)
-            || self.released.len() > self.write_back_limit()
+            || self.released.len() + self.pinned_desc_pages > self.write_back_limit()
         {
             self.checkpoint()?;
         }

@@ -228,6 +228,7 @@ impl<F: Flash> ObjectStore<F> {
                     self.release_slot(ov, os);
                 }
             }
+            self.pinned_desc_pages += has_tombstone as usize;
             self.desc.insert(
                 vpa,
                 DescPage {

@@ -600,6 +600,7 @@ impl<F: Flash> ObjectStore<F> {
             }
         }
         if pinned || live.iter().any(|s| s.is_some()) {
+            self.pinned_desc_pages += pinned as usize;
             self.desc.insert(vpa, DescPage { live, pinned });
         }
         Ok(())
