@@ -303,6 +303,7 @@ impl Script {
     pub fn cut_at(&self, cut: u64, mode: CutMode) -> Result<bool, SweepError> {
         let mut s = self.start()?;
         let mut o = Oracle::new(self.slots, self.slot_sectors, self.discard_at_flush());
+        o.set_unit_bytes(self.device.write_unit_bytes() as u64);
         s.device().cut_power_after(cut, mode);
         let mut struck = false;
         for &step in &self.steps {
@@ -351,6 +352,7 @@ impl Script {
     pub fn sweep(&self) -> Result<SweepReport, SweepError> {
         let mut s = self.start()?;
         let mut o = Oracle::new(self.slots, self.slot_sectors, self.discard_at_flush());
+        o.set_unit_bytes(self.device.write_unit_bytes() as u64);
         let before = s.device().ops();
         for &step in &self.steps {
             self.apply(s.as_mut(), &mut o, step)
