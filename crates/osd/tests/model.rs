@@ -142,6 +142,8 @@ struct Obj {
 
 /// The key of the inode hint (`Attr::InodeEmbedded`) in [`Obj::attrs`]: no user id is 0.
 const INODE: u16 = 0;
+/// An attribute change: the id and the value set (`None`: cleared).
+type AttrSet = (u16, Option<Vec<u8>>);
 /// Every attribute the oracle tracks.
 const TRACKED: [u16; 5] = [INODE, 0x1000, 0x1001, 0x1002, 0x1003];
 
@@ -156,7 +158,7 @@ struct Rig {
     loose: BTreeSet<u64>,
     /// Attribute values set since the last flush (the one a cut interrupted included): after a
     /// crash an attribute holds its flushed value or one of these (`None`: cleared).
-    attrs_since: BTreeMap<u64, Vec<(u16, Option<Vec<u8>>)>>,
+    attrs_since: BTreeMap<u64, Vec<AttrSet>>,
     /// Objects created or removed since the last flush (a cut command included): after a crash
     /// their attributes may also be those of a fresh object (none set).
     reborn: BTreeSet<u64>,
@@ -426,12 +428,15 @@ impl Rig {
         Ok(())
     }
 
+    /// CREATE, recorded first: cut short by a power loss, it may still have taken effect.
+    fn create(&mut self, obj: u64) -> Result<ObjectId, OsdError> {
+        self.reborn.insert(obj);
+        self.store().create(PartitionId(P), Some(ObjectId(P + obj)))
+    }
+
     fn run(&mut self, op: &Op) -> Result<(), TestCaseError> {
         let r: Result<(), OsdError> = match *op {
-            Op::Create(obj) => match {
-                self.reborn.insert(obj);
-                self.store().create(PartitionId(P), Some(ObjectId(P + obj)))
-            } {
+            Op::Create(obj) => match self.create(obj) {
                 Ok(_) => {
                     prop_assert!(!self.objects.contains_key(&obj), "created {} twice", obj);
                     self.objects.insert(obj, Obj::default());

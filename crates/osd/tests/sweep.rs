@@ -228,7 +228,7 @@ fn check_object(
         ));
     };
     let len = g.len() as u64;
-    if !lens.contains(&len) && !(len % UNIT == 0 && lo < len && len < hi) {
+    if !(lens.contains(&len) || (len.is_multiple_of(UNIT) && lo < len && len < hi)) {
         return Err(format!(
             "object {o} length {len}: not a length it had since the flush ({lens:?}) nor a unit boundary between them"
         ));

@@ -506,7 +506,7 @@ impl Oracle {
         let s = &self.slots[slot as usize];
         let edge = |b: u64| {
             let sec = (b / SECTOR as u64) as usize;
-            b % SECTOR as u64 == 0 || s.sectors.get(sec).is_some_and(|x| x.cur.is_some())
+            b.is_multiple_of(SECTOR as u64) || s.sectors.get(sec).is_some_and(|x| x.cur.is_some())
         };
         len > 0
             && offset + len <= self.sectors_per_slot as u64 * SECTOR as u64
@@ -892,7 +892,7 @@ impl Oracle {
                     let lens = &s.len.since_flush;
                     let lo = lens.iter().copied().min().unwrap_or(0);
                     let hi = lens.iter().copied().max().unwrap_or(0);
-                    lens.contains(&n) || (n % unit == 0 && lo < n && n < hi)
+                    lens.contains(&n) || (n.is_multiple_of(unit) && lo < n && n < hi)
                 };
                 if !ok {
                     first_err.get_or_insert(Mismatch::RecoveredLength {
@@ -988,7 +988,7 @@ impl Oracle {
         let s = &mut self.slots[slot as usize];
         let mut first_err = None;
         for (i, a) in s.attrs.iter_mut().enumerate() {
-            let g = got.map_or(None, |g| g[i].clone());
+            let g = got.and_then(|g| g[i].clone());
             if got.is_some() && !a.allows(&g, clean, damaged) && !(damaged && g.is_none()) {
                 first_err.get_or_insert_with(|| Mismatch::RecoveredAttr {
                     slot,
