@@ -5,7 +5,9 @@ use fml::FmlConfig;
 use ftl::{FtlConfig, Mapping};
 use osd::{OsdConfig, Placement};
 use torture::subject::{Services, Variant};
-use torture::sweep::{block_script, object_script, sweep_device, Script};
+use torture::sweep::{
+    block_script, object_script, object_script_with_metadata_every, sweep_device, Script,
+};
 
 fn check(script: Script) {
     let r = script.sweep().expect("the uncut script runs");
@@ -76,4 +78,26 @@ fn block_ftl_survives_a_cut_after_every_flash_command() {
         };
         check(Script::new(Variant::Ftl(cfg), block_script()));
     }
+}
+
+/// KNOWN FAILURE, not yet fixed (found by issue 15 item 2's stricter oracle, on the plain
+/// store): with the truncations every fifth round, a cut after flash command 729 (clean or
+/// torn, and after 730) brings back an older version of slot 0's sector 70 (the sector holding
+/// the new end of a shrinking truncate to 36,317 bytes) than the one flushed just before the
+/// truncate: "recovered version 1665, allowed [1713, 1987]". A flushed write is lost, which
+/// the contract forbids. Run with `cargo test -p torture --test sweep -- --ignored`.
+#[test]
+#[ignore = "known store bug: a flushed sector lost around a shrinking truncate (see above)"]
+fn object_store_truncate_every_fifth_round() {
+    let cfg = OsdConfig {
+        placement: Placement::Semantic,
+        buffer_bytes: 8 << 10,
+        checkpoint_units: 24,
+        fml: FmlConfig::for_blocks(blocks()),
+        ..OsdConfig::default()
+    };
+    check(Script::new(
+        Variant::Osd(cfg, Services::default()),
+        object_script_with_metadata_every(5),
+    ));
 }
