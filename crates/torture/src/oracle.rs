@@ -576,6 +576,16 @@ impl Oracle {
         }
     }
 
+    /// Whether the bytes of the sector holding byte `at` are known (always at a sector
+    /// boundary): a truncation to `at` must keep the bytes before it.
+    pub fn known_at(&self, slot: u32, at: u64) -> bool {
+        at.is_multiple_of(SECTOR as u64)
+            || self.slots[slot as usize]
+                .sectors
+                .get((at / SECTOR as u64) as usize)
+                .is_none_or(|s| s.cur.is_some())
+    }
+
     /// Records a truncation (objects): shrinking drops the bytes past `len` (a later growth
     /// reads them as zeros); growing adds zeros.
     pub fn truncate(&mut self, slot: u32, len: u64) {

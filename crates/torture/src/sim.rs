@@ -474,6 +474,13 @@ impl Sim {
         } else {
             self.rng.gen_range(len..=self.slot_bytes)
         };
+        // Inside a sector whose bytes a destructive fault made unknown, the oracle could not
+        // tell the bytes kept: truncate at the sector's start instead.
+        let to = if self.oracle.known_at(slot, to) {
+            to
+        } else {
+            to / SECTOR as u64 * SECTOR as u64
+        };
         self.trace(|| format!("truncate slot {slot} from {len} to {to}"));
         self.oracle.truncate(slot, to);
         let r = self.subject().truncate(slot, to);

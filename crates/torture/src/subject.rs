@@ -538,8 +538,10 @@ impl Subject for OsdSubject {
                 .create_partition(Some(p))
                 .map(|_| ())
                 .map_err(|e| match e {
+                    // Out of step with the oracle: only damage that hid it from the listing
+                    // after recovery can do that (tolerated then, like a missing object).
                     OsdError::AlreadyExists(m) => {
-                        Fail::Other(format!("create partition: {m} already exists"))
+                        Fail::Missing(format!("create partition: {m} already exists"))
                     }
                     e => osd_fail(e),
                 })
