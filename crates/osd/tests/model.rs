@@ -5,9 +5,13 @@
 //! in others.
 //!
 //! The contract checked after a crash: every object that existed at the last completed flush
-//! and was not removed or truncated since still exists, and each byte it held then reads back
-//! as that value or as a value written there since; fsck is clean. Everything else must match
-//! the oracle exactly.
+//! and was not removed or truncated since still exists, each byte it held then reads back as
+//! that value or as a value written there since, and it is no longer than its flushed length
+//! or the end of a write since; no object comes back that neither existed at the flush nor was
+//! created since; every attribute (user attributes and the inode hint) holds its value at the
+//! flush or a value set since (the command a cut interrupted included), or is absent on an
+//! object created or removed since; fsck is clean. After a clean reopen every object, byte and
+//! attribute matches the oracle exactly, as does everything read while the store runs.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -132,8 +136,16 @@ fn op() -> impl Strategy<Value = Op> {
 #[derive(Clone, Default, Debug)]
 struct Obj {
     data: Vec<u8>,
+    /// User attributes by id, and [`INODE`] (value `[1]`) while the inode hint is on.
     attrs: BTreeMap<u16, Vec<u8>>,
 }
+
+/// The key of the inode hint (`Attr::InodeEmbedded`) in [`Obj::attrs`]: no user id is 0.
+const INODE: u16 = 0;
+/// An attribute change: the id and the value set (`None`: cleared).
+type AttrSet = (u16, Option<Vec<u8>>);
+/// Every attribute the oracle tracks.
+const TRACKED: [u16; 5] = [INODE, 0x1000, 0x1001, 0x1002, 0x1003];
 
 struct Rig {
     store: Option<ObjectStore<Faulty<Nand>>>,
@@ -144,6 +156,12 @@ struct Rig {
     since: BTreeMap<u64, Vec<(u64, Vec<u8>)>>,
     /// Objects removed or truncated since the last flush: their state after a crash is loose.
     loose: BTreeSet<u64>,
+    /// Attribute values set since the last flush (the one a cut interrupted included): after a
+    /// crash an attribute holds its flushed value or one of these (`None`: cleared).
+    attrs_since: BTreeMap<u64, Vec<AttrSet>>,
+    /// Objects created or removed since the last flush (a cut command included): after a crash
+    /// their attributes may also be those of a fresh object (none set).
+    reborn: BTreeSet<u64>,
     stamp: u8,
     /// Every object is encrypted at creation (the master key is given at every open).
     encrypt: bool,
@@ -186,6 +204,8 @@ impl Rig {
         self.flushed = self.objects.clone();
         self.since.clear();
         self.loose.clear();
+        self.attrs_since.clear();
+        self.reborn.clear();
     }
 
     fn fsck(&mut self) -> Result<(), TestCaseError> {
@@ -227,30 +247,20 @@ impl Rig {
         self.open(dev)?;
         self.fsck()?;
         // Check what the contract promises, then take what the store holds as the new truth.
+        let back = self.read_back()?;
         let mut now = BTreeMap::new();
         for obj in 0..OBJECTS {
-            let got = match self.store().get_attr(oid(obj), Attr::LogicalLength) {
-                Ok(AttrValue::U64(len)) => {
-                    let mut data = vec![0u8; len as usize];
-                    let n = self
-                        .store()
-                        .read(oid(obj), 0, &mut data)
-                        .map_err(|e| TestCaseError::fail(format!("read {obj}: {e}")))?;
-                    prop_assert_eq!(n as u64, len);
-                    let mut attrs = BTreeMap::new();
-                    for id in 0x1000u16..0x1004 {
-                        if let Ok(AttrValue::Bytes(v)) =
-                            self.store().get_attr(oid(obj), Attr::User(id))
-                        {
-                            attrs.insert(id, v);
-                        }
-                    }
-                    Some(Obj { data, attrs })
-                }
-                Err(OsdError::NotFound(_)) => None,
-                Err(e) => return Err(TestCaseError::fail(format!("get_attr {obj}: {e}"))),
-                Ok(v) => return Err(TestCaseError::fail(format!("length attribute {v:?}"))),
-            };
+            let got = back.get(&obj).cloned();
+            if let Some(g) = &got {
+                let made = self.flushed.contains_key(&obj) || self.reborn.contains(&obj);
+                prop_assert!(
+                    made,
+                    "object {} came back ({} bytes) though it did not exist at the flush and was not created since",
+                    obj,
+                    g.data.len()
+                );
+                self.check_attrs_after_crash(obj, g)?;
+            }
             if let (Some(was), false) = (self.flushed.get(&obj), self.loose.contains(&obj)) {
                 let Some(g) = &got else {
                     return Err(TestCaseError::fail(format!(
@@ -276,6 +286,36 @@ impl Rig {
                         g.data.get(i)
                     );
                 }
+                // Neither truncated nor removed since: no longer than its flushed length or
+                // the end of a write since, and every byte past the flushed length is zero (a
+                // hole) or was written there since.
+                let writes = self.since.get(&obj).map_or(&[][..], |w| &w[..]);
+                let max = writes
+                    .iter()
+                    .map(|(o, d)| (o + d.len() as u64) as usize)
+                    .fold(was.data.len(), usize::max);
+                prop_assert!(
+                    g.data.len() <= max,
+                    "object {} recovered {} bytes, longer than its flushed {} and every write since (to {})",
+                    obj,
+                    g.data.len(),
+                    was.data.len(),
+                    max
+                );
+                for (i, &b) in g.data.iter().enumerate().skip(was.data.len()) {
+                    let i64 = i as u64;
+                    let ok = b == 0
+                        || writes.iter().any(|(o, d)| {
+                            i64 >= *o && i64 < o + d.len() as u64 && d[(i64 - o) as usize] == b
+                        });
+                    prop_assert!(
+                        ok,
+                        "object {} byte {} past its flushed length: {} never written there",
+                        obj,
+                        i,
+                        b
+                    );
+                }
             }
             if let Some(g) = got {
                 now.insert(obj, g);
@@ -286,9 +326,117 @@ impl Rig {
         Ok(())
     }
 
+    /// Every object the store holds, with its bytes and tracked attributes.
+    fn read_back(&mut self) -> Result<BTreeMap<u64, Obj>, TestCaseError> {
+        let mut out = BTreeMap::new();
+        for obj in 0..OBJECTS {
+            match self.store().get_attr(oid(obj), Attr::LogicalLength) {
+                Ok(AttrValue::U64(len)) => {
+                    let mut data = vec![0u8; len as usize];
+                    let n = self
+                        .store()
+                        .read(oid(obj), 0, &mut data)
+                        .map_err(|e| TestCaseError::fail(format!("read {obj}: {e}")))?;
+                    prop_assert_eq!(n as u64, len);
+                    let mut attrs = BTreeMap::new();
+                    for id in TRACKED {
+                        let attr = if id == INODE {
+                            Attr::InodeEmbedded
+                        } else {
+                            Attr::User(id)
+                        };
+                        match self.store().get_attr(oid(obj), attr) {
+                            Ok(AttrValue::Bytes(v)) => {
+                                attrs.insert(id, v);
+                            }
+                            Ok(AttrValue::Bool(true)) if id == INODE => {
+                                attrs.insert(id, vec![1]);
+                            }
+                            Ok(AttrValue::Absent) if id != INODE => {}
+                            Ok(AttrValue::Bool(false)) if id == INODE => {}
+                            other => {
+                                return Err(TestCaseError::fail(format!(
+                                    "object {obj} attribute {id:#x}: {other:?}"
+                                )))
+                            }
+                        }
+                    }
+                    out.insert(obj, Obj { data, attrs });
+                }
+                Err(OsdError::NotFound(_)) => {}
+                Err(e) => return Err(TestCaseError::fail(format!("get_attr {obj}: {e}"))),
+                Ok(v) => return Err(TestCaseError::fail(format!("length attribute {v:?}"))),
+            }
+        }
+        Ok(out)
+    }
+
+    /// An object back after a crash: each tracked attribute holds its value at the last flush
+    /// or one set since; an object created or removed since may also show a fresh object's
+    /// (absent).
+    fn check_attrs_after_crash(&self, obj: u64, got: &Obj) -> Result<(), TestCaseError> {
+        let fresh = !self.flushed.contains_key(&obj) || self.reborn.contains(&obj);
+        for id in TRACKED {
+            let g = got.attrs.get(&id);
+            let mut allowed: Vec<Option<&Vec<u8>>> = Vec::new();
+            if let Some(f) = self.flushed.get(&obj) {
+                allowed.push(f.attrs.get(&id));
+            }
+            if fresh {
+                allowed.push(None);
+            }
+            for (i, v) in self.attrs_since.get(&obj).into_iter().flatten() {
+                if *i == id {
+                    allowed.push(v.as_ref());
+                }
+            }
+            prop_assert!(
+                allowed.contains(&g),
+                "object {} attribute {:#x} after a crash: {:?}, allowed {:?}",
+                obj,
+                id,
+                g,
+                allowed
+            );
+        }
+        Ok(())
+    }
+
+    /// After a clean reopen the store holds exactly what the oracle does.
+    fn check_exact(&mut self) -> Result<(), TestCaseError> {
+        let back = self.read_back()?;
+        let have: Vec<&u64> = back.keys().collect();
+        let want: Vec<&u64> = self.objects.keys().collect();
+        prop_assert_eq!(have, want, "objects after a clean reopen");
+        for (obj, g) in &back {
+            let w = &self.objects[obj];
+            prop_assert!(
+                g.data == w.data,
+                "object {} after a clean reopen: {} bytes, expected {} (first difference at {:?})",
+                obj,
+                g.data.len(),
+                w.data.len(),
+                g.data.iter().zip(&w.data).position(|(a, b)| a != b)
+            );
+            prop_assert_eq!(
+                &g.attrs,
+                &w.attrs,
+                "object {} attributes after a clean reopen",
+                obj
+            );
+        }
+        Ok(())
+    }
+
+    /// CREATE, recorded first: cut short by a power loss, it may still have taken effect.
+    fn create(&mut self, obj: u64) -> Result<ObjectId, OsdError> {
+        self.reborn.insert(obj);
+        self.store().create(PartitionId(P), Some(ObjectId(P + obj)))
+    }
+
     fn run(&mut self, op: &Op) -> Result<(), TestCaseError> {
         let r: Result<(), OsdError> = match *op {
-            Op::Create(obj) => match self.store().create(PartitionId(P), Some(ObjectId(P + obj))) {
+            Op::Create(obj) => match self.create(obj) {
                 Ok(_) => {
                     prop_assert!(!self.objects.contains_key(&obj), "created {} twice", obj);
                     self.objects.insert(obj, Obj::default());
@@ -321,6 +469,7 @@ impl Rig {
             Op::Remove(obj) => {
                 // Cut short by a power loss, the command may still have taken effect.
                 self.loose.insert(obj);
+                self.reborn.insert(obj);
                 match self.store().remove(oid(obj)) {
                     Ok(()) => {
                         prop_assert!(self.objects.remove(&obj).is_some());
@@ -419,6 +568,11 @@ impl Rig {
             }
             Op::SetAttr { obj, id, len } => {
                 let v = self.bytes(len as u64);
+                // Cut short by a power loss, the command may still have taken effect.
+                self.attrs_since
+                    .entry(obj)
+                    .or_default()
+                    .push((id, Some(v.clone())));
                 match self
                     .store()
                     .set_attr(oid(obj), Attr::User(id), AttrValue::Bytes(v.clone()))
@@ -433,11 +587,24 @@ impl Rig {
                 }
             }
             Op::SetInode { obj, on } => {
+                let v = on.then(|| vec![1]);
+                self.attrs_since
+                    .entry(obj)
+                    .or_default()
+                    .push((INODE, v.clone()));
                 match self
                     .store()
                     .set_attr(oid(obj), Attr::InodeEmbedded, AttrValue::Bool(on))
                 {
-                    Ok(()) | Err(OsdError::NotFound(_)) => Ok(()),
+                    Ok(()) => {
+                        let o = self.objects.get_mut(&obj).unwrap();
+                        match v {
+                            Some(v) => o.attrs.insert(INODE, v),
+                            None => o.attrs.remove(&INODE),
+                        };
+                        Ok(())
+                    }
+                    Err(OsdError::NotFound(_)) => Ok(()),
                     Err(e) => Err(e),
                 }
             }
@@ -522,6 +689,7 @@ impl Rig {
                     let dev = self.store.take().unwrap().crash();
                     self.open(dev)?;
                     self.fsck()?;
+                    self.check_exact()?;
                     Ok(())
                 }
                 Err(e) => Err(e),
@@ -566,6 +734,8 @@ fn rig_with(cfg: OsdConfig, encrypt: bool, compression: u64) -> Rig {
         flushed: BTreeMap::new(),
         since: BTreeMap::new(),
         loose: Default::default(),
+        attrs_since: BTreeMap::new(),
+        reborn: BTreeSet::new(),
         stamp: 0,
         encrypt,
         plain: BTreeSet::new(),

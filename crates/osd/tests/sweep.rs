@@ -2,9 +2,11 @@
 //! between operations and in the middle of one (torn program, interrupted erase), and checks the
 //! recovery contract at each point:
 //! - the store reopens and fsck is clean;
-//! - every object as of the last FLUSH that completed before the cut reads back exactly, unless
-//!   a later command had already changed it (then it holds its flushed or its later contents,
-//!   byte by byte, or is gone only if a later command removed it);
+//! - every object as of the last FLUSH that completed before the cut reads back exactly (its
+//!   existence, length and bytes), unless a later command (the one the cut interrupted
+//!   included) changed it: then it holds its flushed or its later contents, byte by byte, its
+//!   length is one it had since the flush (or a write-unit boundary between them: a write that
+//!   extended it landed in part), and it is gone only if a later command removed it;
 //! - no object holds bytes that were never written to it.
 
 use std::collections::BTreeMap;
@@ -164,6 +166,85 @@ fn apply(model: &mut BTreeMap<u64, Vec<u8>>, step: Step) {
     }
 }
 
+/// Write unit of [`device`]: a write cut short may leave an object's length at a unit boundary
+/// of its data (roll-forward extends the length to the end of each unit it finds).
+const UNIT: u64 = 4096;
+
+/// Checks one object after recovery against the state at the last completed flush and every
+/// state since (the step the cut interrupted included: it may have landed or not).
+///
+/// - An object no step since the flush changed must come back exactly as flushed: same
+///   existence, same length, same bytes.
+/// - Otherwise it may be gone only if one of those states lacks it; its length is one of those
+///   states' lengths, or a write-unit boundary between the shortest and the longest of them (a
+///   write that extended it landed in part); each byte comes from one of those states.
+fn check_object(
+    o: u64,
+    got: Option<&Vec<u8>>,
+    flushed: &BTreeMap<u64, Vec<u8>>,
+    since: &[BTreeMap<u64, Vec<u8>>],
+) -> Result<(), String> {
+    let was = flushed.get(&o);
+    let candidates: Vec<Option<&Vec<u8>>> = std::iter::once(was)
+        .chain(since.iter().map(|m| m.get(&o)))
+        .collect();
+    if candidates.iter().all(|c| *c == was) {
+        return match (was, got) {
+            (None, None) => Ok(()),
+            (Some(_), None) => Err(format!("object {o} vanished")),
+            (None, Some(g)) => Err(format!(
+                "object {o} came back ({} bytes) though it did not exist at the flush and nothing since made it",
+                g.len()
+            )),
+            (Some(f), Some(g)) if f.len() != g.len() => Err(format!(
+                "object {o} length {} differs from its flushed length {} (no step since touched it)",
+                g.len(),
+                f.len()
+            )),
+            (Some(f), Some(g)) => match f.iter().zip(g).position(|(a, b)| a != b) {
+                None => Ok(()),
+                Some(i) => Err(format!(
+                    "object {o} byte {i} = {} differs from its flushed value {} (no step since touched it)",
+                    g[i], f[i]
+                )),
+            },
+        };
+    }
+    let Some(g) = got else {
+        if candidates.iter().all(|c| c.is_some()) {
+            return Err(format!("object {o} vanished"));
+        }
+        return Ok(());
+    };
+    let lens: Vec<u64> = candidates
+        .iter()
+        .flatten()
+        .map(|c| c.len() as u64)
+        .collect();
+    let (Some(&lo), Some(&hi)) = (lens.iter().min(), lens.iter().max()) else {
+        return Err(format!(
+            "object {o} came back ({} bytes) though no state since the flush had it",
+            g.len()
+        ));
+    };
+    let len = g.len() as u64;
+    if !(lens.contains(&len) || (len.is_multiple_of(UNIT) && lo < len && len < hi)) {
+        return Err(format!(
+            "object {o} length {len}: not a length it had since the flush ({lens:?}) nor a unit boundary between them"
+        ));
+    }
+    // Each byte must come from one of the states the object went through.
+    for (i, b) in g.iter().enumerate() {
+        if !candidates
+            .iter()
+            .any(|c| c.and_then(|c| c.get(i)) == Some(b))
+        {
+            return Err(format!("object {o} byte {i} = {b} was never written there"));
+        }
+    }
+    Ok(())
+}
+
 fn oid(o: u64) -> Oid {
     Oid::new(P, P + o)
 }
@@ -215,7 +296,6 @@ fn fresh(placement: Placement) -> ObjectStore<Faulty<Nand>> {
 fn cut_at(placement: Placement, cut: u64, mode: CutMode, svc: Services) -> Result<bool, String> {
     let mut s = fresh(placement);
     let script = script();
-    let base = s.device_mut().ops();
     s.device_mut().cut_power_after(cut, mode);
     let mut model = BTreeMap::new();
     // The state at the last completed flush, and every state since (a crash may land on any
@@ -240,7 +320,6 @@ fn cut_at(placement: Placement, cut: u64, mode: CutMode, svc: Services) -> Resul
             Err(e) => return Err(format!("cut {cut}: {step:?}: {e}")),
         }
     }
-    let _ = base;
     // Reboot: recover, retrying if the cut was still pending.
     let mut dev = s.crash();
     let mut store = None;
@@ -272,34 +351,7 @@ fn cut_at(placement: Placement, cut: u64, mode: CutMode, svc: Services) -> Resul
             Err(OsdError::NotFound(_)) => None,
             other => return Err(format!("cut {cut}: object {o}: {other:?}")),
         };
-        let candidates: Vec<Option<&Vec<u8>>> = std::iter::once(flushed.get(&o))
-            .chain(since.iter().map(|m| m.get(&o)))
-            .collect();
-        match &got {
-            None => {
-                if candidates.iter().all(|c| c.is_some()) {
-                    return Err(format!("cut {cut}: object {o} vanished"));
-                }
-            }
-            Some(g) => {
-                // Each byte must come from one of the states the object went through.
-                for (i, b) in g.iter().enumerate() {
-                    let ok = candidates
-                        .iter()
-                        .any(|c| c.and_then(|c| c.get(i)) == Some(b));
-                    if !ok {
-                        return Err(format!(
-                            "cut {cut}: object {o} byte {i} = {b} was never written there"
-                        ));
-                    }
-                }
-                if let (Some(f), true) = (flushed.get(&o), since.is_empty()) {
-                    if g != f {
-                        return Err(format!("cut {cut}: object {o} differs from its flushed contents ({} vs {} bytes)", g.len(), f.len()));
-                    }
-                }
-            }
-        }
+        check_object(o, got.as_ref(), &flushed, &since).map_err(|e| format!("cut {cut}: {e}"))?;
     }
     Ok(cut_happened)
 }
@@ -402,4 +454,40 @@ fn power_cut_after_every_flash_operation_encrypted() {
             compression: 0,
         },
     );
+}
+
+/// The check above can fail: a shrunken, grown, altered, vanished or resurrected object is
+/// caught when no step since the flush touched it, and a length no state had when one did.
+#[test]
+fn the_recovery_check_catches_wrong_lengths_and_resurrections() {
+    let flushed: BTreeMap<u64, Vec<u8>> = [(1, vec![7u8; 10_000])].into();
+    let mut other = flushed.clone();
+    other.insert(2, vec![1u8; 100]);
+    // Object 1 untouched since the flush (only object 2 changed).
+    let since = vec![other.clone()];
+    let exact = vec![7u8; 10_000];
+    assert!(check_object(1, Some(&exact), &flushed, &since).is_ok());
+    assert!(check_object(1, Some(&vec![7u8; 8_192]), &flushed, &since).is_err());
+    assert!(check_object(1, Some(&vec![7u8; 10_001]), &flushed, &since).is_err());
+    let mut altered = exact.clone();
+    altered[5] = 8;
+    assert!(check_object(1, Some(&altered), &flushed, &since).is_err());
+    assert!(check_object(1, None, &flushed, &since).is_err());
+    // Object 3 was never made: an empty object 3 is a resurrection.
+    assert!(check_object(3, Some(&Vec::new()), &flushed, &since).is_err());
+    // Object 2 was made since the flush: gone, empty (the create landed, not the write) is not
+    // a state it had, its full contents are.
+    assert!(check_object(2, None, &flushed, &since).is_ok());
+    assert!(check_object(2, Some(&vec![1u8; 100]), &flushed, &since).is_ok());
+    assert!(check_object(2, Some(&vec![1u8; 50]), &flushed, &since).is_err());
+    // Object 1 grown by a write since the flush: the old length, the new, or a unit boundary
+    // between them; never shorter than both.
+    let mut grown = flushed.clone();
+    grown.insert(1, vec![7u8; 20_000]);
+    let since = vec![grown];
+    assert!(check_object(1, Some(&vec![7u8; 10_000]), &flushed, &since).is_ok());
+    assert!(check_object(1, Some(&vec![7u8; 16_384]), &flushed, &since).is_ok());
+    assert!(check_object(1, Some(&vec![7u8; 20_000]), &flushed, &since).is_ok());
+    assert!(check_object(1, Some(&vec![7u8; 15_000]), &flushed, &since).is_err());
+    assert!(check_object(1, Some(&vec![7u8; 8_192]), &flushed, &since).is_err());
 }

@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::device::{self, Device};
 use crate::fault::{FaultKind, FaultSet, FaultTally};
-use crate::oracle::{Oracle, SECTOR};
+use crate::oracle::{Mismatch, Oracle, ATTRS, SECTOR};
 use crate::subject::{discard_durable_at_flush, Fail, StackKind, Subject, Variant};
 
 /// What one run does.
@@ -108,6 +108,9 @@ struct Sim {
     subject: Option<Box<dyn Subject>>,
     oracle: Oracle,
     slot_bytes: u64,
+    /// The stack holds objects: the workload truncates, sets attributes, lists, creates and
+    /// writes at any byte, and the oracle checks lengths, existence, attributes and listings.
+    objects: bool,
     /// A destructive fault was injected: errors (not wrong bytes) are acceptable from now on.
     degraded: bool,
     cut_pending: bool,
@@ -161,11 +164,13 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
         return report;
     }
     subject.set_slot_bytes(slot_bytes);
-    let oracle = Oracle::new(
+    let mut oracle = Oracle::new(
         SLOTS,
         (slot_bytes / SECTOR as u64) as u32,
         discard_durable_at_flush(cfg.stack),
     );
+    oracle.set_unit_bytes(unit);
+    let objects = subject.objects();
     let mut sim = Sim {
         cfg: *cfg,
         rng,
@@ -174,6 +179,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
         subject: Some(subject),
         oracle,
         slot_bytes,
+        objects,
         degraded: false,
         cut_pending: false,
         flipped: HashMap::new(),
@@ -363,11 +369,21 @@ impl Sim {
 
     fn workload_step(&mut self) -> Result<(), Stop> {
         let slot = self.rng.gen_range(0..SLOTS);
-        let roll = self.rng.gen_range(0..100);
+        // Objects draw from a wider range: the commands past 100 are theirs (the block stacks'
+        // draws stay as they were, so their seeds replay as before).
+        let roll = self.rng.gen_range(0..if self.objects { 124 } else { 100 });
         match roll {
+            30..=39 if self.objects => self.write_bytes(slot),
             0..=39 => {
                 let (first, count) = self.extent(slot);
                 self.write(slot, first, count)
+            }
+            40..=49 if self.objects => {
+                // Append at the byte the object ends.
+                let offset = self.oracle.len_bytes(slot);
+                let most = self.count() as u64 * SECTOR as u64;
+                let len = self.rng.gen_range(1..=most);
+                self.write_at(slot, offset, len)
             }
             40..=49 => {
                 let count = self.count();
@@ -402,8 +418,113 @@ impl Sim {
                 self.after(r, "idle")
             }
             90..=93 => self.reboot(true),
-            _ => self.reboot(false),
+            94..=99 => self.reboot(false),
+            100..=105 => self.truncate(slot),
+            106..=111 => self.set_attr(slot),
+            112..=115 => self.list(),
+            116..=119 => {
+                self.trace(|| format!("create slot {slot}"));
+                self.oracle.create(slot);
+                let r = self.subject().create(slot);
+                self.after(r, "create")
+            }
+            _ => {
+                let present = !self.oracle.partition();
+                self.trace(|| format!("set the second partition present={present}"));
+                self.oracle.set_partition(present);
+                let r = self.subject().set_partition(present);
+                self.after(r, "create or remove a partition")
+            }
         }
+    }
+
+    /// A write of any bytes at any offset (objects).
+    fn write_bytes(&mut self, slot: u32) -> Result<(), Stop> {
+        let max = self.slot_bytes;
+        let most = (self.count() as u64 * SECTOR as u64).min(max);
+        let len = self.rng.gen_range(1..=most);
+        let offset = self.rng.gen_range(0..=max - len);
+        self.write_at(slot, offset, len)
+    }
+
+    /// Writes `len` bytes at byte `offset`, or a whole-sector extent where the oracle cannot
+    /// record that (past the slot, or a sector it holds in part is unknown after damage).
+    fn write_at(&mut self, slot: u32, offset: u64, len: u64) -> Result<(), Stop> {
+        if !self.oracle.can_write_bytes(slot, offset, len) {
+            let (first, count) = self.extent(slot);
+            return self.write(slot, first, count);
+        }
+        self.trace(|| format!("write slot {slot} bytes {offset}..{}", offset + len));
+        let data = self.oracle.write_bytes(slot, offset, len);
+        let r = self.subject().write(slot, offset, &data);
+        self.after(r, "write")
+    }
+
+    /// Truncates an object that exists (shrinking most of the time), or creates one.
+    fn truncate(&mut self, slot: u32) -> Result<(), Stop> {
+        if !self.oracle.exists(slot) || !self.oracle.known(slot) {
+            self.trace(|| format!("create slot {slot}"));
+            self.oracle.create(slot);
+            let r = self.subject().create(slot);
+            return self.after(r, "create");
+        }
+        let len = self.oracle.len_bytes(slot);
+        let to = if self.rng.gen_bool(0.7) {
+            self.rng.gen_range(0..=len)
+        } else {
+            self.rng.gen_range(len..=self.slot_bytes)
+        };
+        // Inside a sector whose bytes a destructive fault made unknown, the oracle could not
+        // tell the bytes kept: truncate at the sector's start instead.
+        let to = if self.oracle.known_at(slot, to) {
+            to
+        } else {
+            to / SECTOR as u64 * SECTOR as u64
+        };
+        self.trace(|| format!("truncate slot {slot} from {len} to {to}"));
+        self.oracle.truncate(slot, to);
+        let r = self.subject().truncate(slot, to);
+        self.after(r, "truncate")
+    }
+
+    /// Sets or clears a tracked attribute of an object that exists, or creates one.
+    fn set_attr(&mut self, slot: u32) -> Result<(), Stop> {
+        if !self.oracle.exists(slot) || !self.oracle.known(slot) {
+            self.trace(|| format!("create slot {slot}"));
+            self.oracle.create(slot);
+            let r = self.subject().create(slot);
+            return self.after(r, "create");
+        }
+        let attr = self.rng.gen_range(0..ATTRS);
+        let value = if self.rng.gen_bool(0.2) {
+            None
+        } else {
+            let len = self.rng.gen_range(0..=12);
+            Some(self.oracle.attr_value(len))
+        };
+        self.trace(|| format!("set attribute {attr} of slot {slot} to {value:?}"));
+        self.oracle.set_attr(slot, attr, value.clone());
+        let r = self.subject().set_attr(slot, attr, value.as_deref());
+        self.after(r, "set attribute")
+    }
+
+    /// Lists the objects and the partitions and compares them with the oracle.
+    fn list(&mut self) -> Result<(), Stop> {
+        self.trace(|| "list".into());
+        let listed = match self.subject().list() {
+            Ok(l) => l,
+            Err(f) => return self.failed(f, "list"),
+        };
+        self.oracle
+            .check_list(&listed)
+            .map_err(|m| Stop::Violation(m.to_string()))?;
+        let present = match self.subject().partition() {
+            Ok(p) => p,
+            Err(f) => return self.failed(f, "list partitions"),
+        };
+        self.oracle
+            .check_partition(present, None)
+            .map_err(|m| Stop::Violation(m.to_string()))
     }
 
     fn count(&mut self) -> u32 {
@@ -448,9 +569,19 @@ impl Sim {
                 self.report.reads_checked += 1;
                 self.oracle
                     .check_read(slot, first, count, &buf, n)
-                    .map_err(|m| Stop::Violation(m.to_string()))
+                    .map_err(|m| Stop::Violation(m.to_string()))?;
+                if !self.objects {
+                    return Ok(());
+                }
+                match self.subject().attrs(slot) {
+                    Ok(a) => self
+                        .oracle
+                        .check_attrs(slot, a.as_deref())
+                        .map_err(|m| Stop::Violation(m.to_string())),
+                    Err(f) => self.failed(f, "get attributes"),
+                }
             }
-            Err(f @ (Fail::Corrupt(_) | Fail::Device(_))) if self.degraded => {
+            Err(f @ (Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_))) if self.degraded => {
                 self.report.errors_tolerated += 1;
                 self.oracle.mark_unknown(slot, first, count);
                 self.log(format!("read of slot {slot} failed as allowed: {f}"));
@@ -495,7 +626,7 @@ impl Sim {
                     Err(f) => self.failed(f, "flush"),
                 }
             }
-            Fail::Corrupt(_) | Fail::Device(_) if self.degraded => {
+            Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_) if self.degraded => {
                 self.report.errors_tolerated += 1;
                 self.log(format!("{what} failed as allowed: {f}"));
                 self.reboot(false)
@@ -525,7 +656,10 @@ impl Sim {
                     self.report.no_space += 1;
                     (d, false)
                 }
-                Err((f, d)) if self.degraded && matches!(f, Fail::Corrupt(_) | Fail::Device(_)) => {
+                Err((f, d))
+                    if self.degraded
+                        && matches!(f, Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)) =>
+                {
                     self.report.errors_tolerated += 1;
                     (d, false)
                 }
@@ -569,7 +703,10 @@ impl Sim {
                     self.log("power lost during recovery".into());
                     dev = d;
                 }
-                Err((f, _)) if self.degraded && matches!(f, Fail::Corrupt(_) | Fail::Device(_)) => {
+                Err((f, _))
+                    if self.degraded
+                        && matches!(f, Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)) =>
+                {
                     self.report.errors_tolerated += 1;
                     return Err(Stop::Ended(format!(
                         "recovery refused the image a destructive fault damaged: {f}"
@@ -588,6 +725,34 @@ impl Sim {
         self.check_recovered(clean)
     }
 
+    /// Reads a slot back after recovery: `None` if the object is gone, else the bytes read
+    /// (into `buf`), its length attribute (on block ranges, the bytes read) and its tracked
+    /// attributes (none on block ranges).
+    #[allow(clippy::type_complexity)]
+    fn read_back(
+        &mut self,
+        slot: u32,
+        buf: &mut [u8],
+    ) -> Result<Option<(usize, u64, Vec<Option<Vec<u8>>>)>, Fail> {
+        if !self.objects {
+            if !self.subject().exists(slot)? {
+                return Ok(None);
+            }
+            let n = self.subject().read(slot, 0, buf)?;
+            return Ok(Some((n, n as u64, Vec::new())));
+        }
+        let Some(len) = self.subject().length(slot)? else {
+            return Ok(None);
+        };
+        let n = self.subject().read(slot, 0, buf)?;
+        let Some(attrs) = self.subject().attrs(slot)? else {
+            return Err(Fail::Missing(format!(
+                "slot {slot}: the object vanished between two reads"
+            )));
+        };
+        Ok(Some((n, len, attrs)))
+    }
+
     fn check_recovered(&mut self, clean: bool) -> Result<(), Stop> {
         match self.subject().fsck() {
             Ok(p) if p.is_empty() => {}
@@ -596,22 +761,28 @@ impl Sim {
                 self.log(format!("fsck found damage, as allowed: {}", p.join("; ")));
             }
             Ok(p) => return Err(Stop::Violation(format!("fsck: {}", p.join("; ")))),
-            Err(f) if self.degraded && matches!(f, Fail::Corrupt(_) | Fail::Device(_)) => {
+            Err(f)
+                if self.degraded
+                    && matches!(f, Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)) =>
+            {
                 self.report.errors_tolerated += 1;
                 self.log(format!("fsck failed, as allowed: {f}"));
             }
             Err(f) => return Err(Stop::Violation(format!("fsck: {f}"))),
         }
+        let when = if clean {
+            "after a clean shutdown"
+        } else {
+            "after recovery"
+        };
         let mut buf = vec![0u8; self.slot_bytes as usize];
+        let mut unchecked = false;
         for slot in 0..SLOTS {
-            let got = match self.subject().exists(slot) {
-                Ok(true) => self.subject().read(slot, 0, &mut buf).map(Some),
-                Ok(false) => Ok(None),
-                Err(f) => Err(f),
-            };
-            let got = match got {
+            let got = match self.read_back(slot, &mut buf) {
                 Ok(g) => g,
-                Err(f @ (Fail::Corrupt(_) | Fail::Device(_))) if self.degraded => {
+                Err(f @ (Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)))
+                    if self.degraded =>
+                {
                     self.report.errors_tolerated += 1;
                     self.oracle.recovered_unknown(slot);
                     self.log(format!("check read of slot {slot} failed as allowed: {f}"));
@@ -620,6 +791,7 @@ impl Sim {
                 Err(Fail::NoSpace) => {
                     // An access-time update found no room: this slot goes unchecked this time.
                     self.report.no_space += 1;
+                    unchecked = true;
                     continue;
                 }
                 Err(f) => {
@@ -629,15 +801,58 @@ impl Sim {
                 }
             };
             self.report.reads_checked += 1;
-            self.oracle
-                .check_recovered(slot, got.map(|n| (&buf[..], n)), clean, self.degraded)
-                .map_err(|e| {
-                    Stop::Violation(if clean {
-                        format!("after a clean shutdown: {e}")
+            if let Some((n, len, _)) = &got {
+                if self.objects && *len != *n as u64 {
+                    // Longer than the slot is longer than any write made it.
+                    let m = if *len > self.slot_bytes {
+                        Mismatch::RecoveredLength {
+                            slot,
+                            len: *len,
+                            allowed: vec![],
+                        }
                     } else {
-                        format!("after recovery: {e}")
-                    })
-                })?;
+                        Mismatch::LengthDisagrees {
+                            slot,
+                            len: *len,
+                            read: *n,
+                        }
+                    };
+                    return Err(Stop::Violation(format!("{when}: {m}")));
+                }
+            }
+            let degraded = self.degraded;
+            self.oracle
+                .check_recovered(slot, got.as_ref().map(|g| (&buf[..], g.0)), clean, degraded)
+                .map_err(|e| Stop::Violation(format!("{when}: {e}")))?;
+            if self.objects {
+                self.oracle
+                    .check_recovered_attrs(slot, got.as_ref().map(|g| &g.2[..]), clean, degraded)
+                    .map_err(|e| Stop::Violation(format!("{when}: {e}")))?;
+            }
+        }
+        if self.objects && !unchecked {
+            let listed = self.subject().list().and_then(|l| {
+                let p = self.subject().partition()?;
+                Ok((l, p))
+            });
+            match listed {
+                Ok((l, p)) => {
+                    self.oracle
+                        .check_list(&l)
+                        .map_err(|e| Stop::Violation(format!("{when}: {e}")))?;
+                    self.oracle
+                        .check_partition(p, Some((clean, self.degraded)))
+                        .map_err(|e| Stop::Violation(format!("{when}: {e}")))?;
+                }
+                Err(f @ (Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)))
+                    if self.degraded =>
+                {
+                    self.report.errors_tolerated += 1;
+                    self.log(format!("listing after recovery failed as allowed: {f}"));
+                }
+                Err(Fail::NoSpace) => self.report.no_space += 1,
+                Err(f) => return Err(Stop::Violation(format!("listing {when}: {f}"))),
+            }
         }
         Ok(())
     }

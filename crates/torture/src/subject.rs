@@ -13,6 +13,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::device::Device;
+use crate::oracle::{ATTRS, FIRST_ATTR};
 
 /// How a stack operation failed, as the contract cares about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +27,9 @@ pub enum Fail {
     Corrupt(String),
     /// The device refused a command (acceptable only after a destructive fault).
     Device(String),
+    /// An object or partition the harness knows exists is not found (acceptable only after a
+    /// destructive fault, which may destroy the only record of it).
+    Missing(String),
     /// Anything else: always a contract violation (a harness or stack bug).
     Other(String),
 }
@@ -39,6 +43,7 @@ impl std::fmt::Display for Fail {
             Fail::NoSpace => f.write_str("no space"),
             Fail::Corrupt(m) => write!(f, "corruption reported: {m}"),
             Fail::Device(m) => write!(f, "device error: {m}"),
+            Fail::Missing(m) => write!(f, "not found: {m}"),
             Fail::Other(m) => write!(f, "error: {m}"),
         }
     }
@@ -46,7 +51,8 @@ impl std::fmt::Display for Fail {
 
 /// A stack under torture, over slots `0..slots`.
 pub trait Subject {
-    /// Writes `data` (whole 512-byte sectors) at `offset` into a slot, creating it if needed.
+    /// Writes `data` at `offset` into a slot, creating it if needed (whole 512-byte sectors on
+    /// a block range; any bytes on objects).
     fn write(&mut self, slot: u32, offset: u64, data: &[u8]) -> Result<(), Fail>;
     /// Reads into `buf` from `offset`; returns how many bytes the slot holds there (an object
     /// ends at its length; a missing object holds none).
@@ -70,6 +76,51 @@ pub trait Subject {
     fn close(self: Box<Self>) -> Result<Device, (Fail, Device)>;
     /// Tells a fixed-range stack how many bytes a slot spans (the object store needs nothing).
     fn set_slot_bytes(&mut self, _slot_bytes: u64) {}
+
+    // Object metadata: only stacks of objects (see [`Subject::objects`]) implement these.
+
+    /// Whether the stack holds objects with lengths, attributes and a listing (the calls
+    /// below); a block range does not.
+    fn objects(&self) -> bool {
+        false
+    }
+    /// The object's length in bytes, `None` if it does not exist.
+    fn length(&mut self, _slot: u32) -> Result<Option<u64>, Fail> {
+        Err(not_objects())
+    }
+    /// Sets the object's length (an existing object): shrinking drops data, growing adds zeros.
+    fn truncate(&mut self, _slot: u32, _len: u64) -> Result<(), Fail> {
+        Err(not_objects())
+    }
+    /// Creates the object, empty (nothing happens if it exists).
+    fn create(&mut self, _slot: u32) -> Result<(), Fail> {
+        Err(not_objects())
+    }
+    /// Sets (`Some`) or clears tracked attribute `attr` (below [`crate::oracle::ATTRS`]) of an
+    /// existing object.
+    fn set_attr(&mut self, _slot: u32, _attr: usize, _value: Option<&[u8]>) -> Result<(), Fail> {
+        Err(not_objects())
+    }
+    /// The tracked attributes of the object, `None` if it does not exist.
+    fn attrs(&mut self, _slot: u32) -> Result<Option<Vec<Option<Vec<u8>>>>, Fail> {
+        Err(not_objects())
+    }
+    /// The slots of the objects that exist, as the stack lists them (paged).
+    fn list(&mut self) -> Result<Vec<u32>, Fail> {
+        Err(not_objects())
+    }
+    /// Creates (`true`) or removes the second, always empty partition.
+    fn set_partition(&mut self, _present: bool) -> Result<(), Fail> {
+        Err(not_objects())
+    }
+    /// Whether the second partition is listed (the first must be).
+    fn partition(&mut self) -> Result<bool, Fail> {
+        Err(not_objects())
+    }
+}
+
+fn not_objects() -> Fail {
+    Fail::Other("harness: an object command on a stack without objects".into())
 }
 
 pub use stacks::StackKind;
@@ -295,6 +346,8 @@ fn torture_key() -> osd::MasterKey {
 
 /// The partition every torture object lives in.
 const PARTITION: u64 = 0x10000;
+/// The second partition, created and removed empty (objects live in [`PARTITION`] only).
+const PARTITION2: u64 = 0x20000;
 
 fn oid(slot: u32) -> Oid {
     Oid::new(PARTITION, PARTITION + 1 + slot as u64)
@@ -332,33 +385,49 @@ struct OsdSubject {
     services: Services,
 }
 
+impl OsdSubject {
+    /// Creates the object with the run's services; `Ok(false)` if it existed.
+    fn make(&mut self, slot: u32) -> Result<bool, Fail> {
+        match self.store.create(
+            PartitionId(PARTITION),
+            Some(ObjectId(PARTITION + 1 + slot as u64)),
+        ) {
+            Ok(_) => {}
+            Err(OsdError::AlreadyExists(_)) => return Ok(false),
+            // Formatting made the partition: only lost metadata loses it.
+            Err(OsdError::NotFound(what)) => {
+                return Err(Fail::Missing(format!("{what} vanished from the store")))
+            }
+            Err(e) => return Err(osd_fail(e)),
+        }
+        if self.services.encrypt {
+            self.store
+                .set_attr(oid(slot), Attr::Encryption, AttrValue::U64(1))
+                .map_err(osd_fail)?;
+        }
+        let c = self.services.compression;
+        if c != osd::compress::Compression::None {
+            self.store
+                .set_attr(oid(slot), Attr::Compression, AttrValue::U64(c.code()))
+                .map_err(osd_fail)?;
+        }
+        Ok(true)
+    }
+}
+
+/// An object command on an object the harness knows exists failed with `NotFound`.
+fn missing(e: OsdError, what: &str) -> Fail {
+    match e {
+        OsdError::NotFound(m) => Fail::Missing(format!("{what}: {m}")),
+        e => osd_fail(e),
+    }
+}
+
 impl Subject for OsdSubject {
     fn write(&mut self, slot: u32, offset: u64, data: &[u8]) -> Result<(), Fail> {
         match self.store.write(oid(slot), offset, data) {
             Err(OsdError::NotFound(_)) => {
-                self.store
-                    .create(
-                        PartitionId(PARTITION),
-                        Some(ObjectId(PARTITION + 1 + slot as u64)),
-                    )
-                    .map_err(|e| match e {
-                        // Formatting made the partition: only lost metadata loses it.
-                        OsdError::NotFound(what) => {
-                            Fail::Corrupt(format!("{what} vanished from the store"))
-                        }
-                        e => osd_fail(e),
-                    })?;
-                if self.services.encrypt {
-                    self.store
-                        .set_attr(oid(slot), Attr::Encryption, AttrValue::U64(1))
-                        .map_err(osd_fail)?;
-                }
-                let c = self.services.compression;
-                if c != osd::compress::Compression::None {
-                    self.store
-                        .set_attr(oid(slot), Attr::Compression, AttrValue::U64(c.code()))
-                        .map_err(osd_fail)?;
-                }
+                self.make(slot)?;
                 self.store.write(oid(slot), offset, data).map_err(osd_fail)
             }
             r => r.map_err(osd_fail),
@@ -387,12 +456,115 @@ impl Subject for OsdSubject {
             .map_err(osd_fail)
     }
     fn exists(&mut self, slot: u32) -> Result<bool, Fail> {
+        self.length(slot).map(|l| l.is_some())
+    }
+    fn objects(&self) -> bool {
+        true
+    }
+    fn length(&mut self, slot: u32) -> Result<Option<u64>, Fail> {
         match self.store.get_attr(oid(slot), Attr::LogicalLength) {
-            Ok(AttrValue::U64(_)) => Ok(true),
+            Ok(AttrValue::U64(len)) => Ok(Some(len)),
             Ok(other) => Err(Fail::Other(format!("logical length reads as {other:?}"))),
-            Err(OsdError::NotFound(_)) => Ok(false),
+            Err(OsdError::NotFound(_)) => Ok(None),
             Err(e) => Err(osd_fail(e)),
         }
+    }
+    fn truncate(&mut self, slot: u32, len: u64) -> Result<(), Fail> {
+        self.store
+            .truncate(oid(slot), len)
+            .map_err(|e| missing(e, "truncate"))
+    }
+    fn create(&mut self, slot: u32) -> Result<(), Fail> {
+        self.make(slot).map(|_| ())
+    }
+    fn set_attr(&mut self, slot: u32, attr: usize, value: Option<&[u8]>) -> Result<(), Fail> {
+        let v = value.map_or(AttrValue::Absent, |v| AttrValue::Bytes(v.to_vec()));
+        self.store
+            .set_attr(oid(slot), Attr::User(FIRST_ATTR + attr as u16), v)
+            .map_err(|e| missing(e, "set attribute"))
+    }
+    fn attrs(&mut self, slot: u32) -> Result<Option<Vec<Option<Vec<u8>>>>, Fail> {
+        let mut out = Vec::with_capacity(ATTRS);
+        for i in 0..ATTRS {
+            match self
+                .store
+                .get_attr(oid(slot), Attr::User(FIRST_ATTR + i as u16))
+            {
+                Ok(AttrValue::Bytes(v)) => out.push(Some(v)),
+                Ok(AttrValue::Absent) => out.push(None),
+                Ok(other) => return Err(Fail::Other(format!("user attribute reads as {other:?}"))),
+                Err(OsdError::NotFound(_)) if i == 0 => return Ok(None),
+                Err(e) => return Err(osd_fail(e)),
+            }
+        }
+        Ok(Some(out))
+    }
+    fn list(&mut self) -> Result<Vec<u32>, Fail> {
+        let mut out = Vec::new();
+        let mut token = 0;
+        // Pages of 4, so that continuation tokens are followed too.
+        for _ in 0..1000 {
+            let (ids, next) = self
+                .store
+                .list(PartitionId(PARTITION), token, 4)
+                .map_err(|e| missing(e, "list"))?;
+            if ids.len() > 4 {
+                return Err(Fail::Other(format!(
+                    "list returned {} ids for 4",
+                    ids.len()
+                )));
+            }
+            for id in ids {
+                match id.0.checked_sub(PARTITION + 1) {
+                    Some(s) if s < u32::MAX as u64 => out.push(s as u32),
+                    _ => {
+                        return Err(Fail::Other(format!(
+                            "list returned a foreign object {id:?}"
+                        )))
+                    }
+                }
+            }
+            match next {
+                Some(t) => token = t,
+                None => return Ok(out),
+            }
+        }
+        Err(Fail::Other("list: continuation tokens never end".into()))
+    }
+    fn set_partition(&mut self, present: bool) -> Result<(), Fail> {
+        let p = PartitionId(PARTITION2);
+        if present {
+            self.store
+                .create_partition(Some(p))
+                .map(|_| ())
+                .map_err(|e| match e {
+                    // Out of step with the oracle: only damage that hid it from the listing
+                    // after recovery can do that (tolerated then, like a missing object).
+                    OsdError::AlreadyExists(m) => {
+                        Fail::Missing(format!("create partition: {m} already exists"))
+                    }
+                    e => osd_fail(e),
+                })
+        } else {
+            self.store
+                .remove_partition(p)
+                .map_err(|e| missing(e, "remove partition"))
+        }
+    }
+    fn partition(&mut self) -> Result<bool, Fail> {
+        let (parts, next) = self.store.list_partitions(0, 16).map_err(osd_fail)?;
+        if next.is_some() || !parts.contains(&PartitionId(PARTITION)) {
+            return Err(Fail::Missing(format!("partitions listed: {parts:?}")));
+        }
+        let mut extra = false;
+        for p in parts {
+            match p.0 {
+                PARTITION => {}
+                PARTITION2 => extra = true,
+                _ => return Err(Fail::Other(format!("a foreign partition {p:?} is listed"))),
+            }
+        }
+        Ok(extra)
     }
     fn fsck(&mut self) -> Result<Vec<String>, Fail> {
         self.store

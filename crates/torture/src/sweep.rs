@@ -35,6 +35,22 @@ pub enum Step {
     Read(u32),
     /// Make every write before it durable.
     Flush,
+    /// Set an object's length in bytes (objects only).
+    Truncate {
+        /// The slot truncated.
+        slot: u32,
+        /// The new length in bytes.
+        len: u64,
+    },
+    /// Set tracked attribute `attr` of an object to a fresh value of `len` bytes (objects only).
+    SetAttr {
+        /// The slot.
+        slot: u32,
+        /// The attribute (below [`crate::oracle::ATTRS`]).
+        attr: usize,
+        /// Bytes in the value.
+        len: usize,
+    },
 }
 
 /// A scripted workload and where it runs.
@@ -129,9 +145,15 @@ pub struct SweepReport {
     pub failures: Vec<String>,
 }
 
-/// Object create/write/append/remove/flush, enough to fill the device several times over so
-/// GC and checkpoints run.
+/// Object create/write/append/remove/flush, with truncations to byte lengths and attribute
+/// changes, enough to fill the device several times over so GC and checkpoints run.
 pub fn object_script() -> Vec<Step> {
+    object_script_with_metadata_every(3)
+}
+
+/// [`object_script`] with its truncations and attribute changes in every `k`-th round only
+/// (`k` = 5 loses a flushed sector: see `tests/sweep.rs`).
+pub fn object_script_with_metadata_every(k: u32) -> Vec<Step> {
     use Step::*;
     let mut s = vec![
         Write {
@@ -169,6 +191,24 @@ pub fn object_script() -> Vec<Step> {
             Read(1),
             Flush,
         ]);
+        if r % k == 1 {
+            // Byte-granular lengths and attributes, so cuts land between them and flushes.
+            s.extend([
+                Truncate {
+                    slot: 0,
+                    len: 20_000 + r as u64 * 777,
+                },
+                SetAttr {
+                    slot: 0,
+                    attr: (r / k % 3) as usize,
+                    len: 1 + r as usize % 12,
+                },
+                Truncate {
+                    slot: 1,
+                    len: 3_001 + r as u64 * 5,
+                },
+            ]);
+        }
         if r % 5 == 2 {
             s.extend([
                 Discard(2),
@@ -296,6 +336,15 @@ impl Script {
                 o.flush();
                 Ok(())
             }
+            Step::Truncate { slot, len } => {
+                o.truncate(slot, len);
+                s.truncate(slot, len)
+            }
+            Step::SetAttr { slot, attr, len } => {
+                let v = o.attr_value(len);
+                o.set_attr(slot, attr, Some(v.clone()));
+                s.set_attr(slot, attr, Some(&v))
+            }
         }
     }
 
@@ -303,6 +352,7 @@ impl Script {
     pub fn cut_at(&self, cut: u64, mode: CutMode) -> Result<bool, SweepError> {
         let mut s = self.start()?;
         let mut o = Oracle::new(self.slots, self.slot_sectors, self.discard_at_flush());
+        o.set_unit_bytes(self.device.write_unit_bytes() as u64);
         s.device().cut_power_after(cut, mode);
         let mut struck = false;
         for &step in &self.steps {
@@ -343,6 +393,28 @@ impl Script {
                 None
             };
             o.check_recovered(slot, got.map(|n| (&buf[..], n)), false, false)?;
+            if s.objects() {
+                // The length attribute agrees with the bytes read, and the attributes hold
+                // their flushed values or later ones.
+                let len = s
+                    .length(slot)
+                    .map_err(|source| SweepError::Exists { slot, source })?;
+                if let (Some(len), Some(n)) = (len, got) {
+                    if len != n as u64 {
+                        return Err(Mismatch::LengthDisagrees { slot, len, read: n }.into());
+                    }
+                }
+                let attrs = s
+                    .attrs(slot)
+                    .map_err(|source| SweepError::Read { slot, source })?;
+                o.check_recovered_attrs(slot, attrs.as_deref(), false, false)?;
+            }
+        }
+        if s.objects() {
+            let listed = s
+                .list()
+                .map_err(|source| SweepError::Read { slot: 0, source })?;
+            o.check_list(&listed)?;
         }
         Ok(struck)
     }
@@ -351,6 +423,7 @@ impl Script {
     pub fn sweep(&self) -> Result<SweepReport, SweepError> {
         let mut s = self.start()?;
         let mut o = Oracle::new(self.slots, self.slot_sectors, self.discard_at_flush());
+        o.set_unit_bytes(self.device.write_unit_bytes() as u64);
         let before = s.device().ops();
         for &step in &self.steps {
             self.apply(s.as_mut(), &mut o, step)
