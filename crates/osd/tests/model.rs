@@ -295,9 +295,9 @@ impl Rig {
                     let c = self.compression;
                     let r = if self.encrypt {
                         self.plain.insert(obj);
-                        let r = self
-                            .store()
-                            .set_attr(oid(obj), Attr::Encryption, AttrValue::U64(1));
+                        let r =
+                            self.store()
+                                .set_attr(oid(obj), Attr::Encryption, AttrValue::U64(1));
                         if r.is_ok() {
                             self.plain.remove(&obj);
                         }
