@@ -129,12 +129,12 @@ impl<T: Copy> Entries<T> {
 
     /// Number of keys <= `key` (the floor is the entry before that position).
     pub fn upper(&self, key: &IndexKey) -> usize {
-        self.keys.partition_point(|k| k <= key)
+        partition(&self.keys, |k| k <= key)
     }
 
     /// Number of keys < `key`.
     pub fn lower(&self, key: &IndexKey) -> usize {
-        self.keys.partition_point(|k| k < key)
+        partition(&self.keys, |k| k < key)
     }
 
     /// The entry with the greatest key <= `key`.
@@ -165,6 +165,47 @@ impl<T: Copy> Entries<T> {
             self.vals.extend(b.vals.drain(..take));
         }
     }
+}
+
+/// The number of `keys` for which `pred` holds (as `partition_point`; `pred` must hold on a
+/// prefix only): a branch-free binary search that, every third step, first touches the seven
+/// keys the next three steps may compare, so that their cache misses overlap instead of
+/// following one another (a node's keys are often not in the CPU caches).
+fn partition(keys: &[IndexKey], pred: impl Fn(&IndexKey) -> bool) -> usize {
+    let mut size = keys.len();
+    if size == 0 {
+        return 0;
+    }
+    let mut base = 0;
+    let mut step = 0u32;
+    while size > 1 {
+        if step.is_multiple_of(3) && size > 4 {
+            touch_ahead(keys, base, size);
+        }
+        let half = size / 2;
+        let mid = base + half;
+        base = std::hint::select_unpredictable(pred(&keys[mid]), mid, base);
+        size -= half;
+        step += 1;
+    }
+    base + usize::from(pred(&keys[base]))
+}
+
+/// Loads the keys the next three steps of [`partition`] may compare (from `base`, with
+/// `size` candidates left), all at once.
+fn touch_ahead(keys: &[IndexKey], base: usize, size: usize) {
+    let h1 = size / 2;
+    let s1 = size - h1;
+    let h2 = s1 / 2;
+    let h3 = (s1 - h2) / 2;
+    let mut sum = keys[base + h1].oid as u64;
+    for b1 in [base, base + h1] {
+        sum ^= keys[b1 + h2].oid as u64;
+        for b2 in [b1, b1 + h2] {
+            sum ^= keys[b2 + h3].oid as u64;
+        }
+    }
+    std::hint::black_box(sum);
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

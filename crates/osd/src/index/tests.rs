@@ -1152,3 +1152,16 @@ proptest! {
         run_twins(node_bytes, cache_nodes * node_bytes, ops);
     }
 }
+
+#[test]
+fn key_search_matches_partition_point() {
+    use super::node::Entries;
+    for n in 0..300u64 {
+        let e: Entries<u64> = (0..n).map(|i| (k(1, 0, 2 * i + 1), i)).collect();
+        for q in 0..2 * n + 3 {
+            let key = k(1, 0, q);
+            assert_eq!(e.upper(&key), e.keys.partition_point(|x| *x <= key));
+            assert_eq!(e.lower(&key), e.keys.partition_point(|x| *x < key));
+        }
+    }
+}
