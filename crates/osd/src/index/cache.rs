@@ -3,11 +3,29 @@
 //! `Child::Mem` pointer and are never evicted. Clean nodes are committed nodes kept in an
 //! LRU list (intrusive, through the slots) and found by their flash address.
 
-use super::node::{Handle, Node};
-use super::NodeAddr;
+use super::node::{Child, Entries, Handle, Node};
+use super::{IndexKey, NodeAddr};
 use rustc_hash::FxHashMap;
+use std::cell::Cell;
 
 const NIL: Handle = Handle::MAX;
+
+/// A remembered routing decision: in inner node `h`, `key` routes to child `i`.
+#[derive(Clone, Copy, Debug)]
+struct RouteMemo {
+    h: Handle,
+    i: u32,
+    key: IndexKey,
+}
+
+const NO_ROUTE: RouteMemo = RouteMemo {
+    h: NIL,
+    i: 0,
+    key: IndexKey::MIN,
+};
+
+/// Route memos kept, one per level (modulo).
+const ROUTE_SLOTS: usize = 8;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum SlotState {
@@ -38,6 +56,14 @@ pub(super) struct Arena {
     dirty: usize,
     /// Most clean nodes kept between operations.
     pub cap: usize,
+    /// The last routing decision made in an inner node of each level (modulo
+    /// `ROUTE_SLOTS`): an edit descends the same path several times (look-up, then
+    /// removal, then insertion of the same key), and the repeated descents skip the binary
+    /// search. Every memo is dropped whenever a node's keys may change (any mutable access
+    /// but [`Arena::node_mut_same_keys`]) and whenever a slot is allocated or released (a
+    /// handle may then name another node), so a memo found is always what the search would
+    /// return.
+    routes: [Cell<RouteMemo>; ROUTE_SLOTS],
 }
 
 impl Arena {
@@ -51,7 +77,32 @@ impl Arena {
             clean: 0,
             dirty: 0,
             cap,
+            routes: [const { Cell::new(NO_ROUTE) }; ROUTE_SLOTS],
         }
+    }
+
+    fn forget_routes(&self) {
+        for r in &self.routes {
+            r.set(NO_ROUTE);
+        }
+    }
+
+    /// Index of the child of inner node `h` (with entries `v`, at `level`) whose subtree
+    /// may hold `key` (as [`Entries::route`]).
+    pub fn route(&self, h: Handle, level: u8, v: &Entries<Child>, key: &IndexKey) -> usize {
+        let slot = &self.routes[level as usize % ROUTE_SLOTS];
+        let m = slot.get();
+        if m.h == h && m.key == *key {
+            debug_assert_eq!(m.i as usize, v.route(key));
+            return m.i as usize;
+        }
+        let i = v.route(key);
+        slot.set(RouteMemo {
+            h,
+            i: i as u32,
+            key: *key,
+        });
+        i
     }
 
     pub fn clean_count(&self) -> usize {
@@ -67,6 +118,13 @@ impl Arena {
     }
 
     pub fn node_mut(&mut self, h: Handle) -> &mut Node {
+        self.forget_routes();
+        &mut self.slots[h as usize].node
+    }
+
+    /// As [`Arena::node_mut`], for a caller that changes no inner node's keys (it edits a
+    /// leaf, or only the child pointers of an inner node): routing memos stay valid.
+    pub fn node_mut_same_keys(&mut self, h: Handle) -> &mut Node {
         &mut self.slots[h as usize].node
     }
 
@@ -75,6 +133,7 @@ impl Arena {
     }
 
     fn alloc(&mut self, node: Node, state: SlotState) -> Handle {
+        self.forget_routes();
         let slot = Slot {
             node,
             state,
@@ -94,6 +153,7 @@ impl Arena {
     }
 
     fn release(&mut self, h: Handle) -> Node {
+        self.forget_routes();
         let s = &mut self.slots[h as usize];
         s.state = SlotState::Free;
         s.prev = NIL;

@@ -4,7 +4,7 @@
 //! depend on which path an edit took. When an edit cannot promise that, it does nothing and
 //! says so, and the owner runs the basic operations instead.
 
-use super::node::{route, Body, Child, Handle};
+use super::node::{Body, Child, Handle};
 use super::{Index, IndexError, IndexKey, NodeIo};
 
 type Result<T> = std::result::Result<T, IndexError>;
@@ -31,11 +31,11 @@ impl Index {
             match &node.body {
                 Body::Leaf(_) if level == 0 => return Some(h),
                 Body::Inner(v) if level > 0 && !v.is_empty() => {
-                    let i = route(v, key);
-                    if probes.iter().any(|p| route(v, p) != i) {
+                    let i = self.arena.route(h, level, v, key);
+                    if probes.iter().any(|p| !v.routes_to(p, i)) {
                         return None;
                     }
-                    cur = v[i].1;
+                    cur = v.vals[i];
                     level -= 1;
                 }
                 _ => return None,
@@ -53,7 +53,7 @@ impl Index {
         while level > 0 {
             let (i, c) = self.child_for(h, key)?;
             let ch = self.make_dirty(io, c, level - 1)?;
-            self.inner_mut(h)?[i].1 = Child::Mem(ch);
+            self.set_child(h, i, Child::Mem(ch))?;
             h = ch;
             level -= 1;
         }
@@ -73,7 +73,7 @@ impl Index {
         let Body::Leaf(v) = &self.arena.node(h).body else {
             return Ok(None);
         };
-        let Ok(i) = v.binary_search_by(|e| e.0.cmp(key)) else {
+        let Ok(i) = v.find(key) else {
             return Ok(None);
         };
         // Removing the entry must not underfill the leaf (the removal would merge or
@@ -86,14 +86,14 @@ impl Index {
         if i == 0 || v.len() < fewest {
             return Ok(None);
         }
-        let old = v[i].1;
-        let Some(new) = decide(Some(v[i - 1]), old, v.get(i + 1).copied()) else {
+        let old = v.vals[i];
+        let Some(new) = decide(v.get(i - 1), old, v.get(i + 1)) else {
             return Ok(None);
         };
         let leaf = self.dirty_path(io, key)?;
         let v = self.leaf_mut(leaf)?;
-        match v.get_mut(i) {
-            Some(e) if e.0 == *key => e.1 = new,
+        match v.keys.get(i) {
+            Some(k) if k == key => v.vals[i] = new,
             _ => {
                 return Err(IndexError::Io(
                     "internal: entry moved while dirtying".into(),
@@ -116,11 +116,11 @@ impl Index {
         let Body::Leaf(v) = &self.arena.node(h).body else {
             return Ok(false);
         };
-        let Err(i) = v.binary_search_by(|e| e.0.cmp(&key)) else {
+        let Err(i) = v.find(&key) else {
             return Ok(false);
         };
-        let prev = i.checked_sub(1).map(|j| v[j]);
-        let Some(value) = decide(prev, v.get(i).copied()) else {
+        let prev = i.checked_sub(1).and_then(|j| v.get(j));
+        let Some(value) = decide(prev, v.get(i)) else {
             return Ok(false);
         };
         // The look-ups it replaces touched only nodes this insertion dirties (or that were
@@ -143,7 +143,7 @@ impl Index {
         let Body::Leaf(v) = &self.arena.node(h).body else {
             return Ok(None);
         };
-        if v.binary_search_by(|e| e.0.cmp(key)).is_err() {
+        if v.find(key).is_err() {
             return Ok(None);
         }
         self.remove_found_impl(io, key).map(Some)

@@ -55,7 +55,12 @@
 //!
 //! Nodes in memory live in one arena (a `Vec` of slots with a free list) and are referred to
 //! by `u32` handles; an inner node's child is either a handle (a dirty node in memory) or a
-//! committed address. Clean (committed) nodes are cached in an LRU list bounded by
+//! committed address. A node in memory keeps its keys in one dense array and its values (or
+//! children) in another, so a search (a floor, the choice of a child) reads keys only; the
+//! codec converts to and from the interleaved on-flash entries above. The arena remembers the
+//! last child chosen in an inner node of each level for a key, so the repeated descents of one
+//! edit (look-up, removal, insertion of the same key) skip the binary searches; any change to
+//! an inner node's keys, and any slot allocated or released, forgets them. Clean (committed) nodes are cached in an LRU list bounded by
 //! `cache_bytes / node_bytes` nodes and looked up by address; evicting one just drops it.
 //! Dirty nodes are not in the cache: they (and, by construction, all their ancestors, which
 //! are dirty too) stay in memory until commit, however many there are. With a cache smaller

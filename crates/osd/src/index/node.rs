@@ -31,12 +31,189 @@ pub(super) enum Child {
     Mem(Handle),
 }
 
+/// A node's entries, keys apart from values: searches (`floor`, routing through inner nodes)
+/// read the dense key array only, and inserting or removing an entry moves fewer bytes.
+/// `keys` and `vals` always have the same length; keys are strictly ascending.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Entries<T> {
+    pub keys: Vec<IndexKey>,
+    pub vals: Vec<T>,
+}
+
+impl<T> Default for Entries<T> {
+    fn default() -> Self {
+        Entries {
+            keys: Vec::new(),
+            vals: Vec::new(),
+        }
+    }
+}
+
+impl<T: Copy> FromIterator<(IndexKey, T)> for Entries<T> {
+    fn from_iter<I: IntoIterator<Item = (IndexKey, T)>>(it: I) -> Self {
+        let mut e = Entries::default();
+        for (k, v) in it {
+            e.push(k, v);
+        }
+        e
+    }
+}
+
+impl<T: Copy> Entries<T> {
+    pub fn with_capacity(n: usize) -> Self {
+        Entries {
+            keys: Vec::with_capacity(n),
+            vals: Vec::with_capacity(n),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Entry `i`, if there is one.
+    pub fn get(&self, i: usize) -> Option<(IndexKey, T)> {
+        Some((*self.keys.get(i)?, *self.vals.get(i)?))
+    }
+
+    /// Entry `i` (which must exist).
+    pub fn at(&self, i: usize) -> (IndexKey, T) {
+        (self.keys[i], self.vals[i])
+    }
+
+    /// The entries in order.
+    pub fn iter(&self) -> impl Iterator<Item = (IndexKey, T)> + '_ {
+        self.keys.iter().copied().zip(self.vals.iter().copied())
+    }
+
+    pub fn push(&mut self, k: IndexKey, v: T) {
+        self.keys.push(k);
+        self.vals.push(v);
+    }
+
+    pub fn insert(&mut self, i: usize, k: IndexKey, v: T) {
+        self.keys.insert(i, k);
+        self.vals.insert(i, v);
+    }
+
+    pub fn remove(&mut self, i: usize) -> (IndexKey, T) {
+        (self.keys.remove(i), self.vals.remove(i))
+    }
+
+    /// Removes the entries in `r`.
+    pub fn delete(&mut self, r: std::ops::Range<usize>) {
+        self.keys.drain(r.clone());
+        self.vals.drain(r);
+    }
+
+    pub fn split_off(&mut self, at: usize) -> Self {
+        Entries {
+            keys: self.keys.split_off(at),
+            vals: self.vals.split_off(at),
+        }
+    }
+
+    pub fn append(&mut self, other: &mut Self) {
+        self.keys.append(&mut other.keys);
+        self.vals.append(&mut other.vals);
+    }
+
+    /// Index of `key`, or where it would go.
+    pub fn find(&self, key: &IndexKey) -> Result<usize, usize> {
+        self.keys.binary_search(key)
+    }
+
+    /// Number of keys <= `key` (the floor is the entry before that position).
+    pub fn upper(&self, key: &IndexKey) -> usize {
+        partition(&self.keys, |k| k <= key)
+    }
+
+    /// Number of keys < `key`.
+    pub fn lower(&self, key: &IndexKey) -> usize {
+        partition(&self.keys, |k| k < key)
+    }
+
+    /// The entry with the greatest key <= `key`.
+    pub fn floor(&self, key: &IndexKey) -> Option<(IndexKey, T)> {
+        self.upper(key).checked_sub(1).map(|i| self.at(i))
+    }
+
+    /// Index of the child of an inner node whose subtree may hold `key`: the last entry whose
+    /// key is <= `key`, or the first one if `key` is below all of them.
+    pub fn route(&self, key: &IndexKey) -> usize {
+        self.upper(key).saturating_sub(1)
+    }
+
+    /// Whether `key` routes to child `i` (as `route(key) == i`, from the keys around `i`).
+    pub fn routes_to(&self, key: &IndexKey, i: usize) -> bool {
+        (i == 0 || self.keys[i] <= *key) && self.keys.get(i + 1).is_none_or(|k| key < k)
+    }
+
+    /// Moves entries between two adjacent nodes so the left one (`self`) keeps `keep`.
+    pub fn rebalance(&mut self, b: &mut Self, keep: usize) {
+        if self.len() > keep {
+            let tail = self.split_off(keep);
+            b.keys.splice(0..0, tail.keys);
+            b.vals.splice(0..0, tail.vals);
+        } else {
+            let take = (keep - self.len()).min(b.len());
+            self.keys.extend(b.keys.drain(..take));
+            self.vals.extend(b.vals.drain(..take));
+        }
+    }
+}
+
+/// The number of `keys` for which `pred` holds (as `partition_point`; `pred` must hold on a
+/// prefix only): a branch-free binary search that, every third step, first touches the seven
+/// keys the next three steps may compare, so that their cache misses overlap instead of
+/// following one another (a node's keys are often not in the CPU caches).
+fn partition(keys: &[IndexKey], pred: impl Fn(&IndexKey) -> bool) -> usize {
+    let mut size = keys.len();
+    if size == 0 {
+        return 0;
+    }
+    let mut base = 0;
+    let mut step = 0u32;
+    while size > 1 {
+        if step.is_multiple_of(3) && size > 4 {
+            touch_ahead(keys, base, size);
+        }
+        let half = size / 2;
+        let mid = base + half;
+        base = std::hint::select_unpredictable(pred(&keys[mid]), mid, base);
+        size -= half;
+        step += 1;
+    }
+    base + usize::from(pred(&keys[base]))
+}
+
+/// Loads the keys the next three steps of [`partition`] may compare (from `base`, with
+/// `size` candidates left), all at once.
+fn touch_ahead(keys: &[IndexKey], base: usize, size: usize) {
+    let h1 = size / 2;
+    let s1 = size - h1;
+    let h2 = s1 / 2;
+    let h3 = (s1 - h2) / 2;
+    let mut sum = keys[base + h1].oid as u64;
+    for b1 in [base, base + h1] {
+        sum ^= keys[b1 + h2].oid as u64;
+        for b2 in [b1, b1 + h2] {
+            sum ^= keys[b2 + h3].oid as u64;
+        }
+    }
+    std::hint::black_box(sum);
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Body {
     /// Entries sorted by key, strictly ascending.
-    Leaf(Vec<(IndexKey, u64)>),
+    Leaf(Entries<u64>),
     /// (smallest key of the child's subtree, child), sorted, strictly ascending.
-    Inner(Vec<(IndexKey, Child)>),
+    Inner(Entries<Child>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,29 +226,25 @@ impl Node {
     pub fn empty_leaf() -> Node {
         Node {
             level: 0,
-            body: Body::Leaf(Vec::new()),
+            body: Body::Leaf(Entries::default()),
         }
     }
 
     pub fn len(&self) -> usize {
+        self.keys().len()
+    }
+
+    /// The node's keys, whatever its kind.
+    pub fn keys(&self) -> &[IndexKey] {
         match &self.body {
-            Body::Leaf(v) => v.len(),
-            Body::Inner(v) => v.len(),
+            Body::Leaf(v) => &v.keys,
+            Body::Inner(v) => &v.keys,
         }
     }
 
     pub fn first_key(&self) -> Option<IndexKey> {
-        match &self.body {
-            Body::Leaf(v) => v.first().map(|e| e.0),
-            Body::Inner(v) => v.first().map(|e| e.0),
-        }
+        self.keys().first().copied()
     }
-}
-
-/// Index of the child of an inner node whose subtree may hold `key`: the last entry whose
-/// key is <= `key`, or the first one if `key` is below all of them.
-pub(super) fn route<T>(v: &[(IndexKey, T)], key: &IndexKey) -> usize {
-    v.partition_point(|e| e.0 <= *key).saturating_sub(1)
 }
 
 /// Sizes derived from the node size.
@@ -139,7 +312,7 @@ impl Geometry {
         let mut p = NODE_HEADER_BYTES;
         match &node.body {
             Body::Leaf(v) => {
-                for (k, val) in v {
+                for (k, val) in v.iter() {
                     k.encode(&mut out[p..p + IndexKey::ENCODED_BYTES]);
                     p += IndexKey::ENCODED_BYTES;
                     out[p..p + 8].copy_from_slice(&val.to_le_bytes());
@@ -147,7 +320,7 @@ impl Geometry {
                 }
             }
             Body::Inner(v) => {
-                for (k, c) in v {
+                for (k, c) in v.iter() {
                     let Child::Addr(a) = c else {
                         return Err(IndexError::Io(
                             "internal: encoding a node with an uncommitted child".into(),
@@ -218,29 +391,29 @@ impl Geometry {
         }
         let mut p = NODE_HEADER_BYTES;
         let body = if level == 0 {
-            let mut v = Vec::with_capacity(n + 1);
+            let mut v = Entries::with_capacity(n + 1);
             for _ in 0..n {
                 let k = IndexKey::decode(&b[p..p + IndexKey::ENCODED_BYTES]);
                 p += IndexKey::ENCODED_BYTES;
                 let mut val = [0u8; 8];
                 val.copy_from_slice(&b[p..p + 8]);
                 p += 8;
-                v.push((k, u64::from_le_bytes(val)));
+                v.push(k, u64::from_le_bytes(val));
             }
-            if v.windows(2).any(|w| w[0].0 >= w[1].0) {
+            if v.keys.windows(2).any(|w| w[0] >= w[1]) {
                 return Err(bad("leaf keys not strictly ascending".into()));
             }
             Body::Leaf(v)
         } else {
-            let mut v = Vec::with_capacity(n + 1);
+            let mut v = Entries::with_capacity(n + 1);
             for _ in 0..n {
                 let k = IndexKey::decode(&b[p..p + IndexKey::ENCODED_BYTES]);
                 p += IndexKey::ENCODED_BYTES;
                 let a = u32::from_le_bytes([b[p], b[p + 1], b[p + 2], b[p + 3]]);
                 p += 4;
-                v.push((k, Child::Addr(a)));
+                v.push(k, Child::Addr(a));
             }
-            if v.windows(2).any(|w| w[0].0 >= w[1].0) {
+            if v.keys.windows(2).any(|w| w[0] >= w[1]) {
                 return Err(bad("separator keys not strictly ascending".into()));
             }
             Body::Inner(v)

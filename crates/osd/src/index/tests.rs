@@ -329,7 +329,7 @@ fn decoding_garbage_never_panics() {
     // fails without reading past the end.
     let node = node::Node {
         level: 0,
-        body: Body::Leaf(vec![(k(1, 0, 1), 5), (k(1, 0, 2), 6)]),
+        body: Body::Leaf([(k(1, 0, 1), 5), (k(1, 0, 2), 6)].into_iter().collect()),
     };
     let mut buf = Vec::new();
     g.encode(&node, &mut buf).unwrap();
@@ -904,8 +904,8 @@ fn observable(ix: &Index, io: &MemIo) -> String {
         };
         out.push_str(&format!("{c:?} {node:?}\n"));
         if let Body::Inner(v) = &node.body {
-            for e in v {
-                walk(ix, io, e.1, level - 1, out);
+            for &c in &v.vals {
+                walk(ix, io, c, level - 1, out);
             }
         }
     }
@@ -1150,5 +1150,18 @@ proptest! {
         ops in prop::collection::vec(twin_op_strategy(), 1..300),
     ) {
         run_twins(node_bytes, cache_nodes * node_bytes, ops);
+    }
+}
+
+#[test]
+fn key_search_matches_partition_point() {
+    use super::node::Entries;
+    for n in 0..300u64 {
+        let e: Entries<u64> = (0..n).map(|i| (k(1, 0, 2 * i + 1), i)).collect();
+        for q in 0..2 * n + 3 {
+            let key = k(1, 0, q);
+            assert_eq!(e.upper(&key), e.keys.partition_point(|x| *x <= key));
+            assert_eq!(e.lower(&key), e.keys.partition_point(|x| *x < key));
+        }
     }
 }

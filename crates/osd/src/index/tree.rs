@@ -1,7 +1,7 @@
 //! The tree algorithms behind the public `Index` methods.
 
 use super::cache::SlotState;
-use super::node::{route, Body, Child, Handle, Node};
+use super::node::{Body, Child, Entries, Handle, Node};
 use super::{CheckError, CheckedNode, Index, IndexError, IndexKey, NodeAddr, NodeIo};
 use rustc_hash::FxHashSet;
 
@@ -119,21 +119,50 @@ impl Index {
         Ok(Some(h))
     }
 
-    pub(super) fn leaf_mut(&mut self, h: Handle) -> Result<&mut Vec<(IndexKey, u64)>> {
-        match &mut self.arena.node_mut(h).body {
+    pub(super) fn leaf_mut(&mut self, h: Handle) -> Result<&mut Entries<u64>> {
+        match &mut self.arena.node_mut_same_keys(h).body {
             Body::Leaf(v) => Ok(v),
             Body::Inner(_) => Err(internal("expected a leaf")),
         }
     }
 
-    pub(super) fn inner_mut(&mut self, h: Handle) -> Result<&mut Vec<(IndexKey, Child)>> {
+    pub(super) fn inner_mut(&mut self, h: Handle) -> Result<&mut Entries<Child>> {
         match &mut self.arena.node_mut(h).body {
             Body::Inner(v) => Ok(v),
             Body::Leaf(_) => Err(internal("expected an inner node")),
         }
     }
 
-    fn inner(&self, h: Handle) -> Result<&Vec<(IndexKey, Child)>> {
+    /// Points child `i` of inner node `h` at `c` (its keys stay as they are).
+    pub(super) fn set_child(&mut self, h: Handle, i: usize, c: Child) -> Result<()> {
+        match &mut self.arena.node_mut_same_keys(h).body {
+            Body::Inner(v) => match v.vals.get_mut(i) {
+                Some(x) => {
+                    *x = c;
+                    Ok(())
+                }
+                None => Err(internal("child index out of range")),
+            },
+            Body::Leaf(_) => Err(internal("expected an inner node")),
+        }
+    }
+
+    /// Sets the separator of child `i` of inner node `h` to `k`; when it is already `k`
+    /// nothing changes (and routing memos stay valid).
+    pub(super) fn set_key(&mut self, h: Handle, i: usize, k: IndexKey) -> Result<()> {
+        if self.inner(h)?.keys.get(i) == Some(&k) {
+            return Ok(());
+        }
+        match self.inner_mut(h)?.keys.get_mut(i) {
+            Some(x) => {
+                *x = k;
+                Ok(())
+            }
+            None => Err(internal("child index out of range")),
+        }
+    }
+
+    fn inner(&self, h: Handle) -> Result<&Entries<Child>> {
         match &self.arena.node(h).body {
             Body::Inner(v) => Ok(v),
             Body::Leaf(_) => Err(internal("expected an inner node")),
@@ -142,9 +171,12 @@ impl Index {
 
     /// The child of inner node `h` to follow for `key`, and its index.
     pub(super) fn child_for(&self, h: Handle, key: &IndexKey) -> Result<(usize, Child)> {
-        let v = self.inner(h)?;
-        let i = route(v, key);
-        let c = v.get(i).ok_or_else(|| internal("empty inner node"))?.1;
+        let node = self.arena.node(h);
+        let Body::Inner(v) = &node.body else {
+            return Err(internal("expected an inner node"));
+        };
+        let i = self.arena.route(h, node.level, v, key);
+        let c = *v.vals.get(i).ok_or_else(|| internal("empty inner node"))?;
         Ok((i, c))
     }
 
@@ -171,7 +203,7 @@ impl Index {
             return Ok(None);
         };
         let v = self.leaf_mut(h)?;
-        Ok(v.binary_search_by(|e| e.0.cmp(key)).ok().map(|i| v[i].1))
+        Ok(v.find(key).ok().map(|i| v.vals[i]))
     }
 
     pub(super) fn floor_impl(
@@ -184,9 +216,7 @@ impl Index {
         let Some(h) = self.find_leaf(io, key)? else {
             return Ok(None);
         };
-        let v = self.leaf_mut(h)?;
-        let p = v.partition_point(|e| e.0 <= *key);
-        Ok(p.checked_sub(1).map(|i| v[i]))
+        Ok(self.leaf_mut(h)?.floor(key))
     }
 
     pub(super) fn floor_cached_impl(&self, key: &IndexKey) -> Option<Option<(IndexKey, u64)>> {
@@ -200,12 +230,9 @@ impl Index {
                 Child::Addr(a) => self.arena.peek(a)?,
             };
             match &self.arena.node(h).body {
-                Body::Leaf(v) if level == 0 => {
-                    let p = v.partition_point(|e| e.0 <= *key);
-                    return Some(p.checked_sub(1).map(|i| v[i]));
-                }
+                Body::Leaf(v) if level == 0 => return Some(v.floor(key)),
                 Body::Inner(v) if level > 0 && !v.is_empty() => {
-                    cur = v[route(v, key)].1;
+                    cur = v.vals[self.arena.route(h, level, v, key)];
                     level -= 1;
                 }
                 // A node of the wrong kind is corruption the real lookup reports.
@@ -245,22 +272,21 @@ impl Index {
         let h = self.resolve(io, c, level)?;
         let kids: Vec<Child> = match &self.arena.node(h).body {
             Body::Leaf(v) => {
-                let s = v.partition_point(|e| e.0 < *from);
-                for e in &v[s..] {
+                for e in v.iter().skip(v.lower(from)) {
                     if e.0 >= *to || out.len() >= limit {
                         break;
                     }
-                    out.push(*e);
+                    out.push(e);
                 }
                 return Ok(());
             }
             Body::Inner(v) => {
-                let lo = route(v, from);
-                let hi = v.partition_point(|e| e.0 < *to);
+                let lo = v.route(from);
+                let hi = v.lower(to);
                 if hi <= lo {
                     return Ok(());
                 }
-                v[lo..hi].iter().map(|e| e.1).collect()
+                v.vals[lo..hi].to_vec()
             }
         };
         let below = below(level)?;
@@ -284,7 +310,7 @@ impl Index {
         let Some(root) = self.dirty_root(io)? else {
             let h = self.arena.alloc_dirty(Node {
                 level: 0,
-                body: Body::Leaf(vec![(key, value)]),
+                body: Body::Leaf([(key, value)].into_iter().collect()),
             });
             self.root = Some(Child::Mem(h));
             self.height = 0;
@@ -310,7 +336,11 @@ impl Index {
                 .ok_or_else(|| internal("empty node"))?;
             let r = self.arena.alloc_dirty(Node {
                 level,
-                body: Body::Inner(vec![(k0, Child::Mem(root)), (k1, Child::Mem(s))]),
+                body: Body::Inner(
+                    [(k0, Child::Mem(root)), (k1, Child::Mem(s))]
+                        .into_iter()
+                        .collect(),
+                ),
             });
             self.root = Some(Child::Mem(r));
             self.height = level;
@@ -334,14 +364,14 @@ impl Index {
         if level == 0 {
             let max = self.geom.leaf_max;
             let v = self.leaf_mut(h)?;
-            let i = match v.binary_search_by(|e| e.0.cmp(&key)) {
+            let i = match v.find(&key) {
                 Ok(i) => {
-                    let old = std::mem::replace(&mut v[i].1, value);
+                    let old = std::mem::replace(&mut v.vals[i], value);
                     return Ok((Some(old), None));
                 }
                 Err(i) => i,
             };
-            v.insert(i, (key, value));
+            v.insert(i, key, value);
             if v.len() <= max {
                 return Ok((None, None));
             }
@@ -355,7 +385,7 @@ impl Index {
         let below = below(level)?;
         let (i, c) = self.child_for(h, &key)?;
         let ch = self.make_dirty(io, c, below)?;
-        self.inner_mut(h)?[i].1 = Child::Mem(ch);
+        self.set_child(h, i, Child::Mem(ch))?;
         let (old, split) = self.insert_rec(io, ch, below, key, value)?;
         let k = self
             .arena
@@ -373,12 +403,12 @@ impl Index {
             None => None,
         };
         let max = self.geom.inner_max;
-        let v = self.inner_mut(h)?;
-        v[i].0 = k;
+        self.set_key(h, i, k)?;
         let Some((s, ks)) = ks else {
             return Ok((old, None));
         };
-        v.insert(i + 1, (ks, Child::Mem(s)));
+        let v = self.inner_mut(h)?;
+        v.insert(i + 1, ks, Child::Mem(s));
         if v.len() <= max {
             return Ok((old, None));
         }
@@ -430,7 +460,7 @@ impl Index {
     ) -> Result<Option<u64>> {
         if level == 0 {
             let v = self.leaf_mut(h)?;
-            return Ok(match v.binary_search_by(|e| e.0.cmp(key)) {
+            return Ok(match v.find(key) {
                 Ok(i) => Some(v.remove(i).1),
                 Err(_) => None,
             });
@@ -438,7 +468,7 @@ impl Index {
         let below = below(level)?;
         let (i, c) = self.child_for(h, key)?;
         let ch = self.make_dirty(io, c, below)?;
-        self.inner_mut(h)?[i].1 = Child::Mem(ch);
+        self.set_child(h, i, Child::Mem(ch))?;
         let old = self.remove_rec(io, ch, below, key)?;
         self.fix_child(io, h, level, i)?;
         Ok(old)
@@ -449,11 +479,11 @@ impl Index {
     /// the full repair, which looks at every child).
     fn fix_child(&mut self, io: &mut dyn NodeIo, h: Handle, level: u8, i: usize) -> Result<()> {
         let min = self.geom.min(below(level)?);
-        if let Some(&(_, Child::Mem(ch))) = self.inner(h)?.get(i) {
+        if let Some((_, Child::Mem(ch))) = self.inner(h)?.get(i) {
             let node = self.arena.node(ch);
             if node.len() >= min {
                 if let Some(k) = node.first_key() {
-                    self.inner_mut(h)?[i].0 = k;
+                    self.set_key(h, i, k)?;
                     return Ok(());
                 }
             }
@@ -489,23 +519,23 @@ impl Index {
     ) -> Result<u64> {
         if level == 0 {
             let v = self.leaf_mut(h)?;
-            let s = v.partition_point(|e| e.0 < *from);
-            let e = v.partition_point(|e| e.0 < *to).max(s);
-            v.drain(s..e);
+            let s = v.lower(from);
+            let e = v.lower(to).max(s);
+            v.delete(s..e);
             return Ok((e - s) as u64);
         }
         let below = below(level)?;
         let (lo, hi, middle) = {
             let v = self.inner(h)?;
-            let lo = route(v, from);
-            let hi = v.partition_point(|e| e.0 < *to);
+            let lo = v.route(from);
+            let hi = v.lower(to);
             if hi <= lo {
                 return Ok(0);
             }
             // Children lo+1 .. hi-1 lie wholly inside the range: their smallest keys are
             // > from and the next separator is < to.
             let mid_end = (hi - 1).max(lo + 1);
-            let middle: Vec<Child> = v[lo + 1..mid_end].iter().map(|e| e.1).collect();
+            let middle: Vec<Child> = v.vals[lo + 1..mid_end].to_vec();
             (lo, hi, middle)
         };
         let mut n = 0;
@@ -517,7 +547,7 @@ impl Index {
             for c in middle {
                 n += self.collect_subtree(io, c, below, &mut addrs, &mut handles)?;
             }
-            self.inner_mut(h)?.drain(lo + 1..lo + 1 + middle_len);
+            self.inner_mut(h)?.delete(lo + 1..lo + 1 + middle_len);
             for a in addrs {
                 self.arena.forget(a);
                 self.pending_free.push(a);
@@ -528,9 +558,9 @@ impl Index {
         }
         let last = (hi - 1 > lo).then_some(lo + 1);
         for i in std::iter::once(lo).chain(last) {
-            let c = self.inner(h)?[i].1;
+            let c = self.inner(h)?.vals[i];
             let ch = self.make_dirty(io, c, below)?;
-            self.inner_mut(h)?[i].1 = Child::Mem(ch);
+            self.set_child(h, i, Child::Mem(ch))?;
             n += self.remove_range_rec(io, ch, below, from, to)?;
         }
         self.fix_children(io, h, level)?;
@@ -552,14 +582,14 @@ impl Index {
                 handles.push(h);
                 match &self.arena.node(h).body {
                     Body::Leaf(v) => return Ok(v.len() as u64),
-                    Body::Inner(v) => v.iter().map(|e| e.1).collect(),
+                    Body::Inner(v) => v.vals.clone(),
                 }
             }
             Child::Addr(a) => {
                 addrs.push(a);
                 match self.load_owned(io, a, level)?.body {
                     Body::Leaf(v) => return Ok(v.len() as u64),
-                    Body::Inner(v) => v.iter().map(|e| e.1).collect(),
+                    Body::Inner(v) => v.vals.clone(),
                 }
             }
         };
@@ -598,7 +628,7 @@ impl Index {
             {
                 let v = self.inner_mut(h)?;
                 for (i, k) in firsts {
-                    v[i].0 = k;
+                    v.keys[i] = k;
                 }
                 for &(i, _) in empty.iter().rev() {
                     v.remove(i);
@@ -611,7 +641,7 @@ impl Index {
             if v.len() < 2 {
                 return Ok(());
             }
-            let is_mem = |i: usize| matches!(v[i].1, Child::Mem(_));
+            let is_mem = |i: usize| matches!(v.vals[i], Child::Mem(_));
             let under = v.iter().position(|e| match e.1 {
                 Child::Mem(ch) => self.arena.node(ch).len() < min,
                 Child::Addr(_) => false,
@@ -630,11 +660,11 @@ impl Index {
                 i - 1
             };
             let (l, r) = (i.min(j), i.max(j));
-            let (cl, cr) = (v[l].1, v[r].1);
+            let (cl, cr) = (v.vals[l], v.vals[r]);
             let lh = self.make_dirty(io, cl, below)?;
-            self.inner_mut(h)?[l].1 = Child::Mem(lh);
+            self.set_child(h, l, Child::Mem(lh))?;
             let rh = self.make_dirty(io, cr, below)?;
-            self.inner_mut(h)?[r].1 = Child::Mem(rh);
+            self.set_child(h, r, Child::Mem(rh))?;
             let total = self.arena.node(lh).len() + self.arena.node(rh).len();
             if total <= max {
                 // Merge the right node into the left one.
@@ -651,13 +681,17 @@ impl Index {
             } else {
                 // Share the entries evenly.
                 let keep = total / 2;
-                let mut lnode =
-                    std::mem::replace(&mut self.arena.node_mut(lh).body, Body::Leaf(Vec::new()));
-                let mut rnode =
-                    std::mem::replace(&mut self.arena.node_mut(rh).body, Body::Leaf(Vec::new()));
+                let mut lnode = std::mem::replace(
+                    &mut self.arena.node_mut(lh).body,
+                    Body::Leaf(Entries::default()),
+                );
+                let mut rnode = std::mem::replace(
+                    &mut self.arena.node_mut(rh).body,
+                    Body::Leaf(Entries::default()),
+                );
                 match (&mut lnode, &mut rnode) {
-                    (Body::Leaf(a), Body::Leaf(b)) => rebalance(a, b, keep),
-                    (Body::Inner(a), Body::Inner(b)) => rebalance(a, b, keep),
+                    (Body::Leaf(a), Body::Leaf(b)) => a.rebalance(b, keep),
+                    (Body::Inner(a), Body::Inner(b)) => a.rebalance(b, keep),
                     _ => return Err(internal("rebalancing nodes of different kinds")),
                 }
                 self.arena.node_mut(lh).body = lnode;
@@ -676,7 +710,7 @@ impl Index {
             let next = match &self.arena.node(h).body {
                 Body::Leaf(v) if v.is_empty() => None,
                 Body::Inner(v) if v.is_empty() => None,
-                Body::Inner(v) if v.len() == 1 => Some(v[0].1),
+                Body::Inner(v) if v.len() == 1 => Some(v.vals[0]),
                 _ => return,
             };
             self.arena.release_dirty(h);
@@ -720,9 +754,9 @@ impl Index {
         if level > 0 {
             let n = self.inner(h)?.len();
             for i in 0..n {
-                if let Child::Mem(ch) = self.inner(h)?[i].1 {
+                if let Child::Mem(ch) = self.inner(h)?.vals[i] {
                     let a = self.commit_rec(io, ch)?;
-                    self.inner_mut(h)?[i].1 = Child::Addr(a);
+                    self.set_child(h, i, Child::Addr(a))?;
                 }
             }
         }
@@ -779,16 +813,17 @@ impl Index {
         while lv > level + 1 {
             let (i, c) = self.child_for(h, first_key)?;
             let ch = self.make_dirty(io, c, lv - 1)?;
-            self.inner_mut(h)?[i].1 = Child::Mem(ch);
+            self.set_child(h, i, Child::Mem(ch))?;
             h = ch;
             lv -= 1;
         }
-        let e = self
-            .inner_mut(h)?
-            .iter_mut()
-            .find(|e| e.1 == Child::Addr(from))
+        let p = self
+            .inner(h)?
+            .vals
+            .iter()
+            .position(|c| *c == Child::Addr(from))
             .ok_or_else(|| internal("relocated node vanished from its parent"))?;
-        e.1 = Child::Addr(to);
+        self.set_child(h, p, Child::Addr(to))?;
         self.arena.rekey(from, to);
         Ok(true)
     }
@@ -893,10 +928,7 @@ impl Index {
                 high: max,
             });
         }
-        let keys: Vec<IndexKey> = match &node.body {
-            Body::Leaf(v) => v.iter().map(|e| e.0).collect(),
-            Body::Inner(v) => v.iter().map(|e| e.0).collect(),
-        };
+        let keys: &[IndexKey] = node.keys();
         if (level == 0) != matches!(node.body, Body::Leaf(_)) {
             return Err(CheckError::Body { node: what, level });
         }
@@ -934,16 +966,5 @@ impl Index {
                 Ok((total, first))
             }
         }
-    }
-}
-
-/// Moves entries between two adjacent nodes so the left one keeps `keep` of them.
-fn rebalance<T>(a: &mut Vec<T>, b: &mut Vec<T>, keep: usize) {
-    if a.len() > keep {
-        let tail = a.split_off(keep);
-        b.splice(0..0, tail);
-    } else {
-        let take = (keep - a.len()).min(b.len());
-        a.extend(b.drain(..take));
     }
 }
