@@ -113,12 +113,27 @@ fn reproduce_json(
 #[pyclass(module = "ossd._ossd")]
 struct ObjectStore {
     image: PathBuf,
-    open: Option<(ossd::store::Store, mount::image::ImageLock)>,
+    /// In a mutex only to be `Sync`, as Python classes must be: the store keeps per-thread
+    /// caches in `Cell`s (the index's routing memo). Every method but `__repr__` takes `&mut
+    /// self` and reaches it through `get_mut`, without locking.
+    open: std::sync::Mutex<Option<(ossd::store::Store, mount::image::ImageLock)>>,
 }
 
 impl ObjectStore {
+    /// The open store and its lock, if open (a poisoned mutex is impossible: nothing locks it).
+    fn opened(&mut self) -> &mut Option<(ossd::store::Store, mount::image::ImageLock)> {
+        match self.open.get_mut() {
+            Ok(o) => o,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
     fn store(&mut self) -> PyResult<&mut ossd::store::Store> {
-        match &mut self.open {
+        let open = match self.open.get_mut() {
+            Ok(o) => o,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        match open {
             Some((s, _)) => Ok(s),
             None => Err(OssdError::new_err(format!(
                 "the object store on {} is closed",
@@ -158,7 +173,7 @@ impl ObjectStore {
             .map_err(err)?;
         Ok(Self {
             image,
-            open: Some(opened),
+            open: std::sync::Mutex::new(Some(opened)),
         })
     }
 
@@ -301,7 +316,7 @@ impl ObjectStore {
     /// the store around the check. Returns a dict: objects, index_entries, units_scanned,
     /// records_rolled_forward, ofs, ofs_repair_fixes, problems, damaged, clean.
     fn fsck<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let (s, lock) = self.open.take().ok_or_else(|| {
+        let (s, lock) = self.opened().take().ok_or_else(|| {
             OssdError::new_err(format!(
                 "the object store on {} is closed",
                 self.image.display()
@@ -315,7 +330,7 @@ impl ObjectStore {
             (f, reopened)
         });
         match reopened {
-            Ok(s) => self.open = Some((s, lock)),
+            Ok(s) => *self.opened() = Some((s, lock)),
             Err(e) => return Err(err(e.context("reopening after fsck"))),
         }
         let f = f.map_err(err)?;
@@ -334,7 +349,7 @@ impl ObjectStore {
 
     /// Flushes and closes the store, and releases the image's lock. Closing twice is allowed.
     fn close(&mut self) -> PyResult<()> {
-        if let Some((s, lock)) = self.open.take() {
+        if let Some((s, lock)) = self.opened().take() {
             let r = s.close().map_err(|e| err(anyhow::anyhow!(e)));
             drop(lock);
             r?;
@@ -353,10 +368,15 @@ impl ObjectStore {
     }
 
     fn __repr__(&self) -> String {
+        // `&self` here: the one place the mutex is locked (never held anywhere else).
+        let open = match self.open.lock() {
+            Ok(o) => o.is_some(),
+            Err(poisoned) => poisoned.into_inner().is_some(),
+        };
         format!(
             "ObjectStore({:?}{})",
             self.image.display().to_string(),
-            if self.open.is_some() { "" } else { ", closed" }
+            if open { "" } else { ", closed" }
         )
     }
 }
