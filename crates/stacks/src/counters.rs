@@ -92,7 +92,8 @@ pub fn ftl_counters<F: Flash>(ftl: &Ftl<F>) -> Counters {
 }
 
 /// The counters of an object store: small-object pages hold host data; descriptor pages,
-/// checkpoints and access-time pages count as metadata.
+/// checkpoints, access-time pages and parity units (OSCM-11 V-E's redundancy, written at
+/// checkpoints and evictions) count as metadata, so that every page programmed is counted once.
 pub fn osd_counters<F: Flash>(store: &osd::ObjectStore<F>) -> Counters {
     let s = store.stats();
     Counters {
@@ -101,7 +102,10 @@ pub fn osd_counters<F: Flash>(store: &osd::ObjectStore<F>) -> Counters {
         data_units_written: s.data_units_written + s.small_pages_written,
         index_pages_written: s.index_nodes_written,
         index_pages_read: s.index_nodes_read,
-        metadata_pages_written: s.descriptor_pages_written + s.checkpoints + s.atime_pages_written,
+        metadata_pages_written: s.descriptor_pages_written
+            + s.checkpoints
+            + s.atime_pages_written
+            + s.parity_units_written,
         rmw_reads: s.rmw_reads,
         units_lost: s.units_lost,
         ..flash_counters(store.fml())
