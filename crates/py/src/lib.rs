@@ -116,24 +116,27 @@ struct ObjectStore {
     /// In a mutex only to be `Sync`, as Python classes must be: the store keeps per-thread
     /// caches in `Cell`s (the index's routing memo). Every method but `__repr__` takes `&mut
     /// self` and reaches it through `get_mut`, without locking.
-    open: std::sync::Mutex<Option<(ossd::store::Store, mount::image::ImageLock)>>,
+    open: std::sync::Mutex<Opened>,
+}
+
+type Opened = Option<(ossd::store::Store, mount::image::ImageLock)>;
+
+/// The open store and its lock, if open, through `&mut` without locking (a poisoned mutex is
+/// impossible: only `__repr__` locks it, and holds it for a read).
+fn opened(open: &mut std::sync::Mutex<Opened>) -> &mut Opened {
+    match open.get_mut() {
+        Ok(o) => o,
+        Err(poisoned) => poisoned.into_inner(),
+    }
 }
 
 impl ObjectStore {
-    /// The open store and its lock, if open (a poisoned mutex is impossible: nothing locks it).
-    fn opened(&mut self) -> &mut Option<(ossd::store::Store, mount::image::ImageLock)> {
-        match self.open.get_mut() {
-            Ok(o) => o,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+    fn opened(&mut self) -> &mut Opened {
+        opened(&mut self.open)
     }
 
     fn store(&mut self) -> PyResult<&mut ossd::store::Store> {
-        let open = match self.open.get_mut() {
-            Ok(o) => o,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        match open {
+        match opened(&mut self.open) {
             Some((s, _)) => Ok(s),
             None => Err(OssdError::new_err(format!(
                 "the object store on {} is closed",

@@ -422,12 +422,7 @@ impl Sim {
             100..=105 => self.truncate(slot),
             106..=111 => self.set_attr(slot),
             112..=115 => self.list(),
-            116..=119 => {
-                self.trace(|| format!("create slot {slot}"));
-                self.oracle.create(slot);
-                let r = self.subject().create(slot);
-                self.after(r, "create")
-            }
+            116..=119 => self.create(slot),
             _ => {
                 let present = !self.oracle.partition();
                 self.trace(|| format!("set the second partition present={present}"));
@@ -460,13 +455,18 @@ impl Sim {
         self.after(r, "write")
     }
 
+    /// Creates the object in `slot` (the oracle expects it to exist afterwards).
+    fn create(&mut self, slot: u32) -> Result<(), Stop> {
+        self.trace(|| format!("create slot {slot}"));
+        self.oracle.create(slot);
+        let r = self.subject().create(slot);
+        self.after(r, "create")
+    }
+
     /// Truncates an object that exists (shrinking most of the time), or creates one.
     fn truncate(&mut self, slot: u32) -> Result<(), Stop> {
         if !self.oracle.exists(slot) || !self.oracle.known(slot) {
-            self.trace(|| format!("create slot {slot}"));
-            self.oracle.create(slot);
-            let r = self.subject().create(slot);
-            return self.after(r, "create");
+            return self.create(slot);
         }
         let len = self.oracle.len_bytes(slot);
         let to = if self.rng.gen_bool(0.7) {
@@ -490,10 +490,7 @@ impl Sim {
     /// Sets or clears a tracked attribute of an object that exists, or creates one.
     fn set_attr(&mut self, slot: u32) -> Result<(), Stop> {
         if !self.oracle.exists(slot) || !self.oracle.known(slot) {
-            self.trace(|| format!("create slot {slot}"));
-            self.oracle.create(slot);
-            let r = self.subject().create(slot);
-            return self.after(r, "create");
+            return self.create(slot);
         }
         let attr = self.rng.gen_range(0..ATTRS);
         let value = if self.rng.gen_bool(0.2) {
