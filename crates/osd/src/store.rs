@@ -253,6 +253,10 @@ pub struct Recovery {
     /// Committed transactions whose installation a power cut interrupted, installed again
     /// from their logs.
     pub txns_finished: u64,
+    /// Objects whose extension by a write that was not flushed recovery undid, because the
+    /// unit holding their old end had not been rewritten and may hold bytes a truncation cut
+    /// off (the write's zeroing of them was still in the buffer).
+    pub extensions_undone: u64,
     /// Virtual time at which recovery finished, before the checkpoint it ends with.
     pub done_ns: Nanos,
 }

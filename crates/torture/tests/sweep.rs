@@ -85,20 +85,13 @@ fn block_ftl_survives_a_cut_after_every_flash_command() {
     }
 }
 
-/// KNOWN FAILURE, not yet fixed (found by issue 15 item 2's stricter oracle, on the plain
-/// store): with the truncations every fifth round, a cut after flash command 729 or 730
-/// (clean or torn) brings back slot 0's sector 70 with bytes from before a truncation:
-/// "recovered version 1665, allowed [1713, 1987]". Slot 0 was truncated (flushed) to 36,317
-/// bytes, inside sector 70 and write unit 8, whose tail on flash keeps the old bytes. A later
-/// write (sectors 50..74) grows the object; the store zeroes unit 8's tail in the buffer, but
-/// the cut lands after unit 9 was programmed and before unit 8 was: roll-forward extends the
-/// length from unit 9's record to 37,888 bytes, and bytes 36,317..36,352 read the stale
-/// pre-truncation tail of the old unit 8. The contract allows their value at the flush
-/// (zeros: past the end) or the new write's, never the truncated bytes. A fix would zero the
-/// tail of the unit holding the durable length when roll-forward extends past it. Run with
-/// `cargo test -p torture --test sweep -- --ignored`.
+/// Truncations every fifth round. This caught a store bug (issue 15): a cut after flash command
+/// 729 or 730 brought back slot 0's sector 70 with bytes from before a truncation. The object was
+/// truncated (flushed) inside write unit 8, whose tail on flash kept the old bytes; a later
+/// growing write's unit 9 reached flash before unit 8's zeroed copy, roll-forward extended the
+/// length from unit 9's record, and the stale tail became readable. A shrinking truncate now
+/// zeroes the kept unit's tail on flash together with the shorter onode.
 #[test]
-#[ignore = "known store bug: truncated bytes exposed when roll-forward grows an object (see above)"]
 fn object_store_truncate_every_fifth_round() {
     let cfg = sweep_store_config();
     check(Script::new(

@@ -281,6 +281,7 @@ impl<F: Flash> ObjectStore<F> {
             records_rolled_forward: later.len() as u64,
             units_damaged: self.recovery.units_damaged,
             txns_finished: 0,
+            extensions_undone: 0,
             done_ns: 0,
         };
         // Transactions' log, commit and done records, by transaction.
@@ -298,6 +299,15 @@ impl<F: Flash> ObjectStore<F> {
         // and the truncations and removals they must not outlive.
         let mut chunk_units: Vec<(Oid, FoundUnit)> = Vec::new();
         let mut cuts: FxHashMap<Oid, Vec<(u64, u64)>> = FxHashMap::default();
+        // Units whose bytes past an object's length a data record extended it over must read
+        // as zeros: (object, unit) -> the length it was extended from. Only a unit older than
+        // the onode that set that length can hold bytes a truncation cut off; so each unit's
+        // newest host write and each object's newest onode rolled forward are kept (by
+        // sequence number).
+        let mut stale_tails: FxHashMap<(Oid, u64), u64> = FxHashMap::default();
+        let mut written_at: FxHashMap<(Oid, u64), u64> = FxHashMap::default();
+        let mut onode_at: FxHashMap<Oid, u64> = FxHashMap::default();
+        let mut applied: Vec<Oid> = Vec::new();
         for (seq, v, rec) in later {
             match rec {
                 Record::Data {
@@ -334,24 +344,49 @@ impl<F: Flash> ObjectStore<F> {
                     if moved {
                         continue;
                     }
+                    // The host wrote this unit whole from its buffer, zeros past the length
+                    // included: its tail is not stale.
+                    stale_tails.remove(&(oid, offset));
+                    written_at.insert((oid, offset), seq);
                     // The object reaches at least the end of this unit's data, no further: the
                     // units after it may not have reached flash.
-                    let end = length.min((offset + 1) * self.unit as u64);
+                    let unit = self.unit as u64;
+                    let end = length.min((offset + 1) * unit);
                     if let Some(c) = self.load_onode(oid)? {
                         stored_len.entry(oid).or_insert(c.onode.logical_length);
-                        if c.onode.inline.is_none() && end > c.onode.logical_length {
+                        let from = c.onode.logical_length;
+                        if c.onode.inline.is_none() && end > from {
                             c.onode.logical_length = end;
                             c.dirty = true;
+                            // The unit holding the old end may keep bytes a truncation cut off
+                            // (the store zeroed them in its buffer when the write grew the
+                            // object, but that copy may not have reached flash).
+                            let u = from / unit;
+                            let newer = written_at
+                                .get(&(oid, u))
+                                .is_some_and(|&w| onode_at.get(&oid).is_none_or(|&d| w > d));
+                            if !from.is_multiple_of(unit) && u != offset && !newer {
+                                stale_tails.entry((oid, u)).or_insert(from);
+                            }
                         }
                     }
                 }
-                Record::Descriptor { .. } => self.roll_descriptor(
-                    v,
-                    &mut onode_seq,
-                    &mut stored_len,
-                    &mut touched,
-                    &mut cuts,
-                )?,
+                Record::Descriptor { .. } => {
+                    self.roll_descriptor(
+                        v,
+                        &mut onode_seq,
+                        &mut stored_len,
+                        &mut touched,
+                        &mut cuts,
+                        &mut applied,
+                    )?;
+                    // An onode reaches flash after the units buffered before it: a unit its
+                    // object's extension left stale was rewritten by then.
+                    for oid in applied.drain(..) {
+                        onode_at.insert(oid, seq);
+                        stale_tails.retain(|k, _| k.0 != oid);
+                    }
+                }
                 Record::Parity {
                     oid, group, row, ..
                 } => {
@@ -377,6 +412,23 @@ impl<F: Flash> ObjectStore<F> {
                     txns.entry(txn).or_default().add(seq, v, &rec)
                 }
                 _ => {}
+            }
+        }
+        // An extension over a unit that may still hold truncated bytes past the old end is
+        // undone: the write was not flushed (its onode would have followed its units), so
+        // the object may keep the length it had before it, and its units past that go.
+        let mut undo: FxHashMap<Oid, u64> = FxHashMap::default();
+        for ((oid, _), from) in stale_tails {
+            let e = undo.entry(oid).or_insert(from);
+            *e = (*e).min(from);
+        }
+        for (oid, from) in undo {
+            if let Some(c) = self.load_onode(oid)? {
+                if c.onode.logical_length > from {
+                    c.onode.logical_length = from;
+                    c.dirty = true;
+                    self.recovery.extensions_undone += 1;
+                }
             }
         }
         // Data of objects that do not exist (created after the checkpoint, never flushed) is
@@ -548,6 +600,7 @@ impl<F: Flash> ObjectStore<F> {
         stored_len: &mut FxHashMap<Oid, u64>,
         touched: &mut FxHashSet<Oid>,
         cuts: &mut FxHashMap<Oid, Vec<(u64, u64)>>,
+        applied: &mut Vec<Oid>,
     ) -> Result<(), OsdError> {
         let mut page = vec![0u8; self.unit];
         // Torn (never part of a completed FLUSH) or damaged: passed over.
@@ -566,6 +619,7 @@ impl<F: Flash> ObjectStore<F> {
                 continue;
             }
             seen.insert(oid, onode.seq);
+            applied.push(oid);
             stored_len.insert(oid, onode.logical_length);
             touched.insert(oid);
             if let Some(old) = self.onodes.get(&oid).and_then(|c| c.loc) {
