@@ -12,6 +12,8 @@
 pub mod block;
 pub mod buffer;
 pub mod gc;
+#[cfg(feature = "mutants")]
+pub mod mutants;
 pub mod wear;
 
 use std::collections::VecDeque;
@@ -756,6 +758,11 @@ impl<F: Flash> Fml<F> {
         if self.layout.offset_of(v) >= b.next {
             return Err(MarkValidError::NeverProgrammed { unit });
         }
+        #[cfg(feature = "mutants")]
+        if mutants::on(mutants::Mutant::SpuriousCorrupted) && self.layout.offset_of(v) + 1 >= b.next
+        {
+            return Err(MarkValidError::NeverProgrammed { unit });
+        }
         if self.table.is_valid(v.0) {
             return Err(MarkValidError::ReferencedTwice { unit });
         }
@@ -824,6 +831,16 @@ impl<F: Flash> Fml<F> {
             }
             GcJob::Copying { victim, next } => match self.table.next_valid(victim, next) {
                 Some(unit) => {
+                    // The mutant also copies the superseded unit just before a valid one.
+                    #[cfg(feature = "mutants")]
+                    let unit = if mutants::on(mutants::Mutant::GcCopiesStale)
+                        && self.layout.offset_of(Vpa(unit)) > next
+                        && !self.table.is_valid(unit - 1)
+                    {
+                        unit - 1
+                    } else {
+                        unit
+                    };
                     let done = self.copy(at, Vpa(unit), owner)?;
                     self.stats.gc_busy_ns += done.saturating_sub(at);
                     self.job = GcJob::Copying {

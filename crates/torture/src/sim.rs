@@ -30,6 +30,10 @@ pub struct SimConfig {
     pub broken_recovery: bool,
     /// Prints the fault schedule to standard error as it happens (replays).
     pub trace: bool,
+    /// The deliberately broken variant every run uses (feature `mutants`, tests/mutants.rs);
+    /// `None` is the real code.
+    #[cfg(feature = "mutants")]
+    pub mutant: Option<fml::mutants::Mutant>,
 }
 
 impl SimConfig {
@@ -43,6 +47,8 @@ impl SimConfig {
             steps: 300,
             broken_recovery: false,
             trace: false,
+            #[cfg(feature = "mutants")]
+            mutant: None,
         }
     }
 }
@@ -127,6 +133,9 @@ struct Sim {
 /// Runs one seed. Never panics on a stack's behalf: see [`crate::campaign`] for the
 /// catch_unwind around it.
 pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
+    // The mutant is chosen per thread: set it on the thread this run takes.
+    #[cfg(feature = "mutants")]
+    fml::mutants::set(cfg.mutant);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let variant = Variant::draw(cfg.stack, &cfg.device, &mut rng);
     // Each run draws a subset of the enabled kinds, so some runs have only masked faults and
