@@ -829,18 +829,8 @@ impl<F: Flash> Fml<F> {
                 self.job = GcJob::Copying { victim, next: 0 };
                 Ok(GcStep::Chose { victim })
             }
-            GcJob::Copying { victim, next } => match self.table.next_valid(victim, next) {
+            GcJob::Copying { victim, next } => match self.mutant_next_valid(victim, next) {
                 Some(unit) => {
-                    // The mutant also copies the superseded unit just before a valid one.
-                    #[cfg(feature = "mutants")]
-                    let unit = if mutants::on(mutants::Mutant::GcCopiesStale)
-                        && self.layout.offset_of(Vpa(unit)) > next
-                        && !self.table.is_valid(unit - 1)
-                    {
-                        unit - 1
-                    } else {
-                        unit
-                    };
                     let done = self.copy(at, Vpa(unit), owner)?;
                     self.stats.gc_busy_ns += done.saturating_sub(at);
                     self.job = GcJob::Copying {
@@ -856,6 +846,17 @@ impl<F: Flash> Fml<F> {
             },
             GcJob::Erasing { victim } => self.timed_erase(at, victim),
         }
+    }
+
+    /// The next unit GC copies from `victim`: its first valid unit at offset `next` or later;
+    /// with mutant [`mutants::Mutant::GcCopiesStale`], the victim's first unit whether or not
+    /// it is still valid.
+    fn mutant_next_valid(&self, victim: u32, next: u32) -> Option<u32> {
+        #[cfg(feature = "mutants")]
+        if next == 0 && mutants::on(mutants::Mutant::GcCopiesStale) {
+            return Some(self.layout.vpa(victim, 0).0);
+        }
+        self.table.next_valid(victim, next)
     }
 
     fn timed_erase(&mut self, at: Nanos, victim: u32) -> Result<GcStep, FmlError> {

@@ -26,6 +26,9 @@ pub struct SimConfig {
     pub faults: FaultSet,
     /// Workload steps per run (the step budget: a run never takes more).
     pub steps: u32,
+    /// Share of the stack's capacity the slots span, in percent (default 45: enough that GC
+    /// runs).
+    pub fill_percent: u64,
     /// Opens the FTL with its test-only recovery that skips the roll-forward.
     pub broken_recovery: bool,
     /// Prints the fault schedule to standard error as it happens (replays).
@@ -45,6 +48,7 @@ impl SimConfig {
             device: device::small(),
             faults: FaultSet::all(),
             steps: 300,
+            fill_percent: FILL_PERCENT,
             broken_recovery: false,
             trace: false,
             #[cfg(feature = "mutants")]
@@ -97,7 +101,7 @@ pub struct RunReport {
 
 /// Slots (objects or block ranges) a run spreads its data over.
 const SLOTS: u32 = 6;
-/// Share of the stack's capacity the slots span, in percent: enough that GC runs.
+/// Share of the stack's capacity the slots span by default, in percent: enough that GC runs.
 const FILL_PERCENT: u64 = 45;
 
 /// Why a run stops.
@@ -167,7 +171,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
         }
     };
     let unit = cfg.device.write_unit_bytes() as u64;
-    let slot_bytes = (capacity * FILL_PERCENT / 100 / SLOTS as u64) / unit * unit;
+    let slot_bytes = (capacity * cfg.fill_percent.min(100) / 100 / SLOTS as u64) / unit * unit;
     if slot_bytes == 0 {
         report.ended = Some("device too small for the torture workload".into());
         return report;

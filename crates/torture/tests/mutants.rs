@@ -30,6 +30,7 @@ fn campaign(mutant: Option<Mutant>, faults: FaultSet, runs: u64) -> Summary {
     let mut sim = SimConfig::new(stack);
     sim.faults = faults;
     sim.steps = env("MUTANT_STEPS", 300) as u32;
+    sim.fill_percent = env("MUTANT_FILL", 45);
     sim.mutant = mutant;
     Campaign {
         sim,
@@ -93,5 +94,41 @@ fn the_real_code_passes_the_same_campaigns() {
             println!("| (none) | {name} | {} | {} |", s.runs, s.violation_count);
             assert_eq!(s.violation_count, 0, "{}", first(&s));
         }
+    }
+}
+
+/// Diagnostics: `MUTANT=name MUTANT_FAULTS=all cargo test ... diagnose -- --ignored --nocapture`
+/// prints each run of one campaign.
+#[test]
+#[ignore]
+fn diagnose() {
+    let name = std::env::var("MUTANT").unwrap_or_default();
+    let m = Mutant::ALL.into_iter().find(|m| m.name() == name);
+    let faults = FaultSet::parse(&std::env::var("MUTANT_FAULTS").unwrap_or("all".into()))
+        .unwrap_or(FaultSet::all());
+    let stack = if m.is_some_and(Mutant::ftl) {
+        StackKind::Ftl
+    } else {
+        StackKind::Osd
+    };
+    let mut sim = SimConfig::new(stack);
+    sim.faults = faults;
+    sim.steps = env("MUTANT_STEPS", 300) as u32;
+    sim.fill_percent = env("MUTANT_FILL", 45);
+    sim.mutant = m;
+    for i in 0..env("MUTANT_RUNS", 20) {
+        let r = torture::campaign::run_seed(torture::campaign::seed_of(15, i), &sim);
+        println!(
+            "seed {} steps {} rec {} reads {} tol {} nospace {} drawn [{}] ended {:?} viol {:?}",
+            r.seed,
+            r.steps,
+            r.recoveries,
+            r.reads_checked,
+            r.errors_tolerated,
+            r.no_space,
+            r.faults_drawn,
+            r.ended,
+            r.violation.map(|v| (v.step, v.what))
+        );
     }
 }
