@@ -23,8 +23,9 @@ pub enum Mutant {
     /// fml `gc_step`: GC also copies the invalid (superseded) units it passes in a victim, and
     /// the owner remaps them (GC copying a stale version).
     GcCopiesStale,
-    /// osd `store/data.rs` `read_data_unit`: a unit that cannot be read (uncorrectable, or
-    /// reads erased) is returned as zeros instead of an error (zero-filling unreadable units).
+    /// osd `store/data.rs` `read_data_unit`: a unit that cannot be read (uncorrectable, or its
+    /// payload fails its checksum) is returned as zeros instead of an error (zero-filling
+    /// unreadable units).
     ZeroFillUnreadable,
     /// fml `mark_valid` (recovery's rebuild of the valid units): an off-by-one comparison
     /// calls the last programmed unit of a block never programmed (a spurious `Corrupted` at
@@ -41,8 +42,9 @@ pub enum Mutant {
     /// so units older than it are rolled forward over the checkpoint's map and a trimmed page
     /// comes back (an FTL that forgets a TRIM on recovery).
     FtlForgetsTrim,
-    /// osd `store/data.rs` `read_data_unit`: the check that a unit's OOB record names the
-    /// object and unit read is skipped (a misdirected write not caught on read).
+    /// osd `store/data.rs` `read_data_unit`: the unit is not checked against its OOB record:
+    /// a unit that reads erased (its write went elsewhere) or holds another unit (another's
+    /// write landed there) is returned as read (a misdirected write not caught on read).
     MisdirectedUncaught,
 }
 

@@ -95,6 +95,9 @@ pub struct RunReport {
     pub ended: Option<String>,
     /// The broken promise that ended the run, if any.
     pub violation: Option<Violation>,
+    /// The step at which a destructive fault relaxed the contract for the rest of the run
+    /// (`None`: the run was held to the whole contract to its end).
+    pub relaxed_at: Option<u32>,
     /// The faults injected and the recoveries, in order: the fault schedule.
     pub schedule: Vec<String>,
 }
@@ -216,6 +219,14 @@ impl Sim {
     fn dev(&mut self) -> &mut Device {
         self.subject().device()
     }
+    /// A destructive fault was injected: the rest of the run is held to the relaxed contract.
+    fn relax(&mut self) {
+        if !self.degraded {
+            self.degraded = true;
+            self.report.relaxed_at = Some(self.step);
+        }
+    }
+
     fn log(&mut self, what: String) {
         let line = format!("step {}: {what}", self.step);
         if self.cfg.trace {
@@ -318,7 +329,7 @@ impl Sim {
             }
             FaultKind::MisdirectedWrite => {
                 self.dev().misdirect_next_program();
-                self.degraded = true;
+                self.relax();
                 self.log(format!("arm {kind} (the next program)"));
             }
         }
@@ -373,7 +384,7 @@ impl Sim {
             _ => t.page_failures += 1,
         }
         if kind.destructive() {
-            self.degraded = true;
+            self.relax();
         }
         self.log(format!("{kind}: {bits} bits in page {page}"));
     }

@@ -1,17 +1,29 @@
 //! Mutants that prove the oracle (issue 15, item 5): each deliberately broken variant of the
-//! object store, the FTL or the FML (`fml::mutants`, feature `mutants`) must be caught by a
-//! short torture campaign in every one of its runs, with power cuts alone and with every fault
-//! kind; the same campaigns with no mutant find nothing.
+//! object store, the FTL or the FML (`fml::mutants`, feature `mutants`) runs short torture
+//! campaigns with power cuts alone and with every fault kind, and the same campaigns with the
+//! real code must find nothing.
 //!
-//! `cargo test -p torture --features mutants --test mutants -- --nocapture` prints the table
-//! (docs/RELIABILITY.md, "Mutants"). `MUTANT_RUNS` and `MUTANT_STEPS` change the campaign size.
+//! What is asserted (docs/RELIABILITY.md, "Mutants", has the table and why):
+//! - `--faults power`: every run catches each mutant a power cut can expose. Two mutants act
+//!   only on units that destructive faults damage (zero-filled unreadable units, misdirected
+//!   writes): power cuts alone never produce one, so their power campaigns are reported only.
+//! - `--faults all`: every run held to the whole contract to its end (no destructive fault
+//!   struck) catches the mutant, and at least one run catches each mutant. A run a destructive
+//!   fault relaxed is held to the relaxed contract for the rest of the run (issue 15, item 1,
+//!   not done yet), under which most mutants go unseen: those runs are counted and reported,
+//!   not required to catch.
+//!
+//! `cargo test -p torture --features mutants --test mutants -- --nocapture` prints the table.
+//! `MUTANT_RUNS`, `MUTANT_STEPS` and `MUTANT_FILL` change the campaigns.
 
 #![cfg(feature = "mutants")]
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use fml::mutants::Mutant;
-use torture::{Campaign, FaultSet, SimConfig, StackKind, Summary};
+use torture::campaign::{run_seed, seed_of};
+use torture::{FaultSet, RunReport, SimConfig, StackKind};
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -20,112 +32,150 @@ fn env(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// One campaign of `runs` runs of `mutant` (or the real code) with `faults`.
-fn campaign(mutant: Option<Mutant>, faults: FaultSet, runs: u64) -> Summary {
+/// The configuration every run of `mutant` (or of the real code, on `stack`) uses.
+fn config(mutant: Option<Mutant>, stack: StackKind, faults: FaultSet) -> SimConfig {
     let stack = if mutant.is_some_and(Mutant::ftl) {
         StackKind::Ftl
     } else {
-        StackKind::Osd
+        stack
     };
     let mut sim = SimConfig::new(stack);
     sim.faults = faults;
-    sim.steps = env("MUTANT_STEPS", 300) as u32;
+    sim.steps = env("MUTANT_STEPS", 1000) as u32;
     sim.fill_percent = env("MUTANT_FILL", 45);
     sim.mutant = mutant;
-    Campaign {
-        sim,
-        seed: 15,
-        runs: Some(runs),
-        seconds: None,
-        threads: 2,
-    }
-    .run(&|_| {}, &AtomicBool::new(false))
+    sim
 }
 
-fn first(s: &Summary) -> String {
-    s.violations.first().map_or(String::new(), |(v, _)| {
-        format!("seed {}: {}", v.seed, v.what)
-    })
+/// Runs `runs` seeds of `sim` on two threads; the reports in seed order.
+fn campaign(sim: &SimConfig, runs: u64) -> Vec<RunReport> {
+    let next = AtomicU64::new(0);
+    let out = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= runs {
+                    return;
+                }
+                let r = run_seed(seed_of(15, i), sim);
+                out.lock().unwrap_or_else(|p| p.into_inner()).push((i, r));
+            });
+        }
+    });
+    let mut v = out.into_inner().unwrap_or_else(|p| p.into_inner());
+    v.sort_by_key(|(i, _)| *i);
+    v.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Whether power cuts alone can expose `m` (see the module documentation).
+fn power_exposes(m: Mutant) -> bool {
+    !matches!(m, Mutant::ZeroFillUnreadable | Mutant::MisdirectedUncaught)
 }
 
 #[test]
-fn every_mutant_is_caught_in_every_run() {
+fn every_mutant_is_caught() {
     let runs = env("MUTANT_RUNS", 20);
     let sets = [("power", FaultSet::power()), ("all", FaultSet::all())];
-    let mut rows = Vec::new();
     let mut missed = Vec::new();
     let start = std::time::Instant::now();
+    println!(
+        "| mutant                 | faults | runs | caught | strict runs | strict caught | relaxed runs | relaxed caught | first violation"
+    );
     for m in Mutant::ALL {
         for (name, faults) in sets {
-            let t = std::time::Instant::now();
-            let s = campaign(Some(m), faults, runs);
-            let row = format!(
-                "| {:<24} | {:<6} | {:>4} | {:>6} | {:>5.1} s | {}",
+            let reports = campaign(&config(Some(m), StackKind::Osd, faults), runs);
+            let all: Vec<&RunReport> = reports.iter().collect();
+            let caught = |r: &[&RunReport]| r.iter().filter(|r| r.violation.is_some()).count();
+            let strict: Vec<&RunReport> =
+                reports.iter().filter(|r| r.relaxed_at.is_none()).collect();
+            let relaxed: Vec<&RunReport> =
+                reports.iter().filter(|r| r.relaxed_at.is_some()).collect();
+            let n_caught = caught(&all);
+            let strict_caught = caught(&strict);
+            let first = reports
+                .iter()
+                .find_map(|r| r.violation.as_ref())
+                .map_or(String::new(), |v| format!("seed {}: {}", v.seed, v.what));
+            println!(
+                "| {:<22} | {:<6} | {:>4} | {:>6} | {:>11} | {:>13} | {:>12} | {:>14} | {}",
                 m.name(),
                 name,
-                s.runs,
-                s.violation_count,
-                t.elapsed().as_secs_f64(),
-                first(&s).chars().take(110).collect::<String>()
+                reports.len(),
+                n_caught,
+                strict.len(),
+                strict_caught,
+                relaxed.len(),
+                caught(&relaxed),
+                first.chars().take(100).collect::<String>()
             );
-            println!("{row}");
-            rows.push(row);
-            if s.violation_count < s.runs {
+            // A mutant power cuts cannot expose acts only in runs a destructive fault relaxed:
+            // under `all` some run must catch it; under `power` none can.
+            let must = power_exposes(m);
+            if must && strict_caught < strict.len() {
+                let seeds: Vec<u64> = strict
+                    .iter()
+                    .filter(|r| r.violation.is_none())
+                    .map(|r| r.seed)
+                    .collect();
                 missed.push(format!(
-                    "{} --faults {name}: {}/{}",
-                    m.name(),
-                    s.violation_count,
-                    s.runs
+                    "{} --faults {name}: strict runs missed it, seeds {seeds:?}",
+                    m.name()
                 ));
+            }
+            if (must || name == "all") && n_caught == 0 {
+                missed.push(format!("{} --faults {name}: no run caught it", m.name()));
             }
         }
     }
     println!("mutants: {:.1} s", start.elapsed().as_secs_f64());
-    assert!(missed.is_empty(), "runs that missed a mutant: {missed:?}");
+    assert!(missed.is_empty(), "{missed:#?}");
 }
 
 /// The control: the same campaigns with the real code break nothing.
 #[test]
 fn the_real_code_passes_the_same_campaigns() {
     let runs = env("MUTANT_RUNS", 20);
-    for stack_mutant in [None] {
+    for stack in [StackKind::Osd, StackKind::Ftl] {
         for (name, faults) in [("power", FaultSet::power()), ("all", FaultSet::all())] {
-            let s = campaign(stack_mutant, faults, runs);
-            println!("| (none) | {name} | {} | {} |", s.runs, s.violation_count);
-            assert_eq!(s.violation_count, 0, "{}", first(&s));
+            let reports = campaign(&config(None, stack, faults), runs);
+            let bad: Vec<String> = reports
+                .iter()
+                .filter_map(|r| r.violation.as_ref())
+                .map(|v| format!("seed {}: {}", v.seed, v.what))
+                .collect();
+            println!(
+                "| (none, {}) | {name} | {} | {} |",
+                stack.name(),
+                reports.len(),
+                bad.len()
+            );
+            assert!(bad.is_empty(), "{bad:#?}");
         }
     }
 }
 
-/// Diagnostics: `MUTANT=name MUTANT_FAULTS=all cargo test ... diagnose -- --ignored --nocapture`
-/// prints each run of one campaign.
+/// Diagnostics: `MUTANT=name MUTANT_FAULTS=all cargo test -p torture --features mutants --test
+/// mutants diagnose -- --ignored --nocapture` prints each run of one campaign (`MUTANT=none`:
+/// the real code on the object store).
 #[test]
 #[ignore]
 fn diagnose() {
     let name = std::env::var("MUTANT").unwrap_or_default();
     let m = Mutant::ALL.into_iter().find(|m| m.name() == name);
-    let faults = FaultSet::parse(&std::env::var("MUTANT_FAULTS").unwrap_or("all".into()))
+    let faults = std::env::var("MUTANT_FAULTS")
+        .ok()
+        .and_then(|f| FaultSet::parse(&f).ok())
         .unwrap_or(FaultSet::all());
-    let stack = if m.is_some_and(Mutant::ftl) {
-        StackKind::Ftl
-    } else {
-        StackKind::Osd
-    };
-    let mut sim = SimConfig::new(stack);
-    sim.faults = faults;
-    sim.steps = env("MUTANT_STEPS", 300) as u32;
-    sim.fill_percent = env("MUTANT_FILL", 45);
-    sim.mutant = m;
-    for i in 0..env("MUTANT_RUNS", 20) {
-        let r = torture::campaign::run_seed(torture::campaign::seed_of(15, i), &sim);
+    let sim = config(m, StackKind::Osd, faults);
+    for r in campaign(&sim, env("MUTANT_RUNS", 20)) {
         println!(
-            "seed {} steps {} rec {} reads {} tol {} nospace {} drawn [{}] ended {:?} viol {:?}",
+            "seed {} steps {} recoveries {} tolerated {} relaxed at {:?} drawn [{}] ended {:?} violation {:?}",
             r.seed,
             r.steps,
             r.recoveries,
-            r.reads_checked,
             r.errors_tolerated,
-            r.no_space,
+            r.relaxed_at,
             r.faults_drawn,
             r.ended,
             r.violation.map(|v| (v.step, v.what))

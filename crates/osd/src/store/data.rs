@@ -227,12 +227,15 @@ impl<F: Flash> ObjectStore<F> {
                 location: format!("unit {v}"),
             }),
             #[cfg(feature = "mutants")]
-            Err(BadUnit::Uncorrectable(_) | BadUnit::Corrupted(_))
+            Err(BadUnit::Uncorrectable(_))
                 if fml::mutants::on(fml::mutants::Mutant::ZeroFillUnreadable) =>
             {
                 self.scratch.fill(0);
                 Ok(Content::Bytes)
             }
+            // A unit that reads erased or has no record of its own is returned as read.
+            #[cfg(feature = "mutants")]
+            Err(BadUnit::Corrupted(_)) if mutant_misdirected() => Ok(Content::Bytes),
             Err(e) => Err(e.into_osd(what, v)),
         }
     }
