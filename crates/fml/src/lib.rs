@@ -849,7 +849,7 @@ impl<F: Flash> Fml<F> {
     }
 
     /// The next unit GC copies from `victim`: its first valid unit at offset `next` or later;
-    /// with mutant [`mutants::Mutant::GcCopiesStale`], the victim's first unit whether or not
+    /// with the mutant `GcCopiesStale` (feature `mutants`), the victim's first unit whether or not
     /// it is still valid.
     fn mutant_next_valid(&self, victim: u32, next: u32) -> Option<u32> {
         #[cfg(feature = "mutants")]

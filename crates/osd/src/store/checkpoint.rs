@@ -231,10 +231,13 @@ impl<F: Flash> ObjectStore<F> {
 /// Mutant [`fml::mutants::Mutant::CheckpointBeforeData`]: a whole checkpoint commits the index
 /// before it flushes the write buffer and the dirty onodes (always false without the feature
 /// `mutants`).
+#[cfg(feature = "mutants")]
+fn mutant_checkpoint_before_data() -> bool {
+    fml::mutants::on(fml::mutants::Mutant::CheckpointBeforeData)
+}
+
+#[cfg(not(feature = "mutants"))]
 #[inline(always)]
 fn mutant_checkpoint_before_data() -> bool {
-    #[cfg(feature = "mutants")]
-    return fml::mutants::on(fml::mutants::Mutant::CheckpointBeforeData);
-    #[cfg(not(feature = "mutants"))]
     false
 }

@@ -831,10 +831,13 @@ fn joins_right(oid: Oid, u: u64, vpa: u32, next: Neighbour) -> bool {
 
 /// Mutant [`fml::mutants::Mutant::MisdirectedUncaught`]: a unit's OOB record is not checked
 /// against the object and unit read (always false without the feature `mutants`).
+#[cfg(feature = "mutants")]
+fn mutant_misdirected() -> bool {
+    fml::mutants::on(fml::mutants::Mutant::MisdirectedUncaught)
+}
+
+#[cfg(not(feature = "mutants"))]
 #[inline(always)]
 fn mutant_misdirected() -> bool {
-    #[cfg(feature = "mutants")]
-    return fml::mutants::on(fml::mutants::Mutant::MisdirectedUncaught);
-    #[cfg(not(feature = "mutants"))]
     false
 }
