@@ -14,7 +14,8 @@
 //!   not required to catch.
 //!
 //! `cargo test -p torture --features mutants --test mutants -- --nocapture` prints the table.
-//! `MUTANT_RUNS`, `MUTANT_STEPS` and `MUTANT_FILL` change the campaigns.
+//! `MUTANT_RUNS`, `MUTANT_STEPS` and `MUTANT_FILL` change the campaigns; `MUTANT=a,b` and
+//! `MUTANT_FAULTS=power|all` narrow the table.
 
 #![cfg(feature = "mutants")]
 
@@ -41,7 +42,17 @@ fn config(mutant: Option<Mutant>, stack: StackKind, faults: FaultSet) -> SimConf
     };
     let mut sim = SimConfig::new(stack);
     sim.faults = faults;
-    sim.steps = env("MUTANT_STEPS", 1000) as u32;
+    // Power-cut runs are held to the whole contract throughout, so they run longer: at 1,000
+    // steps two mutants each went unseen in one or two of 100 runs (issue 15 asks for every
+    // run); at 2,000 none did. With every fault kind, 1,000 steps: the real code breaks the
+    // contract in 2 of 100 runs of 1,000 steps (docs/RELIABILITY.md, "Mutants"), none of
+    // them among the first 20.
+    let steps = if faults == FaultSet::power() {
+        2000
+    } else {
+        1000
+    };
+    sim.steps = env("MUTANT_STEPS", steps) as u32;
     sim.fill_percent = env("MUTANT_FILL", 45);
     sim.mutant = mutant;
     sim
@@ -82,8 +93,17 @@ fn every_mutant_is_caught() {
     println!(
         "| mutant                 | faults | runs | caught | strict runs | strict caught | relaxed runs | relaxed caught | first violation"
     );
+    // `MUTANT=a,b` and `MUTANT_FAULTS=power|all` narrow the table (diagnostics).
+    let only = std::env::var("MUTANT").unwrap_or_default();
+    let only_faults = std::env::var("MUTANT_FAULTS").unwrap_or_default();
     for m in Mutant::ALL {
+        if !only.is_empty() && !only.split(',').any(|n| n == m.name()) {
+            continue;
+        }
         for (name, faults) in sets {
+            if !only_faults.is_empty() && only_faults != name {
+                continue;
+            }
             let reports = campaign(&config(Some(m), StackKind::Osd, faults), runs);
             let all: Vec<&RunReport> = reports.iter().collect();
             let caught = |r: &[&RunReport]| r.iter().filter(|r| r.violation.is_some()).count();
