@@ -12,6 +12,8 @@
 pub mod block;
 pub mod buffer;
 pub mod gc;
+#[cfg(feature = "mutants")]
+pub mod mutants;
 pub mod wear;
 
 use std::collections::VecDeque;
@@ -756,6 +758,11 @@ impl<F: Flash> Fml<F> {
         if self.layout.offset_of(v) >= b.next {
             return Err(MarkValidError::NeverProgrammed { unit });
         }
+        #[cfg(feature = "mutants")]
+        if mutants::on(mutants::Mutant::SpuriousCorrupted) && self.layout.offset_of(v) + 1 >= b.next
+        {
+            return Err(MarkValidError::NeverProgrammed { unit });
+        }
         if self.table.is_valid(v.0) {
             return Err(MarkValidError::ReferencedTwice { unit });
         }
@@ -822,7 +829,7 @@ impl<F: Flash> Fml<F> {
                 self.job = GcJob::Copying { victim, next: 0 };
                 Ok(GcStep::Chose { victim })
             }
-            GcJob::Copying { victim, next } => match self.table.next_valid(victim, next) {
+            GcJob::Copying { victim, next } => match self.mutant_next_valid(victim, next) {
                 Some(unit) => {
                     let done = self.copy(at, Vpa(unit), owner)?;
                     self.stats.gc_busy_ns += done.saturating_sub(at);
@@ -839,6 +846,17 @@ impl<F: Flash> Fml<F> {
             },
             GcJob::Erasing { victim } => self.timed_erase(at, victim),
         }
+    }
+
+    /// The next unit GC copies from `victim`: its first valid unit at offset `next` or later;
+    /// with the mutant `GcCopiesStale` (feature `mutants`), the victim's first unit whether or not
+    /// it is still valid.
+    fn mutant_next_valid(&self, victim: u32, next: u32) -> Option<u32> {
+        #[cfg(feature = "mutants")]
+        if next == 0 && mutants::on(mutants::Mutant::GcCopiesStale) {
+            return Some(self.layout.vpa(victim, 0).0);
+        }
+        self.table.next_valid(victim, next)
     }
 
     fn timed_erase(&mut self, at: Nanos, victim: u32) -> Result<GcStep, FmlError> {

@@ -245,6 +245,10 @@ impl<F: Flash> Ftl<F> {
             return Ok(());
         }
         let chosen = self.walk_to_checkpoint(&mut w)?;
+        #[cfg(feature = "mutants")]
+        if chosen.is_some() && fml::mutants::on(fml::mutants::Mutant::FtlForgetsTrim) {
+            self.mutant_walk_past_checkpoint(&mut w)?;
+        }
         if let Some((seq, c)) = &chosen {
             self.reload_parts(&mut w, *seq, c)?;
         } else {
@@ -380,6 +384,32 @@ impl<F: Flash> Ftl<F> {
             }
             self.push_head(w, id, off)?;
         }
+    }
+
+    /// Mutant [`fml::mutants::Mutant::FtlForgetsTrim`]: the walk goes on past the checkpoint
+    /// and takes the older data units and translation pages too (the newest per key wins), so
+    /// they are rolled forward over the checkpoint's map.
+    #[cfg(feature = "mutants")]
+    fn mutant_walk_past_checkpoint(&mut self, w: &mut Walk) -> Result<(), FtlError> {
+        let logical = self.logical_units;
+        while let Some((_, id, off)) = w.heap.pop() {
+            let Some(r) = w.heads[id as usize].take() else {
+                continue;
+            };
+            w.frontier[id as usize] = off;
+            let v = self.fml.layout().vpa(id, off).0;
+            match r.kind {
+                Kind::Data if r.key < logical && self.map.slots == 1 => {
+                    w.newer.entry(r.key).or_insert(v);
+                }
+                Kind::Map if (r.key as usize) < self.map.gtd.len() => {
+                    w.map_newer.entry(r.key).or_insert(v);
+                }
+                _ => {}
+            }
+            self.push_head(w, id, off)?;
+        }
+        Ok(())
     }
 
     /// Reads a checkpoint part the walk came to: notes where it is, and loads its entries into

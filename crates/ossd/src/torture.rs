@@ -65,14 +65,11 @@ pub fn run(args: TortureArgs) -> Result<()> {
     if args.jobs == Some(0) {
         bail!("--jobs must be at least 1");
     }
-    let sim = SimConfig {
-        stack,
-        device,
-        faults,
-        steps: args.steps,
-        broken_recovery: false,
-        trace: args.replay.is_some(),
-    };
+    let mut sim = SimConfig::new(stack);
+    sim.device = device;
+    sim.faults = faults;
+    sim.steps = args.steps;
+    sim.trace = args.replay.is_some();
     let replay_cmd = |seed: u64| {
         format!(
             "ossd torture --stack {} --device {} --faults {} --steps {} --replay {seed}",

@@ -26,10 +26,17 @@ pub struct SimConfig {
     pub faults: FaultSet,
     /// Workload steps per run (the step budget: a run never takes more).
     pub steps: u32,
+    /// Share of the stack's capacity the slots span, in percent (default 45: enough that GC
+    /// runs).
+    pub fill_percent: u64,
     /// Opens the FTL with its test-only recovery that skips the roll-forward.
     pub broken_recovery: bool,
     /// Prints the fault schedule to standard error as it happens (replays).
     pub trace: bool,
+    /// The deliberately broken variant every run uses (feature `mutants`, tests/mutants.rs);
+    /// `None` is the real code.
+    #[cfg(feature = "mutants")]
+    pub mutant: Option<fml::mutants::Mutant>,
 }
 
 impl SimConfig {
@@ -41,8 +48,11 @@ impl SimConfig {
             device: device::small(),
             faults: FaultSet::all(),
             steps: 300,
+            fill_percent: FILL_PERCENT,
             broken_recovery: false,
             trace: false,
+            #[cfg(feature = "mutants")]
+            mutant: None,
         }
     }
 }
@@ -85,13 +95,16 @@ pub struct RunReport {
     pub ended: Option<String>,
     /// The broken promise that ended the run, if any.
     pub violation: Option<Violation>,
+    /// The step at which a destructive fault relaxed the contract for the rest of the run
+    /// (`None`: the run was held to the whole contract to its end).
+    pub relaxed_at: Option<u32>,
     /// The faults injected and the recoveries, in order: the fault schedule.
     pub schedule: Vec<String>,
 }
 
 /// Slots (objects or block ranges) a run spreads its data over.
 const SLOTS: u32 = 6;
-/// Share of the stack's capacity the slots span, in percent: enough that GC runs.
+/// Share of the stack's capacity the slots span by default, in percent: enough that GC runs.
 const FILL_PERCENT: u64 = 45;
 
 /// Why a run stops.
@@ -127,6 +140,9 @@ struct Sim {
 /// Runs one seed. Never panics on a stack's behalf: see [`crate::campaign`] for the
 /// catch_unwind around it.
 pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
+    // The mutant is chosen per thread: set it on the thread this run takes.
+    #[cfg(feature = "mutants")]
+    fml::mutants::set(cfg.mutant);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let variant = Variant::draw(cfg.stack, &cfg.device, &mut rng);
     // Each run draws a subset of the enabled kinds, so some runs have only masked faults and
@@ -158,7 +174,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
         }
     };
     let unit = cfg.device.write_unit_bytes() as u64;
-    let slot_bytes = (capacity * FILL_PERCENT / 100 / SLOTS as u64) / unit * unit;
+    let slot_bytes = (capacity * cfg.fill_percent.min(100) / 100 / SLOTS as u64) / unit * unit;
     if slot_bytes == 0 {
         report.ended = Some("device too small for the torture workload".into());
         return report;
@@ -203,6 +219,14 @@ impl Sim {
     fn dev(&mut self) -> &mut Device {
         self.subject().device()
     }
+    /// A destructive fault was injected: the rest of the run is held to the relaxed contract.
+    fn relax(&mut self) {
+        if !self.degraded {
+            self.degraded = true;
+            self.report.relaxed_at = Some(self.step);
+        }
+    }
+
     fn log(&mut self, what: String) {
         let line = format!("step {}: {what}", self.step);
         if self.cfg.trace {
@@ -305,7 +329,7 @@ impl Sim {
             }
             FaultKind::MisdirectedWrite => {
                 self.dev().misdirect_next_program();
-                self.degraded = true;
+                self.relax();
                 self.log(format!("arm {kind} (the next program)"));
             }
         }
@@ -360,7 +384,7 @@ impl Sim {
             _ => t.page_failures += 1,
         }
         if kind.destructive() {
-            self.degraded = true;
+            self.relax();
         }
         self.log(format!("{kind}: {bits} bits in page {page}"));
     }

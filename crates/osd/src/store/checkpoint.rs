@@ -20,7 +20,9 @@ impl<F: Flash> ObjectStore<F> {
         // The write buffer first, and room, while GC may still run and checkpoint (once,
         // through `checkpoint_now`) for a block it must erase: inside the checkpoint GC cannot
         // erase such a block, so a full buffer flushed there could use up the free blocks.
-        self.flush_all()?;
+        if !mutant_checkpoint_before_data() {
+            self.flush_all()?;
+        }
         self.make_room()?;
         self.checkpoint_now(CheckpointScope::Whole)
     }
@@ -41,6 +43,7 @@ impl<F: Flash> ObjectStore<F> {
         // No journal page outlives a checkpoint: recovery only looks for newer ones.
         self.merge_atimes()?;
         match scope {
+            CheckpointScope::Whole if mutant_checkpoint_before_data() => {}
             CheckpointScope::Whole => self.flush_all()?,
             // GC cannot erase the block it waits on until this checkpoint is durable, so
             // programming a full write buffer here could use up the free blocks: only the onodes
@@ -57,6 +60,9 @@ impl<F: Flash> ObjectStore<F> {
         // checkpoint unit is written are not, and must wait for the next checkpoint.
         let covered = std::mem::take(&mut self.unsafe_victims);
         let root = self.with_index(|ix, io| ix.commit(io))?;
+        if scope == CheckpointScope::Whole && mutant_checkpoint_before_data() {
+            self.flush_all()?;
+        }
         let mut page = vec![0u8; self.unit];
         page[..4].copy_from_slice(CKPT_MAGIC);
         page[4..8].copy_from_slice(&CKPT_VERSION.to_le_bytes());
@@ -220,4 +226,18 @@ impl<F: Flash> ObjectStore<F> {
         self.with_index(|ix, io| ix.commit(io))?;
         Ok(())
     }
+}
+
+/// Mutant [`fml::mutants::Mutant::CheckpointBeforeData`]: a whole checkpoint commits the index
+/// before it flushes the write buffer and the dirty onodes (always false without the feature
+/// `mutants`).
+#[cfg(feature = "mutants")]
+fn mutant_checkpoint_before_data() -> bool {
+    fml::mutants::on(fml::mutants::Mutant::CheckpointBeforeData)
+}
+
+#[cfg(not(feature = "mutants"))]
+#[inline(always)]
+fn mutant_checkpoint_before_data() -> bool {
+    false
 }

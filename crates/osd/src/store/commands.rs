@@ -230,6 +230,10 @@ impl<F: Flash> Osd for ObjectStore<F> {
         c.onode.logical_length = length;
         c.onode.modified_ns = now;
         c.dirty = true;
+        #[cfg(feature = "mutants")]
+        if fml::mutants::on(fml::mutants::Mutant::TruncateStaleLength) {
+            c.dirty = false;
+        }
         if length < old {
             // The shorter onode reaches flash before the dropped units are released: recovery
             // replays it in order, and until it is durable GC cannot erase data a crash would
@@ -242,6 +246,10 @@ impl<F: Flash> Osd for ObjectStore<F> {
             let c = self.onode_mut(oid)?;
             c.onode.used_bytes = c.onode.used_bytes.saturating_sub(freed * unit);
             c.dirty = true;
+            #[cfg(feature = "mutants")]
+            if fml::mutants::on(fml::mutants::Mutant::TruncateStaleLength) {
+                c.dirty = false;
+            }
         }
         self.maybe_checkpoint()
     }
@@ -343,6 +351,10 @@ impl<F: Flash> Osd for ObjectStore<F> {
         }
         o.attr_changed_ns = now;
         c.dirty = true;
+        #[cfg(feature = "mutants")]
+        if matches!(attr, Attr::User(_)) && fml::mutants::on(fml::mutants::Mutant::AttrLost) {
+            c.dirty = false;
+        }
         self.evict_onodes()
     }
 

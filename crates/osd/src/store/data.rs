@@ -207,7 +207,7 @@ impl<F: Flash> ObjectStore<F> {
                     seal,
                     ..
                 },
-            )) if o == oid && offset == u => {
+            )) if (o == oid && offset == u) || mutant_misdirected() => {
                 self.io_done = self.io_done.max(t);
                 if encrypted != seal.is_some() {
                     return Err(OsdError::Corrupted {
@@ -226,6 +226,16 @@ impl<F: Flash> ObjectStore<F> {
                 what: format!("{what}: the unit holds another (its OOB record disagrees)"),
                 location: format!("unit {v}"),
             }),
+            #[cfg(feature = "mutants")]
+            Err(BadUnit::Uncorrectable(_))
+                if fml::mutants::on(fml::mutants::Mutant::ZeroFillUnreadable) =>
+            {
+                self.scratch.fill(0);
+                Ok(Content::Bytes)
+            }
+            // A unit that reads erased or has no record of its own is returned as read.
+            #[cfg(feature = "mutants")]
+            Err(BadUnit::Corrupted(_)) if mutant_misdirected() => Ok(Content::Bytes),
             Err(e) => Err(e.into_osd(what, v)),
         }
     }
@@ -817,4 +827,17 @@ fn joins_right(oid: Oid, u: u64, vpa: u32, next: Neighbour) -> bool {
     let Some((k, v)) = next else { return false };
     let (s, _) = extent(v);
     k == data_key(oid, u + 1) && s == vpa + 1 && s != LOST
+}
+
+/// Mutant [`fml::mutants::Mutant::MisdirectedUncaught`]: a unit's OOB record is not checked
+/// against the object and unit read (always false without the feature `mutants`).
+#[cfg(feature = "mutants")]
+fn mutant_misdirected() -> bool {
+    fml::mutants::on(fml::mutants::Mutant::MisdirectedUncaught)
+}
+
+#[cfg(not(feature = "mutants"))]
+#[inline(always)]
+fn mutant_misdirected() -> bool {
+    false
 }

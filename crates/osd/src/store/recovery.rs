@@ -187,6 +187,10 @@ impl<F: Flash> ObjectStore<F> {
             mut later,
             scanned,
         } = self.discover()?;
+        #[cfg(feature = "mutants")]
+        if fml::mutants::on(fml::mutants::Mutant::OsdNoRollForward) {
+            later.clear();
+        }
         // A checkpoint page shorter than its fields is damage, never a panic.
         let short = |e: le::Truncated| OsdError::Corrupted {
             what: format!("checkpoint: {e}"),
@@ -611,6 +615,10 @@ impl<F: Flash> ObjectStore<F> {
         let mut pinned = false;
         for (slot, onode) in onodes.into_iter().enumerate() {
             let oid = onode.oid;
+            #[cfg(feature = "mutants")]
+            if onode.removed && fml::mutants::on(fml::mutants::Mutant::RemoveNotDurable) {
+                continue;
+            }
             let current = match seen.get(&oid) {
                 Some(&s) => s,
                 None => self.load_onode(oid)?.map_or(0, |c| c.onode.seq),
