@@ -110,6 +110,19 @@ impl<T: Copy> Entries<T> {
         self.vals.drain(r);
     }
 
+    /// Replaces the entries in `r` by `with` (one move of the entries after `r`).
+    pub fn splice(&mut self, r: std::ops::Range<usize>, with: &[(IndexKey, T)]) {
+        if r.len() == with.len() {
+            for (j, (k, v)) in with.iter().enumerate() {
+                self.keys[r.start + j] = *k;
+                self.vals[r.start + j] = *v;
+            }
+            return;
+        }
+        self.keys.splice(r.clone(), with.iter().map(|e| e.0));
+        self.vals.splice(r, with.iter().map(|e| e.1));
+    }
+
     pub fn split_off(&mut self, at: usize) -> Self {
         Entries {
             keys: self.keys.split_off(at),

@@ -47,17 +47,39 @@ impl<F: Flash> ObjectStore<F> {
             return Ok(None);
         }
         let at = (u - k.offset) as u32;
-        self.with_index(|ix, io| {
-            ix.remove_found(io, &k)?;
-            if at > 0 {
-                ix.insert(io, k, pack(start, at))?;
-            }
-            if u + 1 < end {
-                let rest_start = if start == LOST { LOST } else { start + at + 1 };
-                ix.insert(io, data_key(oid, u + 1), pack(rest_start, len - at - 1))?;
-            }
-            Ok(())
+        // What replaces the extent: its head before unit `u`, its rest after it.
+        let mut with = [(k, 0); 2];
+        let mut n = 0;
+        if at > 0 {
+            with[n] = (k, pack(start, at));
+            n += 1;
+        }
+        if u + 1 < end {
+            let rest_start = if start == LOST { LOST } else { start + at + 1 };
+            with[n] = (data_key(oid, u + 1), pack(rest_start, len - at - 1));
+            n += 1;
+        }
+        // In one descent where the leaf allows it, else the removal and the insertions.
+        let edited = self.with_index(|ix, io| {
+            ix.splice_in_place(io, &k, &[], |leaf| {
+                let i = leaf.find(&k).ok()?;
+                Some(Splice {
+                    start: i,
+                    end: i + 1,
+                    with,
+                    n,
+                })
+            })
         })?;
+        if !edited {
+            self.with_index(|ix, io| {
+                ix.remove_found(io, &k)?;
+                for &(key, v) in &with[..n] {
+                    ix.insert(io, key, v)?;
+                }
+                Ok(())
+            })?;
+        }
         Ok(Some(if start == LOST { LOST } else { start + at }))
     }
 
@@ -66,15 +88,33 @@ impl<F: Flash> ObjectStore<F> {
     pub(super) fn map(&mut self, oid: Oid, u: u64, vpa: u32) -> Result<(), OsdError> {
         let extents = self.config.index_mode == IndexMode::Extent;
         let (probes, n) = map_probes(oid, u, extents);
-        // The common case, a unit that joins neither neighbour, in one descent.
-        let alone = |prev: Neighbour, next: Neighbour| {
-            let joins =
-                extents && (joins_left(oid, u, vpa, prev) || joins_right(oid, u, vpa, next));
-            (!joins).then_some(pack(vpa, 1))
+        // In one descent where the leaf allows it: the unit alone, or joined to the extent
+        // before it, after it, or both (the look-ups, removals and insertion below, in one).
+        let key = data_key(oid, u);
+        let plan = |leaf: LeafView<'_>| {
+            let i = leaf.find(&key).err()?;
+            let prev = i.checked_sub(1).and_then(|j| leaf.get(j));
+            let next = leaf.get(i);
+            let left = extents && joins_left(oid, u, vpa, prev);
+            let right = extents && joins_right(oid, u, vpa, next);
+            let next_len = next.map_or(0, |(_, v)| extent(v).1);
+            let (start, end, entry) = match (left.then_some(prev).flatten(), right) {
+                (Some((pk, pv)), right) => {
+                    let (s, l) = extent(pv);
+                    let len = if right { l + 1 + next_len } else { l + 1 };
+                    (i - 1, i + usize::from(right), (pk, pack(s, len)))
+                }
+                (None, true) => (i, i + 1, (key, pack(vpa, 1 + next_len))),
+                (None, false) => (i, i, (key, pack(vpa, 1))),
+            };
+            Some(Splice {
+                start,
+                end,
+                with: [entry; 2],
+                n: 1,
+            })
         };
-        if self
-            .with_index(|ix, io| ix.insert_in_place(io, data_key(oid, u), &probes[..n], alone))?
-        {
+        if self.with_index(|ix, io| ix.splice_in_place(io, &key, &probes[..n], plan))? {
             return Ok(());
         }
         self.with_index(|ix, io| {
