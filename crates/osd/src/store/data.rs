@@ -180,14 +180,7 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     pub(super) fn hint(&mut self, oid: Oid) -> Result<Hint, OsdError> {
-        let c = self.onode_mut(oid)?;
-        Ok(Hint {
-            kind: PageKind::Data,
-            oid,
-            object_bytes: c.onode.logical_length.max(c.onode.expected_size),
-            write_count: c.onode.write_count,
-            priority: c.onode.priority,
-        })
+        Ok(hint_of(oid, &self.onode_mut(oid)?.onode))
     }
 
     /// The update block (stream) the next data unit of `oid` goes to; when placement gives the
@@ -196,13 +189,18 @@ impl<F: Flash> ObjectStore<F> {
     /// (OSSD-13 VI-C).
     pub(super) fn data_stream(&mut self, oid: Oid) -> Result<StreamId, OsdError> {
         let hint = self.hint(oid)?;
-        let stream = self.placer.choose(&hint);
+        Ok(self.stream_for(&hint))
+    }
+
+    /// As [`Self::data_stream`], given the object's placement hint.
+    fn stream_for(&mut self, hint: &Hint) -> StreamId {
+        let stream = self.placer.choose(hint);
         if let Some(s) = self.placer.take_sealed() {
             if self.config.fresh_update_block_per_object {
                 self.fml.seal(s);
             }
         }
-        Ok(stream)
+        stream
     }
 
     /// Reads data unit `v`, which the index says holds unit `u` of `oid`, into the scratch
@@ -272,11 +270,13 @@ impl<F: Flash> ObjectStore<F> {
 
     /// Programs one buffered unit, merging in its old contents when the buffer has only part.
     pub(super) fn program_entry(&mut self, mut e: Entry<(Oid, u64)>) -> Result<(), OsdError> {
-        if self.chunked(e.key.0)?.is_some() {
+        // One onode look-up for what is read of it before GC may run (and evict it).
+        let o = &self.onode_mut(e.key.0)?.onode;
+        let (chunked, priority) = (o.compression.codec().is_some(), o.priority);
+        if chunked {
             // Every buffered unit of its chunk leaves with it, as one new generation.
             return self.program_chunk(e);
         }
-        let priority = self.onode_mut(e.key.0)?.onode.priority;
         self.make_room_at(priority)?;
         let full = self.full_mask();
         let protection = self.protection(e.key.0)?;
@@ -298,10 +298,19 @@ impl<F: Flash> ObjectStore<F> {
         if let Some(p) = protection {
             self.parity_before_program(e.key.0, e.key.1, old, old_fill, p)?;
         }
-        let stream = self.data_stream(e.key.0)?;
-        let length = self.onode_mut(e.key.0)?.onode.logical_length;
+        // One onode look-up for the placement hint, the length and the encryption (nothing
+        // between them loads an onode).
+        let (hint, length, encrypted) = {
+            let o = &self.onode_mut(e.key.0)?.onode;
+            (
+                hint_of(e.key.0, o),
+                o.logical_length,
+                o.wrapped_key.is_some(),
+            )
+        };
+        let stream = self.stream_for(&hint);
         let seq = self.gc.take_seq();
-        let seal = if self.is_encrypted(e.key.0)? {
+        let seal = if encrypted {
             // Sealed as it leaves: its nonce is this program's sequence number.
             let Fill::Bytes(b) = &mut e.fill else {
                 return Err(OsdError::Internal(format!(
@@ -823,6 +832,17 @@ impl<F: Flash> ObjectStore<F> {
         })?;
         self.drop_parity_from(oid, first)?;
         Ok(dropped)
+    }
+}
+
+/// The placement hint of a data unit of object `oid`.
+fn hint_of(oid: Oid, o: &Onode) -> Hint {
+    Hint {
+        kind: PageKind::Data,
+        oid,
+        object_bytes: o.logical_length.max(o.expected_size),
+        write_count: o.write_count,
+        priority: o.priority,
     }
 }
 
