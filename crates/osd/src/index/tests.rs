@@ -1245,3 +1245,25 @@ fn key_search_matches_partition_point() {
         }
     }
 }
+
+#[test]
+fn splice_matches_vec_splice() {
+    use super::node::Entries;
+    for len in 0..6u64 {
+        for start in 0..=len as usize {
+            for end in start..=len as usize {
+                for n in 0..3u64 {
+                    let mut e: Entries<u64> = (0..len).map(|i| (k(1, 0, i), i)).collect();
+                    let with: Vec<(IndexKey, u64)> =
+                        (0..n).map(|i| (k(2, 0, i), 100 + i)).collect();
+                    let mut keys = e.keys.clone();
+                    let mut vals = e.vals.clone();
+                    keys.splice(start..end, with.iter().map(|x| x.0));
+                    vals.splice(start..end, with.iter().map(|x| x.1));
+                    e.splice(start..end, &with);
+                    assert_eq!((e.keys, e.vals), (keys, vals), "{len} {start}..{end} {n}");
+                }
+            }
+        }
+    }
+}
