@@ -8,7 +8,7 @@
 //! extents of a randomly rewritten object are mostly one unit long), 4 KiB nodes.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
-use osd::index::{Index, IndexError, IndexKey, NodeAddr, NodeIo};
+use osd::index::{Index, IndexError, IndexKey, NodeAddr, NodeIo, Splice};
 use std::collections::BTreeMap;
 
 const NODE_BYTES: usize = 4096;
@@ -130,6 +130,52 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 if let Some(v) = map.get_mut(&keys.next()) {
                     *v ^= 1 << 40;
+                }
+            })
+        });
+        // A host write of a unit that is an extent of its own: found, unmapped, mapped again
+        // elsewhere. With the basic operations:
+        g.bench_function(BenchmarkId::new("unmap+map/index", entries), |b| {
+            b.iter(|| {
+                let k = keys.next();
+                let (fk, v) = ix.floor(&mut io, &k).expect("floor").expect("an entry");
+                ix.remove_found(&mut io, &fk).expect("remove");
+                ix.insert(&mut io, fk, v ^ 1 << 40).expect("insert")
+            })
+        });
+        // The same with two splices in place (each falling back as the store does).
+        g.bench_function(BenchmarkId::new("unmap+map/splice", entries), |b| {
+            b.iter(|| {
+                let k = keys.next();
+                let (fk, v) = ix.floor(&mut io, &k).expect("floor").expect("an entry");
+                let gone = ix
+                    .splice_in_place(&mut io, &fk, &[], |leaf| {
+                        let i = leaf.find(&fk).ok()?;
+                        Some(Splice {
+                            start: i,
+                            end: i + 1,
+                            with: [(fk, 0); 2],
+                            n: 0,
+                        })
+                    })
+                    .expect("splice");
+                if !gone {
+                    ix.remove_found(&mut io, &fk).expect("remove");
+                }
+                let new = v ^ 1 << 40;
+                let put = ix
+                    .splice_in_place(&mut io, &fk, &[], |leaf| {
+                        let i = leaf.find(&fk).err()?;
+                        Some(Splice {
+                            start: i,
+                            end: i,
+                            with: [(fk, new); 2],
+                            n: 1,
+                        })
+                    })
+                    .expect("splice");
+                if !put {
+                    ix.insert(&mut io, fk, new).expect("insert");
                 }
             })
         });

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::{Attr, AttrValue, DeviceInfo, FlushScope, Osd, OsdError};
 use crate::id::{ObjectId, Oid, PartitionId, FIRST_USER_ID};
-use crate::index::{Index, IndexError, IndexKey, Neighbour, NodeAddr, NodeIo};
+use crate::index::{Index, IndexError, IndexKey, LeafView, Neighbour, NodeAddr, NodeIo, Splice};
 use crate::onode::{Onode, FIRST_USER_ATTR, INLINE_MAX_BYTES, ONODE_MAX_BYTES};
 use crate::placement::{Hint, PageKind, Placement, Placer};
 use crate::record::{

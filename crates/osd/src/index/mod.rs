@@ -84,7 +84,7 @@ mod tests;
 use cache::Arena;
 use node::{Child, Geometry};
 
-pub use edit::Neighbour;
+pub use edit::{LeafView, Neighbour, Splice};
 
 pub use node::{
     INNER_ENTRY_BYTES, LEAF_ENTRY_BYTES, MAX_NODE_BYTES, MIN_NODE_BYTES, NODE_CRC_BYTES,
@@ -535,6 +535,27 @@ impl Index {
         decide: impl FnOnce(Neighbour, Neighbour) -> Option<u64>,
     ) -> Result<bool, IndexError> {
         let r = self.insert_in_place_impl(io, key, probes, decide);
+        self.arena.trim();
+        r
+    }
+
+    /// Replaces a run of entries of one leaf by at most two new ones, in one descent, when
+    /// that leaves the tree (node shapes, dirty nodes, nodes to free, clean cache) exactly as
+    /// a look-up of each of `probes`, the removal of each replaced entry and then the
+    /// insertion of each new one would: the path to `key` is in memory, each probe routes to
+    /// `key`'s leaf, the leaf's first entry stays, the new keys belong in that leaf between
+    /// the entries around the run, and the removals neither underfill the leaf nor the
+    /// insertions overfill it. `plan` sees that leaf's entries and returns the splice, or None
+    /// to decline. Returns whether it edited (false: nothing was done, and the caller runs the
+    /// basic operations).
+    pub fn splice_in_place(
+        &mut self,
+        io: &mut dyn NodeIo,
+        key: &IndexKey,
+        probes: &[IndexKey],
+        plan: impl FnOnce(LeafView<'_>) -> Option<Splice>,
+    ) -> Result<bool, IndexError> {
+        let r = self.splice_in_place_impl(io, key, probes, plan);
         self.arena.trim();
         r
     }

@@ -110,6 +110,32 @@ impl<T: Copy> Entries<T> {
         self.vals.drain(r);
     }
 
+    /// Replaces the entries in `r` by `with`: the entries after `r` move once (in each
+    /// array), or not at all when as many come as go.
+    pub fn splice(&mut self, r: std::ops::Range<usize>, with: &[(IndexKey, T)]) {
+        let (start, end) = (r.start, r.end);
+        let len = self.keys.len();
+        let gone = end - start;
+        if let (Some(extra), Some(&(k0, v0))) = (with.len().checked_sub(gone), with.first()) {
+            if extra > 0 {
+                self.keys.resize(len + extra, k0);
+                self.vals.resize(len + extra, v0);
+                self.keys.copy_within(end..len, end + extra);
+                self.vals.copy_within(end..len, end + extra);
+            }
+        } else {
+            let fewer = gone - with.len();
+            self.keys.copy_within(end..len, end - fewer);
+            self.vals.copy_within(end..len, end - fewer);
+            self.keys.truncate(len - fewer);
+            self.vals.truncate(len - fewer);
+        }
+        for (j, (k, v)) in with.iter().enumerate() {
+            self.keys[start + j] = *k;
+            self.vals[start + j] = *v;
+        }
+    }
+
     pub fn split_off(&mut self, at: usize) -> Self {
         Entries {
             keys: self.keys.split_off(at),

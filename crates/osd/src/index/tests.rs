@@ -945,6 +945,9 @@ enum TwinOp {
     InsertProbed(IndexKey, u64, bool),
     /// Remove an existing key (picked by index) found just before.
     RemoveFound(usize),
+    /// Replace `r` entries from an existing key (picked by index) by new ones at that key's
+    /// offset plus each delta, probing its neighbours or not, in place if accepted.
+    Splice(usize, usize, Vec<(u64, u64)>, bool, bool),
 }
 
 fn twin_op_strategy() -> impl Strategy<Value = TwinOp> {
@@ -958,6 +961,14 @@ fn twin_op_strategy() -> impl Strategy<Value = TwinOp> {
         20 => (any::<usize>(), any::<u64>(), any::<bool>()).prop_map(|(i, v, d)| TwinOp::Replace(i, v, d)),
         10 => (key, any::<u64>(), any::<bool>()).prop_map(|(k, v, d)| TwinOp::InsertProbed(k, v, d)),
         6 => any::<usize>().prop_map(TwinOp::RemoveFound),
+        20 => (
+            any::<usize>(),
+            0usize..=2,
+            prop::collection::vec((0u64..4, any::<u64>()), 0..=2),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(i, r, new, p, d)| TwinOp::Splice(i, r, new, p, d)),
     ]
 }
 
@@ -1100,6 +1111,61 @@ fn run_twins(node_bytes: usize, cache_bytes: usize, ops: Vec<TwinOp>) -> usize {
                 assert_eq!(a.remove_found(&mut io_a, &key).unwrap(), model.remove(&key));
                 b.remove(&mut io_b, &key).unwrap();
             }
+            TwinOp::Splice(pick, r, news, probed, accept) => {
+                if model.is_empty() {
+                    continue;
+                }
+                let key = *model.keys().nth(pick % model.len()).unwrap();
+                let gone: Vec<IndexKey> = model.range(key..).take(r).map(|(k, _)| *k).collect();
+                let mut new: Vec<(IndexKey, u64)> = news
+                    .iter()
+                    .map(|&(d, v)| (k(key.oid, key.kind, key.offset + d), v))
+                    .collect();
+                new.sort_by_key(|e| e.0);
+                new.dedup_by_key(|e| e.0);
+                let probes = if probed { probes_of(&key) } else { Vec::new() };
+                let done = a
+                    .splice_in_place(&mut io_a, &key, &probes, |leaf| {
+                        let i = leaf.find(&key).ok()?;
+                        for (j, g) in gone.iter().enumerate() {
+                            if leaf.get(i + j)?.0 != *g {
+                                return None;
+                            }
+                        }
+                        let mut with = [(key, 0); 2];
+                        with[..new.len()].copy_from_slice(&new);
+                        accept.then_some(Splice {
+                            start: i,
+                            end: i + gone.len(),
+                            with,
+                            n: new.len(),
+                        })
+                    })
+                    .unwrap();
+                let basic = |ix: &mut Index, io: &mut MemIo| {
+                    for p in &probes {
+                        ix.get(io, p).unwrap();
+                    }
+                    for g in &gone {
+                        ix.remove(io, g).unwrap();
+                    }
+                    for &(kk, v) in &new {
+                        ix.insert(io, kk, v).unwrap();
+                    }
+                };
+                if done {
+                    fast += 1;
+                } else {
+                    basic(&mut a, &mut io_a);
+                }
+                basic(&mut b, &mut io_b);
+                for g in &gone {
+                    model.remove(g);
+                }
+                for &(kk, v) in &new {
+                    model.insert(kk, v);
+                }
+            }
         }
         // Statistics of cache hits differ by design (fewer look-ups); nothing else may.
         assert_eq!(observable(&a, &io_a), observable(&b, &io_b));
@@ -1133,6 +1199,20 @@ fn edits_in_place_happen_and_match_the_basic_operations() {
     assert!(ix.stats().cache_hits >= hits_before);
     let fast = run_twins(256, 64 * 256, ops);
     assert!(fast > 150, "{fast} edits in place");
+    // Splices: an entry into two (a unit out of the middle of an extent), two into one (a
+    // unit joining the extents on both sides), a new one (a unit alone).
+    let mut ops: Vec<TwinOp> = (0..150)
+        .map(|i| TwinOp::Insert(k(1, 1, i * 4), i))
+        .collect();
+    ops.push(TwinOp::Reopen);
+    ops.extend(
+        (0..60)
+            .map(|i| TwinOp::Splice(i * 5 + 1, 1, vec![(0, i as u64), (2, i as u64)], true, true)),
+    );
+    ops.extend((0..60).map(|i| TwinOp::Splice(i * 3 + 2, 2, vec![(0, i as u64)], false, true)));
+    ops.extend((0..60).map(|i| TwinOp::Splice(i * 7 + 3, 0, vec![(1, i as u64)], true, true)));
+    let fast = run_twins(512, 64 * 512, ops);
+    assert!(fast > 30, "{fast} splices in place");
 }
 
 proptest! {
@@ -1162,6 +1242,28 @@ fn key_search_matches_partition_point() {
             let key = k(1, 0, q);
             assert_eq!(e.upper(&key), e.keys.partition_point(|x| *x <= key));
             assert_eq!(e.lower(&key), e.keys.partition_point(|x| *x < key));
+        }
+    }
+}
+
+#[test]
+fn splice_matches_vec_splice() {
+    use super::node::Entries;
+    for len in 0..6u64 {
+        for start in 0..=len as usize {
+            for end in start..=len as usize {
+                for n in 0..3u64 {
+                    let mut e: Entries<u64> = (0..len).map(|i| (k(1, 0, i), i)).collect();
+                    let with: Vec<(IndexKey, u64)> =
+                        (0..n).map(|i| (k(2, 0, i), 100 + i)).collect();
+                    let mut keys = e.keys.clone();
+                    let mut vals = e.vals.clone();
+                    keys.splice(start..end, with.iter().map(|x| x.0));
+                    vals.splice(start..end, with.iter().map(|x| x.1));
+                    e.splice(start..end, &with);
+                    assert_eq!((e.keys, e.vals), (keys, vals), "{len} {start}..{end} {n}");
+                }
+            }
         }
     }
 }

@@ -47,17 +47,39 @@ impl<F: Flash> ObjectStore<F> {
             return Ok(None);
         }
         let at = (u - k.offset) as u32;
-        self.with_index(|ix, io| {
-            ix.remove_found(io, &k)?;
-            if at > 0 {
-                ix.insert(io, k, pack(start, at))?;
-            }
-            if u + 1 < end {
-                let rest_start = if start == LOST { LOST } else { start + at + 1 };
-                ix.insert(io, data_key(oid, u + 1), pack(rest_start, len - at - 1))?;
-            }
-            Ok(())
+        // What replaces the extent: its head before unit `u`, its rest after it.
+        let mut with = [(k, 0); 2];
+        let mut n = 0;
+        if at > 0 {
+            with[n] = (k, pack(start, at));
+            n += 1;
+        }
+        if u + 1 < end {
+            let rest_start = if start == LOST { LOST } else { start + at + 1 };
+            with[n] = (data_key(oid, u + 1), pack(rest_start, len - at - 1));
+            n += 1;
+        }
+        // In one descent where the leaf allows it, else the removal and the insertions.
+        let edited = self.with_index(|ix, io| {
+            ix.splice_in_place(io, &k, &[], |leaf| {
+                let i = leaf.find(&k).ok()?;
+                Some(Splice {
+                    start: i,
+                    end: i + 1,
+                    with,
+                    n,
+                })
+            })
         })?;
+        if !edited {
+            self.with_index(|ix, io| {
+                ix.remove_found(io, &k)?;
+                for &(key, v) in &with[..n] {
+                    ix.insert(io, key, v)?;
+                }
+                Ok(())
+            })?;
+        }
         Ok(Some(if start == LOST { LOST } else { start + at }))
     }
 
@@ -66,15 +88,33 @@ impl<F: Flash> ObjectStore<F> {
     pub(super) fn map(&mut self, oid: Oid, u: u64, vpa: u32) -> Result<(), OsdError> {
         let extents = self.config.index_mode == IndexMode::Extent;
         let (probes, n) = map_probes(oid, u, extents);
-        // The common case, a unit that joins neither neighbour, in one descent.
-        let alone = |prev: Neighbour, next: Neighbour| {
-            let joins =
-                extents && (joins_left(oid, u, vpa, prev) || joins_right(oid, u, vpa, next));
-            (!joins).then_some(pack(vpa, 1))
+        // In one descent where the leaf allows it: the unit alone, or joined to the extent
+        // before it, after it, or both (the look-ups, removals and insertion below, in one).
+        let key = data_key(oid, u);
+        let plan = |leaf: LeafView<'_>| {
+            let i = leaf.find(&key).err()?;
+            let prev = i.checked_sub(1).and_then(|j| leaf.get(j));
+            let next = leaf.get(i);
+            let left = extents && joins_left(oid, u, vpa, prev);
+            let right = extents && joins_right(oid, u, vpa, next);
+            let next_len = next.map_or(0, |(_, v)| extent(v).1);
+            let (start, end, entry) = match (left.then_some(prev).flatten(), right) {
+                (Some((pk, pv)), right) => {
+                    let (s, l) = extent(pv);
+                    let len = if right { l + 1 + next_len } else { l + 1 };
+                    (i - 1, i + usize::from(right), (pk, pack(s, len)))
+                }
+                (None, true) => (i, i + 1, (key, pack(vpa, 1 + next_len))),
+                (None, false) => (i, i, (key, pack(vpa, 1))),
+            };
+            Some(Splice {
+                start,
+                end,
+                with: [entry; 2],
+                n: 1,
+            })
         };
-        if self
-            .with_index(|ix, io| ix.insert_in_place(io, data_key(oid, u), &probes[..n], alone))?
-        {
+        if self.with_index(|ix, io| ix.splice_in_place(io, &key, &probes[..n], plan))? {
             return Ok(());
         }
         self.with_index(|ix, io| {
@@ -140,14 +180,7 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     pub(super) fn hint(&mut self, oid: Oid) -> Result<Hint, OsdError> {
-        let c = self.onode_mut(oid)?;
-        Ok(Hint {
-            kind: PageKind::Data,
-            oid,
-            object_bytes: c.onode.logical_length.max(c.onode.expected_size),
-            write_count: c.onode.write_count,
-            priority: c.onode.priority,
-        })
+        Ok(hint_of(oid, &self.onode_mut(oid)?.onode))
     }
 
     /// The update block (stream) the next data unit of `oid` goes to; when placement gives the
@@ -156,13 +189,18 @@ impl<F: Flash> ObjectStore<F> {
     /// (OSSD-13 VI-C).
     pub(super) fn data_stream(&mut self, oid: Oid) -> Result<StreamId, OsdError> {
         let hint = self.hint(oid)?;
-        let stream = self.placer.choose(&hint);
+        Ok(self.stream_for(&hint))
+    }
+
+    /// As [`Self::data_stream`], given the object's placement hint.
+    fn stream_for(&mut self, hint: &Hint) -> StreamId {
+        let stream = self.placer.choose(hint);
         if let Some(s) = self.placer.take_sealed() {
             if self.config.fresh_update_block_per_object {
                 self.fml.seal(s);
             }
         }
-        Ok(stream)
+        stream
     }
 
     /// Reads data unit `v`, which the index says holds unit `u` of `oid`, into the scratch
@@ -242,11 +280,13 @@ impl<F: Flash> ObjectStore<F> {
 
     /// Programs one buffered unit, merging in its old contents when the buffer has only part.
     pub(super) fn program_entry(&mut self, mut e: Entry<(Oid, u64)>) -> Result<(), OsdError> {
-        if self.chunked(e.key.0)?.is_some() {
+        // One onode look-up for what is read of it before GC may run (and evict it).
+        let o = &self.onode_mut(e.key.0)?.onode;
+        let (chunked, priority) = (o.compression.codec().is_some(), o.priority);
+        if chunked {
             // Every buffered unit of its chunk leaves with it, as one new generation.
             return self.program_chunk(e);
         }
-        let priority = self.onode_mut(e.key.0)?.onode.priority;
         self.make_room_at(priority)?;
         let full = self.full_mask();
         let protection = self.protection(e.key.0)?;
@@ -268,10 +308,19 @@ impl<F: Flash> ObjectStore<F> {
         if let Some(p) = protection {
             self.parity_before_program(e.key.0, e.key.1, old, old_fill, p)?;
         }
-        let stream = self.data_stream(e.key.0)?;
-        let length = self.onode_mut(e.key.0)?.onode.logical_length;
+        // One onode look-up for the placement hint, the length and the encryption (nothing
+        // between them loads an onode).
+        let (hint, length, encrypted) = {
+            let o = &self.onode_mut(e.key.0)?.onode;
+            (
+                hint_of(e.key.0, o),
+                o.logical_length,
+                o.wrapped_key.is_some(),
+            )
+        };
+        let stream = self.stream_for(&hint);
         let seq = self.gc.take_seq();
-        let seal = if self.is_encrypted(e.key.0)? {
+        let seal = if encrypted {
             // Sealed as it leaves: its nonce is this program's sequence number.
             let Fill::Bytes(b) = &mut e.fill else {
                 return Err(OsdError::Internal(format!(
@@ -793,6 +842,17 @@ impl<F: Flash> ObjectStore<F> {
         })?;
         self.drop_parity_from(oid, first)?;
         Ok(dropped)
+    }
+}
+
+/// The placement hint of a data unit of object `oid`.
+fn hint_of(oid: Oid, o: &Onode) -> Hint {
+    Hint {
+        kind: PageKind::Data,
+        oid,
+        object_bytes: o.logical_length.max(o.expected_size),
+        write_count: o.write_count,
+        priority: o.priority,
     }
 }
 

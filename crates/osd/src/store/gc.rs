@@ -143,9 +143,9 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     pub(super) fn apply_gc_log(&mut self) -> Result<(), OsdError> {
-        let moves = std::mem::take(&mut self.gc.moves);
+        let mut moves = std::mem::take(&mut self.gc.moves);
         let per_block = self.fml.layout().units_per_superblock;
-        for (from, to, rec) in moves {
+        for (from, to, rec) in moves.drain(..) {
             match rec {
                 Record::Data {
                     oid, offset, chunk, ..
@@ -221,6 +221,10 @@ impl<F: Flash> ObjectStore<F> {
                     self.retarget_released(from, to);
                 }
             }
+        }
+        // The emptied list goes back, so the next step's moves need no allocation.
+        if self.gc.moves.is_empty() {
+            self.gc.moves = moves;
         }
         for from in std::mem::take(&mut self.gc.lost) {
             self.stats.units_lost += 1;
