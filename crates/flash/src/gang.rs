@@ -86,6 +86,16 @@ impl Layout {
         }
     }
 
+    /// The write unit a physical page belongs to, if any (a search over the super-blocks:
+    /// for tools such as the torture harness, not for hot paths).
+    pub fn vpa_of(&self, page: PageAddr) -> Option<Vpa> {
+        let block = page.block_addr();
+        let sb = (0..self.superblocks).find(|&sb| self.blocks(sb).any(|b| b == block))?;
+        (0..self.units_per_superblock)
+            .map(|off| self.vpa(sb, off))
+            .find(|&v| (0..self.pages_per_unit()).any(|i| self.page(v, i) == page))
+    }
+
     /// The physical blocks of a super-block.
     pub fn blocks(&self, superblock: u32) -> impl Iterator<Item = BlockAddr> + '_ {
         let per_unit = self.pages_per_unit();

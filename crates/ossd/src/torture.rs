@@ -200,6 +200,22 @@ fn print_summary(s: &Summary) {
         row(&format!("  {name}"), n.to_string());
     }
     row(
+        "strict runs",
+        format!(
+            "{} of {} ({:.0}%; no destructive fault struck a page the stack needed)",
+            s.strict_runs,
+            s.runs,
+            100.0 * s.strict_runs as f64 / s.runs.max(1) as f64
+        ),
+    );
+    row(
+        "strict power cuts",
+        format!(
+            "{} of {} (in the strict runs)",
+            s.strict_power_cuts, s.tally.power_cuts
+        ),
+    );
+    row(
         "errors allowed by contract",
         format!("{} (after destructive faults)", s.errors_tolerated),
     );
@@ -233,6 +249,10 @@ fn replay(seed: u64, sim: &SimConfig) -> Result<()> {
     );
     for (name, n) in r.tally.rows() {
         println!("  {name:<26} {n}");
+    }
+    match r.relaxed_at {
+        Some(step) => println!("  relaxed at step {step} (a destructive fault struck live data)"),
+        None => println!("  strict throughout"),
     }
     if let Some(why) = &r.ended {
         println!("  ended early: {why}");

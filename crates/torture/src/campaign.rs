@@ -49,6 +49,10 @@ pub struct Summary {
     pub no_space: u64,
     /// Runs a destructive fault ended early (the image refused with an error).
     pub ended_early: u64,
+    /// Runs held to the strict contract throughout (no destructive fault struck live data).
+    pub strict_runs: u64,
+    /// Power cuts in those runs: each checked against the strict contract.
+    pub strict_power_cuts: u64,
     /// Faults that struck, summed over all runs.
     pub tally: FaultTally,
     /// Violations with their runs' fault schedules (the first [`KEEP`] only).
@@ -73,6 +77,10 @@ impl Summary {
         self.errors_tolerated += r.errors_tolerated;
         self.no_space += r.no_space;
         self.ended_early += r.ended.is_some() as u64;
+        if r.relaxed_at.is_none() {
+            self.strict_runs += 1;
+            self.strict_power_cuts += r.tally.power_cuts;
+        }
         self.tally += r.tally;
         if let Some(v) = r.violation {
             self.violation_count += 1;

@@ -203,6 +203,9 @@ pub struct FaultTally {
     pub erase_failures: u64,
     /// Programs that landed on the wrong page, or nowhere, while reporting success.
     pub misdirected_writes: u64,
+    /// Destructive flips and page failures that struck a stale page (one the stack no longer
+    /// needs): the run stayed under the strict contract.
+    pub destructive_on_stale: u64,
 }
 
 impl FaultTally {
@@ -212,7 +215,7 @@ impl FaultTally {
     }
 
     /// (name, count) rows, in a fixed order, for summaries.
-    pub fn rows(&self) -> [(&'static str, u64); 9] {
+    pub fn rows(&self) -> [(&'static str, u64); 10] {
         [
             ("power cuts (all)", self.power_cuts),
             ("  torn programs", self.torn_programs),
@@ -223,6 +226,7 @@ impl FaultTally {
             ("program failures", self.program_failures),
             ("erase failures", self.erase_failures),
             ("misdirected writes", self.misdirected_writes),
+            ("destructive on stale pages", self.destructive_on_stale),
         ]
     }
 
@@ -256,6 +260,7 @@ impl AddAssign for FaultTally {
         self.program_failures += o.program_failures;
         self.erase_failures += o.erase_failures;
         self.misdirected_writes += o.misdirected_writes;
+        self.destructive_on_stale += o.destructive_on_stale;
     }
 }
 

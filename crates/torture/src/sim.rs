@@ -383,10 +383,22 @@ impl Sim {
             FaultKind::BitFlipBeyondEcc => t.bit_flips_beyond_ecc += 1,
             _ => t.page_failures += 1,
         }
+        // Damage to a stale page changes nothing the stack may return: the contract stays
+        // strict (issue 15 item 1, in part: a fault on live data still relaxes the whole run).
+        let live = self.subject().page_live(page);
         if kind.destructive() {
-            self.relax();
+            if live == Some(false) {
+                self.report.tally.destructive_on_stale += 1;
+            } else {
+                self.relax();
+            }
         }
-        self.log(format!("{kind}: {bits} bits in page {page}"));
+        let what = match live {
+            Some(true) => "live",
+            Some(false) => "stale",
+            None => "unknown",
+        };
+        self.log(format!("{kind}: {bits} bits in page {page} ({what})"));
     }
 
     // ------------------------------------------------------------------ workload
