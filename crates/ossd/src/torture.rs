@@ -36,6 +36,10 @@ pub struct TortureArgs {
     /// Workload steps per run.
     #[arg(long, default_value_t = 300)]
     steps: u32,
+    /// Share of the stack's capacity the workload's slots span, in percent (1-95). Above
+    /// about 60 the workload meets full-device GC and out-of-space refusals.
+    #[arg(long, default_value_t = 45)]
+    fill: u64,
     /// Threads (default: every core).
     #[arg(long)]
     jobs: Option<usize>,
@@ -59,6 +63,12 @@ pub fn run(args: TortureArgs) -> Result<()> {
             bail!("--seconds must be a positive number of seconds, not {s}");
         }
     }
+    if !(1..=95).contains(&args.fill) {
+        bail!(
+            "--fill must be a percentage from 1 to 95, not {}",
+            args.fill
+        );
+    }
     if args.runs == Some(0) {
         bail!("--runs must be at least 1");
     }
@@ -69,14 +79,16 @@ pub fn run(args: TortureArgs) -> Result<()> {
     sim.device = device;
     sim.faults = faults;
     sim.steps = args.steps;
+    sim.fill_percent = args.fill;
     sim.trace = args.replay.is_some();
     let replay_cmd = |seed: u64| {
         format!(
-            "ossd torture --stack {} --device {} --faults {} --steps {} --replay {seed}",
+            "ossd torture --stack {} --device {} --faults {} --steps {} --fill {} --replay {seed}",
             stack.name(),
             args.device,
             faults,
-            args.steps
+            args.steps,
+            args.fill
         )
     };
     if let Some(seed) = args.replay {
@@ -99,7 +111,7 @@ pub fn run(args: TortureArgs) -> Result<()> {
         threads,
     };
     println!(
-        "torturing {} on {} with faults {faults}: {} on {threads} threads, {} steps per run, campaign seed {}",
+        "torturing {} on {} with faults {faults}: {} on {threads} threads, {} steps per run, {}% full, campaign seed {}",
         stack.name(),
         args.device,
         match (runs, args.seconds) {
@@ -108,6 +120,7 @@ pub fn run(args: TortureArgs) -> Result<()> {
             _ => unreachable!(),
         },
         args.steps,
+        args.fill,
         args.seed
     );
     let summary = with_quiet_panics(|| campaign_with_bar(&campaign));
@@ -199,6 +212,14 @@ fn print_summary(s: &Summary) {
     for (name, n) in s.tally.rows() {
         row(&format!("  {name}"), n.to_string());
     }
+    let c = &s.coverage;
+    row(
+        "coverage",
+        format!(
+            "{} blocks erased, {} GC victims ({} units copied), {} checkpoints",
+            c.blocks_erased, c.gc_victims, c.gc_units_copied, c.checkpoints
+        ),
+    );
     row(
         "strict runs",
         format!(
@@ -250,6 +271,11 @@ fn replay(seed: u64, sim: &SimConfig) -> Result<()> {
     for (name, n) in r.tally.rows() {
         println!("  {name:<26} {n}");
     }
+    let c = &r.coverage;
+    println!(
+        "  coverage: {} blocks erased, {} GC victims ({} units copied), {} checkpoints",
+        c.blocks_erased, c.gc_victims, c.gc_units_copied, c.checkpoints
+    );
     match r.relaxed_at {
         Some(step) => println!("  relaxed at step {step} (a destructive fault struck live data)"),
         None => println!("  strict throughout"),

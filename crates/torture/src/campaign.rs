@@ -53,6 +53,8 @@ pub struct Summary {
     pub strict_runs: u64,
     /// Power cuts in those runs: each checked against the strict contract.
     pub strict_power_cuts: u64,
+    /// GC, erases and checkpoints reached, summed over all runs.
+    pub coverage: crate::subject::Coverage,
     /// Faults that struck, summed over all runs.
     pub tally: FaultTally,
     /// Violations with their runs' fault schedules (the first [`KEEP`] only).
@@ -82,6 +84,7 @@ impl Summary {
             self.strict_power_cuts += r.tally.power_cuts;
         }
         self.tally += r.tally;
+        self.coverage += r.coverage;
         if let Some(v) = r.violation {
             self.violation_count += 1;
             if self.violations.len() < KEEP {

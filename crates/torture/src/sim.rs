@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::device::{self, Device};
 use crate::fault::{FaultKind, FaultSet, FaultTally};
 use crate::oracle::{Mismatch, Oracle, ATTRS, SECTOR};
-use crate::subject::{discard_durable_at_flush, Fail, StackKind, Subject, Variant};
+use crate::subject::{discard_durable_at_flush, Coverage, Fail, StackKind, Subject, Variant};
 
 /// What one run does.
 #[derive(Clone, Copy, Debug)]
@@ -98,6 +98,8 @@ pub struct RunReport {
     /// The step at which a destructive fault relaxed the contract for the rest of the run
     /// (`None`: the run was held to the whole contract to its end).
     pub relaxed_at: Option<u32>,
+    /// What GC, erases and checkpoints the run reached, summed over its openings.
+    pub coverage: Coverage,
     /// The faults injected and the recoveries, in order: the fault schedule.
     pub schedule: Vec<String>,
 }
@@ -267,7 +269,10 @@ impl Sim {
         }
         self.report.steps = self.step;
         let dev_counts = match self.subject.take() {
-            Some(s) => s.crash().counts(),
+            Some(s) => {
+                self.report.coverage += s.coverage();
+                s.crash().counts()
+            }
             None => self.dev_counts,
         };
         let t = &mut self.report.tally;
@@ -678,6 +683,7 @@ impl Sim {
                 "harness: a reboot with no stack open".into(),
             ));
         };
+        self.report.coverage += subject.coverage();
         let (mut dev, clean) = if clean {
             match subject.close() {
                 Ok(d) => {

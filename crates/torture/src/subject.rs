@@ -49,6 +49,37 @@ impl std::fmt::Display for Fail {
     }
 }
 
+/// Coverage counters of a run: whether it reached GC, erases and checkpoints (issue 15 item 3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Blocks erased (by GC, or to reuse a block).
+    pub blocks_erased: u64,
+    /// GC victims collected.
+    pub gc_victims: u64,
+    /// Units GC copied out of its victims.
+    pub gc_units_copied: u64,
+    /// Checkpoints written (object store: every checkpoint; FTL: units of checkpoints).
+    pub checkpoints: u64,
+}
+
+impl std::ops::AddAssign for Coverage {
+    fn add_assign(&mut self, o: Coverage) {
+        self.blocks_erased += o.blocks_erased;
+        self.gc_victims += o.gc_victims;
+        self.gc_units_copied += o.gc_units_copied;
+        self.checkpoints += o.checkpoints;
+    }
+}
+
+fn fml_coverage(s: fml::FmlStats) -> Coverage {
+    Coverage {
+        blocks_erased: s.blocks_erased,
+        gc_victims: s.gc_victims,
+        gc_units_copied: s.gc_units_copied,
+        checkpoints: 0,
+    }
+}
+
 /// A stack under torture, over slots `0..slots`.
 pub trait Subject {
     /// Writes `data` at `offset` into a slot, creating it if needed (whole 512-byte sectors on
@@ -76,6 +107,11 @@ pub trait Subject {
     fn close(self: Box<Self>) -> Result<Device, (Fail, Device)>;
     /// Tells a fixed-range stack how many bytes a slot spans (the object store needs nothing).
     fn set_slot_bytes(&mut self, _slot_bytes: u64) {}
+    /// What the stack's flash management and checkpoints did since it was opened (the
+    /// harness sums it over a run's openings).
+    fn coverage(&self) -> Coverage {
+        Coverage::default()
+    }
     /// Whether a physical page holds a write unit the stack may still need: one its flash
     /// management layer counts valid (live data or metadata, or a unit kept until the next
     /// checkpoint because the durable one refers to it). `None`: the stack cannot tell.
@@ -586,6 +622,12 @@ impl Subject for OsdSubject {
     // The object store releases a unit only once nothing durable refers to it (a removal's or
     // truncation's onode reaches flash before its units are released; an overwritten unit is
     // released when its successor is programmed): the invariant that lets GC erase it.
+    fn coverage(&self) -> Coverage {
+        Coverage {
+            checkpoints: self.store.stats().checkpoints,
+            ..fml_coverage(self.store.fml().stats())
+        }
+    }
     fn page_live(&mut self, page: flash::PageAddr) -> Option<bool> {
         let fml = self.store.fml();
         fml.layout().vpa_of(page).map(|v| fml.is_valid(v))
@@ -664,6 +706,12 @@ impl Subject for FtlSubject {
     }
     fn device(&mut self) -> &mut Device {
         self.ftl.device_mut()
+    }
+    fn coverage(&self) -> Coverage {
+        Coverage {
+            checkpoints: self.ftl.stats().checkpoint_units_written,
+            ..fml_coverage(self.ftl.fml().stats())
+        }
     }
     // No `page_live`: a TRIM invalidates the trimmed pages in the FML at once but is durable
     // only at the next flush, so a crash can bring back a mapping to a page the FML called
