@@ -303,11 +303,11 @@ impl<F: Flash> ObjectStore<F> {
         // and the truncations and removals they must not outlive.
         let mut chunk_units: Vec<(Oid, FoundUnit)> = Vec::new();
         let mut cuts: FxHashMap<Oid, Vec<(u64, u64)>> = FxHashMap::default();
-        // Units whose bytes past an object's length a data record extended it over must read
-        // as zeros: (object, unit) -> the length it was extended from. Only a unit older than
-        // the onode that set that length can hold bytes a truncation cut off; so each unit's
-        // newest host write and each object's newest onode rolled forward are kept (by
-        // sequence number).
+        // Extensions over a unit that may still hold bytes a truncation cut off past the old
+        // end: (object, unit) -> the length the data record extended it from, undone after
+        // the loop. Only a unit older than the onode that set that length can hold such
+        // bytes; so each unit's newest host write and each object's newest onode rolled
+        // forward are kept (by sequence number).
         let mut stale_tails: FxHashMap<(Oid, u64), u64> = FxHashMap::default();
         let mut written_at: FxHashMap<(Oid, u64), u64> = FxHashMap::default();
         let mut onode_at: FxHashMap<Oid, u64> = FxHashMap::default();
