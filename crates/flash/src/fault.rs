@@ -70,7 +70,20 @@ pub struct Faulty<F: Flash> {
     fail_program: HashSet<PageAddr>,
     fail_erase: HashSet<BlockAddr>,
     misdirect: bool,
+    misdirected: Option<Misdirected>,
     counts: FaultCounts,
+}
+
+/// A program [`Faulty::misdirect_next_program`] sent astray: where it was meant to go, where it
+/// went, and the OOB bytes it carried (which name what the lost page held).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Misdirected {
+    /// The page the command named, left erased.
+    pub intended: PageAddr,
+    /// The page it landed on, if any.
+    pub landed: Option<PageAddr>,
+    /// The OOB bytes of the command.
+    pub oob: Vec<u8>,
 }
 
 impl<F: Flash> Faulty<F> {
@@ -87,6 +100,7 @@ impl<F: Flash> Faulty<F> {
             fail_program: HashSet::new(),
             fail_erase: HashSet::new(),
             misdirect: false,
+            misdirected: None,
             counts: FaultCounts::default(),
         }
     }
@@ -140,6 +154,14 @@ impl<F: Flash> Faulty<F> {
     /// plane (dropped if that page is not the one to program there); it reports success.
     pub fn misdirect_next_program(&mut self) {
         self.misdirect = true;
+    }
+    /// Whether a misdirected program is armed and has not struck yet.
+    pub fn misdirect_armed(&self) -> bool {
+        self.misdirect
+    }
+    /// The last misdirected program, once (so a harness can tell what it destroyed).
+    pub fn take_misdirected(&mut self) -> Option<Misdirected> {
+        self.misdirected.take()
     }
 
     /// Counts a command and reports whether power fails during it.
@@ -215,7 +237,13 @@ impl<F: Flash> Flash for Faulty<F> {
             let mut wrong = ops[0];
             wrong.addr.block = (wrong.addr.block + 1) % g.blocks_per_plane;
             let target = self.inner.block_info(wrong.addr.block_addr());
-            if !target.bad && target.next_page == wrong.addr.page {
+            let lands = !target.bad && target.next_page == wrong.addr.page;
+            self.misdirected = Some(Misdirected {
+                intended: ops[0].addr,
+                landed: lands.then_some(wrong.addr),
+                oob: ops[0].oob.to_vec(),
+            });
+            if lands {
                 return self.inner.program(at, &[wrong]);
             }
             return Ok(at);

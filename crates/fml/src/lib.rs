@@ -658,6 +658,14 @@ impl<F: Flash> Fml<F> {
                     self.table.fail_program(id);
                     self.retiring.push_back(id);
                 }
+                Err(FlashError::OutOfOrder { .. } | FlashError::NotErased(_)) => {
+                    // The page at our write pointer is already programmed: a misdirected
+                    // write landed here. Nothing was written; close the block (GC reclaims
+                    // it as usual) and retry in another.
+                    self.stats.blocks_sealed += 1;
+                    self.table.set_state(id, BlockState::Full);
+                    self.open[stream.0 as usize] = None;
+                }
                 Err(e) => return Err(e.into()),
             }
         }

@@ -66,7 +66,7 @@ use compression::{ChunkCache, FoundUnit, KIND_CHUNK};
 pub use encryption::SEQ_GAP_AT_OPEN;
 pub use fsck::FsckReport;
 use gc::GcLog;
-pub use parity::{covers_term, MAX_RELIABILITY};
+pub use parity::{covers_term, UnitRole, MAX_RELIABILITY};
 use parity::{parity_key, ParityGroup, UnitFill, KIND_PARITY};
 pub use scrub::{ScrubFinding, ScrubOutcome, ScrubReport};
 use small::{release_slot_in, SmallObject, KIND_SMALL};
@@ -343,6 +343,9 @@ pub struct ObjectStore<F: Flash> {
     /// Writing descriptor pages or a checkpoint: GC may not trigger a checkpoint now.
     meta_busy: u32,
     units_since_ckpt: u64,
+    /// The sequence number the last checkpoint covers up to: a unit programmed before it is
+    /// found through the checkpointed index after a crash, a later one only by its record.
+    checkpoint_seq: u64,
     next_object: u64,
     next_partition: u64,
     now: Nanos,
@@ -434,6 +437,7 @@ impl<F: Flash> ObjectStore<F> {
             atime_pages: Vec::new(),
             meta_busy: 0,
             units_since_ckpt: 0,
+            checkpoint_seq: 0,
             next_object: FIRST_USER_ID,
             next_partition: FIRST_USER_ID,
             now: 0,

@@ -40,6 +40,11 @@ pub struct TortureArgs {
     /// about 60 the workload meets full-device GC and out-of-space refusals.
     #[arg(long, default_value_t = 45)]
     fill: u64,
+    /// Parity units per group of 4 data units given to every object (`--stack osd` only;
+    /// 0-4, default 0). Above 0, destructive faults strike data and parity units by
+    /// preference, and one per group must be masked: no failed command, no wrong byte.
+    #[arg(long, default_value_t = 0)]
+    reliability: u8,
     /// Threads (default: every core).
     #[arg(long)]
     jobs: Option<usize>,
@@ -69,6 +74,16 @@ pub fn run(args: TortureArgs) -> Result<()> {
             args.fill
         );
     }
+    if args.reliability > 0 && stack != StackKind::Osd {
+        bail!("--reliability needs --stack osd (only the object store keeps parity)");
+    }
+    if args.reliability > osd::store::MAX_RELIABILITY {
+        bail!(
+            "--reliability must be from 0 to {}, not {}",
+            osd::store::MAX_RELIABILITY,
+            args.reliability
+        );
+    }
     if args.runs == Some(0) {
         bail!("--runs must be at least 1");
     }
@@ -80,15 +95,21 @@ pub fn run(args: TortureArgs) -> Result<()> {
     sim.faults = faults;
     sim.steps = args.steps;
     sim.fill_percent = args.fill;
+    sim.reliability = args.reliability;
     sim.trace = args.replay.is_some();
     let replay_cmd = |seed: u64| {
         format!(
-            "ossd torture --stack {} --device {} --faults {} --steps {} --fill {} --replay {seed}",
+            "ossd torture --stack {} --device {} --faults {} --steps {} --fill {}{} --replay {seed}",
             stack.name(),
             args.device,
             faults,
             args.steps,
-            args.fill
+            args.fill,
+            if args.reliability > 0 {
+                format!(" --reliability {}", args.reliability)
+            } else {
+                String::new()
+            }
         )
     };
     if let Some(seed) = args.replay {

@@ -206,6 +206,12 @@ pub struct FaultTally {
     /// Destructive flips and page failures that struck a stale page (one the stack no longer
     /// needs): the run stayed under the strict contract.
     pub destructive_on_stale: u64,
+    /// Destructive flips and page failures on a guarded unit (a data or parity unit of an
+    /// object with parity) with no other damage in its group: parity must mask them.
+    pub masked_by_parity: u64,
+    /// Of those, strikes a crash exposed before the group's parity (or the unit's place in
+    /// the index) reached flash: they relaxed the run.
+    pub exposed_by_crash: u64,
 }
 
 impl FaultTally {
@@ -215,7 +221,7 @@ impl FaultTally {
     }
 
     /// (name, count) rows, in a fixed order, for summaries.
-    pub fn rows(&self) -> [(&'static str, u64); 10] {
+    pub fn rows(&self) -> [(&'static str, u64); 12] {
         [
             ("power cuts (all)", self.power_cuts),
             ("  torn programs", self.torn_programs),
@@ -227,6 +233,8 @@ impl FaultTally {
             ("erase failures", self.erase_failures),
             ("misdirected writes", self.misdirected_writes),
             ("destructive on stale pages", self.destructive_on_stale),
+            ("masked by parity", self.masked_by_parity),
+            ("  exposed by a crash", self.exposed_by_crash),
         ]
     }
 
@@ -261,6 +269,8 @@ impl AddAssign for FaultTally {
         self.erase_failures += o.erase_failures;
         self.misdirected_writes += o.misdirected_writes;
         self.destructive_on_stale += o.destructive_on_stale;
+        self.masked_by_parity += o.masked_by_parity;
+        self.exposed_by_crash += o.exposed_by_crash;
     }
 }
 

@@ -5,6 +5,7 @@
 
 use fml::FmlConfig;
 use ftl::{Data, Ftl, FtlConfig, FtlError, Mapping, ReadOut};
+use osd::store::UnitRole;
 use osd::{
     Attr, AttrValue, FlushScope, IndexMode, ObjectId, ObjectStore, Oid, Osd, OsdConfig, OsdError,
     PartitionId, Placement,
@@ -120,6 +121,31 @@ pub trait Subject {
     fn page_live(&mut self, _page: flash::PageAddr) -> Option<bool> {
         None
     }
+    /// What a page holds, asked before a destructive fault strikes it: whether the stack's
+    /// redundancy must mask the damage (issue 16 item 4). By default, [`Subject::page_live`]'s
+    /// answer.
+    fn page_role(&mut self, page: flash::PageAddr) -> PageRole {
+        match self.page_live(page) {
+            Some(false) => PageRole::Stale,
+            Some(true) => PageRole::Live,
+            None => PageRole::Unknown,
+        }
+    }
+    /// What a page held that a misdirected program left erased, from the OOB bytes the
+    /// program carried, asked after the program.
+    fn record_role(&mut self, _page: flash::PageAddr, _oob: &[u8]) -> PageRole {
+        PageRole::Unknown
+    }
+    /// Whether damage to the guarded unit `g` would still be rebuilt after a crash now (its
+    /// redundancy is on flash, and recovery reaches the unit without reading its record).
+    fn guard_survives_crash(&mut self, _g: &Guarded) -> bool {
+        false
+    }
+    /// Whether the guarded unit `g` is mapped as lost: damaged still, although the page that
+    /// held it was erased.
+    fn guard_lost(&mut self, _g: &Guarded) -> Result<bool, Fail> {
+        Ok(false)
+    }
 
     // Object metadata: only stacks of objects (see [`Subject::objects`]) implement these.
 
@@ -194,6 +220,33 @@ pub struct NotCovered {
 /// checkpoint (FTL TRIM, see the `ftl` crate's durability note).
 pub fn discard_durable_at_flush(kind: StackKind) -> bool {
     kind == StackKind::Osd
+}
+
+/// What a page holds, as the harness needs to know it before damaging it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageRole {
+    /// Nothing the stack needs: damage to it changes nothing the stack may return.
+    Stale,
+    /// A unit with a second copy (a data or parity unit of an object with parity): one such
+    /// unit damaged per group must be masked.
+    Guarded(Guarded),
+    /// Live data or metadata with no second copy.
+    Live,
+    /// The stack cannot tell.
+    Unknown,
+}
+
+/// A unit the stack can rebuild from the rest of its group ([`PageRole::Guarded`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Guarded {
+    /// The object (its 128-bit id).
+    pub oid: u128,
+    /// The redundancy group: one damaged unit per group is masked.
+    pub group: u64,
+    /// The data unit's index in the object (`None`: a parity unit).
+    pub unit: Option<u64>,
+    /// The sequence number of the program that wrote it.
+    pub seq: u64,
 }
 
 /// The object services every object of an object-store run is made with (issue 16).
@@ -298,6 +351,20 @@ impl Variant {
         }
     }
 
+    /// Every object made with `m` parity units per group of 4 data units (issue 16 item 4),
+    /// and without encryption or compression, which the store does not combine with parity.
+    /// Small groups, so that a slot spans many of them.
+    pub fn with_reliability(self, m: u8) -> Variant {
+        match self {
+            Variant::Osd(mut c, _) if m > 0 => {
+                c.default_reliability = m;
+                c.parity_group_units = 4;
+                Variant::Osd(c, Services::default())
+            }
+            v => v,
+        }
+    }
+
     /// The drawn settings on one line, for reports and replays.
     pub fn describe(&self) -> String {
         match self {
@@ -311,7 +378,11 @@ impl Variant {
                 c.small_objects,
                 services.encrypt,
                 services.compression.name()
-            ),
+            ) + &if c.default_reliability > 0 {
+                format!(" reliability={}+{}", c.parity_group_units, c.default_reliability)
+            } else {
+                String::new()
+            },
             Variant::Ftl(c) => format!("ftl mapping={:?} buffer={}", c.mapping, c.buffer_bytes),
         }
     }
@@ -420,6 +491,26 @@ fn ftl_fail(e: FtlError) -> Fail {
         | FtlError::Checksum { .. } => Fail::Corrupt(e.to_string()),
         FtlError::Fml(FmlError::Flash(_)) => Fail::Device(e.to_string()),
         _ => Fail::Other(e.to_string()),
+    }
+}
+
+/// The harness's view of the store's answer (an error: it cannot tell).
+fn page_role_of(r: Result<UnitRole, OsdError>) -> PageRole {
+    match r {
+        Ok(UnitRole::Stale) => PageRole::Stale,
+        Ok(UnitRole::Protected {
+            oid,
+            group,
+            unit,
+            seq,
+        }) => PageRole::Guarded(Guarded {
+            oid: oid.as_u128(),
+            group,
+            unit,
+            seq,
+        }),
+        Ok(UnitRole::Unprotected) => PageRole::Live,
+        Err(_) => PageRole::Unknown,
     }
 }
 
@@ -631,6 +722,31 @@ impl Subject for OsdSubject {
     fn page_live(&mut self, page: flash::PageAddr) -> Option<bool> {
         let fml = self.store.fml();
         fml.layout().vpa_of(page).map(|v| fml.is_valid(v))
+    }
+    fn page_role(&mut self, page: flash::PageAddr) -> PageRole {
+        let Some(v) = self.store.fml().layout().vpa_of(page) else {
+            return PageRole::Unknown;
+        };
+        page_role_of(self.store.unit_role(v.0))
+    }
+    fn record_role(&mut self, page: flash::PageAddr, oob: &[u8]) -> PageRole {
+        let Some(v) = self.store.fml().layout().vpa_of(page) else {
+            return PageRole::Unknown;
+        };
+        page_role_of(self.store.unit_role_from_oob(v.0, oob))
+    }
+    fn guard_survives_crash(&mut self, g: &Guarded) -> bool {
+        self.store
+            .parity_survives_crash(Oid::from_u128(g.oid), g.group, g.seq)
+    }
+    fn guard_lost(&mut self, g: &Guarded) -> Result<bool, Fail> {
+        match g.unit {
+            Some(u) => self
+                .store
+                .unit_lost(Oid::from_u128(g.oid), u)
+                .map_err(osd_fail),
+            None => Ok(false),
+        }
     }
     fn crash(self: Box<Self>) -> Device {
         self.store.crash()

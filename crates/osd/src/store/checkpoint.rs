@@ -124,6 +124,7 @@ impl<F: Flash> ObjectStore<F> {
         }
         drop(covered);
         self.units_since_ckpt = 0;
+        self.checkpoint_seq = logical;
         self.stats.checkpoints += 1;
         Ok(self.now())
     }

@@ -241,6 +241,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
             self.flush_all()?;
             let first_gone = length.div_ceil(unit);
             self.buf.drop_where(|&(o, u)| o == oid && u >= first_gone);
+            self.parity_before_truncate(oid, first_gone)?;
             let freed = self.drop_units_from(oid, first_gone)?;
             self.parity_after_truncate(oid, first_gone)?;
             let c = self.onode_mut(oid)?;

@@ -664,6 +664,26 @@ impl<F: Flash> ObjectStore<F> {
         Ok(())
     }
 
+    /// Before a truncate to `first` units drops the rest of the group holding the new end:
+    /// rebuilds and rewrites that group's damaged units while its parity still covers them, as
+    /// [`Self::parity_after_truncate`] recomputes the parity from what the group keeps and a
+    /// damaged unit would leave it unusable (the unit lost for good).
+    pub(super) fn parity_before_truncate(&mut self, oid: Oid, first: u64) -> Result<(), OsdError> {
+        let Some((k, _)) = self.protection(oid)? else {
+            return Ok(());
+        };
+        if first.is_multiple_of(k as u64) {
+            return Ok(());
+        }
+        if let Rebuilt::Units(units) = self.reconstruct_group(oid, first / k as u64)? {
+            for (u, fill) in &units {
+                self.stats.units_corrected += 1;
+                self.rewrite_rebuilt(oid, *u, fill)?;
+            }
+        }
+        Ok(())
+    }
+
     /// After a truncate to `first` units: the group holding the new end gets its parity
     /// recomputed from the data it keeps.
     pub(super) fn parity_after_truncate(&mut self, oid: Oid, first: u64) -> Result<(), OsdError> {
@@ -980,6 +1000,16 @@ impl<F: Flash> ObjectStore<F> {
             if self.parity_current_by_oob(oid, g, k, m)? {
                 continue;
             }
+            // A data unit whose record no longer reads (a failed page, bits past the ECC, a
+            // misdirected write) fails the quick check even when the parity on flash is
+            // current: recomputing from the data would then drop the only way to rebuild it.
+            // Parity that rebuilds the group to its covers signature is current; it stays, and
+            // reads rebuild (and rewrite) the damaged unit.
+            if let Rebuilt::Units(units) = self.reconstruct_group(oid, g)? {
+                if !units.is_empty() {
+                    continue;
+                }
+            }
             self.stats.parity_groups_recomputed += 1;
             let mut grp = self.rebuild_group(oid, g, k, m)?;
             self.parity_tick += 1;
@@ -1017,6 +1047,115 @@ impl<F: Flash> ObjectStore<F> {
             }
         }
         Ok(true)
+    }
+}
+
+/// What a write unit holds, as a fault-injection harness needs to know it to tell which damage
+/// parity must mask ([`ObjectStore::unit_role`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnitRole {
+    /// Nothing needs it: superseded, released, or never mapped.
+    Stale,
+    /// A unit of parity group `group` of `oid`, an object with parity: data unit `unit`, or
+    /// one of the group's parity units (`unit: None`), programmed with sequence number `seq`.
+    Protected {
+        /// The object.
+        oid: Oid,
+        /// The parity group.
+        group: u64,
+        /// The data unit's index in the object; `None` for a parity unit.
+        unit: Option<u64>,
+        /// The sequence number its record carries.
+        seq: u64,
+    },
+    /// Anything else still needed: onodes, index nodes, the checkpoint, small objects, units
+    /// of objects without parity.
+    Unprotected,
+}
+
+impl<F: Flash> ObjectStore<F> {
+    /// What write unit `v` holds (read from its record, so ask before damaging it).
+    pub fn unit_role(&mut self, v: u32) -> Result<UnitRole, OsdError> {
+        if !self.fml.is_valid(Vpa(v)) {
+            return Ok(UnitRole::Stale);
+        }
+        let sealed = self.sealed_at(v);
+        self.role_of(v, sealed)
+    }
+
+    /// What write unit `v` holds, from the OOB bytes its program carried (a program the device
+    /// sent elsewhere, so that `v` reads erased).
+    pub fn unit_role_from_oob(&mut self, v: u32, oob: &[u8]) -> Result<UnitRole, OsdError> {
+        if !self.fml.is_valid(Vpa(v)) {
+            return Ok(UnitRole::Stale);
+        }
+        let sealed = Record::decode_sealed(oob).ok().flatten();
+        self.role_of(v, sealed)
+    }
+
+    fn role_of(&mut self, v: u32, sealed: Option<Sealed>) -> Result<UnitRole, OsdError> {
+        let Some(sealed) = sealed else {
+            return Ok(UnitRole::Unprotected);
+        };
+        let seq = sealed.record.seq();
+        let (oid, group, unit) = match sealed.record {
+            Record::Data {
+                oid,
+                offset,
+                chunk: None,
+                ..
+            } => {
+                if self.load_onode(oid)?.is_none() || self.lookup(oid, offset)? != Some(v) {
+                    return Ok(UnitRole::Unprotected);
+                }
+                let Some((k, _)) = self.protection(oid)? else {
+                    return Ok(UnitRole::Unprotected);
+                };
+                (oid, offset / k as u64, Some(offset))
+            }
+            Record::Parity {
+                oid, group, row, ..
+            } => {
+                let key = parity_key(oid, group, row);
+                let at = self.with_index(|ix, io| ix.get(io, &key))?;
+                if at != Some(v as u64) || self.load_onode(oid)?.is_none() {
+                    return Ok(UnitRole::Unprotected);
+                }
+                if self.protection(oid)?.is_none() {
+                    return Ok(UnitRole::Unprotected);
+                }
+                (oid, group, None)
+            }
+            _ => return Ok(UnitRole::Unprotected),
+        };
+        Ok(UnitRole::Protected {
+            oid,
+            group,
+            unit,
+            seq,
+        })
+    }
+
+    /// Whether one damaged unit of group `group` of `oid`, programmed with sequence number
+    /// `seq`, would still be rebuilt after a crash now. It must be reached through the
+    /// checkpointed index (a unit written since is found only by its record, which the damage
+    /// made unreadable), and the group's parity on flash must be current: a crash loses parity
+    /// that only the cache holds (docs/RELIABILITY.md, "Objects with parity").
+    pub fn parity_survives_crash(&self, oid: Oid, group: u64, seq: u64) -> bool {
+        seq < self.checkpoint_seq
+            && !self
+                .parity
+                .get(&(oid, group))
+                .is_some_and(|p| p.dirty || p.broken || p.needs_rebuild || p.pending != 0)
+    }
+
+    /// Whether data unit `u` of `oid` is mapped as lost (GC could not read it): it stays
+    /// damaged until parity rebuilds it.
+    pub fn unit_lost(&mut self, oid: Oid, u: u64) -> Result<bool, OsdError> {
+        if self.load_onode(oid)?.is_none() {
+            return Ok(false);
+        }
+        Ok(self.lookup(oid, u)? == Some(LOST))
     }
 }
 

@@ -509,17 +509,25 @@ impl<F: Flash> ObjectStore<F> {
             self.mark_valid(n)?;
         }
         self.mark_valid(ckpt_vpa)?;
+        // A data or parity unit past its block's write pointer was programmed astray (a
+        // misdirected write left its page erased): lost like a unit GC could not read, so its
+        // reads fail (or parity rebuilds it), rather than the whole image refused.
+        let mut astray = Vec::new();
         for (k, v) in all {
             if k.kind == KIND_DATA {
                 let (s, l) = extent(v);
                 if s != LOST {
                     for i in 0..l {
-                        self.mark_valid(s + i)?;
+                        self.mark_valid_or_astray(s + i, &mut astray)?;
                     }
                 }
             } else if k.kind == KIND_PARITY {
-                self.mark_valid(v as u32)?;
+                self.mark_valid_or_astray(v as u32, &mut astray)?;
             }
+        }
+        for v in astray {
+            self.recovery.units_damaged += 1;
+            self.mark_lost(v)?;
         }
         let pages: Vec<u32> = self.desc.keys().chain(self.packs.keys()).copied().collect();
         for p in pages {
@@ -570,6 +578,20 @@ impl<F: Flash> ObjectStore<F> {
                 what: e.to_string(),
                 location: "recovery".into(),
             })
+    }
+
+    /// As [`Self::mark_valid`], but a unit never programmed is added to `astray` instead.
+    fn mark_valid_or_astray(&mut self, v: u32, astray: &mut Vec<u32>) -> Result<(), OsdError> {
+        match self.fml.mark_valid(Vpa(v)) {
+            Err(fml::MarkValidError::NeverProgrammed { .. }) => {
+                astray.push(v);
+                Ok(())
+            }
+            r => r.map_err(|e| OsdError::Corrupted {
+                what: e.to_string(),
+                location: "recovery".into(),
+            }),
+        }
     }
 
     /// Every descriptor page and small-object page the index points to, with its live slots.
