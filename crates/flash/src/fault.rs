@@ -109,6 +109,11 @@ impl<F: Flash> Faulty<F> {
     pub fn inner(&self) -> &F {
         &self.inner
     }
+    /// The wrapped device, mutably: commands sent to it bypass the faults and the count of
+    /// commands a power cut waits for.
+    pub fn inner_mut(&mut self) -> &mut F {
+        &mut self.inner
+    }
     /// Unwraps the device; the damage kept in this wrapper (bit errors, torn pages) is dropped.
     pub fn into_inner(self) -> F {
         self.inner

@@ -172,6 +172,20 @@ impl<S: PageStore> Nand<S> {
         &self.store
     }
 
+    /// The OOB bytes page `page` holds now, read without a command: no time passes and no
+    /// statistic moves (a test harness's look at what a fault is about to strike). `None` when
+    /// the page is erased or out of range.
+    pub fn peek_oob(&mut self, page: crate::PageAddr, oob: &mut [u8]) -> Option<()> {
+        let g = self.config.geometry;
+        g.check_page(page).ok()?;
+        let bi = g.block_index(page.block_addr());
+        if page.page >= self.blocks[bi as usize].next_page {
+            return None;
+        }
+        self.store.get_page(bi, page.page, &mut [], oob).ok()?;
+        Some(())
+    }
+
     /// Hands the page store back (to reopen the device over it).
     pub fn into_store(self) -> S {
         self.store

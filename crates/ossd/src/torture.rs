@@ -251,6 +251,13 @@ fn print_summary(s: &Summary) {
         ),
     );
     row(
+        "runs relaxed in part",
+        format!(
+            "{} (a fault struck one slot's own data: the other slots stayed strict)",
+            s.slot_relaxed_runs
+        ),
+    );
+    row(
         "strict power cuts",
         format!(
             "{} of {} (in the strict runs)",
@@ -297,9 +304,16 @@ fn replay(seed: u64, sim: &SimConfig) -> Result<()> {
         "  coverage: {} blocks erased, {} GC victims ({} units copied), {} checkpoints",
         c.blocks_erased, c.gc_victims, c.gc_units_copied, c.checkpoints
     );
-    match r.relaxed_at {
-        Some(step) => println!("  relaxed at step {step} (a destructive fault struck live data)"),
-        None => println!("  strict throughout"),
+    match (r.relaxed_at, r.relaxed_all_at) {
+        (_, Some(step)) => {
+            println!(
+                "  relaxed at step {step} (a destructive fault struck metadata or shared data)"
+            )
+        }
+        (Some(step), None) => println!(
+            "  relaxed in part from step {step} (a destructive fault struck one slot's own data)"
+        ),
+        (None, _) => println!("  strict throughout"),
     }
     if let Some(why) = &r.ended {
         println!("  ended early: {why}");

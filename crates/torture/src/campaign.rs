@@ -51,6 +51,9 @@ pub struct Summary {
     pub ended_early: u64,
     /// Runs held to the strict contract throughout (no destructive fault struck live data).
     pub strict_runs: u64,
+    /// Runs relaxed for some slots only (damage to one slot's own data): every other slot
+    /// stayed under the strict contract.
+    pub slot_relaxed_runs: u64,
     /// Power cuts in those runs: each checked against the strict contract.
     pub strict_power_cuts: u64,
     /// GC, erases and checkpoints reached, summed over all runs.
@@ -82,6 +85,8 @@ impl Summary {
         if r.relaxed_at.is_none() {
             self.strict_runs += 1;
             self.strict_power_cuts += r.tally.power_cuts;
+        } else if r.relaxed_all_at.is_none() {
+            self.slot_relaxed_runs += 1;
         }
         self.tally += r.tally;
         self.coverage += r.coverage;

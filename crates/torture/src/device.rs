@@ -70,6 +70,11 @@ impl<F: Flash> Watchdog<F> {
         }
     }
 
+    /// The wrapped device (commands sent to it are not counted).
+    pub fn inner_mut(&mut self) -> &mut F {
+        &mut self.inner
+    }
+
     fn tick(&mut self) {
         self.ops += 1;
         if self.ops > self.budget {

@@ -103,9 +103,12 @@ pub struct RunReport {
     pub ended: Option<String>,
     /// The broken promise that ended the run, if any.
     pub violation: Option<Violation>,
-    /// The step at which a destructive fault relaxed the contract for the rest of the run
-    /// (`None`: the run was held to the whole contract to its end).
+    /// The step at which a destructive fault first relaxed the contract, for a slot or for
+    /// the whole run (`None`: the run was held to the whole contract to its end).
     pub relaxed_at: Option<u32>,
+    /// The step at which the contract was relaxed for every slot (damage to metadata, or to
+    /// a page whose owner could not be told); `None` while only some slots were relaxed.
+    pub relaxed_all_at: Option<u32>,
     /// What GC, erases and checkpoints the run reached, summed over its openings.
     pub coverage: Coverage,
     /// The faults injected and the recoveries, in order: the fault schedule.
@@ -144,8 +147,12 @@ struct Sim {
     /// The stack holds objects: the workload truncates, sets attributes, lists, creates and
     /// writes at any byte, and the oracle checks lengths, existence, attributes and listings.
     objects: bool,
-    /// A destructive fault was injected: errors (not wrong bytes) are acceptable from now on.
+    /// A destructive fault struck metadata (or data whose slot could not be told): errors (not
+    /// wrong bytes) are acceptable from now on, everywhere.
     degraded: bool,
+    /// Slots (bit i: slot i) whose own data a destructive fault struck: their checks are
+    /// relaxed; every other slot's stay strict (issue 15 item 1).
+    relaxed_slots: u64,
     cut_pending: bool,
     /// Bits flipped per page since its block's erase (erase count, bits), so "within ECC"
     /// flips stay within it.
@@ -219,6 +226,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
         slot_bytes,
         objects,
         degraded: false,
+        relaxed_slots: 0,
         cut_pending: false,
         flipped: HashMap::new(),
         grown_bad_armed: 0,
@@ -242,11 +250,52 @@ impl Sim {
     fn dev(&mut self) -> &mut Device {
         self.subject().device()
     }
-    /// A destructive fault was injected: the rest of the run is held to the relaxed contract.
+    /// A destructive fault struck metadata: the rest of the run is held to the relaxed contract.
     fn relax(&mut self) {
         if !self.degraded {
             self.degraded = true;
-            self.report.relaxed_at = Some(self.step);
+            self.report.relaxed_at.get_or_insert(self.step);
+            self.report.relaxed_all_at = Some(self.step);
+        }
+    }
+
+    /// A destructive fault struck data of `slot` alone: that slot is held to the relaxed
+    /// contract for the rest of the run.
+    fn relax_slot(&mut self, slot: u32) {
+        self.relaxed_slots |= 1 << slot;
+        self.report.relaxed_at.get_or_insert(self.step);
+    }
+
+    /// Relaxes what damage to a page of this role puts at risk (nothing for a stale page).
+    fn relax_for(&mut self, role: PageRole) {
+        match role {
+            PageRole::Stale => {}
+            PageRole::Slot(s) => self.relax_slot(s),
+            PageRole::Guarded(Guarded { slot: Some(s), .. }) => self.relax_slot(s),
+            _ => self.relax(),
+        }
+    }
+
+    /// Whether `slot`'s checks are relaxed.
+    fn slot_relaxed(&self, slot: u32) -> bool {
+        self.degraded || self.relaxed_slots & (1 << slot) != 0
+    }
+
+    /// Whether any check is relaxed: the harness then accepts errors from commands and
+    /// recovery it cannot attribute to one slot.
+    fn any_relaxed(&self) -> bool {
+        self.degraded || self.relaxed_slots != 0
+    }
+
+    /// A live page's role, narrowed to the slot whose data it alone holds when the stack can
+    /// tell (asked without a flash command).
+    fn narrow(&mut self, role: PageRole, page: PageAddr) -> PageRole {
+        match role {
+            PageRole::Live => self
+                .subject()
+                .page_owner(page)
+                .map_or(PageRole::Live, PageRole::Slot),
+            r => r,
         }
     }
 
@@ -356,11 +405,8 @@ impl Sim {
             }
             FaultKind::MisdirectedWrite => {
                 self.dev().misdirect_next_program();
-                // With parity, the strike is judged once the program has gone astray
-                // ([`Sim::judge_misdirected`]): masked if it was a guarded unit.
-                if self.cfg.reliability == 0 {
-                    self.relax();
-                }
+                // Judged once the program has gone astray ([`Sim::judge_misdirected`]): it
+                // relaxes what the page was to hold (or, with parity, is masked).
                 self.log(format!("arm {kind} (the next program)"));
             }
         }
@@ -403,7 +449,7 @@ impl Sim {
             let maskable = match role {
                 PageRole::Stale => true,
                 PageRole::Guarded(g) => !self.group_struck(&g),
-                PageRole::Live | PageRole::Unknown => false,
+                PageRole::Slot(_) | PageRole::Live | PageRole::Unknown => false,
             };
             if maskable {
                 pick = Some((info, page, Some(role)));
@@ -449,6 +495,7 @@ impl Sim {
                 None => PageRole::Unknown,
             },
         };
+        let role = self.narrow(role, page);
         // Damage to a stale page changes nothing the stack may return, and damage to one
         // guarded unit per group is masked: the contract stays strict. Any other damage to
         // live data relaxes the whole run (issue 15 item 1 would scope it to what was struck).
@@ -463,11 +510,12 @@ impl Sim {
                         guard: g,
                     });
                 }
-                _ => self.relax(),
+                r => self.relax_for(r),
             }
         }
         let what = match role {
             PageRole::Stale => "stale".to_string(),
+            PageRole::Slot(s) => format!("live data of slot {s}"),
             PageRole::Live => "live".to_string(),
             PageRole::Unknown => "unknown".to_string(),
             PageRole::Guarded(g) => format!(
@@ -487,13 +535,30 @@ impl Sim {
     /// erased; masked if that page was to hold a guarded unit of a group with no other damage,
     /// else the run relaxes. Called before any error is judged.
     fn judge_misdirected(&mut self) {
-        if self.cfg.reliability == 0 || self.subject.is_none() {
+        if self.subject.is_none() {
             return;
         }
         let Some(m) = self.dev().take_misdirected() else {
             return;
         };
-        let role = self.subject().record_role(m.intended, &m.oob);
+        // With parity the store is asked (flash reads); without, only what RAM and the
+        // program's own record say, so the run's flash commands stay as they were.
+        let role = if self.cfg.reliability > 0 {
+            self.subject().record_role(m.intended, &m.oob)
+        } else {
+            match self.subject().page_live(m.intended) {
+                Some(false) => PageRole::Stale,
+                Some(true) => PageRole::Live,
+                None => PageRole::Unknown,
+            }
+        };
+        let role = match role {
+            PageRole::Live => self
+                .subject()
+                .record_owner(&m.oob)
+                .map_or(PageRole::Live, PageRole::Slot),
+            r => r,
+        };
         let erase_count = self.dev().block_info(m.intended.block_addr()).erase_count;
         let what = match role {
             PageRole::Stale => {
@@ -510,7 +575,7 @@ impl Sim {
                 format!("guarded: object {:#x} group {}", g.oid, g.group)
             }
             r => {
-                self.relax();
+                self.relax_for(r);
                 format!("{r:?}")
             }
         };
@@ -548,6 +613,7 @@ impl Sim {
     /// recovery could reach the unit only through its damaged record.
     fn exposed_by_crash(&mut self) -> Vec<Strike> {
         if self.strikes.is_empty() || self.degraded {
+            // (A strike of a relaxed slot need not be checked, but costs nothing to.)
             return Vec::new();
         }
         self.prune_strikes();
@@ -774,7 +840,7 @@ impl Sim {
             Err(f @ (Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)))
                 if {
                     self.judge_misdirected();
-                    self.degraded
+                    self.slot_relaxed(slot)
                 } =>
             {
                 self.report.errors_tolerated += 1;
@@ -822,7 +888,7 @@ impl Sim {
                     Err(f) => self.failed(f, "flush"),
                 }
             }
-            Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_) if self.degraded => {
+            Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_) if self.any_relaxed() => {
                 self.report.errors_tolerated += 1;
                 self.log(format!("{what} failed as allowed: {f}"));
                 self.reboot(false)
@@ -852,7 +918,7 @@ impl Sim {
             let closed = match subject.close() {
                 Err((f, mut d)) => {
                     // A program of the shutdown's own may have gone astray.
-                    if self.cfg.reliability > 0 && d.take_misdirected().is_some() {
+                    if d.take_misdirected().is_some() {
                         self.relax();
                     }
                     Err((f, d))
@@ -870,7 +936,7 @@ impl Sim {
                     (d, false)
                 }
                 Err((f, d))
-                    if self.degraded
+                    if self.any_relaxed()
                         && matches!(f, Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)) =>
                 {
                     self.report.errors_tolerated += 1;
@@ -886,7 +952,7 @@ impl Sim {
             (subject.crash(), false)
         };
         self.cut_pending = false;
-        if self.cfg.reliability > 0 && !self.degraded {
+        if !self.degraded {
             if let Some(m) = dev.take_misdirected() {
                 // The store is gone: what the page was to hold cannot be told.
                 self.relax();
@@ -900,7 +966,9 @@ impl Sim {
             // The documented limit of parity (docs/RELIABILITY.md): a crash before the
             // group's parity, or the unit's place in the index, reached flash.
             self.report.tally.exposed_by_crash += exposed.len() as u64;
-            self.relax();
+            for s in &exposed {
+                self.relax_for(PageRole::Guarded(s.guard));
+            }
             self.log(format!(
                 "a crash exposed {} masked strike(s): parity or index not yet on flash (page {})",
                 exposed.len(),
@@ -925,7 +993,7 @@ impl Sim {
                     "arm {mode:?} power cut during recovery after {after} flash commands"
                 ));
             }
-            let armed = self.cfg.reliability > 0 && dev.misdirect_armed();
+            let armed = dev.misdirect_armed();
             match self
                 .variant
                 .open(dev, self.slot_bytes, self.cfg.broken_recovery)
@@ -945,7 +1013,7 @@ impl Sim {
                         if armed {
                             self.relax();
                         }
-                        self.degraded
+                        self.any_relaxed()
                     } && matches!(f, Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)) =>
                 {
                     self.report.errors_tolerated += 1;
@@ -999,13 +1067,13 @@ impl Sim {
     fn check_recovered(&mut self, clean: bool) -> Result<(), Stop> {
         match self.subject().fsck() {
             Ok(p) if p.is_empty() => {}
-            Ok(p) if self.degraded => {
+            Ok(p) if self.any_relaxed() => {
                 self.report.errors_tolerated += 1;
                 self.log(format!("fsck found damage, as allowed: {}", p.join("; ")));
             }
             Ok(p) => return Err(Stop::Violation(format!("fsck: {}", p.join("; ")))),
             Err(f)
-                if self.degraded
+                if self.any_relaxed()
                     && matches!(f, Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)) =>
             {
                 self.report.errors_tolerated += 1;
@@ -1024,7 +1092,7 @@ impl Sim {
             let got = match self.read_back(slot, &mut buf) {
                 Ok(g) => g,
                 Err(f @ (Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)))
-                    if self.degraded =>
+                    if self.slot_relaxed(slot) =>
                 {
                     self.report.errors_tolerated += 1;
                     self.oracle.recovered_unknown(slot);
@@ -1063,7 +1131,7 @@ impl Sim {
                     return Err(Stop::Violation(format!("{when}: {m}")));
                 }
             }
-            let degraded = self.degraded;
+            let degraded = self.slot_relaxed(slot);
             self.oracle
                 .check_recovered(slot, got.as_ref().map(|g| (&buf[..], g.0)), clean, degraded)
                 .map_err(|e| Stop::Violation(format!("{when}: {e}")))?;
@@ -1088,7 +1156,7 @@ impl Sim {
                         .map_err(|e| Stop::Violation(format!("{when}: {e}")))?;
                 }
                 Err(f @ (Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)))
-                    if self.degraded =>
+                    if self.any_relaxed() =>
                 {
                     self.report.errors_tolerated += 1;
                     self.log(format!("listing after recovery failed as allowed: {f}"));

@@ -131,6 +131,16 @@ pub trait Subject {
             None => PageRole::Unknown,
         }
     }
+    /// The slot whose data alone a live page holds (`None`: metadata, data shared by several
+    /// slots, or the stack cannot tell). Asked without a flash command, before or after a
+    /// fault strikes, so the run's schedule is not moved.
+    fn page_owner(&mut self, _page: flash::PageAddr) -> Option<u32> {
+        None
+    }
+    /// The slot whose data a record names, from OOB bytes a misdirected program carried.
+    fn record_owner(&mut self, _oob: &[u8]) -> Option<u32> {
+        None
+    }
     /// What a page held that a misdirected program left erased, from the OOB bytes the
     /// program carried, asked after the program.
     fn record_role(&mut self, _page: flash::PageAddr, _oob: &[u8]) -> PageRole {
@@ -230,7 +240,11 @@ pub enum PageRole {
     /// A unit with a second copy (a data or parity unit of an object with parity): one such
     /// unit damaged per group must be masked.
     Guarded(Guarded),
-    /// Live data or metadata with no second copy.
+    /// Live data of one slot alone, with no second copy: damage to it relaxes the contract
+    /// for that slot only (issue 15 item 1).
+    Slot(u32),
+    /// Live data or metadata with no second copy, of no one slot (or the stack cannot say
+    /// whose): damage to it relaxes the contract for every slot.
     Live,
     /// The stack cannot tell.
     Unknown,
@@ -247,6 +261,8 @@ pub struct Guarded {
     pub unit: Option<u64>,
     /// The sequence number of the program that wrote it.
     pub seq: u64,
+    /// The slot the object stands for.
+    pub slot: Option<u32>,
 }
 
 /// The object services every object of an object-store run is made with (issue 16).
@@ -468,6 +484,11 @@ fn oid(slot: u32) -> Oid {
     Oid::new(PARTITION, PARTITION + 1 + slot as u64)
 }
 
+/// The slot object `o` stands for, if any.
+fn slot_of(o: Oid) -> Option<u32> {
+    (0..64).find(|&s| oid(s) == o)
+}
+
 /// Classifies by the error's type, never its text.
 fn osd_fail(e: OsdError) -> Fail {
     use fml::FmlError;
@@ -508,6 +529,7 @@ fn page_role_of(r: Result<UnitRole, OsdError>) -> PageRole {
             group,
             unit,
             seq,
+            slot: slot_of(oid),
         }),
         Ok(UnitRole::Unprotected) => PageRole::Live,
         Err(_) => PageRole::Unknown,
@@ -728,6 +750,23 @@ impl Subject for OsdSubject {
             return PageRole::Unknown;
         };
         page_role_of(self.store.unit_role(v.0))
+    }
+    fn page_owner(&mut self, page: flash::PageAddr) -> Option<u32> {
+        let mut oob = [0u8; osd::record::RECORD_MAX_BYTES];
+        self.store
+            .device_mut()
+            .inner_mut()
+            .inner_mut()
+            .peek_oob(page, &mut oob)?;
+        self.record_owner(&oob)
+    }
+    fn record_owner(&mut self, oob: &[u8]) -> Option<u32> {
+        // Data units hold one object's bytes (compressed chunks and encrypted units too);
+        // small-object pages hold several objects', descriptor pages several onodes.
+        match osd::record::Record::decode_sealed(oob).ok()??.record {
+            osd::record::Record::Data { oid, .. } => slot_of(oid),
+            _ => None,
+        }
     }
     fn record_role(&mut self, page: flash::PageAddr, oob: &[u8]) -> PageRole {
         let Some(v) = self.store.fml().layout().vpa_of(page) else {

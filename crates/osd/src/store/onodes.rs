@@ -16,6 +16,18 @@ impl<F: Flash> ObjectStore<F> {
             };
             let (vpa, slot) = ((loc >> 16) as u32, loc as u16);
             let onode = self.read_onode(vpa, slot)?;
+            if onode.oid != oid {
+                // Another descriptor page stands where the index points (a misdirected write
+                // landed there): never take another object's onode for this one's.
+                return Err(OsdError::Corrupted {
+                    what: format!(
+                        "descriptor page slot {slot} holds the onode of object {} where the index \
+                         expects object {oid}",
+                        onode.oid
+                    ),
+                    location: format!("unit {vpa}"),
+                });
+            }
             self.trim_onode_cache();
             self.onodes.insert(
                 oid,
