@@ -713,7 +713,7 @@ impl Oracle {
         }
         for i in 0..count {
             let sector = first + i;
-            let (bytes, _) = sector_bytes(got, i, returned);
+            let (bytes, valid) = sector_bytes(got, i, returned);
             let sec = &self.slots[slot as usize].sectors[sector as usize];
             match sec.cur {
                 Some(cur) => {
@@ -735,11 +735,21 @@ impl Oracle {
                     });
                 }
                 // Unknown since a destructive fault: anything once written there will do, and
-                // is what the sector holds from now on.
+                // is what the sector holds from now on. So may any length the object ever had
+                // (a recovery may have rolled it back): when the object ends inside the sector,
+                // only the bytes before its end are data, compared as after a recovery, and
+                // the rest reads as zeros from now on.
                 None => {
                     let ever = sec.ever.clone();
-                    match self.identify(slot, sector, &bytes, SECTOR, &ever) {
-                        Some(v) => self.slots[slot as usize].sectors[sector as usize].cur = Some(v),
+                    let valid = if valid == 0 { SECTOR } else { valid };
+                    match self.identify(slot, sector, &bytes, valid, &ever) {
+                        Some(v) => {
+                            self.slots[slot as usize].sectors[sector as usize].cur = Some(v);
+                            if valid < SECTOR {
+                                let at = sector as u64 * SECTOR as u64;
+                                self.zero_from(slot, at + valid as u64, at + SECTOR as u64);
+                            }
+                        }
                         None => {
                             return Err(match decode(slot, sector, &bytes) {
                                 Some(read) => Mismatch::ReadForeign { slot, sector, read },
@@ -1193,6 +1203,39 @@ mod tests {
         assert!(matches!(
             z.check_recovered(0, Some((&img, 700)), false, false),
             Err(Mismatch::RecoveredLength { len: 700, .. })
+        ));
+    }
+
+    /// After damage, an object whose length is unknown may end inside a sector (any length it
+    /// ever had): the bytes before its end hold a version written there, the rest is no data,
+    /// and from then on reads as zeros (issue 15: seeds 5009595551979017198 and others).
+    #[test]
+    fn an_unknown_sector_the_object_ends_in_compares_the_bytes_before_the_end() {
+        let mut o = Oracle::new(1, 4, true);
+        let d = o.write(0, 0, 2);
+        o.recovered_unknown(0);
+        let mut img = d.clone();
+        img[700..].fill(0);
+        img.resize(4 * SECTOR, 0);
+        assert!(o.check_read(0, 0, 4, &img, 700).is_ok());
+        // The tail past that end reads as zeros now, though the object may grow again.
+        assert!(o.check_read(0, 0, 2, &img[..2 * SECTOR], 2 * SECTOR).is_ok());
+        let mut stale = d.clone();
+        stale.resize(4 * SECTOR, 0);
+        assert!(matches!(
+            o.check_read(0, 0, 2, &stale[..2 * SECTOR], 2 * SECTOR),
+            Err(Mismatch::ReadStale { sector: 1, .. })
+        ));
+        // Bytes never written there are still caught before the end.
+        let mut o = Oracle::new(1, 4, true);
+        let d = o.write(0, 0, 2);
+        o.recovered_unknown(0);
+        let mut bad = d.clone();
+        bad[600] ^= 1;
+        bad[700..].fill(0);
+        assert!(matches!(
+            o.check_read(0, 0, 2, &bad, 700),
+            Err(Mismatch::ReadGarbage { sector: 1, .. })
         ));
     }
 
