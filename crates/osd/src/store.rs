@@ -386,6 +386,10 @@ pub struct ObjectStore<F: Flash> {
     scratch_seal: Option<Seal>,
     /// The compressed chunk decompressed (or programmed) last.
     chunk_cache: Option<ChunkCache>,
+    /// The object a write is filling and where that write ends, while it programs or buffers
+    /// its units: the bytes it put there may lie past the object's length until it returns,
+    /// and a merge keeps them (see [`ObjectStore::merged_keep`]).
+    writing: Option<(Oid, u64)>,
     /// Open transactions, and whether one is being installed.
     txns: txn::Txns,
 }
@@ -458,6 +462,7 @@ impl<F: Flash> ObjectStore<F> {
             wide_records: false,
             scratch_seal: None,
             chunk_cache: None,
+            writing: None,
             txns: txn::Txns::default(),
         })
     }

@@ -471,6 +471,30 @@ impl Oracle {
             .find(|&c| self.content(slot, sector, c)[..valid] == bytes[..valid])
     }
 
+    /// For a sector whose bytes and whose object's length were both unknown (after damage): the
+    /// first of `candidates` that `bytes` hold up to their last non-zero byte (within `valid`),
+    /// zeros after it, and that byte's end. The object may have come back from a recovery
+    /// the oracle could not read with any length it ever had, ending inside the sector, and a
+    /// growth since zeroed the sector from there.
+    fn identify_cut(
+        &self,
+        slot: u32,
+        sector: u32,
+        bytes: &[u8],
+        valid: usize,
+        candidates: &[u64],
+    ) -> Option<(u64, usize)> {
+        let cut = bytes[..valid]
+            .iter()
+            .rposition(|&b| b != 0)
+            .map_or(0, |i| i + 1);
+        candidates
+            .iter()
+            .copied()
+            .find(|&c| self.content(slot, sector, c)[..cut] == bytes[..cut])
+            .map(|v| (v, cut))
+    }
+
     /// Records a write of `count` sectors from `first` and returns its bytes. Recorded before
     /// the stack runs it: a write cut short may have reached flash in part.
     pub fn write(&mut self, slot: u32, first: u32, count: u32) -> Vec<u8> {
@@ -713,7 +737,7 @@ impl Oracle {
         }
         for i in 0..count {
             let sector = first + i;
-            let (bytes, _) = sector_bytes(got, i, returned);
+            let (bytes, valid) = sector_bytes(got, i, returned);
             let sec = &self.slots[slot as usize].sectors[sector as usize];
             match sec.cur {
                 Some(cur) => {
@@ -735,11 +759,30 @@ impl Oracle {
                     });
                 }
                 // Unknown since a destructive fault: anything once written there will do, and
-                // is what the sector holds from now on.
+                // is what the sector holds from now on. So may any length the object ever had
+                // (a recovery may have rolled it back): when the object ends inside the sector,
+                // only the bytes before its end are data, compared as after a recovery, and
+                // the rest reads as zeros from now on.
                 None => {
                     let ever = sec.ever.clone();
-                    match self.identify(slot, sector, &bytes, SECTOR, &ever) {
-                        Some(v) => self.slots[slot as usize].sectors[sector as usize].cur = Some(v),
+                    let valid = if valid == 0 { SECTOR } else { valid };
+                    let found = self
+                        .identify(slot, sector, &bytes, valid, &ever)
+                        .map(|v| (v, valid))
+                        .or_else(|| {
+                            let known = self.slots[slot as usize].known;
+                            (!known)
+                                .then(|| self.identify_cut(slot, sector, &bytes, valid, &ever))
+                                .flatten()
+                        });
+                    match found {
+                        Some((v, cut)) => {
+                            self.slots[slot as usize].sectors[sector as usize].cur = Some(v);
+                            if cut < SECTOR {
+                                let at = sector as u64 * SECTOR as u64;
+                                self.zero_from(slot, at + cut as u64, at + SECTOR as u64);
+                            }
+                        }
                         None => {
                             return Err(match decode(slot, sector, &bytes) {
                                 Some(read) => Mismatch::ReadForeign { slot, sector, read },
@@ -934,8 +977,23 @@ impl Oracle {
                 }
             };
             let found = self.identify(slot, sector, &bytes, valid, &candidates);
+            // A sector cut short at an end the oracle never saw (see `identify_cut`).
+            let mut cut = None;
             let v = match found {
                 Some(v) => v,
+                None if damaged && sec.cur.is_none() && !self.slots[slot as usize].known => {
+                    let ever = sec.ever.clone();
+                    match self.identify_cut(slot, sector, &bytes, valid, &ever) {
+                        Some((v, at)) => {
+                            cut = Some(at);
+                            v
+                        }
+                        None => {
+                            first_err.get_or_insert(Mismatch::RecoveredGarbage { slot, sector });
+                            continue;
+                        }
+                    }
+                }
                 None => {
                     let ever = sec.ever.clone();
                     match self.identify(slot, sector, &bytes, valid, &ever) {
@@ -962,6 +1020,10 @@ impl Oracle {
             sec.since_flush.clear();
             sec.since_flush.push(v);
             sec.since_ckpt.push(v);
+            if let Some(c) = cut {
+                let at = sector as u64 * SECTOR as u64;
+                self.zero_from(slot, at + c as u64, at + SECTOR as u64);
+            }
         }
         let exists = got.is_some() || !objects;
         let len = match got {
@@ -1193,6 +1255,62 @@ mod tests {
         assert!(matches!(
             z.check_recovered(0, Some((&img, 700)), false, false),
             Err(Mismatch::RecoveredLength { len: 700, .. })
+        ));
+    }
+
+    /// After damage, an object whose length is unknown may end inside a sector (any length it
+    /// ever had): the bytes before its end hold a version written there, the rest is no data,
+    /// and from then on reads as zeros (issue 15: seeds 5009595551979017198 and others).
+    #[test]
+    fn an_unknown_sector_the_object_ends_in_compares_the_bytes_before_the_end() {
+        let mut o = Oracle::new(1, 4, true);
+        let d = o.write(0, 0, 2);
+        o.recovered_unknown(0);
+        let mut img = d.clone();
+        img[700..].fill(0);
+        img.resize(4 * SECTOR, 0);
+        assert!(o.check_read(0, 0, 4, &img, 700).is_ok());
+        // The tail past that end reads as zeros now, though the object may grow again.
+        assert!(o
+            .check_read(0, 0, 2, &img[..2 * SECTOR], 2 * SECTOR)
+            .is_ok());
+        let mut stale = d.clone();
+        stale.resize(4 * SECTOR, 0);
+        assert!(matches!(
+            o.check_read(0, 0, 2, &stale[..2 * SECTOR], 2 * SECTOR),
+            Err(Mismatch::ReadStale { sector: 1, .. })
+        ));
+        // The object came back ending there, unseen (the recovery's read failed), and grew
+        // since: the sector reads as that version cut short, zeros after the old end, then on.
+        let mut o = Oracle::new(1, 4, true);
+        let d = o.write(0, 0, 2);
+        o.recovered_unknown(0);
+        let mut grown = d.clone();
+        grown[700..].fill(0);
+        assert!(o.check_read(0, 0, 2, &grown, 2 * SECTOR).is_ok());
+        assert!(matches!(
+            o.check_read(0, 0, 2, &d, 2 * SECTOR),
+            Err(Mismatch::ReadStale { sector: 1, .. })
+        ));
+        let mut o = Oracle::new(1, 4, true);
+        let d = o.write(0, 0, 2);
+        o.recovered_unknown(0);
+        let mut img = d.clone();
+        img[700..].fill(0);
+        img.resize(4 * SECTOR, 0);
+        assert!(o
+            .check_recovered(0, Some((&img, 4 * SECTOR)), false, true)
+            .is_ok());
+        // Bytes never written there are still caught before the end.
+        let mut o = Oracle::new(1, 4, true);
+        let d = o.write(0, 0, 2);
+        o.recovered_unknown(0);
+        let mut bad = d.clone();
+        bad[600] ^= 1;
+        bad[700..].fill(0);
+        assert!(matches!(
+            o.check_read(0, 0, 2, &bad, 700),
+            Err(Mismatch::ReadGarbage { sector: 1, .. })
         ));
     }
 

@@ -141,11 +141,27 @@ fn former_findings_stay_fixed() {
     all.faults = FaultSet::all();
     let mut ftl = SimConfig::new(StackKind::Ftl);
     ftl.faults = FaultSet::all();
+    let mut long = all;
+    long.steps = 1000;
     let cases = power.iter().map(|&s| (s, &sim)).chain([
         // Misdirected writes: a unit that read erased or held another unit was returned.
         (789569683384016218, &all),
         (805485977247834561, &all),
         (3979493773153727546, &ftl),
+        // Issue 15, after a destructive fault: a copy holding new bytes next to truncated ones
+        // brought back (a store bug) ...
+        (2433796964482868409, &all),
+        (2549114836041901053, &all),
+        (2799907067591367289, &all),
+        (2012942181948787847, &all),
+        (9699093822981891226, &all),
+        // ... and a version cut by an end the oracle had not seen taken for invented bytes
+        // (an oracle bug).
+        (5009595551979017198, &all),
+        (5024186344134109687, &all),
+        (2044373587367062872, &all),
+        (595260242223025656, &long),
+        (8646286385107323101, &long),
     ]);
     for (seed, cfg) in cases {
         let r = run_seed(seed, cfg);

@@ -282,6 +282,9 @@ impl<F: Flash> ObjectStore<F> {
     pub(super) fn merge_old_chunked(&mut self, e: &mut Entry<(Oid, u64)>) -> Result<(), OsdError> {
         let mut old = vec![0u8; self.unit];
         self.read_chunk_unit_into(e.key.0, e.key.1, 0, &mut old)?;
+        // Past the object's end the old bytes read as zeros (see `merged_keep`).
+        let keep = self.merged_keep(e.key.0, e.key.1 * self.unit as u64, self.unit)?;
+        old[keep..].fill(0);
         let Fill::Bytes(b) = &mut e.fill else {
             return Err(OsdError::Internal(format!(
                 "a fingerprint unit of compressed object {}",
@@ -342,8 +345,10 @@ impl<F: Flash> ObjectStore<F> {
         if !covered {
             // A read-modify-write of the chunk.
             let mut merged = false;
+            // Past the object's end the old bytes read as zeros (see `merged_keep`).
+            let keep = self.merged_keep(oid, c * cu * unit as u64, logical.len())?;
             if let Some(old) = self.chunk_bytes(oid, c)? {
-                let m = old.len().min(logical.len());
+                let m = old.len().min(keep);
                 logical[..m].copy_from_slice(&old[..m]);
                 merged = true;
             }

@@ -416,12 +416,14 @@ impl<F: Flash> ObjectStore<F> {
         let content = self.read_data_repairing(e.key.0, e.key.1, o, rewrite)?;
         // The merged unit's program needs this read's bytes.
         self.now = self.now();
+        let keep = self.merged_keep(e.key.0, e.key.1 * self.unit as u64, self.unit)?;
         match (&mut e.fill, content) {
             (Fill::Bytes(b), Content::Bytes) => {
                 for s in 0..self.unit / SECTOR as usize {
                     if e.mask & (1 << s) == 0 {
                         let r = s * SECTOR as usize..(s + 1) * SECTOR as usize;
-                        b[r.clone()].copy_from_slice(&self.scratch[r]);
+                        b[r.clone()].copy_from_slice(&self.scratch[r.clone()]);
+                        b[r.start.max(keep)..r.end.max(keep)].fill(0);
                     }
                 }
                 Ok(Some(content))
@@ -434,6 +436,21 @@ impl<F: Flash> ObjectStore<F> {
                 "bytes and fingerprint writes mixed in one unit".into(),
             )),
         }
+    }
+
+    /// How many of the `n` old bytes a merge brings in from byte `at` of `oid` it keeps: those
+    /// before the object's end (or the end of the write filling it); the rest read as zeros.
+    /// On flash they may still hold bytes a shrinking truncate cut off (or a crash's shorter
+    /// length left past the end): a copy programmed with them next to new bytes would hold a
+    /// sector no write ever made, which a recovery falling back to that copy after a
+    /// destructive fault would bring back (docs/RELIABILITY.md).
+    pub(super) fn merged_keep(&mut self, oid: Oid, at: u64, n: usize) -> Result<usize, OsdError> {
+        let length = self.onode_mut(oid)?.onode.logical_length;
+        let end = match self.writing {
+            Some((o, end)) if o == oid => length.max(end),
+            _ => length,
+        };
+        Ok(end.saturating_sub(at).min(n as u64) as usize)
     }
 
     pub(super) fn full_mask(&self) -> u64 {
@@ -506,6 +523,33 @@ impl<F: Flash> ObjectStore<F> {
         if offset > length {
             self.zero_gap(oid, length)?;
         }
+        let writing = self.writing.replace((oid, end));
+        let filled = self.fill_units(oid, offset, end, data, token, chunked);
+        self.writing = writing;
+        filled?;
+        let unit = self.unit as u64;
+        let now = self.now;
+        let units = (end - 1) / unit - offset / unit + 1;
+        let c = self.onode_mut(oid)?;
+        c.onode.logical_length = c.onode.logical_length.max(end);
+        c.onode.modified_ns = now;
+        c.onode.write_count = c.onode.write_count.saturating_add(units as u32);
+        c.dirty = true;
+        self.stats.host_write_bytes += len;
+        Ok(())
+    }
+
+    /// [`Self::write_inner`]'s loop over the units of bytes `offset..end`: each is buffered, or
+    /// programmed at once without a buffer.
+    fn fill_units(
+        &mut self,
+        oid: Oid,
+        offset: u64,
+        end: u64,
+        data: Option<&[u8]>,
+        token: u64,
+        chunked: bool,
+    ) -> Result<(), OsdError> {
         let unit = self.unit as u64;
         let mut u = offset / unit;
         let mut consumed = 0usize;
@@ -561,14 +605,6 @@ impl<F: Flash> ObjectStore<F> {
             }
             u += 1;
         }
-        let now = self.now;
-        let units = (end - 1) / unit - offset / unit + 1;
-        let c = self.onode_mut(oid)?;
-        c.onode.logical_length = c.onode.logical_length.max(end);
-        c.onode.modified_ns = now;
-        c.onode.write_count = c.onode.write_count.saturating_add(units as u32);
-        c.dirty = true;
-        self.stats.host_write_bytes += len;
         Ok(())
     }
 
