@@ -187,6 +187,7 @@ impl<F: Flash> ObjectStore<F> {
             mut later,
             scanned,
         } = self.discover()?;
+        self.checkpoint_seq = ckpt_seq;
         #[cfg(feature = "mutants")]
         if fml::mutants::on(fml::mutants::Mutant::OsdNoRollForward) {
             later.clear();
@@ -637,6 +638,13 @@ impl<F: Flash> ObjectStore<F> {
         let mut pinned = false;
         for (slot, onode) in onodes.into_iter().enumerate() {
             let oid = onode.oid;
+            // An onode written before the checkpoint is in it, or was superseded before it (a
+            // removal whose tombstone the checkpoint then dropped): only a copy GC made of its
+            // page, dead slots included, can bring it here, and it must not bring the object
+            // back.
+            if onode.seq <= self.checkpoint_seq {
+                continue;
+            }
             #[cfg(feature = "mutants")]
             if onode.removed && fml::mutants::on(fml::mutants::Mutant::RemoveNotDurable) {
                 continue;
@@ -652,7 +660,17 @@ impl<F: Flash> ObjectStore<F> {
             applied.push(oid);
             stored_len.insert(oid, onode.logical_length);
             touched.insert(oid);
-            if let Some(old) = self.onodes.get(&oid).and_then(|c| c.loc) {
+            // The slot this onode supersedes: from the cache, or from the index when the
+            // cache has evicted the object since an earlier onode of it was rolled forward (a
+            // slot left live would point the index back at that older onode when GC moves
+            // its page).
+            let old = match self.onodes.get(&oid).and_then(|c| c.loc) {
+                Some(l) => Some(l),
+                None => self
+                    .with_index(|ix, io| ix.get(io, &onode_key(oid)))?
+                    .map(|v| ((v >> 16) as u32, v as u16)),
+            };
+            if let Some(old) = old {
                 self.release_slot(old.0, old.1);
             }
             // Chunk units written before this onode beyond its length are gone.
