@@ -46,6 +46,7 @@ use crate::record::{
 use fml::buffer::{Entry, Fill, WriteBuffer};
 
 mod atime;
+mod bgscrub;
 mod checkpoint;
 mod commands;
 mod compression;
@@ -61,6 +62,7 @@ mod small;
 mod txn;
 mod unit_io;
 
+pub use bgscrub::{BackgroundScrubConfig, ScrubStep};
 pub use compression::SpaceTotals;
 use compression::{ChunkCache, FoundUnit, KIND_CHUNK};
 pub use encryption::SEQ_GAP_AT_OPEN;
@@ -234,6 +236,20 @@ pub struct OsdStats {
     pub txns_committed: u64,
     /// Transaction log units programmed (the commit records included).
     pub txn_log_units_written: u64,
+    /// Data units the background scrub read and checked.
+    pub bg_scrub_units_checked: u64,
+    /// Parity groups the background scrub checked against their data (all units readable).
+    pub bg_scrub_groups_checked: u64,
+    /// Damaged units and mismatched parity groups the background scrub found (one found again
+    /// by a later pass counts again).
+    pub bg_scrub_damage_found: u64,
+    /// Of those, repaired (a unit rebuilt from parity and rewritten, parity recomputed).
+    pub bg_scrub_repaired: u64,
+    /// Of those, lost: no parity, or too much of the group damaged (the newest are listed by
+    /// `ObjectStore::background_scrub_findings`).
+    pub bg_scrub_unrepairable: u64,
+    /// Full passes of the background scrub over every object's data units.
+    pub bg_scrub_passes: u64,
 }
 
 /// What recovery did.
@@ -385,6 +401,8 @@ pub struct ObjectStore<F: Flash> {
     chunk_cache: Option<ChunkCache>,
     /// Open transactions, and whether one is being installed.
     txns: txn::Txns,
+    /// The background scrub's policy, cursor and unrepairable findings.
+    bg_scrub: bgscrub::BgScrub,
 }
 
 impl<F: Flash> ObjectStore<F> {
@@ -455,6 +473,7 @@ impl<F: Flash> ObjectStore<F> {
             scratch_seal: None,
             chunk_cache: None,
             txns: txn::Txns::default(),
+            bg_scrub: bgscrub::BgScrub::default(),
         })
     }
 
