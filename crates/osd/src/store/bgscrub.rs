@@ -20,8 +20,9 @@ pub struct BackgroundScrubConfig {
     /// background scrub off. Off by default because every run and figure so far was measured
     /// without it, and because its reads cost die time and read disturb that only a user who
     /// wants latent damage found early should pay. A rate, not a pass period, so that its cost
-    /// does not grow with the store: 1000 units per second (4 MB/s of 4 KiB units) takes about
-    /// 5% of one die's time at 50 µs a read and passes over 1 GiB in under 5 idle minutes.
+    /// does not grow with the store: 1000 units per second (4 MB/s of 4 KiB units) kept the
+    /// device busy 4.7% of the idle time on `nandsim-128m` (docs/PERFORMANCE.md) and passes
+    /// over 1 GiB of 4 KiB units in under 5 idle minutes.
     pub units_per_second: u64,
     /// Most units one idle period checks (default 256), so that a long idle period (or a
     /// caller passing a far `until`) hands the device back soon: the credit of a longer idle
@@ -90,6 +91,9 @@ pub(super) struct BgScrub {
     credited_until: Nanos,
     /// Idle ns times units per second not yet worth a whole unit.
     carry: u128,
+    /// Units checked beyond the last call's budget (a group is never split), owed by the next
+    /// calls' credit so that the rate holds on average.
+    debt: u64,
     /// The newest unrepairable findings, oldest first.
     findings: VecDeque<ScrubFinding>,
 }
@@ -150,11 +154,13 @@ impl<F: Flash> ObjectStore<F> {
             self.bg_scrub.carry += (until - start) as u128 * cfg.units_per_second as u128;
         }
         let earned = (self.bg_scrub.carry / 1_000_000_000) as u64;
-        if earned == 0 {
+        self.bg_scrub.carry %= 1_000_000_000;
+        let owed = self.bg_scrub.debt.min(earned);
+        self.bg_scrub.debt -= owed;
+        let mut budget = (earned - owed).min(cfg.max_units_per_call);
+        if budget == 0 {
             return Ok(());
         }
-        self.bg_scrub.carry %= 1_000_000_000;
-        let mut budget = earned.min(cfg.max_units_per_call);
         // A group at a time, so that the scrub hands the device back within one group's reads
         // of `until`, as GC does within one step.
         while budget > 0 && self.now() < until {
@@ -165,7 +171,9 @@ impl<F: Flash> ObjectStore<F> {
             }
             // A deferred group costs a unit of budget, so a buffer full of hot groups ends
             // the call as spent budget would.
-            budget = budget.saturating_sub(step.units_checked + step.groups_deferred);
+            let spent = step.units_checked + step.groups_deferred;
+            self.bg_scrub.debt += spent.saturating_sub(budget);
+            budget = budget.saturating_sub(spent);
         }
         self.set_time(self.now());
         Ok(())
