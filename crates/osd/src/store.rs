@@ -24,7 +24,8 @@
 //! data units), `gc` (GC steps and the relocations they report), `checkpoint` (checkpoints and
 //! flushes), `atime` (the access-time journal), `recovery` (open: checkpoint and roll-forward),
 //! `fsck`, `commands` (the OSD command set), `unit_io` (checked unit reads, the index's view of
-//! the flash), `small` (the small-object buffer).
+//! the flash), `small` (the small-object buffer), `scrub` (the scrub command and the per-group
+//! check it shares with `bgscrub`, the background scrub in idle time).
 
 use flash::fingerprint::{fold, mix};
 use flash::gang::Vpa;
