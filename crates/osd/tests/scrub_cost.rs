@@ -83,7 +83,7 @@ fn a_full_background_pass() {
             "{name}: {} units ({} MiB), {} groups, {calls} idle calls of 100 ms: idle time {:.1} s, \
              device busy {:.3} virtual s ({:.2}% of the idle time), {:.0} ms wall",
             st.bg_scrub_units_checked,
-            OBJECTS * OBJECT_BYTES as u64 >> 20,
+            (OBJECTS * OBJECT_BYTES as u64) >> 20,
             st.bg_scrub_groups_checked,
             (t - start) as f64 / 1e9,
             busy as f64 / 1e9,
