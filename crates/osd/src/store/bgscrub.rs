@@ -182,8 +182,9 @@ impl<F: Flash> ObjectStore<F> {
     /// The mechanism of the background scrub: checks (and repairs, by its policy) whole
     /// parity groups from the cursor on until about `max_units` units are checked, at least
     /// one group (a group is never split: its signature needs every unit). Reads are issued at
-    /// the store's time and charged to it like any other. Returns what it did; zero units and
-    /// no deferred group means the store has no data units.
+    /// the store's time and charged to it like any other. A step ends where a pass does.
+    /// Returns what it did; no unit, no deferred group and no pass completed means the store
+    /// has no data units.
     pub fn scrub_step(&mut self, max_units: u64) -> Result<ScrubStep, OsdError> {
         let repair = self.bg_scrub.config.repair && self.poisoned.is_none();
         let mut step = ScrubStep::default();
