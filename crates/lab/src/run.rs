@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::{self, Latencies, Load, Verifier};
 use fml::FmlConfig;
-use osd::{OsdConfig, Placement};
+use osd::{BackgroundScrubConfig, OsdConfig, Placement};
 use stacks::{Counters, FmlBase, Stack, StackFault, StackSpec};
 use workload::block::{prefill, Workload, WorkloadConfig, WorkloadKind};
 pub use workload::latency::{summarize, LatencySummary};
@@ -58,6 +58,8 @@ pub struct RunConfig {
     pub object_bytes: u64,
     /// The object store of the `osd` stack (its `placement` is the field above).
     pub osd: OsdConfig,
+    /// The object store's background scrub (`scrub.*`; off by default).
+    pub scrub: BackgroundScrubConfig,
 }
 
 impl Default for RunConfig {
@@ -83,6 +85,7 @@ impl Default for RunConfig {
             placement: Placement::Semantic,
             object_bytes: 128 << 10,
             osd: OsdConfig::default(),
+            scrub: BackgroundScrubConfig::default(),
         }
     }
 }
@@ -112,7 +115,7 @@ impl RunConfig {
     }
 
     /// Checks the run's own settings and the FTL's: `utilisation` in (0, 1], at least one
-    /// thread and queue slot, `object_bytes` a positive multiple of 512.
+    /// thread and queue slot, `object_bytes` a positive multiple of 512, the `scrub.*` ranges.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !(self.utilisation > 0.0 && self.utilisation <= 1.0) {
             return Err(ConfigError::Utilisation {
@@ -128,6 +131,7 @@ impl RunConfig {
                 bytes: self.object_bytes,
             });
         }
+        self.scrub.validate().map_err(ConfigError::Scrub)?;
         Ok(())
     }
 }
@@ -142,6 +146,9 @@ pub enum ConfigError {
         /// The value.
         value: f64,
     },
+    /// A `scrub.*` setting out of range.
+    #[error("scrub: {0}")]
+    Scrub(osd::OsdError),
     /// `load.threads` or `load.queue_depth` is 0.
     #[error("load.threads and load.queue_depth must be at least 1")]
     Load,
@@ -393,6 +400,7 @@ fn build_stack(cfg: &RunConfig, device: DeviceConfig) -> Result<Box<dyn Stack>, 
         placement: cfg.placement,
         ..cfg.osd
     };
+    spec.scrub = cfg.scrub;
     spec.object_bytes = cfg.object_bytes;
     if cfg.stack == StackKind::Osd {
         spec.name = format!("osd ({})", cfg.placement);

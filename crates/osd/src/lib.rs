@@ -18,4 +18,4 @@ pub use api::{Attr, AttrValue, DeviceInfo, FlushScope, Osd, OsdError, TxnError, 
 pub use crypt::MasterKey;
 pub use id::{ObjectId, Oid, PartitionId};
 pub use placement::{Placement, UnknownPlacement};
-pub use store::{IndexMode, ObjectStore, OsdConfig};
+pub use store::{BackgroundScrubConfig, IndexMode, ObjectStore, OsdConfig};

@@ -24,7 +24,8 @@
 //! data units), `gc` (GC steps and the relocations they report), `checkpoint` (checkpoints and
 //! flushes), `atime` (the access-time journal), `recovery` (open: checkpoint and roll-forward),
 //! `fsck`, `commands` (the OSD command set), `unit_io` (checked unit reads, the index's view of
-//! the flash), `small` (the small-object buffer).
+//! the flash), `small` (the small-object buffer), `scrub` (the scrub command and the per-group
+//! check it shares with `bgscrub`, the background scrub in idle time).
 
 use flash::fingerprint::{fold, mix};
 use flash::gang::Vpa;
@@ -46,6 +47,7 @@ use crate::record::{
 use fml::buffer::{Entry, Fill, WriteBuffer};
 
 mod atime;
+mod bgscrub;
 mod checkpoint;
 mod commands;
 mod compression;
@@ -61,6 +63,7 @@ mod small;
 mod txn;
 mod unit_io;
 
+pub use bgscrub::{BackgroundScrubConfig, ScrubStep};
 pub use compression::SpaceTotals;
 use compression::{ChunkCache, FoundUnit, KIND_CHUNK};
 pub use encryption::SEQ_GAP_AT_OPEN;
@@ -234,6 +237,20 @@ pub struct OsdStats {
     pub txns_committed: u64,
     /// Transaction log units programmed (the commit records included).
     pub txn_log_units_written: u64,
+    /// Data units the background scrub read and checked.
+    pub bg_scrub_units_checked: u64,
+    /// Parity groups the background scrub checked against their data (all units readable).
+    pub bg_scrub_groups_checked: u64,
+    /// Damaged units and mismatched parity groups the background scrub found (one found again
+    /// by a later pass counts again).
+    pub bg_scrub_damage_found: u64,
+    /// Of those, repaired (a unit rebuilt from parity and rewritten, parity recomputed).
+    pub bg_scrub_repaired: u64,
+    /// Of those, lost: no parity, or too much of the group damaged (the newest are listed by
+    /// `ObjectStore::background_scrub_findings`).
+    pub bg_scrub_unrepairable: u64,
+    /// Full passes of the background scrub over every object's data units.
+    pub bg_scrub_passes: u64,
 }
 
 /// What recovery did.
@@ -392,6 +409,8 @@ pub struct ObjectStore<F: Flash> {
     writing: Option<(Oid, u64)>,
     /// Open transactions, and whether one is being installed.
     txns: txn::Txns,
+    /// The background scrub's policy, cursor and unrepairable findings.
+    bg_scrub: bgscrub::BgScrub,
 }
 
 impl<F: Flash> ObjectStore<F> {
@@ -464,6 +483,7 @@ impl<F: Flash> ObjectStore<F> {
             chunk_cache: None,
             writing: None,
             txns: txn::Txns::default(),
+            bg_scrub: bgscrub::BgScrub::default(),
         })
     }
 

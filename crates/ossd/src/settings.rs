@@ -69,6 +69,12 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   osd.default_reliability            parity units per parity group given to every new object (default 0 = none, at most 4, OSCM-11 III)
   osd.parity_group_units             data units per parity group for objects given parity (default 16)
   osd.compression_chunk_units        units per compression chunk of compressed objects (default 16)
+  scrub.units_per_second             object store background scrub: data units checked per second of idle time, 0 = off
+                                     (default 0; e.g. 1000: 4 MB/s of 4 KiB units, a few % of one die's time)
+  scrub.max_units_per_call           most units one idle period checks; a longer idle period's credit is dropped
+                                     (default 256, 1 to 65536)
+  scrub.repair                       rewrite what parity rebuilds, recompute stale parity (default true)
+  scrub.max_findings                 unrepairable findings kept in memory, the newest (default 64, at most 4096)
   fml.low_watermark_blocks           GC before writes below this many free blocks (default 10, OSSD-13 V-F)
   fml.high_watermark_busy_blocks     background GC target while busy (default 11)
   fml.high_watermark_idle_blocks     background GC target while idle (default 15)
@@ -284,6 +290,53 @@ mod tests {
             64,
             "poftl preset fields kept"
         );
+    }
+
+    /// The background scrub's keys: defaults documented (off), values reach the run, a value
+    /// out of range or an unknown key is refused with the key named.
+    #[test]
+    fn scrub_settings_parse_and_refuse_bad_values() {
+        let d = build_sets(&[]).unwrap().scrub;
+        assert_eq!(d, osd::BackgroundScrubConfig::default());
+        assert_eq!(d.units_per_second, 0, "off by default");
+        let c = build_sets(&["scrub.units_per_second=1000", "scrub.repair=false"]).unwrap();
+        assert_eq!((c.scrub.units_per_second, c.scrub.repair), (1000, false));
+        let c = build_text(
+            Some((
+                "[scrub]\nunits_per_second = 50\nmax_findings = 8\n",
+                "f.toml",
+            )),
+            &[],
+        )
+        .unwrap();
+        assert_eq!((c.scrub.units_per_second, c.scrub.max_findings), (50, 8));
+        let e = build_sets(&["scrub.max_units_per_call=0"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("max_units_per_call"), "{e}");
+        let e = build_sets(&["scrub.units_per_second=-1"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("units_per_second") || e.contains("invalid value"),
+            "{e}"
+        );
+        let e = build_sets(&["scrub.rate=1"]).unwrap_err().to_string();
+        assert!(e.contains("unknown field") && e.contains("rate"), "{e}");
+        // The typed error under the message.
+        let bad = RunConfig {
+            scrub: osd::BackgroundScrubConfig {
+                max_findings: 1 << 20,
+                ..Default::default()
+            },
+            ..RunConfig::default()
+        };
+        assert!(matches!(
+            bad.validate(),
+            Err(lab::run::ConfigError::Scrub(
+                osd::OsdError::InvalidArgument(_)
+            ))
+        ));
     }
 
     #[test]

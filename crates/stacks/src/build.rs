@@ -10,7 +10,7 @@ use fml::FmlConfig;
 use ftl::{Ftl, FtlConfig, Mapping};
 use littlefs::LittleFs;
 use ofs::{Ofs, OfsConfig};
-use osd::{ObjectStore, OsdConfig, Placement, UnknownPlacement};
+use osd::{BackgroundScrubConfig, ObjectStore, OsdConfig, Placement, UnknownPlacement};
 use poftl::fs::PoftlFs;
 use poftl::{PoftlConfig, PoftlStore};
 use serde::{de::DeserializeOwned, Serialize};
@@ -121,6 +121,8 @@ pub struct StackSpec {
     pub ftl: FtlConfig,
     /// `osd.*` (and `placement`) settings.
     pub osd: OsdConfig,
+    /// `scrub.*` settings: the object store's background scrub (off by default).
+    pub scrub: BackgroundScrubConfig,
     /// `fs.*` settings of `ofs`.
     pub ofs: OfsConfig,
     /// `fs.*` settings of `blockfs`.
@@ -141,6 +143,7 @@ impl StackSpec {
             fml: FmlBase::ForDevice,
             ftl: FtlConfig::default(),
             osd: OsdConfig::default(),
+            scrub: BackgroundScrubConfig::default(),
             ofs: OfsConfig::default(),
             blockfs: BlockFsConfig::default(),
             poftl: PoftlConfig::default(),
@@ -152,8 +155,8 @@ impl StackSpec {
     pub fn accepted(kind: StackKind) -> &'static str {
         match kind {
             StackKind::Ftl | StackKind::Dftl => "ftl.*, fml.*",
-            StackKind::Osd => "osd.*, fml.*, placement, object_bytes",
-            StackKind::Ofs => "osd.*, fml.*, fs.*, placement",
+            StackKind::Osd => "osd.*, scrub.*, fml.*, placement, object_bytes",
+            StackKind::Ofs => "osd.*, scrub.*, fml.*, fs.*, placement",
             StackKind::Blockfs => "ftl.*, fml.*, fs.*, mapping",
             StackKind::Poftl => "poftl.*, fml.*",
             StackKind::Littlefs => "no settings",
@@ -161,8 +164,8 @@ impl StackSpec {
     }
 
     /// Applies one setting: `placement`, `mapping` (`page` or `dftl`), `object_bytes`, or a
-    /// field of a layer's config (`ftl.*`, `osd.*`, `fml.*`, `fs.*`, `poftl.*`) as a TOML
-    /// literal. A setting the stack does not take is an error that lists the ones it does.
+    /// field of a layer's config (`ftl.*`, `osd.*`, `scrub.*`, `fml.*`, `fs.*`, `poftl.*`) as a
+    /// TOML literal. A setting the stack does not take is an error that lists the ones it does.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), StackError> {
         use StackKind as K;
         let kind = self.kind;
@@ -192,6 +195,12 @@ impl StackSpec {
             }
             (Some(("ftl", f)), K::Ftl | K::Dftl | K::Blockfs) => apply(&mut self.ftl, f, value)?,
             (Some(("osd", f)), K::Osd | K::Ofs) => apply(&mut self.osd, f, value)?,
+            (Some(("scrub", f)), K::Osd | K::Ofs) => {
+                let mut scrub = self.scrub;
+                apply(&mut scrub, f, value)?;
+                scrub.validate()?;
+                self.scrub = scrub;
+            }
             (Some(("fs", f)), K::Ofs) => apply(&mut self.ofs, f, value)?,
             (Some(("fs", f)), K::Blockfs) => apply(&mut self.blockfs, f, value)?,
             (Some(("poftl", f)), K::Poftl) => apply(&mut self.poftl, f, value)?,
@@ -223,7 +232,9 @@ impl StackSpec {
     pub fn object_store(&self, device: DeviceConfig) -> Result<ObjectStore<Nand>, StackError> {
         let fml = self.fml_on(&device)?;
         let nand = Nand::in_memory(device)?;
-        Ok(ObjectStore::format(nand, OsdConfig { fml, ..self.osd })?)
+        let mut store = ObjectStore::format(nand, OsdConfig { fml, ..self.osd })?;
+        store.set_background_scrub(self.scrub)?;
+        Ok(store)
     }
 
     /// A block-level stack (`ftl`, `dftl`, `osd`) on a fresh `device`, for the engine and the
@@ -425,6 +436,30 @@ mod tests {
                 source: ValueError::Mapping(_),
                 ..
             })
+        ));
+    }
+
+    /// `scrub.*` reaches the object store the stack builds; a value out of range is the
+    /// store's typed refusal, and a block stack without an object store refuses the key.
+    #[test]
+    fn scrub_settings_reach_the_store() {
+        let mut spec = StackSpec::new(StackKind::Ofs);
+        spec.set("scrub.units_per_second", "1000").unwrap();
+        spec.set("scrub.repair", "false").unwrap();
+        let store = spec.object_store(device()).unwrap();
+        let got = store.background_scrub();
+        assert_eq!((got.units_per_second, got.repair), (1000, false));
+        assert!(matches!(
+            spec.set("scrub.max_units_per_call", "0"),
+            Err(StackError::Osd(osd::OsdError::InvalidArgument(_)))
+        ));
+        assert_eq!(
+            spec.scrub.max_units_per_call, 256,
+            "a refused value changes nothing"
+        );
+        assert!(matches!(
+            StackSpec::new(StackKind::Ftl).set("scrub.units_per_second", "1"),
+            Err(StackError::UnknownSetting { .. })
         ));
     }
 

@@ -268,7 +268,9 @@ impl<F: Flash> ObjectStore<F> {
         Ok(())
     }
 
-    /// Background GC in idle time, up to the high watermark, for steps starting before `until`.
+    /// Background work in idle time, for steps starting before `until`: GC up to the high
+    /// watermark first, then, in what idle time GC leaves, the background scrub (when its
+    /// policy turns it on: [`Self::set_background_scrub`]).
     pub fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, OsdError> {
         self.set_time(from);
         let idle = self.buf.is_empty();
@@ -276,6 +278,11 @@ impl<F: Flash> ObjectStore<F> {
             if !self.step_gc()? {
                 break;
             }
+        }
+        // GC's needs come first: the scrub runs only in time GC left, once it wants no more
+        // or has nothing it can collect.
+        if self.now < until {
+            self.background_scrub_idle(until)?;
         }
         Ok(self.now())
     }

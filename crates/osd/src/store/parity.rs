@@ -1000,15 +1000,13 @@ impl<F: Flash> ObjectStore<F> {
             if self.parity_current_by_oob(oid, g, k, m)? {
                 continue;
             }
-            // A data unit whose record no longer reads (a failed page, bits past the ECC, a
-            // misdirected write) fails the quick check even when the parity on flash is
-            // current: recomputing from the data would then drop the only way to rebuild it.
-            // Parity that rebuilds the group to its covers signature is current; it stays, and
-            // reads rebuild (and rewrite) the damaged unit.
-            if let Rebuilt::Units(units) = self.reconstruct_group(oid, g)? {
-                if !units.is_empty() {
-                    continue;
-                }
+            // A damaged data unit fails the OOB check too, and parity recomputed from the data
+            // would lose it for good: parity on flash that rebuilds it (the rebuilt group's
+            // signature matching the parity's) is current and kept.
+            if self.group_has_unreadable_record(oid, g, k)?
+                && matches!(self.reconstruct_group(oid, g)?, Rebuilt::Units(u) if !u.is_empty())
+            {
+                continue;
             }
             self.stats.parity_groups_recomputed += 1;
             let mut grp = self.rebuild_group(oid, g, k, m)?;
@@ -1018,6 +1016,17 @@ impl<F: Flash> ObjectStore<F> {
             self.trim_parity_cache()?;
         }
         Ok(())
+    }
+
+    /// Whether a mapped data unit of group `g` is lost or its OOB record cannot be read.
+    fn group_has_unreadable_record(&mut self, oid: Oid, g: u64, k: u8) -> Result<bool, OsdError> {
+        let first = g * k as u64;
+        for (_, v) in self.mapped_units(oid, first, first + k as u64)? {
+            if v == LOST || self.sealed_at(v).is_none() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Whether group `g`'s parity units on flash carry the signature of its data units' OOB

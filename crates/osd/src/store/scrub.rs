@@ -154,16 +154,12 @@ impl<F: Flash> ObjectStore<F> {
         repair: bool,
         report: &mut ScrubReport,
     ) -> Result<(), OsdError> {
-        let protection = match self.load_onode(oid)? {
-            Some(_) => self.protection(oid)?,
-            None => None,
-        };
+        let protection = self.scrub_protection(oid)?;
         if protection.is_some() {
             report.protected_objects += 1;
         }
         let k = protection.map_or(1, |p| p.0 as u64);
         let mapped = self.mapped_units(oid, 0, u64::MAX)?;
-        let unit = self.unit as u64;
         let mut at = 0;
         while at < mapped.len() {
             let g = mapped[at].0 / k;
@@ -171,107 +167,146 @@ impl<F: Flash> ObjectStore<F> {
                 .iter()
                 .position(|(u, _)| u / k != g)
                 .map_or(mapped.len(), |n| at + n);
-            let mut damaged = Vec::new();
-            let mut sig = 0u32;
-            for &(u, v) in &mapped[at..end] {
-                report.units_checked += 1;
-                let r = if v == LOST {
-                    Err(OsdError::Uncorrectable {
-                        what: "unreadable when GC moved it".into(),
-                        location: "lost".into(),
-                    })
-                } else {
-                    self.read_data_unit(oid, u, v)
-                };
-                match r {
-                    Ok(c) => {
-                        let crc = match c {
-                            Content::Fingerprint(fp) => payload_crc(Payload::Fingerprint(fp)),
-                            _ => payload_crc(Payload::Bytes(&self.scratch)),
-                        };
-                        sig ^= covers_term(u - g * k, crc);
-                    }
-                    Err(e @ (OsdError::Device(_) | OsdError::Internal(_))) => return Err(e),
-                    Err(e) => damaged.push((u, e.to_string())),
-                }
-            }
+            self.scrub_units(oid, protection, &mapped[at..end], repair, report)?;
             at = end;
-            let Some((kk, m)) = protection else {
-                for (u, what) in damaged {
-                    report.push(ScrubFinding {
-                        object: oid.to_string(),
-                        offset: u * unit,
-                        length: unit,
-                        kind: "data unit",
-                        what,
-                        outcome: ScrubOutcome::Unrepairable,
-                    });
-                }
-                continue;
+        }
+        Ok(())
+    }
+
+    /// The object's parity (data units per group, parity units), `None` without (or without
+    /// an onode).
+    pub(super) fn scrub_protection(&mut self, oid: Oid) -> Result<Option<(u8, u8)>, OsdError> {
+        match self.load_onode(oid)? {
+            Some(_) => self.protection(oid),
+            None => Ok(None),
+        }
+    }
+
+    /// The check (and with `repair`, the repair) of mapped units of `oid`, shared by the scrub
+    /// command and the background scrub: with `protection`, `units` are the mapped units of
+    /// one parity group (every one of them, so the group's signature can be checked); without,
+    /// any units, each checked alone. A damaged unit is rewritten only from parity whose
+    /// signature matches the rest of its group (`reconstruct_group` refuses stale parity).
+    pub(super) fn scrub_units(
+        &mut self,
+        oid: Oid,
+        protection: Option<(u8, u8)>,
+        units: &[(u64, u32)],
+        repair: bool,
+        report: &mut ScrubReport,
+    ) -> Result<(), OsdError> {
+        let Some(&(first, _)) = units.first() else {
+            return Ok(());
+        };
+        let k = protection.map_or(1, |p| p.0 as u64);
+        let g = first / k;
+        let unit = self.unit as u64;
+        let mut damaged = Vec::new();
+        let mut sig = 0u32;
+        for &(u, v) in units {
+            report.units_checked += 1;
+            let r = if v == LOST {
+                Err(OsdError::Uncorrectable {
+                    what: "unreadable when GC moved it".into(),
+                    location: "lost".into(),
+                })
+            } else {
+                self.read_data_unit(oid, u, v)
             };
-            let group_range = (g * k * unit, k * unit);
-            if damaged.is_empty() {
-                report.parity_groups_checked += 1;
-                // The cache holds the parity of the data on flash, newer than flash's when dirty.
-                let cached = self.parity.get(&(oid, g)).map(|p| p.usable_for(sig));
-                let stored = match cached {
-                    Some(c) => Some(c),
-                    None => self
-                        .read_parity_units(oid, g, kk, m)?
-                        .map(|p| p.usable_for(sig)),
-                };
-                let what = match stored {
-                    Some(true) => continue,
-                    Some(false) => "its parity is stale (the signature does not match the data)",
-                    None => "its parity units are missing or damaged",
-                };
-                let outcome = if repair {
-                    let grp = self.rebuild_group(oid, g, kk, m)?;
-                    self.parity.insert((oid, g), grp);
-                    self.flush_parity()?;
-                    ScrubOutcome::Repaired
-                } else {
-                    ScrubOutcome::Repairable
-                };
-                report.push(ScrubFinding {
-                    object: oid.to_string(),
-                    offset: group_range.0,
-                    length: group_range.1,
-                    kind: "parity group",
-                    what: what.into(),
-                    outcome,
-                });
-                continue;
+            match r {
+                Ok(c) => {
+                    let crc = match c {
+                        Content::Fingerprint(fp) => payload_crc(Payload::Fingerprint(fp)),
+                        _ => payload_crc(Payload::Bytes(&self.scratch)),
+                    };
+                    sig ^= covers_term(u - g * k, crc);
+                }
+                Err(e @ (OsdError::Device(_) | OsdError::Internal(_))) => return Err(e),
+                Err(e) => damaged.push((u, e.to_string())),
             }
-            let rebuilt = self.reconstruct_group(oid, g)?;
+        }
+        let Some((kk, m)) = protection else {
             for (u, what) in damaged {
-                let (outcome, what) = match &rebuilt {
-                    Rebuilt::Units(units) => match units.iter().find(|(x, _)| *x == u) {
-                        Some((_, fill)) if repair => {
-                            self.rewrite_rebuilt(oid, u, fill)?;
-                            self.stats.units_corrected += 1;
-                            (ScrubOutcome::Repaired, what)
-                        }
-                        Some(_) => (ScrubOutcome::Repairable, what),
-                        None => (
-                            ScrubOutcome::Unrepairable,
-                            format!("{what}; reads back whole within its group"),
-                        ),
-                    },
-                    Rebuilt::Not(why) => (
-                        ScrubOutcome::Unrepairable,
-                        format!("{what}; parity did not rebuild it: {why}"),
-                    ),
-                };
                 report.push(ScrubFinding {
                     object: oid.to_string(),
                     offset: u * unit,
                     length: unit,
                     kind: "data unit",
                     what,
-                    outcome,
+                    outcome: ScrubOutcome::Unrepairable,
                 });
             }
+            return Ok(());
+        };
+        let group_range = (g * k * unit, k * unit);
+        if damaged.is_empty() {
+            report.parity_groups_checked += 1;
+            // The cache holds the parity of the data on flash, newer than flash's when dirty.
+            let cached = self.parity.get(&(oid, g)).map(|p| p.usable_for(sig));
+            let stored = match cached {
+                Some(c) => Some(c),
+                None => self
+                    .read_parity_units(oid, g, kk, m)?
+                    .map(|p| p.usable_for(sig)),
+            };
+            let what = match stored {
+                Some(true) => return Ok(()),
+                Some(false) => "its parity is stale (the signature does not match the data)",
+                None => "its parity units are missing or damaged",
+            };
+            let outcome = if repair {
+                let grp = self.rebuild_group(oid, g, kk, m)?;
+                self.parity.insert((oid, g), grp);
+                self.flush_parity()?;
+                ScrubOutcome::Repaired
+            } else {
+                ScrubOutcome::Repairable
+            };
+            report.push(ScrubFinding {
+                object: oid.to_string(),
+                offset: group_range.0,
+                length: group_range.1,
+                kind: "parity group",
+                what: what.into(),
+                outcome,
+            });
+            return Ok(());
+        }
+        let rebuilt = self.reconstruct_group(oid, g)?;
+        for (u, what) in damaged {
+            let (outcome, what) = match &rebuilt {
+                Rebuilt::Units(units) => match units.iter().find(|(x, _)| *x == u) {
+                    Some((_, fill)) if repair => {
+                        // Without room (or on a poisoned store) the rewrite leaves the damaged
+                        // copy: then it is only repairable, and parity still rebuilds it.
+                        let before = self.stats.units_rewritten;
+                        self.rewrite_rebuilt(oid, u, fill)?;
+                        if self.stats.units_rewritten > before {
+                            self.stats.units_corrected += 1;
+                            (ScrubOutcome::Repaired, what)
+                        } else {
+                            (ScrubOutcome::Repairable, what)
+                        }
+                    }
+                    Some(_) => (ScrubOutcome::Repairable, what),
+                    None => (
+                        ScrubOutcome::Unrepairable,
+                        format!("{what}; reads back whole within its group"),
+                    ),
+                },
+                Rebuilt::Not(why) => (
+                    ScrubOutcome::Unrepairable,
+                    format!("{what}; parity did not rebuild it: {why}"),
+                ),
+            };
+            report.push(ScrubFinding {
+                object: oid.to_string(),
+                offset: u * unit,
+                length: unit,
+                kind: "data unit",
+                what,
+                outcome,
+            });
         }
         Ok(())
     }
