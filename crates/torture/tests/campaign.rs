@@ -162,6 +162,17 @@ fn former_findings_stay_fixed() {
         (2044373587367062872, &all),
         (595260242223025656, &long),
         (8646286385107323101, &long),
+        // A durably removed object came back: GC had copied its descriptor page, dead slot
+        // included, and recovery rolled the old onode forward.
+        (16454604912219819377, &all),
+        (11020282255605355236, &all),
+        // A flushed length came back 0: the cache had evicted an object between two of its
+        // onodes rolled forward, the older slot stayed live, and GC moving its page pointed
+        // the index back at it.
+        (3585609403520172760, &all),
+        // A panic ("unit is already valid") after a misdirected write took the page at an
+        // update block's write pointer.
+        (8908924199462912053, &all),
     ]);
     for (seed, cfg) in cases {
         let r = run_seed(seed, cfg);
