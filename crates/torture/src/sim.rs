@@ -128,6 +128,8 @@ struct Strike {
     /// damaged page is gone (unless the unit was mapped as lost first).
     erase_count: u32,
     guard: Guarded,
+    /// A crash already exposed it (its slot relaxed): not counted again.
+    exposed: bool,
 }
 
 /// Why a run stops.
@@ -508,6 +510,7 @@ impl Sim {
                         page,
                         erase_count: info.erase_count,
                         guard: g,
+                        exposed: false,
                     });
                 }
                 r => self.relax_for(r),
@@ -571,6 +574,7 @@ impl Sim {
                     page: m.intended,
                     erase_count,
                     guard: g,
+                    exposed: false,
                 });
                 format!("guarded: object {:#x} group {}", g.oid, g.group)
             }
@@ -617,11 +621,16 @@ impl Sim {
             return Vec::new();
         }
         self.prune_strikes();
-        let strikes = self.strikes.clone();
-        strikes
-            .into_iter()
-            .filter(|s| !self.subject().guard_survives_crash(&s.guard))
-            .collect()
+        let mut strikes = std::mem::take(&mut self.strikes);
+        let mut exposed = Vec::new();
+        for s in &mut strikes {
+            if !s.exposed && !self.subject().guard_survives_crash(&s.guard) {
+                s.exposed = true;
+                exposed.push(*s);
+            }
+        }
+        self.strikes = strikes;
+        exposed
     }
 
     // ------------------------------------------------------------------ workload
