@@ -3,35 +3,18 @@
 //! rebuilds, count it all, and keep the unrepairable findings; a power cut in a repair leaves a
 //! store that recovers with every flushed write intact.
 
-use flash::fault::{CutMode, Faulty};
-use flash::gang::Vpa;
-use flash::{preset, DeviceConfig, Flash, Nand};
-use fml::FmlConfig;
+mod parity_rig;
+
+use flash::fault::CutMode;
+use flash::Flash;
 use osd::store::ScrubOutcome;
 use osd::{
-    Attr, AttrValue, BackgroundScrubConfig, FlushScope, ObjectStore, Oid, Osd, OsdConfig, OsdError,
+    Attr, AttrValue, BackgroundScrubConfig, FlushScope, ObjectStore, Oid, Osd, OsdError,
     PartitionId,
 };
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use parity_rig::*;
 
-const P: u64 = 0x10000;
 const SECOND: u64 = 1_000_000_000;
-
-fn device() -> DeviceConfig {
-    let mut c = preset("tiny").unwrap();
-    c.endurance_cycles = 1_000_000;
-    c
-}
-
-fn config(reliability: u8, group: u8) -> OsdConfig {
-    OsdConfig {
-        default_reliability: reliability,
-        parity_group_units: group,
-        fml: FmlConfig::for_blocks(device().gang.superblocks(&device().geometry)),
-        ..OsdConfig::default()
-    }
-}
 
 /// A scrub fast enough for tests: every idle second earns a whole call's worth.
 fn scrubbing() -> BackgroundScrubConfig {
@@ -40,51 +23,6 @@ fn scrubbing() -> BackgroundScrubConfig {
         max_units_per_call: 64,
         ..BackgroundScrubConfig::default()
     }
-}
-
-fn bytes(seed: u64, n: usize) -> Vec<u8> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    (0..n).map(|_| rng.gen()).collect()
-}
-
-type Store = ObjectStore<Faulty<Nand>>;
-
-fn fresh(cfg: OsdConfig) -> Store {
-    let mut s = ObjectStore::format(Faulty::new(Nand::in_memory(device()).unwrap()), cfg).unwrap();
-    s.create_partition(Some(PartitionId(P))).unwrap();
-    s
-}
-
-fn oid(n: u64) -> Oid {
-    Oid::new(P, P + n)
-}
-
-fn unit_of(s: &Store, oid: Oid, offset: u64) -> Vpa {
-    let mut v = Vec::new();
-    assert!(
-        s.peek_read_units(oid, offset, 1, &mut v),
-        "index not cached"
-    );
-    v[0]
-}
-
-/// Makes the page(s) of write unit `v` unreadable (bit errors past the ECC).
-fn fail_unit(s: &mut Store, v: Vpa) {
-    let layout = *s.fml().layout();
-    for i in 0..layout.pages_per_unit() {
-        let p = layout.page(v, i);
-        s.device_mut().flip_bits(p, 1000);
-    }
-}
-
-fn read_all(s: &mut Store, oid: Oid) -> Result<Vec<u8>, OsdError> {
-    let AttrValue::U64(len) = s.get_attr(oid, Attr::LogicalLength)? else {
-        panic!("length")
-    };
-    let mut b = vec![0u8; len as usize];
-    let n = s.read(oid, 0, &mut b)?;
-    b.truncate(n);
-    Ok(b)
 }
 
 /// Idle seconds until the background scrub has completed `passes` passes in all.

@@ -3,86 +3,25 @@
 //! the image file past the device's ECC, a power cut between a data program and its parity's)
 //! is corrected from parity; without parity the same damage is an error, never wrong bytes.
 
+mod parity_rig;
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use flash::fault::{CutMode, Faulty};
-use flash::gang::Vpa;
+use flash::fault::CutMode;
 use flash::image::ImageStore;
-use flash::{preset, DeviceConfig, Nand};
+use flash::{preset, Nand};
 use fml::FmlConfig;
 use osd::record::{Record, DATA_RECORD_BYTES};
 use osd::store::ScrubOutcome;
 use osd::{
-    Attr, AttrValue, FlushScope, ObjectId, ObjectStore, Oid, Osd, OsdConfig, OsdError, PartitionId,
+    Attr, AttrValue, FlushScope, ObjectId, ObjectStore, Osd, OsdConfig, OsdError, PartitionId,
 };
+use parity_rig::*;
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-
-const P: u64 = 0x10000;
-
-fn device() -> DeviceConfig {
-    let mut c = preset("tiny").unwrap();
-    c.endurance_cycles = 1_000_000;
-    c
-}
-
-fn config(reliability: u8, group: u8) -> OsdConfig {
-    OsdConfig {
-        default_reliability: reliability,
-        parity_group_units: group,
-        fml: FmlConfig::for_blocks(device().gang.superblocks(&device().geometry)),
-        ..OsdConfig::default()
-    }
-}
-
-fn bytes(seed: u64, n: usize) -> Vec<u8> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    (0..n).map(|_| rng.gen()).collect()
-}
-
-type Store = ObjectStore<Faulty<Nand>>;
-
-fn fresh(cfg: OsdConfig) -> Store {
-    let mut s = ObjectStore::format(Faulty::new(Nand::in_memory(device()).unwrap()), cfg).unwrap();
-    s.create_partition(Some(PartitionId(P))).unwrap();
-    s
-}
-
-fn oid(n: u64) -> Oid {
-    Oid::new(P, P + n)
-}
-
-/// The write unit holding byte `offset` of `oid` (from the store's memory).
-fn unit_of(s: &Store, oid: Oid, offset: u64) -> Vpa {
-    let mut v = Vec::new();
-    assert!(
-        s.peek_read_units(oid, offset, 1, &mut v),
-        "index not cached"
-    );
-    v[0]
-}
-
-/// Makes the page(s) of write unit `v` unreadable (bit errors past the ECC).
-fn fail_unit(s: &mut Store, v: Vpa) {
-    let layout = *s.fml().layout();
-    for i in 0..layout.pages_per_unit() {
-        let p = layout.page(v, i);
-        s.device_mut().flip_bits(p, 1000);
-    }
-}
-
-fn read_all(s: &mut Store, oid: Oid) -> Result<Vec<u8>, OsdError> {
-    let AttrValue::U64(len) = s.get_attr(oid, Attr::LogicalLength)? else {
-        panic!("length")
-    };
-    let mut b = vec![0u8; len as usize];
-    let n = s.read(oid, 0, &mut b)?;
-    b.truncate(n);
-    Ok(b)
-}
 
 #[test]
 fn a_failed_page_reads_back_right_with_parity_and_fails_without() {
