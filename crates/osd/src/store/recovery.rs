@@ -152,8 +152,13 @@ impl<F: Flash> ObjectStore<F> {
                 scanned += 1;
                 let Some(r) = self.record_at(v) else { continue };
                 max_seq = max_seq.max(r.seq());
+                // Not a break: sequence numbers rise within a block except where a misdirected
+                // write landed an older unit on a page the block's owner had not reached yet;
+                // the pages before it may still be newer than the checkpoint. The whole of a
+                // block written to since the checkpoint is read (at most one block's worth more
+                // per such block).
                 if r.seq() <= ckpt_seq {
-                    break;
+                    continue;
                 }
                 if matches!(
                     r,
