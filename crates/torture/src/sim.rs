@@ -923,6 +923,7 @@ impl Sim {
             ));
         };
         self.report.coverage += subject.coverage();
+        let mut exposed = exposed;
         let (mut dev, clean) = if clean {
             let closed = match subject.close() {
                 Err((f, mut d)) => {
@@ -939,22 +940,31 @@ impl Sim {
                     self.oracle.checkpoint();
                     (d, true)
                 }
-                Err((Fail::PowerLoss, d)) if self.cut_pending => (d, false),
-                Err((Fail::NoSpace, d)) => {
-                    self.report.no_space += 1;
-                    (d, false)
-                }
-                Err((f, d))
-                    if self.any_relaxed()
-                        && matches!(f, Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)) =>
-                {
-                    self.report.errors_tolerated += 1;
-                    (d, false)
-                }
                 Err((f, d)) => {
-                    self.subject = None;
-                    drop(d);
-                    return Err(Stop::Violation(format!("clean shutdown: {f}")));
+                    match f {
+                        Fail::PowerLoss if self.cut_pending => {}
+                        Fail::NoSpace => self.report.no_space += 1,
+                        Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)
+                            if self.any_relaxed() =>
+                        {
+                            self.report.errors_tolerated += 1;
+                            self.log(format!("clean shutdown failed as allowed: {f}"));
+                        }
+                        f => {
+                            self.subject = None;
+                            drop(d);
+                            return Err(Stop::Violation(format!("clean shutdown: {f}")));
+                        }
+                    }
+                    // The shutdown's checkpoint stopped part-way, after programming buffered
+                    // units into groups whose parity only the cache then held: a crash at a
+                    // point the harness cannot see, which may expose every masked strike
+                    // (seed 14287867194901516833, docs/RELIABILITY.md finding 12).
+                    exposed.extend(self.strikes.iter().filter(|s| !s.exposed).copied());
+                    for s in &mut self.strikes {
+                        s.exposed = true;
+                    }
+                    (d, false)
                 }
             }
         } else {

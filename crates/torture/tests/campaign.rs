@@ -143,6 +143,12 @@ fn former_findings_stay_fixed() {
     ftl.faults = FaultSet::all();
     let mut long = all;
     long.steps = 1000;
+    // Issue 16 item 4's campaigns: every object with parity.
+    let mut parity = SimConfig::new(StackKind::Osd);
+    parity.faults = FaultSet::parse("page-failure,bit-flip-beyond-ecc,misdirected-write").unwrap();
+    parity.reliability = 1;
+    let mut parity_ci = parity;
+    parity_ci.faults = FaultSet::parse("bit-flip-beyond-ecc,page-failure").unwrap();
     let cases = power.iter().map(|&s| (s, &sim)).chain([
         // Misdirected writes: a unit that read erased or held another unit was returned.
         (789569683384016218, &all),
@@ -173,6 +179,13 @@ fn former_findings_stay_fixed() {
         // A panic ("unit is already valid") after a misdirected write took the page at an
         // update block's write pointer.
         (8908924199462912053, &all),
+        // Another object's attributes read from a misdirected descriptor page (finding 11).
+        (11567386950865754207, &parity),
+        // A recovery scan that stopped at the first older record in a block (finding 12).
+        (4104476594099338645, &parity),
+        // A shutdown that failed part-way, after programming into a struck group, taken by
+        // the harness for one that changed nothing (finding 13).
+        (14287867194901516833, &parity_ci),
     ]);
     for (seed, cfg) in cases {
         let r = run_seed(seed, cfg);
@@ -192,9 +205,6 @@ fn former_findings_stay_fixed() {
 /// index, not yet on flash). Caught, before the fix, a truncate that recomputed a group's
 /// parity from data with a damaged unit in it (the unit lost for good).
 #[test]
-#[ignore = "open bug, docs/RELIABILITY.md finding 12: at seed 7 run 14287867194901516833 a parity \
-            unit fails its checksum after a crash, so a masked strike is not rebuilt; run with \
-            `cargo test -p torture --release --test campaign -- --ignored`"]
 fn object_store_parity_masks_one_damaged_unit_per_group() {
     let mut sim = SimConfig::new(StackKind::Osd);
     sim.faults = FaultSet::parse("bit-flip-beyond-ecc,page-failure").unwrap();
