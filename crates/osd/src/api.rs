@@ -105,12 +105,12 @@ pub enum OsdError {
         /// Where: a unit, a checkpoint, or the device.
         location: String,
     },
-    /// A unit read back does not match the checksum written with it (bit rot, a damaged image):
-    /// its contents are lost and are never returned. `what` names the object and byte range,
-    /// or the kind of metadata; `location` the write unit.
-    #[error(
-        "uncorrectable read of {what} at {location}: its contents do not match their checksum"
-    )]
+    /// A unit could not be read back whole: the device's ECC gave up, its payload does not
+    /// match the checksum written with it (bit rot, a damaged image), or it fails
+    /// authentication. Its contents are lost and are never returned. `what` names the object and
+    /// byte range, or the kind of metadata, and says which of these it was; `location` the
+    /// write unit (and, when parity could not rebuild it, why).
+    #[error("uncorrectable read of {what} at {location}: its contents are lost")]
     Uncorrectable {
         /// The object and byte range, or the kind of metadata.
         what: String,

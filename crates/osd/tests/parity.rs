@@ -92,8 +92,9 @@ fn two_parity_units_rebuild_two_failed_units_of_a_group_and_not_three() {
         fail_unit(&mut s, v);
     }
     match read_all(&mut s, a) {
-        Err(OsdError::Uncorrectable { what, .. }) => {
-            assert!(what.contains("3 units of the group are damaged"), "{what}")
+        Err(e @ OsdError::Uncorrectable { .. }) => {
+            let why = e.to_string();
+            assert!(why.contains("3 units of the group are damaged"), "{why}")
         }
         other => panic!("{other:?}"),
     }

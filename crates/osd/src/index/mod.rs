@@ -212,7 +212,9 @@ pub enum IndexError {
         what: String,
     },
     /// The node read back does not match the checksum written with it.
-    #[error("index node at {addr}: uncorrectable (its contents do not match their checksum)")]
+    #[error(
+        "index node at {addr}: uncorrectable (unreadable, or its contents fail their checksum)"
+    )]
     Uncorrectable {
         /// The node's address.
         addr: NodeAddr,

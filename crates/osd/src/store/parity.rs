@@ -1171,13 +1171,14 @@ impl<F: Flash> ObjectStore<F> {
 /// The damaged read's error, saying why parity did not rebuild the unit.
 fn not_rebuilt(e: OsdError, why: &str) -> OsdError {
     match e {
+        // After the location, so the reason is not read as the damaged unit's own.
         OsdError::Uncorrectable { what, location } => OsdError::Uncorrectable {
-            what: format!("{what}; parity did not rebuild it: {why}"),
-            location,
+            what,
+            location: format!("{location} (parity did not rebuild it: {why})"),
         },
         OsdError::Corrupted { what, location } => OsdError::Corrupted {
-            what: format!("{what}; parity did not rebuild it: {why}"),
-            location,
+            what,
+            location: format!("{location} (parity did not rebuild it: {why})"),
         },
         e => e,
     }
