@@ -342,6 +342,10 @@ pub struct ObjectStore<F: Flash> {
     packs: FxHashMap<u32, DescPage>,
     /// Bytes the buffered small objects' entries take.
     small_dirty_bytes: usize,
+    /// Objects spilled out of the small-object buffer whose durable entry still stands (in the
+    /// index, its page slot live) until their unit 0 is programmed or their onode is written:
+    /// until then the durable onode may still count on the entry's bytes.
+    spilling: FxHashSet<Oid>,
     /// Units to invalidate once the next checkpoint is durable.
     released: Vec<u32>,
     /// Descriptor pages in `desc` pinned until the next checkpoint (they hold tombstones): with
@@ -451,6 +455,7 @@ impl<F: Flash> ObjectStore<F> {
             smalls: FxHashMap::default(),
             packs: FxHashMap::default(),
             small_dirty_bytes: 0,
+            spilling: FxHashSet::default(),
             released: Vec::new(),
             pinned_desc_pages: 0,
             unsafe_victims: FxHashSet::default(),

@@ -86,6 +86,10 @@ impl<F: Flash> ObjectStore<F> {
     /// Maps unit `u` of `oid` to write unit `vpa`, merging with a neighbouring extent when the
     /// write units are consecutive (extent mode).
     pub(super) fn map(&mut self, oid: Oid, u: u64, vpa: u32) -> Result<(), OsdError> {
+        if u == 0 {
+            // The unit holding a spilled small object's bytes is on flash: its entry can go.
+            self.end_spill(oid)?;
+        }
         let extents = self.config.index_mode == IndexMode::Extent;
         let (probes, n) = map_probes(oid, u, extents);
         // In one descent where the leaf allows it: the unit alone, or joined to the extent

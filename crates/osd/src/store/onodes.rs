@@ -239,6 +239,9 @@ impl<F: Flash> ObjectStore<F> {
                 if let Some((ov, os)) = old {
                     self.release_slot(ov, os);
                 }
+                // An onode written after a spill no longer counts on the small-object entry
+                // (its data is all on flash, or was truncated or removed).
+                self.end_spill(*oid)?;
             }
             self.pinned_desc_pages += has_tombstone as usize;
             self.desc.insert(

@@ -124,6 +124,10 @@ impl<F: Flash> ObjectStore<F> {
     /// is not small (or does not exist).
     pub(super) fn load_small(&mut self, oid: Oid) -> Result<Option<&mut SmallObject>, OsdError> {
         if !self.smalls.contains_key(&oid) {
+            if self.spilling.contains(&oid) {
+                // Spilled: the entry still in the index is only the durable state's.
+                return Ok(None);
+            }
             let Some(loc) = self.with_index(|ix, io| ix.get(io, &small_key(oid)))? else {
                 return Ok(None);
             };
@@ -259,6 +263,14 @@ impl<F: Flash> ObjectStore<F> {
         }
         let data = data.unwrap();
         if !small {
+            // An object emptied since it spilled takes over the entry the durable state still
+            // has: the entry goes when its new one is written, not before.
+            let loc = if self.spilling.remove(&oid) {
+                self.with_index(|ix, io| ix.get(io, &small_key(oid)))?
+                    .map(|l| ((l >> 16) as u32, l as u16))
+            } else {
+                None
+            };
             self.trim_small_cache();
             self.smalls.insert(
                 oid,
@@ -266,7 +278,7 @@ impl<F: Flash> ObjectStore<F> {
                     bytes: Vec::new(),
                     seq: 0,
                     dirty: false,
-                    loc: None,
+                    loc,
                 },
             );
         }
@@ -290,10 +302,23 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// Moves a small object's data into data units (it outgrew the buffer).
+    ///
+    /// The durable entry stays in the index, its page slot live, until the object's unit 0 (which
+    /// takes the entry's bytes) is programmed or its onode is written ([`Self::end_spill`]):
+    /// dropped now, a checkpoint GC asks for before either (it writes only the onodes whose data
+    /// is on flash) would commit an index without the entry under the durable onode that counts
+    /// on it, and the object's flushed bytes would be lost.
     pub(super) fn spill_small(&mut self, oid: Oid) -> Result<(), OsdError> {
-        let Some(s) = self.drop_small(oid)? else {
+        self.load_small(oid)?;
+        let Some(s) = self.smalls.remove(&oid) else {
             return Ok(());
         };
+        if s.dirty {
+            self.small_dirty_bytes -= ENTRY_HEADER + s.bytes.len();
+        }
+        if s.loc.is_some() {
+            self.spilling.insert(oid);
+        }
         let c = self.onode_mut(oid)?;
         c.onode.used_bytes = 0;
         c.dirty = true;
@@ -333,6 +358,7 @@ impl<F: Flash> ObjectStore<F> {
 
     /// Removes `oid`'s small-object entry (cache, index, page slot); returns what it held.
     pub(super) fn drop_small(&mut self, oid: Oid) -> Result<Option<SmallObject>, OsdError> {
+        self.end_spill(oid)?;
         self.load_small(oid)?;
         let Some(s) = self.smalls.remove(&oid) else {
             return Ok(None);
@@ -345,6 +371,24 @@ impl<F: Flash> ObjectStore<F> {
             release_slot_in(&mut self.packs, &mut self.released, vpa, slot);
         }
         Ok(Some(s))
+    }
+
+    /// A spill of `oid` no longer needs the entry the durable state had: it leaves the index
+    /// and its page slot is released.
+    pub(super) fn end_spill(&mut self, oid: Oid) -> Result<(), OsdError> {
+        if !self.spilling.remove(&oid) {
+            return Ok(());
+        }
+        if let Some(l) = self.with_index(|ix, io| ix.get(io, &small_key(oid)))? {
+            self.with_index(|ix, io| ix.remove(io, &small_key(oid)))?;
+            release_slot_in(
+                &mut self.packs,
+                &mut self.released,
+                (l >> 16) as u32,
+                l as u16,
+            );
+        }
+        Ok(())
     }
 
     /// Writes the buffered small objects into small-object pages: every page they fill, and
@@ -569,5 +613,44 @@ mod tests {
         bad[5] = 0xFF;
         assert!(decode_page(&bad).is_err());
         assert_eq!(decode_page(&[0u8; 16]), Err(SmallPageError::NotSmallPage));
+    }
+
+    /// A checkpoint GC asks for between a spill and the FLUSH after it writes only the onodes
+    /// whose data is on flash: it must not commit an index without the small-object entry under
+    /// the durable onode that still counts on it (the flushed bytes were lost, and fsck found
+    /// "used bytes 990, extents hold 0 units": `ossd torture --faults all`, seed
+    /// 807013244984872231).
+    #[test]
+    fn a_checkpoint_between_a_spill_and_its_flush_keeps_the_flushed_bytes() {
+        let dev = flash::preset("tiny").unwrap();
+        let config = OsdConfig {
+            fml: FmlConfig::for_blocks(dev.gang.superblocks(&dev.geometry)),
+            ..OsdConfig::default()
+        };
+        let flash = flash::Nand::in_memory(dev).unwrap();
+        let mut s = ObjectStore::format(flash, config).unwrap();
+        let p = 0x10000;
+        s.create_partition(Some(PartitionId(p))).unwrap();
+        let a = Oid::new(p, p + 1);
+        s.create(PartitionId(p), Some(ObjectId(p + 1))).unwrap();
+        let old: Vec<u8> = (0..990u32).map(|i| (i * 7 + 1) as u8).collect();
+        s.write(a, 0, &old).unwrap();
+        s.flush(FlushScope::Device).unwrap();
+        assert!(s.smalls.contains_key(&a));
+        // Past the small-object limit: the object spills, its unit 0 waits in the buffer.
+        s.write(a, 3 * s.unit as u64, &[9u8; 512]).unwrap();
+        assert!(!s.smalls.contains_key(&a) && !s.buf.is_empty());
+        s.checkpoint_now(super::super::checkpoint::CheckpointScope::Gc)
+            .unwrap();
+        let mut s = ObjectStore::open(s.crash(), config).unwrap();
+        assert_eq!(
+            s.get_attr(a, Attr::LogicalLength).unwrap(),
+            AttrValue::U64(990)
+        );
+        let mut back = vec![0u8; 990];
+        assert_eq!(s.read(a, 0, &mut back).unwrap(), 990);
+        assert_eq!(back, old);
+        let report = s.fsck_structure().unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
     }
 }
