@@ -221,9 +221,12 @@ impl<F: Flash> Ftl<F> {
     ///
     /// The work is one read per block plus the units written since the checkpoint and the
     /// checkpoint's own parts, not the data on the device.
-    #[expect(
-        clippy::expect_used,
-        reason = "debug builds assert the recovered FTL's invariants (docs/DESIGN.md: expensive checks in debug builds)"
+    #[cfg_attr(
+        debug_assertions,
+        expect(
+            clippy::expect_used,
+            reason = "debug builds assert the recovered FTL's invariants (docs/DESIGN.md: expensive checks in debug builds)"
+        )
     )]
     fn recover(&mut self, roll_forward: bool) -> Result<(), FtlError> {
         let mut w = Walk::new(self.fml.layout().superblocks as usize);
