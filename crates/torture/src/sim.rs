@@ -912,7 +912,7 @@ impl Sim {
     /// state), recovers it, possibly cutting power during recovery too, and checks it.
     fn reboot(&mut self, clean: bool) -> Result<(), Stop> {
         self.judge_misdirected();
-        let exposed = if self.subject.is_some() {
+        let mut exposed = if self.subject.is_some() {
             self.exposed_by_crash()
         } else {
             Vec::new()
@@ -923,7 +923,6 @@ impl Sim {
             ));
         };
         self.report.coverage += subject.coverage();
-        let mut exposed = exposed;
         let (mut dev, clean) = if clean {
             let closed = match subject.close() {
                 Err((f, mut d)) => {
@@ -959,7 +958,7 @@ impl Sim {
                     // The shutdown's checkpoint stopped part-way, after programming buffered
                     // units into groups whose parity only the cache then held: a crash at a
                     // point the harness cannot see, which may expose every masked strike
-                    // (seed 14287867194901516833, docs/RELIABILITY.md finding 12).
+                    // (seed 14287867194901516833, docs/RELIABILITY.md finding 13).
                     exposed.extend(self.strikes.iter().filter(|s| !s.exposed).copied());
                     for s in &mut self.strikes {
                         s.exposed = true;

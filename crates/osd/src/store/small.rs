@@ -309,13 +309,9 @@ impl<F: Flash> ObjectStore<F> {
     /// is on flash) would commit an index without the entry under the durable onode that counts
     /// on it, and the object's flushed bytes would be lost.
     pub(super) fn spill_small(&mut self, oid: Oid) -> Result<(), OsdError> {
-        self.load_small(oid)?;
-        let Some(s) = self.smalls.remove(&oid) else {
+        let Some(s) = self.take_small(oid)? else {
             return Ok(());
         };
-        if s.dirty {
-            self.small_dirty_bytes -= ENTRY_HEADER + s.bytes.len();
-        }
         if s.loc.is_some() {
             self.spilling.insert(oid);
         }
@@ -359,6 +355,17 @@ impl<F: Flash> ObjectStore<F> {
     /// Removes `oid`'s small-object entry (cache, index, page slot); returns what it held.
     pub(super) fn drop_small(&mut self, oid: Oid) -> Result<Option<SmallObject>, OsdError> {
         self.end_spill(oid)?;
+        let Some(s) = self.take_small(oid)? else {
+            return Ok(None);
+        };
+        if let Some(loc) = s.loc {
+            self.forget_entry(oid, loc)?;
+        }
+        Ok(Some(s))
+    }
+
+    /// Takes `oid`'s small-object entry out of the cache (its index entry and page slot stay).
+    fn take_small(&mut self, oid: Oid) -> Result<Option<SmallObject>, OsdError> {
         self.load_small(oid)?;
         let Some(s) = self.smalls.remove(&oid) else {
             return Ok(None);
@@ -366,11 +373,14 @@ impl<F: Flash> ObjectStore<F> {
         if s.dirty {
             self.small_dirty_bytes -= ENTRY_HEADER + s.bytes.len();
         }
-        if let Some((vpa, slot)) = s.loc {
-            self.with_index(|ix, io| ix.remove(io, &small_key(oid)))?;
-            release_slot_in(&mut self.packs, &mut self.released, vpa, slot);
-        }
         Ok(Some(s))
+    }
+
+    /// Removes `oid`'s entry from the index and releases its page slot `(vpa, slot)`.
+    fn forget_entry(&mut self, oid: Oid, (vpa, slot): (u32, u16)) -> Result<(), OsdError> {
+        self.with_index(|ix, io| ix.remove(io, &small_key(oid)))?;
+        release_slot_in(&mut self.packs, &mut self.released, vpa, slot);
+        Ok(())
     }
 
     /// A spill of `oid` no longer needs the entry the durable state had: it leaves the index
@@ -380,13 +390,7 @@ impl<F: Flash> ObjectStore<F> {
             return Ok(());
         }
         if let Some(l) = self.with_index(|ix, io| ix.get(io, &small_key(oid)))? {
-            self.with_index(|ix, io| ix.remove(io, &small_key(oid)))?;
-            release_slot_in(
-                &mut self.packs,
-                &mut self.released,
-                (l >> 16) as u32,
-                l as u16,
-            );
+            self.forget_entry(oid, ((l >> 16) as u32, l as u16))?;
         }
         Ok(())
     }
