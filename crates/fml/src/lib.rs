@@ -255,6 +255,27 @@ pub trait Owner {
     fn before_copy(&mut self, _from: Vpa, _oob: &mut [u8]) -> Option<StreamId> {
         None
     }
+    /// Whether the owner keeps a copy of some units beside them ([`Fml::write_with_copy`]):
+    /// then GC reads the copy of a unit it cannot read ([`Owner::record_of_copy`]).
+    fn keeps_copies(&self) -> bool {
+        false
+    }
+    /// Whether the unit with record `oob` (as [`Owner::before_copy`] left it) is moved with a
+    /// copy beside it.
+    fn keeps_copy(&mut self, _oob: &[u8]) -> bool {
+        false
+    }
+    /// The record of the copy of a unit with record `oob` written at `primary` (into `out`,
+    /// returning the length used); asked only when [`Owner::keeps_copy`] said yes.
+    fn copy_record(&mut self, _primary: Vpa, _oob: &[u8], _out: &mut [u8]) -> usize {
+        0
+    }
+    /// Whether `oob`, read from the unit right after `from`, is the record of a copy of the unit
+    /// at `from`; if so, rewrites it in place into the record that unit was written with, and
+    /// GC moves the copy's payload in its place.
+    fn record_of_copy(&mut self, _from: Vpa, _oob: &mut [u8]) -> bool {
+        false
+    }
     /// The unit at `from` now lives at `to`.
     fn relocated(&mut self, from: Vpa, to: Vpa, oob: &[u8]);
     /// The unit at `from` could not be read back; its contents are lost.
@@ -671,6 +692,54 @@ impl<F: Flash> Fml<F> {
         }
     }
 
+    /// Writes one unit into `stream` followed by a copy of it in the next unit of the same block
+    /// (a mapping layer's second copy of its metadata, which it reads when the first fails). The
+    /// copy carries the OOB record `copy_oob(primary)` returns (into its buffer, with the length
+    /// used) and is never valid: it is no unit of its own, GC never moves it, and it lives and
+    /// dies with its block, as the unit it copies does until GC moves that (and writes a new
+    /// pair). Returns where the primary went and when both are programmed.
+    ///
+    /// An update block with one unit left is closed unfilled first, and a pair the device split
+    /// (a failed program of the copy moves it to another block) is written again: a copy is
+    /// always at the primary's address plus one.
+    pub fn write_with_copy(
+        &mut self,
+        at: Nanos,
+        stream: StreamId,
+        payload: Payload<'_>,
+        oob: &[u8],
+        mut copy_oob: impl FnMut(Vpa, &mut [u8]) -> usize,
+    ) -> Result<(Vpa, Nanos), FmlError> {
+        let units = self.layout.units_per_superblock;
+        let mut at = at;
+        debug_assert!(units >= 2, "a unit and its copy share a block");
+        let mut copy = vec![0u8; oob.len().max(64)];
+        loop {
+            if let Some(Some(id)) = self.open.get(stream.0 as usize) {
+                if self.table.blocks()[*id as usize].next + 2 > units {
+                    self.seal(stream);
+                }
+            }
+            let (v, t) = self.write(at, stream, payload, oob)?;
+            let n = copy_oob(v, &mut copy);
+            let written = self.write(at, stream, payload, &copy[..n]);
+            let (c, t2) = match written {
+                Ok(x) => x,
+                Err(e) => {
+                    self.table.clear_valid(v.0);
+                    return Err(e);
+                }
+            };
+            self.table.clear_valid(c.0);
+            if c.0 == v.0 + 1 && self.layout.superblock_of(c) == self.layout.superblock_of(v) {
+                return Ok((v, t.max(t2)));
+            }
+            // The primary has no copy beside it: drop it and write both again.
+            self.table.clear_valid(v.0);
+            at = t.max(t2);
+        }
+    }
+
     /// Closes `stream`'s update block unfilled, so that its next unit opens a fresh one. The
     /// block's unprogrammed tail is lost to writes until GC erases it; a placement uses this when
     /// a stream passes to another object (OSSD-13 VI-C), so that no block mixes the two.
@@ -937,53 +1006,89 @@ impl<F: Flash> Fml<F> {
                         .into(),
                 }),
             )),
-            Ok((t, content)) => {
-                let payload = match content {
-                    Content::Bytes => Some(Payload::Bytes(&data)),
-                    Content::Fingerprint(fp) => Some(Payload::Fingerprint(fp)),
-                    Content::Erased => None,
+            Ok((t, content)) if content != Content::Erased && owner.recognizes(from, &oob) => {
+                self.move_unit(t, from, content, &data, &mut oob, owner)
+            }
+            Ok((t, _)) => {
+                // A valid unit that reads erased was never really written (a misdirected
+                // write), or its record is damaged beyond recognition: its contents are lost,
+                // unless the owner keeps a copy of it.
+                let lost = FlashError::Uncorrectable {
+                    addr: self.layout.page(from, 0),
+                    bit_errors: 0,
                 };
-                let payload = payload.filter(|_| owner.recognizes(from, &oob));
-                match payload {
-                    Some(payload) => {
-                        let stream = owner
-                            .before_copy(from, &mut oob)
-                            .unwrap_or(self.gc_stream());
-                        match self.write(t, stream, payload, &oob) {
-                            Ok((to, done)) => {
-                                self.table.clear_valid(from.0);
-                                self.stats.gc_units_copied += 1;
-                                owner.relocated(from, to, &oob);
-                                Ok(done)
-                            }
-                            Err(e) => Err(e),
-                        }
-                    }
-                    None => {
-                        // A valid unit that reads erased was never really written (a misdirected
-                        // write), or its record is damaged beyond recognition: its contents are
-                        // lost.
-                        self.lose(
-                            from,
-                            &FlashError::Uncorrectable {
-                                addr: self.layout.page(from, 0),
-                                bit_errors: 0,
-                            },
-                            owner,
-                        );
-                        Ok(t)
-                    }
-                }
+                self.move_copy_or_lose(t, from, &lost, &mut data, &mut oob, owner)
             }
             Err(e @ FlashError::Uncorrectable { .. }) => {
-                self.lose(from, &e, owner);
-                Ok(at)
+                self.move_copy_or_lose(at, from, &e, &mut data, &mut oob, owner)
             }
             Err(e) => Err(e.into()),
         };
         self.unit_buf = data;
         self.oob_buf = oob;
         result
+    }
+
+    /// Writes the unit GC read from `from` (`content`, `data`, record `oob`) elsewhere, with a
+    /// copy beside it if the owner keeps one ([`Owner::keeps_copy`]).
+    fn move_unit(
+        &mut self,
+        t: Nanos,
+        from: Vpa,
+        content: Content,
+        data: &[u8],
+        oob: &mut [u8],
+        owner: &mut dyn Owner,
+    ) -> Result<Nanos, FmlError> {
+        let payload = match content {
+            Content::Bytes => Payload::Bytes(data),
+            Content::Fingerprint(fp) => Payload::Fingerprint(fp),
+            Content::Erased => unreachable!("erased units are not moved"),
+        };
+        let stream = owner.before_copy(from, oob).unwrap_or(self.gc_stream());
+        let (to, done) = if owner.keeps_copy(oob) {
+            let rec: &[u8] = oob;
+            self.write_with_copy(t, stream, payload, rec, |v, out| {
+                owner.copy_record(v, rec, out)
+            })?
+        } else {
+            self.write(t, stream, payload, oob)?
+        };
+        self.table.clear_valid(from.0);
+        self.stats.gc_units_copied += 1;
+        owner.relocated(from, to, oob);
+        Ok(done)
+    }
+
+    /// A unit GC could not read at `from` (`e`): moved from the copy beside it if the owner
+    /// keeps one and it reads back ([`Owner::record_of_copy`]), else lost.
+    fn move_copy_or_lose(
+        &mut self,
+        at: Nanos,
+        from: Vpa,
+        e: &FlashError,
+        data: &mut [u8],
+        oob: &mut [u8],
+        owner: &mut dyn Owner,
+    ) -> Result<Nanos, FmlError> {
+        let next = Vpa(from.0 + 1);
+        let id = self.layout.superblock_of(from);
+        let beside = self.layout.superblock_of(next) == id
+            && self.layout.offset_of(next) < self.table.blocks()[id as usize].next;
+        if beside && owner.keeps_copies() {
+            self.stats.units_read += 1;
+            match self.dev.read(at, next, data, oob) {
+                Ok((t, content))
+                    if content != Content::Erased && owner.record_of_copy(from, oob) =>
+                {
+                    return self.move_unit(t, from, content, data, oob, owner);
+                }
+                Ok(_) | Err(FlashError::Uncorrectable { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.lose(from, e, owner);
+        Ok(at)
     }
 
     fn lose(&mut self, from: Vpa, e: &FlashError, owner: &mut dyn Owner) {

@@ -54,10 +54,22 @@ pub fn format(
     placement: Placement,
     config: OfsConfig,
 ) -> Result<(), ImageError> {
+    let store = store_config(&device, placement);
+    format_with(path, device, store, config)
+}
+
+/// [`format`] with the object store's settings `store` (its placement and
+/// `metadata_copies` are kept by the image: later opens read them from the checkpoint).
+pub fn format_with(
+    path: &Path,
+    device: DeviceConfig,
+    store: OsdConfig,
+    config: OfsConfig,
+) -> Result<(), ImageError> {
     let image = ImageStore::create_for(path, &device, ImageContent::ObjectStore)?;
     let nand = Nand::open(device, image)?;
-    let store = ObjectStore::format(nand, store_config(&device, placement))
-        .map_err(|e| ImageError::Store(path.to_owned(), e))?;
+    let store =
+        ObjectStore::format(nand, store).map_err(|e| ImageError::Store(path.to_owned(), e))?;
     let fs = Ofs::format(store, config).map_err(|e| ImageError::Fs(path.to_owned(), e))?;
     let store = fs
         .unmount()

@@ -20,6 +20,8 @@ pub const TAG_BYTES: usize = 16;
 /// index and length to 48 bits, so the largest record still takes 44 bytes (the OOB bytes every
 /// data read and GC copy transfers, hence their device time, are unchanged).
 const VERSION: u8 = 2;
+/// Set in the version byte of a metadata copy's record (docs/FORMAT.md, "Metadata copies").
+const COPY_FLAG: u8 = 0x80;
 /// Record lengths by kind: data, index node, and every other kind.
 pub const DATA_RECORD_BYTES: usize = 44;
 /// An index node's record, in bytes.
@@ -40,6 +42,11 @@ pub enum RecordError {
     /// A whole record of another version (version 1 images have no payload checksums).
     #[error("OOB record version {0} is not supported (this build writes and reads version {VERSION}; images of version 1 must be reformatted)")]
     Version(u8),
+    /// The record of a metadata copy ([`Record::encode_copy`]), or a record whose version byte
+    /// says so: it decodes only against the unit it copies ([`Record::decode_copy`]), which a
+    /// scan must try (the unit before) before taking it for a copy rather than damage.
+    #[error("the OOB record of a metadata copy")]
+    Copy,
 }
 
 /// What an encrypted data unit's record (kinds 9 and 10) adds to a data record.
@@ -244,6 +251,12 @@ impl Record {
         self
     }
 
+    /// Whether units of this kind are metadata, written with a copy beside them when the store
+    /// keeps two copies (docs/FORMAT.md, "Metadata copies"): all but data and parity units.
+    pub fn has_copy(&self) -> bool {
+        !matches!(self, Record::Data { .. } | Record::Parity { .. })
+    }
+
     /// What the record says the unit is, for error messages.
     pub fn kind_name(&self) -> &'static str {
         match self {
@@ -394,6 +407,9 @@ impl Record {
         if b.len() < 12 {
             return damaged(format!("OOB record of {} bytes is too short", b.len()));
         }
+        if b[1] == VERSION | COPY_FLAG {
+            return Err(RecordError::Copy);
+        }
         if b[1] != VERSION {
             // A whole record of version 1 (checksum right after its body) is an old image,
             // anything else damage.
@@ -542,6 +558,69 @@ impl Record {
             payload_crc: u32_at(b, 8),
         }))
     }
+
+    /// The record of the copy of a metadata unit whose record is `primary_oob` (an encoded
+    /// record, [`Record::encode`]) and which was programmed at write unit `primary` (docs/FORMAT.md,
+    /// "Metadata copies"): the same bytes with [`COPY_FLAG`] in the version byte, and a CRC that
+    /// also covers `primary`, so a copy decodes only as the copy of the unit right before it.
+    pub fn encode_copy(
+        primary_oob: &[u8],
+        primary: u32,
+        out: &mut [u8; RECORD_MAX_BYTES],
+    ) -> usize {
+        let n = primary_oob.len();
+        debug_assert!((16..=RECORD_MAX_BYTES).contains(&n));
+        out.fill(0);
+        out[..n].copy_from_slice(primary_oob);
+        out[1] = VERSION | COPY_FLAG;
+        let crc = copy_crc(&out[..n - 4], primary);
+        out[n - 4..n].copy_from_slice(&crc.to_le_bytes());
+        n
+    }
+
+    /// The record a copy's OOB bytes `b` carry for the unit it copies, if it is the copy of the
+    /// unit programmed at `primary`. `Ok(None)` for an erased area; an error for anything but a
+    /// whole copy record of `primary`.
+    pub fn decode_copy(b: &[u8], primary: u32) -> Result<Option<Sealed>, RecordError> {
+        if b.len() >= 8 && b[..8].iter().all(|&x| x == 0xFF) {
+            return Ok(None);
+        }
+        if b.len() < 16 || b[1] != VERSION | COPY_FLAG {
+            return Err(RecordError::Damaged("not a metadata copy's record".into()));
+        }
+        // The kinds that have copies, and the length of their record before its CRC.
+        let body = match b[0] {
+            2 | 4 | 6 | 7 => 12,
+            3 => 13 + IndexKey::ENCODED_BYTES,
+            15..=17 => TXN_RECORD_BYTES - 4,
+            k => {
+                return Err(RecordError::Damaged(format!(
+                    "a metadata copy's record of kind {k}, which has no copies"
+                )))
+            }
+        };
+        if b.len() < body + 4 {
+            return Err(RecordError::Damaged(
+                "a metadata copy's record is truncated".into(),
+            ));
+        }
+        if copy_crc(&b[..body], primary) != u32_at(b, body) {
+            return Err(RecordError::Damaged(format!(
+                "not the copy of unit {primary} (or its record is damaged)"
+            )));
+        }
+        let mut plain = [0u8; RECORD_MAX_BYTES];
+        plain[..body].copy_from_slice(&b[..body]);
+        plain[1] = VERSION;
+        let crc = crc32c::crc32c(&plain[..body]);
+        plain[body..body + 4].copy_from_slice(&crc.to_le_bytes());
+        Self::decode_sealed(&plain[..body + 4])
+    }
+}
+
+/// A copy record's CRC: CRC-32C of its bytes, then of the copied unit's address (u32 LE).
+fn copy_crc(body: &[u8], primary: u32) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(body), &primary.to_le_bytes())
 }
 
 #[cfg(test)]
@@ -652,6 +731,37 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_record_decodes_only_as_the_copy_of_its_unit() {
+        for r in samples() {
+            let mut b = [0u8; RECORD_MAX_BYTES];
+            let n = r.encode(0x1234_5678, &mut b);
+            let mut c = [0u8; RECORD_MAX_BYTES];
+            if matches!(r, Record::Data { .. } | Record::Parity { .. }) {
+                // Data and parity have no copies: such a copy record is refused.
+                Record::encode_copy(&b[..n], 7, &mut c);
+                assert!(Record::decode_copy(&c, 7).is_err(), "{r:?}");
+                continue;
+            }
+            let m = Record::encode_copy(&b[..n], 41, &mut c);
+            assert_eq!(m, n);
+            // Read alone, a copy is not a record of its own (recovery must not see it twice).
+            assert_eq!(Record::decode_sealed(&c[..m]), Err(RecordError::Copy));
+            let got = Record::decode_copy(&c[..m], 41).unwrap().unwrap();
+            assert_eq!(got.record, r);
+            assert_eq!(got.payload_crc, 0x1234_5678);
+            // The copy of another unit (a misdirected program's) is refused.
+            assert!(Record::decode_copy(&c[..m], 40).is_err());
+            for i in 0..m {
+                let mut d = c;
+                d[i] ^= 0x10;
+                assert!(Record::decode_copy(&d[..m], 41).is_err(), "{r:?} byte {i}");
+            }
+            // A primary's own record is no copy.
+            assert!(Record::decode_copy(&b[..n], 41).is_err());
+        }
+    }
+
+    #[test]
     fn a_transaction_record_whose_kind_disagrees_with_its_part_is_refused() {
         // Only the last part is the commit record (kind 16): a kind 15 claiming to be last,
         // or a part past the count, would let a torn log look committed.
@@ -707,10 +817,17 @@ mod tests {
                 for bit in 0..8 {
                     let mut d = b;
                     d[i] ^= 1 << bit;
-                    assert!(
-                        matches!(Record::decode(&d[..n]), Err(RecordError::Damaged(_))),
-                        "flip of bit {bit} of byte {i} in {r:?}"
-                    );
+                    // The copy flag's bit makes a record claim to be a copy, which is
+                    // checked only against the address it copies (`decode_copy`).
+                    let refused = match Record::decode(&d[..n]) {
+                        Err(RecordError::Damaged(_)) => true,
+                        Err(RecordError::Copy) => (i, bit) == (1, 7),
+                        _ => false,
+                    };
+                    assert!(refused, "flip of bit {bit} of byte {i} in {r:?}");
+                    if (i, bit) == (1, 7) {
+                        assert!(Record::decode_copy(&d[..n], 5).is_err());
+                    }
                 }
             }
         }

@@ -74,7 +74,10 @@ use parity::{parity_key, ParityGroup, UnitFill, KIND_PARITY};
 pub use scrub::{ScrubFinding, ScrubOutcome, ScrubReport};
 use small::{release_slot_in, SmallObject, KIND_SMALL};
 pub use txn::{TXN_LOG_MAX_UNITS, TXN_OPEN_MAX};
-use unit_io::{fml_err, index_err, read_checked, BadUnit, NodeFlash};
+use unit_io::{
+    copy_address, fml_err, index_err, program_meta, read_checked, read_meta_checked, BadUnit,
+    NodeFlash,
+};
 
 const KIND_ONODE: u8 = 0;
 const KIND_DATA: u8 = 1;
@@ -145,6 +148,12 @@ pub struct OsdConfig {
     /// to 32, for objects given compression from now on; an object keeps the chunk size it
     /// got (docs/DESIGN.md "Per-object compression").
     pub compression_chunk_units: u8,
+    /// Copies of every metadata unit (index nodes, descriptor pages, checkpoints, small-object
+    /// and atime pages, transaction records): 1 (default) or 2, the second programmed in the
+    /// next unit of the same block and read when the first fails (docs/FORMAT.md "Metadata
+    /// copies"; a ditto block, as ZFS keeps for its metadata). Once a store has written
+    /// copies, its checkpoint says so and it keeps writing them.
+    pub metadata_copies: u8,
     /// The FML's settings (a run sets them once for whichever stack it builds).
     #[serde(skip)]
     pub fml: FmlConfig,
@@ -167,6 +176,7 @@ impl Default for OsdConfig {
             default_reliability: 0,
             parity_group_units: 16,
             compression_chunk_units: 16,
+            metadata_copies: 1,
             fml: FmlConfig::default(),
         }
     }
@@ -251,6 +261,13 @@ pub struct OsdStats {
     pub bg_scrub_unrepairable: u64,
     /// Full passes of the background scrub over every object's data units.
     pub bg_scrub_passes: u64,
+    /// Copies of metadata units programmed ([`OsdConfig::metadata_copies`]; GC's moves
+    /// counted by the FML).
+    pub metadata_copies_written: u64,
+    /// Reads of metadata units answered by their copy (the unit itself damaged).
+    pub metadata_read_from_copy: u64,
+    /// Metadata units GC could not read and moved from their copy.
+    pub metadata_moved_from_copy: u64,
 }
 
 /// What recovery did.
@@ -382,6 +399,9 @@ pub struct ObjectStore<F: Flash> {
     poisoned: Option<String>,
     /// A whole OOB record of another version seen by recovery's scan.
     foreign_version: Option<u8>,
+    /// Metadata units are written with a copy beside them ([`OsdConfig::metadata_copies`],
+    /// or the checkpoint says an earlier open did).
+    copies: bool,
     /// Parity groups in memory (the parity cache), by object and group.
     parity: FxHashMap<(Oid, u64), ParityGroup>,
     /// Use counter for the parity cache's LRU.
@@ -438,6 +458,22 @@ impl<F: Flash> ObjectStore<F> {
             )));
         }
         let erase_block = layout.write_unit_bytes as u64 * layout.units_per_superblock as u64;
+        let copies = match config.metadata_copies {
+            1 => false,
+            2 if layout.units_per_superblock >= 2 => true,
+            2 => {
+                return Err(OsdError::InvalidArgument(
+                    "metadata_copies = 2 needs at least two write units per block (a unit's \
+                     copy goes in the next unit of the same block)"
+                        .into(),
+                ))
+            }
+            n => {
+                return Err(OsdError::InvalidArgument(format!(
+                    "metadata_copies = {n}: 1 (one copy of each metadata unit) or 2"
+                )))
+            }
+        };
         let mut fml = fml;
         for (stream, class) in Placer::stream_classes(config.placement, realtime) {
             fml.set_stream_class(stream, class);
@@ -449,7 +485,10 @@ impl<F: Flash> ObjectStore<F> {
             fml,
             config,
             unit,
-            gc: GcLog::default(),
+            gc: GcLog {
+                copies,
+                ..GcLog::default()
+            },
             onodes: FxHashMap::default(),
             desc: FxHashMap::default(),
             smalls: FxHashMap::default(),
@@ -475,6 +514,7 @@ impl<F: Flash> ObjectStore<F> {
             recovery: Recovery::default(),
             poisoned: None,
             foreign_version: None,
+            copies,
             parity: FxHashMap::default(),
             parity_tick: 0,
             recent: FxHashMap::default(),
@@ -527,7 +567,10 @@ impl<F: Flash> ObjectStore<F> {
     }
     /// Counters of the work done since open.
     pub fn stats(&self) -> OsdStats {
-        self.stats
+        OsdStats {
+            metadata_moved_from_copy: self.gc.moved_from_copy,
+            ..self.stats
+        }
     }
     /// What recovery did when the store was opened.
     pub fn recovery(&self) -> Recovery {
@@ -553,6 +596,7 @@ impl<F: Flash> ObjectStore<F> {
             gc: &mut self.gc,
             stats: &mut self.stats,
             released: &mut self.released,
+            copies: self.copies,
             at: self.now,
             done: self.now,
         }
@@ -571,6 +615,7 @@ impl<F: Flash> ObjectStore<F> {
             gc: &mut self.gc,
             stats: &mut self.stats,
             released: &mut self.released,
+            copies: self.copies,
             at: self.now,
             done: self.now,
         };

@@ -348,6 +348,7 @@ fn gc_moves_chunk_units_on_a_full_device() {
         fml: FmlConfig::for_blocks(blocks),
         buffer_bytes: 64 << 10,
         compression_chunk_units: 4,
+        metadata_copies: 1,
         ..OsdConfig::default()
     };
     let mut s = ObjectStore::format(Nand::in_memory(dev).unwrap(), cfg).unwrap();

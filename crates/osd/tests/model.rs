@@ -56,6 +56,7 @@ fn config(placement: Placement, index_mode: IndexMode) -> OsdConfig {
         parity_group_units: 4,
         // Chunks of 4 units when objects are compressed: several per object.
         compression_chunk_units: 4,
+        metadata_copies: 1,
         fml: FmlConfig::for_blocks(64),
     }
 }
@@ -754,6 +755,7 @@ proptest! {
         reliability in prop_oneof![2 => Just(0u8), 2 => Just(1u8), 1 => Just(2u8)],
         encrypt in any::<bool>(),
         compression in prop_oneof![3 => Just(0u64), 1 => Just(1u64), 1 => Just(2u64), 1 => Just(3u64)],
+        copies in prop_oneof![2 => Just(1u8), 1 => Just(2u8)],
         ops in prop::collection::vec(op(), 1..600),
     ) {
         let mode = if extents { IndexMode::Extent } else { IndexMode::Page };
@@ -762,6 +764,7 @@ proptest! {
         let mut rig = rig_with(OsdConfig {
             small_objects,
             default_reliability: reliability,
+            metadata_copies: copies,
             ..config(placement, mode)
         }, encrypt && reliability == 0, if reliability == 0 { compression } else { 0 });
         for op in &ops {

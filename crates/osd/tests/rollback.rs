@@ -40,6 +40,7 @@ fn config() -> OsdConfig {
         checkpoint_units: 1 << 20,
         small_objects: false,
         compression_chunk_units: 4,
+        metadata_copies: 1,
         fml: FmlConfig::for_blocks(device().gang.superblocks(&device().geometry)),
         ..OsdConfig::default()
     }

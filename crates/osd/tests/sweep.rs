@@ -30,9 +30,10 @@ fn device() -> DeviceConfig {
     c
 }
 
-fn config(placement: Placement) -> OsdConfig {
+fn config(placement: Placement, svc: Services) -> OsdConfig {
     OsdConfig {
         placement,
+        metadata_copies: svc.metadata_copies,
         buffer_bytes: 8 << 10,
         checkpoint_units: 24,
         // Chunks of 4 units, so that the larger objects have several (compressed sweeps).
@@ -48,11 +49,14 @@ struct Services {
     encrypt: bool,
     /// The `compression` attribute (0 none, 1 lz4, 2 zstd, 3 auto).
     compression: u64,
+    /// The store's `metadata_copies` (1 or 2).
+    metadata_copies: u8,
 }
 
 const PLAIN: Services = Services {
     encrypt: false,
     compression: 0,
+    metadata_copies: 1,
 };
 
 #[derive(Clone, Copy, Debug)]
@@ -280,10 +284,10 @@ fn run(s: &mut ObjectStore<Faulty<Nand>>, step: Step, svc: Services) -> Result<(
     }
 }
 
-fn fresh(placement: Placement) -> ObjectStore<Faulty<Nand>> {
+fn fresh(placement: Placement, svc: Services) -> ObjectStore<Faulty<Nand>> {
     let mut s = ObjectStore::format(
         Faulty::new(Nand::in_memory(device()).unwrap()),
-        config(placement),
+        config(placement, svc),
     )
     .unwrap();
     s.set_master_key(Some(key()));
@@ -294,7 +298,7 @@ fn fresh(placement: Placement) -> ObjectStore<Faulty<Nand>> {
 
 /// Runs the script with power cut after `cut` operations; returns whether the cut happened.
 fn cut_at(placement: Placement, cut: u64, mode: CutMode, svc: Services) -> Result<bool, String> {
-    let mut s = fresh(placement);
+    let mut s = fresh(placement, svc);
     let script = script();
     s.device_mut().cut_power_after(cut, mode);
     let mut model = BTreeMap::new();
@@ -325,7 +329,7 @@ fn cut_at(placement: Placement, cut: u64, mode: CutMode, svc: Services) -> Resul
     let mut store = None;
     for _ in 0..10 {
         dev.restore_power();
-        match ObjectStore::open_or_return(dev, config(placement)) {
+        match ObjectStore::open_or_return(dev, config(placement, svc)) {
             Ok(mut st) => {
                 st.set_master_key(Some(key()));
                 store = Some(st);
@@ -358,7 +362,7 @@ fn cut_at(placement: Placement, cut: u64, mode: CutMode, svc: Services) -> Resul
 
 fn sweep(placement: Placement, svc: Services) {
     // Count the script's flash operations.
-    let mut s = fresh(placement);
+    let mut s = fresh(placement, svc);
     let before = s.device_mut().ops();
     for step in script() {
         run(&mut s, step, svc).unwrap();
@@ -372,6 +376,12 @@ fn sweep(placement: Placement, svc: Services) {
     assert!(
         s.stats().checkpoints > 3,
         "the script must checkpoint: {:?}",
+        s.stats()
+    );
+    assert_eq!(
+        s.stats().metadata_copies_written > 0,
+        svc.metadata_copies == 2,
+        "{:?}",
         s.stats()
     );
     let mut failures = Vec::new();
@@ -427,6 +437,7 @@ fn power_cut_after_every_flash_operation_compressed() {
         Services {
             encrypt: false,
             compression: 2,
+            metadata_copies: 1,
         },
     );
 }
@@ -439,6 +450,20 @@ fn power_cut_after_every_flash_operation_compressed_encrypted() {
         Services {
             encrypt: true,
             compression: 1,
+            metadata_copies: 1,
+        },
+    );
+}
+
+/// The same sweep with two copies of every metadata unit: a cut between a unit and its copy
+/// leaves a unit nothing references yet, and recovery and GC see pairs, never a copy alone.
+#[test]
+fn power_cut_after_every_flash_operation_metadata_copies() {
+    sweep(
+        Placement::Semantic,
+        Services {
+            metadata_copies: 2,
+            ..PLAIN
         },
     );
 }
@@ -452,6 +477,7 @@ fn power_cut_after_every_flash_operation_encrypted() {
         Services {
             encrypt: true,
             compression: 0,
+            metadata_copies: 1,
         },
     );
 }

@@ -29,6 +29,7 @@ fn config() -> OsdConfig {
         buffer_bytes: 16 << 10,
         checkpoint_units: 24,
         compression_chunk_units: 4,
+        metadata_copies: 1,
         parity_group_units: 4,
         fml: FmlConfig::for_blocks(64),
         ..OsdConfig::default()

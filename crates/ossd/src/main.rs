@@ -156,6 +156,12 @@ enum Command {
         /// export with `ossd blockdev` (the block baseline for real ext4).
         #[arg(long, conflicts_with_all = ["fs", "policy"])]
         block: bool,
+        /// Copies of every object-store metadata unit (index nodes, onodes' descriptor pages,
+        /// checkpoints, small-object pages): 1, or 2 to keep a second copy beside each, which
+        /// reads and recovery take when the first is damaged (docs/RELIABILITY.md). The image
+        /// keeps the setting.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2), conflicts_with = "block")]
+        metadata_copies: u8,
     },
     /// Mount the OFS on an image (made by `format --fs ofs`) with FUSE, or with `--fs blockfs`
     /// the ext4-like block file system (made by `format --fs blockfs`). Runs in the
@@ -536,11 +542,19 @@ fn main() -> ExitCode {
             seed,
             fs,
             block,
+            metadata_copies,
         } => {
             if block {
                 format_block(&image, &device, seed)
             } else {
-                format(&image, &device, &policy, seed, fs.as_deref())
+                format(
+                    &image,
+                    &device,
+                    &policy,
+                    seed,
+                    fs.as_deref(),
+                    metadata_copies,
+                )
             }
         }
         Command::Mount(m) => {
@@ -917,14 +931,25 @@ fn format_block(image: &Path, device: &str, seed: u64) -> Result<()> {
     Ok(())
 }
 
-fn format(image: &Path, device: &str, policy: &str, seed: u64, fs: Option<&str>) -> Result<()> {
+fn format(
+    image: &Path,
+    device: &str,
+    policy: &str,
+    seed: u64,
+    fs: Option<&str>,
+    metadata_copies: u8,
+) -> Result<()> {
     let mut cfg = flash::preset(device).map_err(|e| anyhow!(e))?;
     cfg.seed = seed;
     let placement: osd::Placement = policy.parse()?;
     match fs {
         None => {}
         Some("ofs") => {
-            mount::image::format(image, cfg, placement, ofs::OfsConfig::default())?;
+            let store = osd::OsdConfig {
+                metadata_copies,
+                ..mount::image::store_config(&cfg, placement)
+            };
+            mount::image::format_with(image, cfg, store, ofs::OfsConfig::default())?;
             println!(
                 "formatted {} as an object store on {device} ({}, placement {placement}) with OFS on it; mount it with: ossd mount --image {} MOUNTPOINT",
                 image.display(),
@@ -937,6 +962,9 @@ fn format(image: &Path, device: &str, policy: &str, seed: u64, fs: Option<&str>)
             if placement != osd::Placement::Semantic {
                 bail!("--policy is an object store setting; --fs blockfs has no placement policy");
             }
+            if metadata_copies != 1 {
+                bail!("--metadata-copies is an object store setting; --fs blockfs has no object store");
+            }
             let data = mount::blockfs_mount::format(image, cfg, blockfs::BlockFsConfig::default())?;
             println!(
                 "formatted {} on {device} as the page-mapping FTL with the ext4-like block file system on it ({} for file data); mount it with: ossd mount --fs blockfs --image {} MOUNTPOINT",
@@ -948,11 +976,16 @@ fn format(image: &Path, device: &str, policy: &str, seed: u64, fs: Option<&str>)
         }
         Some(other) => bail!("--fs {other}: the file systems ossd formats are ofs and blockfs"),
     }
-    objects::format(image, cfg, placement)?;
+    objects::format(image, cfg, placement, metadata_copies)?;
     println!(
-        "formatted {} as an object store on {device} ({}, placement {placement}); partition {:#x} created",
+        "formatted {} as an object store on {device} ({}, placement {placement}{}); partition {:#x} created",
         image.display(),
         human(cfg.geometry.capacity_bytes()),
+        if metadata_copies == 2 {
+            ", two copies of its metadata"
+        } else {
+            ""
+        },
         objects::DEFAULT_PARTITION
     );
     Ok(())

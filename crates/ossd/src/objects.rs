@@ -10,8 +10,13 @@ use ossd::store::{self as lib, oid};
 pub use ossd::store::{parse_id, Store, DEFAULT_PARTITION};
 
 /// Formats an image as an empty object store with one partition.
-pub fn format(image: &Path, device: flash::DeviceConfig, placement: Placement) -> Result<()> {
-    lib::format(image, device, placement)
+pub fn format(
+    image: &Path,
+    device: flash::DeviceConfig,
+    placement: Placement,
+    metadata_copies: u8,
+) -> Result<()> {
+    lib::format_with_copies(image, device, placement, metadata_copies)
 }
 
 pub fn open(image: &Path) -> Result<Store> {
@@ -251,7 +256,7 @@ pub fn fsck(image: &Path) -> Result<()> {
         let n = f.problems.iter().filter(|p| p.starts_with("OFS: ")).count();
         println!("OFS: {n} problems");
     }
-    if f.problems.is_empty() && f.damaged.is_empty() {
+    if f.problems.is_empty() && f.damaged.is_empty() && f.masked.is_empty() {
         println!("clean");
         return Ok(());
     }
@@ -261,10 +266,14 @@ pub fn fsck(image: &Path) -> Result<()> {
     for d in &f.damaged {
         println!("  damaged: {d}");
     }
+    for m in &f.masked {
+        println!("  masked: {m}");
+    }
     bail!(
-        "{} problems and {} damaged units found",
+        "{} problems, {} damaged units and {} damaged metadata units masked by their copies found",
         f.problems.len(),
-        f.damaged.len()
+        f.damaged.len(),
+        f.masked.len()
     )
 }
 

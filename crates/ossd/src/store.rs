@@ -35,11 +35,25 @@ pub fn oid(partition: u64, id: &str) -> Result<Oid> {
 /// Creates `image` as an empty object store on `device` with `placement`, with one partition
 /// ([`DEFAULT_PARTITION`]).
 pub fn format(image: &Path, device: flash::DeviceConfig, placement: osd::Placement) -> Result<()> {
+    format_with_copies(image, device, placement, 1)
+}
+
+/// [`format`] with `metadata_copies` copies of every metadata unit (1 or 2; docs/FORMAT.md,
+/// "Metadata copies"): the image keeps writing that many.
+pub fn format_with_copies(
+    image: &Path,
+    device: flash::DeviceConfig,
+    placement: osd::Placement,
+    metadata_copies: u8,
+) -> Result<()> {
     use flash::image::ImageContent;
+    let cfg = osd::OsdConfig {
+        metadata_copies,
+        ..mount::image::store_config(&device, placement)
+    };
     let store = ImageStore::create_for(image, &device, ImageContent::ObjectStore)?;
     let nand = Nand::open(device, store)?;
-    let mut s = ObjectStore::format(nand, mount::image::store_config(&device, placement))
-        .map_err(|e| anyhow!(e))?;
+    let mut s = ObjectStore::format(nand, cfg).map_err(|e| anyhow!(e))?;
     s.create_partition(Some(PartitionId(DEFAULT_PARTITION)))
         .map_err(|e| anyhow!(e))?;
     s.close().map_err(|e| anyhow!(e))?;
@@ -304,6 +318,8 @@ pub struct Fsck {
     pub problems: Vec<String>,
     /// Units that failed their checksum or could not be read.
     pub damaged: Vec<String>,
+    /// Metadata units (or their copies) damaged while the other copy is whole.
+    pub masked: Vec<String>,
 }
 
 /// Checks every invariant of the store and, when OFS is on it, of OFS (mounting it repairs it
@@ -320,6 +336,7 @@ pub fn fsck(mut s: Store) -> Result<Fsck> {
         ofs_repair_fixes: None,
         problems: report.problems,
         damaged: report.damaged,
+        masked: report.masked,
     };
     if s.get_attr(ofs::layout::data_oid(vfs::ROOT), ofs::layout::ATTR_SUPER)
         .is_ok_and(|v| matches!(v, AttrValue::Bytes(_)))

@@ -344,9 +344,13 @@ impl ObjectStore {
         d.set_item("records_rolled_forward", f.records_rolled_forward)?;
         d.set_item("ofs", f.ofs)?;
         d.set_item("ofs_repair_fixes", f.ofs_repair_fixes)?;
-        d.set_item("clean", f.problems.is_empty() && f.damaged.is_empty())?;
+        d.set_item(
+            "clean",
+            f.problems.is_empty() && f.damaged.is_empty() && f.masked.is_empty(),
+        )?;
         d.set_item("problems", PyList::new(py, &f.problems)?)?;
         d.set_item("damaged", PyList::new(py, &f.damaged)?)?;
+        d.set_item("masked", PyList::new(py, &f.masked)?)?;
         Ok(d)
     }
 

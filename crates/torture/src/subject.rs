@@ -250,6 +250,10 @@ pub enum PageRole {
     Unknown,
 }
 
+/// [`Guarded::oid`] of a metadata unit with a copy beside it (the group is the unit's address,
+/// `unit: Some(0)` the unit itself and `None` its copy): no object has this id.
+pub const METADATA: u128 = u128::MAX;
+
 /// A unit the stack can rebuild from the rest of its group ([`PageRole::Guarded`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Guarded {
@@ -354,6 +358,7 @@ impl Variant {
                     default_reliability: 0,
                     parity_group_units: 16,
                     compression_chunk_units: if compressed { 4 } else { 16 },
+                    metadata_copies: 1,
                     fml,
                 };
                 Variant::Osd(
@@ -375,6 +380,8 @@ impl Variant {
             Variant::Osd(mut c, _) if m > 0 => {
                 c.default_reliability = m;
                 c.parity_group_units = 4;
+                // Metadata guarded too: a copy of every metadata unit (issue 16 item 2).
+                c.metadata_copies = 2;
                 Variant::Osd(c, Services::default())
             }
             v => v,
@@ -530,6 +537,13 @@ fn page_role_of(r: Result<UnitRole, OsdError>) -> PageRole {
             unit,
             seq,
             slot: slot_of(oid),
+        }),
+        Ok(UnitRole::Copied { unit, copy, seq }) => PageRole::Guarded(Guarded {
+            oid: METADATA,
+            group: unit as u64,
+            unit: (!copy).then_some(0),
+            seq,
+            slot: None,
         }),
         Ok(UnitRole::Unprotected) => PageRole::Live,
         Err(_) => PageRole::Unknown,
@@ -775,10 +789,18 @@ impl Subject for OsdSubject {
         page_role_of(self.store.unit_role_from_oob(v.0, oob))
     }
     fn guard_survives_crash(&mut self, g: &Guarded) -> bool {
-        self.store
-            .parity_survives_crash(Oid::from_u128(g.oid), g.group, g.seq)
+        // A metadata unit's copy is on flash with it: recovery reads the copy of a unit
+        // whose record or payload it cannot read.
+        g.oid == METADATA
+            || self
+                .store
+                .parity_survives_crash(Oid::from_u128(g.oid), g.group, g.seq)
     }
     fn guard_lost(&mut self, g: &Guarded) -> Result<bool, Fail> {
+        if g.oid == METADATA {
+            // Lives and dies with its block (GC moves it from its copy when it cannot read it).
+            return Ok(false);
+        }
         match g.unit {
             Some(u) => self
                 .store

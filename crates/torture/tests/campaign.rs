@@ -189,6 +189,13 @@ fn former_findings_stay_fixed() {
         // A spill dropped its small-object entry before its unit 0 reached flash, and a
         // checkpoint GC asked for committed that: flushed bytes lost (finding 14).
         (807013244984872231, &all),
+        // GC lost a struck parity unit and the group waited, unprotected, for a read that
+        // could no longer recompute it; a later strike on a data unit of the group was lost
+        // (finding 15; parity campaigns with metadata copies).
+        (3780049206966479456, &parity_ci),
+        // A misdirected metadata program whose page another misdirected program then took:
+        // recovery rolls both forward, the metadata unit from its copy (finding 15).
+        (14050818457422755521, &parity),
     ]);
     for (seed, cfg) in cases {
         let r = run_seed(seed, cfg);

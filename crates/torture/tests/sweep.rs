@@ -62,6 +62,7 @@ fn object_store_survives_a_cut_after_every_flash_command() {
     };
     let chunks = OsdConfig {
         compression_chunk_units: 4,
+        metadata_copies: 1,
         ..cfg
     };
     check(Script::new(

@@ -79,9 +79,15 @@ impl<F: Flash> ObjectStore<F> {
     /// The entries of an atime page.
     pub(super) fn read_atime_page(&mut self, vpa: u32) -> Result<Vec<(Oid, u64)>, OsdError> {
         let mut page = vec![0u8; self.unit];
-        let (t, content, rec) =
-            read_checked(&mut self.fml, self.now, vpa, &mut page, META_RECORD_BYTES)
-                .map_err(|e| e.into_osd("atime page", vpa))?;
+        let (t, content, rec) = read_meta_checked(
+            &mut self.fml,
+            &mut self.stats,
+            (self.now, vpa),
+            &mut page,
+            META_RECORD_BYTES,
+            |r| matches!(r, Record::Atime { .. }),
+        )
+        .map_err(|e| e.into_osd("atime page", vpa))?;
         self.now = self.now.max(t);
         let n = u32::from_le_bytes([page[4], page[5], page[6], page[7]]) as usize;
         if content != Content::Bytes

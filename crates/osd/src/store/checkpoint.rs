@@ -85,6 +85,9 @@ impl<F: Flash> ObjectStore<F> {
         // Bit 0: encrypted units may be on flash (read whole records; skip sequence numbers
         // at open).
         page[36] = self.wide_records as u8;
+        // Metadata units have a copy beside them (docs/FORMAT.md, "Metadata copies"): every
+        // later open keeps writing them.
+        page[37] = if self.copies { 2 } else { 0 };
         // Everything written before this number is in the checkpoint.
         let logical = self.gc.take_seq();
         page[40..48].copy_from_slice(&logical.to_le_bytes());

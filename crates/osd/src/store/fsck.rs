@@ -14,6 +14,10 @@ pub struct FsckReport {
     pub problems: Vec<String>,
     /// Units that failed their checksum or could not be read ([`ObjectStore::fsck`] only).
     pub damaged: Vec<String>,
+    /// Metadata units or their copies damaged while the other is whole
+    /// ([`OsdConfig::metadata_copies`]): nothing is lost, but that unit has one copy left
+    /// until GC moves it or the metadata is written again ([`ObjectStore::fsck`] only).
+    pub masked: Vec<String>,
 }
 
 impl<F: Flash> ObjectStore<F> {
@@ -31,7 +35,76 @@ impl<F: Flash> ObjectStore<F> {
             ));
         }
         self.scan_media(&mut report)?;
+        self.scan_copies(&mut report)?;
         Ok(report)
+    }
+
+    /// Reads every valid metadata unit and its copy on their own (reads elsewhere take the copy
+    /// silently) and lists in [`FsckReport::masked`] each pair of which one is damaged. A unit
+    /// whose record cannot be read at all is checked as metadata (data units are read by
+    /// [`Self::scan_media`]).
+    fn scan_copies(&mut self, report: &mut FsckReport) -> Result<(), OsdError> {
+        let layout = *self.fml.layout();
+        let mut page = vec![0u8; self.unit];
+        for id in 0..layout.superblocks {
+            let b = self.fml.blocks()[id as usize];
+            for off in 0..b.next {
+                let v = layout.vpa(id, off).0;
+                if !self.fml.is_valid(Vpa(v)) {
+                    continue;
+                }
+                let kind = match self.sealed_at(v) {
+                    Some(s) if !s.record.has_copy() => continue,
+                    Some(s) => s.record.kind_name(),
+                    None => "unit",
+                };
+                let Some(c) = copy_address(&self.fml, v) else {
+                    continue;
+                };
+                let own = read_checked(&mut self.fml, self.now, v, &mut page, SCAN_RECORD_BYTES);
+                let copy = read_meta_checked(
+                    &mut self.fml,
+                    &mut self.stats,
+                    (self.now, v),
+                    &mut page,
+                    SCAN_RECORD_BYTES,
+                    Record::has_copy,
+                );
+                // `read_meta_checked` took the copy only if the unit itself failed; the copy
+                // alone is checked with the record it must carry.
+                let copy_ok = match own {
+                    Ok(_) => self.copy_whole(c, v, &mut page),
+                    Err(BadUnit::Device(e)) => return Err(OsdError::Device(e)),
+                    Err(_) => copy.is_ok(),
+                };
+                match (own.is_ok(), copy_ok) {
+                    (true, true) => {}
+                    (true, false) => report.masked.push(format!(
+                        "the copy (unit {c}) of the {kind} at unit {v} is damaged: one copy left"
+                    )),
+                    (false, true) => report.masked.push(format!(
+                        "the {kind} at unit {v} is damaged; its copy (unit {c}) is whole: one \
+                         copy left"
+                    )),
+                    // Not a unit with a copy: damage the media scan reports (or a unit of
+                    // a store written without copies).
+                    (false, false) => {}
+                }
+            }
+        }
+        self.now = self.now();
+        Ok(())
+    }
+
+    /// Whether unit `c` is a whole copy of metadata unit `of`.
+    fn copy_whole(&mut self, c: u32, of: u32, page: &mut [u8]) -> bool {
+        let mut oob = [0u8; SCAN_RECORD_BYTES];
+        let Ok((t, content)) = self.fml.read(self.now, Vpa(c), page, &mut oob) else {
+            return false;
+        };
+        self.now = self.now.max(t);
+        matches!(Record::decode_copy(&oob, of), Ok(Some(s))
+            if content_crc(content, page) == Some(s.payload_crc))
     }
 
     /// Reads every unit the store references (data extents, descriptor, small-object and atime
@@ -181,6 +254,7 @@ impl<F: Flash> ObjectStore<F> {
                     index_entries: entries,
                     problems,
                     damaged: Vec::new(),
+                    masked: Vec::new(),
                 });
             }
         };
@@ -328,6 +402,7 @@ impl<F: Flash> ObjectStore<F> {
             index_entries: entries,
             problems,
             damaged: Vec::new(),
+            masked: Vec::new(),
         })
     }
 }

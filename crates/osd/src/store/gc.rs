@@ -9,6 +9,10 @@ pub(super) struct GcLog {
     pub(super) seq: u64,
     pub(super) moves: Vec<(u32, u32, Record)>,
     pub(super) lost: Vec<u32>,
+    /// Metadata units GC moves get a copy beside them ([`OsdConfig::metadata_copies`]).
+    pub(super) copies: bool,
+    /// Metadata units GC moved from their copy, the unit itself unreadable.
+    pub(super) moved_from_copy: u64,
 }
 
 impl GcLog {
@@ -18,12 +22,25 @@ impl GcLog {
     }
 }
 
+/// Whether the valid unit at `from` is a copy standing in for the unit before it (docs/FORMAT.md,
+/// "Metadata copies").
+fn stands_in(from: Vpa, oob: &[u8]) -> bool {
+    from.0
+        .checked_sub(1)
+        .is_some_and(|of| matches!(Record::decode_copy(oob, of), Ok(Some(_))))
+}
+
 impl Owner for GcLog {
-    fn recognizes(&mut self, _from: Vpa, oob: &[u8]) -> bool {
-        matches!(Record::decode(oob), Ok(Some(_)))
+    fn recognizes(&mut self, from: Vpa, oob: &[u8]) -> bool {
+        matches!(Record::decode(oob), Ok(Some(_))) || stands_in(from, oob)
     }
 
-    fn before_copy(&mut self, _from: Vpa, oob: &mut [u8]) -> Option<StreamId> {
+    fn before_copy(&mut self, from: Vpa, oob: &mut [u8]) -> Option<StreamId> {
+        // A copy recovery took as its unit (that unit's page held another): moved as the unit.
+        if stands_in(from, oob) {
+            self.record_of_copy(Vpa(from.0 - 1), oob);
+            self.moved_from_copy -= 1;
+        }
         // Every copy gets a fresh sequence number: recovery's roll-forward finds moved data, and
         // sequence numbers keep rising within each block, which lets recovery read only the
         // blocks written since the checkpoint. (A checkpoint keeps its own number in its page.)
@@ -58,6 +75,40 @@ impl Owner for GcLog {
             oob[..n].copy_from_slice(&b[..n]);
         }
         None
+    }
+
+    fn keeps_copies(&self) -> bool {
+        // Copies may be on flash even when this open writes none (an image written with them).
+        true
+    }
+
+    fn keeps_copy(&mut self, oob: &[u8]) -> bool {
+        self.copies && matches!(Record::decode(oob), Ok(Some(r)) if r.has_copy())
+    }
+
+    fn copy_record(&mut self, primary: Vpa, oob: &[u8], out: &mut [u8]) -> usize {
+        let Ok(Some(sealed)) = Record::decode_sealed(oob) else {
+            return 0;
+        };
+        let mut b = [0u8; RECORD_MAX_BYTES];
+        let n = sealed.record.encode(sealed.payload_crc, &mut b);
+        let mut c = [0u8; RECORD_MAX_BYTES];
+        let m = Record::encode_copy(&b[..n], primary.0, &mut c);
+        out[..m].copy_from_slice(&c[..m]);
+        m
+    }
+
+    fn record_of_copy(&mut self, from: Vpa, oob: &mut [u8]) -> bool {
+        let Ok(Some(sealed)) = Record::decode_copy(oob, from.0) else {
+            return false;
+        };
+        let mut b = [0u8; RECORD_MAX_BYTES];
+        let n = sealed.record.encode(sealed.payload_crc, &mut b);
+        oob.fill(0);
+        let n = n.min(oob.len());
+        oob[..n].copy_from_slice(&b[..n]);
+        self.moved_from_copy += 1;
+        true
     }
 
     #[expect(
@@ -249,9 +300,8 @@ impl<F: Flash> ObjectStore<F> {
             self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
         for (k, v) in all {
             if k.kind == KIND_PARITY && v == from as u64 {
-                // The group's parity is recomputed from its data when next needed.
                 self.with_index(|ix, io| ix.remove(io, &k))?;
-                return Ok(());
+                return self.parity_after_loss(Oid::from_u128(k.oid), k.offset >> 8);
             }
             if k.kind != KIND_DATA {
                 continue;

@@ -68,8 +68,15 @@ impl<F: Flash> ObjectStore<F> {
         page: &mut [u8],
     ) -> Result<Vec<Onode>, OsdError> {
         self.stats.descriptor_pages_read += 1;
-        let (t, content, rec) = read_checked(&mut self.fml, self.now, vpa, page, META_RECORD_BYTES)
-            .map_err(|e| e.into_osd("descriptor page", vpa))?;
+        let (t, content, rec) = read_meta_checked(
+            &mut self.fml,
+            &mut self.stats,
+            (self.now, vpa),
+            page,
+            META_RECORD_BYTES,
+            |r| matches!(r, Record::Descriptor { .. }),
+        )
+        .map_err(|e| e.into_osd("descriptor page", vpa))?;
         self.now = self.now.max(t);
         let bad = |what: String| OsdError::Corrupted {
             what,
@@ -280,10 +287,14 @@ impl<F: Flash> ObjectStore<F> {
         let n = rec.encode(payload_crc(Payload::Bytes(page)), &mut oob);
         // Metadata describes data already on flash: it waits for the data programs.
         self.now = self.now();
-        let (v, t) = match self
-            .fml
-            .write(self.now, stream, Payload::Bytes(page), &oob[..n])
-        {
+        let (v, t) = match program_meta(
+            &mut self.fml,
+            &mut self.stats,
+            self.copies,
+            (self.now, stream),
+            page,
+            &oob[..n],
+        ) {
             Ok(x) => x,
             Err(FmlError::NoSpace { .. }) => return Err(self.no_space(self.unit as u64)),
             Err(e) => return Err(fml_err(e)),

@@ -702,6 +702,27 @@ impl<F: Flash> ObjectStore<F> {
         self.trim_parity_cache()
     }
 
+    /// After GC lost a parity unit of group `g` of `oid`: the group's parity is made again now
+    /// (from the cache, or from its data) and written at the next checkpoint. Left until a
+    /// damaged data unit needed it, it could not be made then: the group would have lost its
+    /// protection while looking whole (found by the torture campaign with metadata copies,
+    /// seed 3780049206966479456: a strike on a parity unit GC then lost, and one later on a
+    /// data unit of the same group).
+    pub(super) fn parity_after_loss(&mut self, oid: Oid, g: u64) -> Result<(), OsdError> {
+        let Some((k, m)) = self.protection(oid)? else {
+            return Ok(());
+        };
+        if let Some(p) = self.parity.get_mut(&(oid, g)) {
+            p.dirty = true;
+            return Ok(());
+        }
+        let mut grp = self.rebuild_group(oid, g, k, m)?;
+        self.parity_tick += 1;
+        grp.used = self.parity_tick;
+        self.parity.insert((oid, g), grp);
+        self.trim_parity_cache()
+    }
+
     /// Rebuilds the damaged data units of group `g` of `oid` from its parity (OSCM-11 III):
     /// every other unit of the group is read, the ones that fail are erasures, and the result
     /// is accepted only if the group's covers signature then equals the parity's.
@@ -1077,8 +1098,19 @@ pub enum UnitRole {
         /// The sequence number its record carries.
         seq: u64,
     },
+    /// A metadata unit with a copy beside it ([`OsdConfig::metadata_copies`]): the unit written
+    /// at `unit` (`copy: false`) or its copy at `unit + 1` (`copy: true`), programmed with
+    /// sequence number `seq`. Either one damaged is masked, as long as the other is not.
+    Copied {
+        /// The metadata unit's address (its copy's less one).
+        unit: u32,
+        /// Whether this is the copy.
+        copy: bool,
+        /// The sequence number its record carries.
+        seq: u64,
+    },
     /// Anything else still needed: onodes, index nodes, the checkpoint, small objects, units
-    /// of objects without parity.
+    /// of objects without parity (metadata without a copy).
     Unprotected,
 }
 
@@ -1086,17 +1118,43 @@ impl<F: Flash> ObjectStore<F> {
     /// What write unit `v` holds (read from its record, so ask before damaging it).
     pub fn unit_role(&mut self, v: u32) -> Result<UnitRole, OsdError> {
         if !self.fml.is_valid(Vpa(v)) {
-            return Ok(UnitRole::Stale);
+            // A copy is never valid itself: it guards the unit before it while that is.
+            let mut oob = [0u8; SCAN_RECORD_BYTES];
+            let read = self.fml.read(self.now, Vpa(v), &mut [], &mut oob).is_ok();
+            return Ok(if read {
+                self.copy_role(v, &oob)
+            } else {
+                UnitRole::Stale
+            });
         }
         let sealed = self.sealed_at(v);
         self.role_of(v, sealed)
+    }
+
+    /// The role of a unit that is not valid and whose record is `oob`: the copy of the valid
+    /// metadata unit before it, or stale.
+    fn copy_role(&self, v: u32, oob: &[u8]) -> UnitRole {
+        let Some(of) = v.checked_sub(1) else {
+            return UnitRole::Stale;
+        };
+        if copy_address(&self.fml, of).is_none() || !self.fml.is_valid(Vpa(of)) {
+            return UnitRole::Stale;
+        }
+        match Record::decode_copy(oob, of) {
+            Ok(Some(s)) => UnitRole::Copied {
+                unit: of,
+                copy: true,
+                seq: s.record.seq(),
+            },
+            _ => UnitRole::Stale,
+        }
     }
 
     /// What write unit `v` holds, from the OOB bytes its program carried (a program the device
     /// sent elsewhere, so that `v` reads erased).
     pub fn unit_role_from_oob(&mut self, v: u32, oob: &[u8]) -> Result<UnitRole, OsdError> {
         if !self.fml.is_valid(Vpa(v)) {
-            return Ok(UnitRole::Stale);
+            return Ok(self.copy_role(v, oob));
         }
         let sealed = Record::decode_sealed(oob).ok().flatten();
         self.role_of(v, sealed)
@@ -1134,6 +1192,23 @@ impl<F: Flash> ObjectStore<F> {
                     return Ok(UnitRole::Unprotected);
                 }
                 (oid, group, None)
+            }
+            r if r.has_copy() => {
+                // Guarded if the next unit is its copy.
+                let mut oob = [0u8; SCAN_RECORD_BYTES];
+                let copied = copy_address(&self.fml, v).is_some_and(|c| {
+                    self.fml.read(self.now, Vpa(c), &mut [], &mut oob).is_ok()
+                        && matches!(Record::decode_copy(&oob, v), Ok(Some(_)))
+                });
+                return Ok(if copied {
+                    UnitRole::Copied {
+                        unit: v,
+                        copy: false,
+                        seq,
+                    }
+                } else {
+                    UnitRole::Unprotected
+                });
             }
             _ => return Ok(UnitRole::Unprotected),
         };

@@ -35,26 +35,87 @@ impl<F: Flash> ObjectStore<F> {
         }
     }
 
-    /// The OOB record of a unit, if it reads back whole.
+    /// The OOB record of a unit, if it reads back whole, or else if its copy does (docs/FORMAT.md,
+    /// "Metadata copies"). A copy is never a record of its own: it is read only for the unit
+    /// before it.
     pub(super) fn record_at(&mut self, v: u32) -> Option<Record> {
         let mut oob = [0u8; SCAN_RECORD_BYTES];
-        let (t, _) = self.fml.read(self.now, Vpa(v), &mut [], &mut oob).ok()?;
+        match self.fml.read(self.now, Vpa(v), &mut [], &mut oob) {
+            Ok((t, _)) => {
+                self.now = self.now.max(t);
+                match Record::decode(&oob) {
+                    Ok(Some(r)) => return Some(r),
+                    Err(RecordError::Version(old)) => {
+                        self.foreign_version = Some(old);
+                        return None;
+                    }
+                    Err(RecordError::Copy)
+                        if v.checked_sub(1).is_some_and(|of| {
+                            matches!(Record::decode_copy(&oob, of), Ok(Some(_)))
+                        }) =>
+                    {
+                        return None
+                    }
+                    // Erased (its program may have gone astray) or damaged (a flipped copy flag
+                    // included): its copy may say.
+                    Ok(None) | Err(RecordError::Damaged(_) | RecordError::Copy) => {}
+                }
+            }
+            Err(FmlError::Flash(FlashError::Uncorrectable { .. })) => {}
+            Err(_) => return None,
+        }
+        let c = copy_address(&self.fml, v)?;
+        self.copy_record(c, v)
+    }
+
+    /// For recovery's scan down a block: unit `v`'s own record, if it reads whole (never a
+    /// copy's), and, if `v` holds the copy of the unit before it, that unit's record.
+    fn scan_record(&mut self, v: u32) -> (Option<Record>, Option<Record>) {
+        let mut oob = [0u8; SCAN_RECORD_BYTES];
+        let Ok((t, _)) = self.fml.read(self.now, Vpa(v), &mut [], &mut oob) else {
+            return (None, None);
+        };
         self.now = self.now.max(t);
         match Record::decode(&oob) {
-            Ok(r) => r,
+            Ok(r) => (r, None),
             Err(RecordError::Version(old)) => {
                 self.foreign_version = Some(old);
-                None
+                (None, None)
             }
-            Err(RecordError::Damaged(_)) => None,
+            Err(RecordError::Copy) => {
+                let of = v
+                    .checked_sub(1)
+                    .filter(|&of| copy_address(&self.fml, of) == Some(v));
+                let c = of.and_then(|of| Record::decode_copy(&oob, of).ok().flatten());
+                (None, c.map(|s| s.record))
+            }
+            Err(RecordError::Damaged(_)) => (None, None),
         }
+    }
+
+    /// The record unit `of` was written with, from the copy of it at unit `c`, if that is one.
+    fn copy_record(&mut self, c: u32, of: u32) -> Option<Record> {
+        let mut oob = [0u8; SCAN_RECORD_BYTES];
+        let (t, _) = self.fml.read(self.now, Vpa(c), &mut [], &mut oob).ok()?;
+        self.now = self.now.max(t);
+        Record::decode_copy(&oob, of)
+            .ok()
+            .flatten()
+            .map(|s| s.record)
     }
 
     /// A checkpoint unit's page, if it reads back whole and checks out.
     /// A unit whose payload fails its checksum is passed over like a torn one.
     pub(super) fn checkpoint_page(&mut self, v: u32) -> Option<Vec<u8>> {
         let mut page = vec![0u8; self.unit];
-        let r = read_checked(&mut self.fml, self.now, v, &mut page, META_RECORD_BYTES);
+        let r = read_meta_checked(
+            &mut self.fml,
+            &mut self.stats,
+            (self.now, v),
+            &mut page,
+            META_RECORD_BYTES,
+            |r| matches!(r, Record::Checkpoint { .. }),
+        );
         let (t, content, rec) = match r {
             Ok(x) => x,
             Err(BadUnit::Device(_)) => return None,
@@ -85,10 +146,15 @@ impl<F: Flash> ObjectStore<F> {
             if b.state == fml::BlockState::Bad || b.next == 0 {
                 continue;
             }
-            // An unreadable last unit (a torn program) makes the block count as newest.
-            let last = self
-                .record_at(layout.vpa(id, b.next - 1).0)
-                .map_or(u64::MAX, |r| r.seq());
+            // An unreadable last unit (a torn program) makes the block count as newest. A
+            // metadata copy there has its unit's number.
+            let end = layout.vpa(id, b.next - 1).0;
+            let last = match self.record_at(end) {
+                Some(r) => Some(r),
+                None if b.next >= 2 => self.copy_record(end, end - 1),
+                None => None,
+            }
+            .map_or(u64::MAX, |r| r.seq());
             if last != u64::MAX {
                 max_seq = max_seq.max(last);
             }
@@ -147,10 +213,30 @@ impl<F: Flash> ObjectStore<F> {
             if last <= ckpt_seq {
                 continue;
             }
+            // The copy read just above this unit, if it is the copy of this unit.
+            let mut above: Option<Record> = None;
             for off in (0..next).rev() {
                 let v = layout.vpa(id, off).0;
                 scanned += 1;
-                let Some(r) = self.record_at(v) else { continue };
+                let copy = above.take();
+                let (own, copy_of_below) = self.scan_record(v);
+                above = copy_of_below;
+                // A unit whose copy is right above it holds what the copy says. Its page may
+                // hold another unit: a misdirected program landed on the page its own program
+                // left erased. Then both are rolled forward, the metadata unit from its copy,
+                // which stands in for it at the copy's address (docs/FORMAT.md, "Metadata
+                // copies").
+                let r = match (own, copy) {
+                    (Some(r), Some(c)) if r != c => {
+                        if c.seq() > ckpt_seq {
+                            later.push((c.seq(), v + 1, c));
+                        }
+                        Some(r)
+                    }
+                    (Some(r), _) => Some(r),
+                    (None, c) => c,
+                };
+                let Some(r) = r else { continue };
                 max_seq = max_seq.max(r.seq());
                 // Not a break: sequence numbers rise within a block except where a misdirected
                 // write landed an older unit on a page the block's owner had not reached yet;
@@ -252,6 +338,10 @@ impl<F: Flash> ObjectStore<F> {
         }
         self.next_object = le::u64_at(&page, 16).map_err(short)?;
         self.next_partition = le::u64_at(&page, 24).map_err(short)?;
+        if page[37] == 2 {
+            self.copies = true;
+            self.gc.copies = true;
+        }
         // Encrypted units may be on flash: the checkpoint says so, or a unit written since.
         if page[36] & 1 != 0
             || later

@@ -171,7 +171,14 @@ impl<F: Flash> ObjectStore<F> {
     ) -> Result<Vec<(Oid, u64, Vec<u8>)>, OsdError> {
         let mut page = std::mem::take(&mut self.scratch);
         self.stats.small_pages_read += 1;
-        let r = read_checked(&mut self.fml, self.now, vpa, &mut page, META_RECORD_BYTES);
+        let r = read_meta_checked(
+            &mut self.fml,
+            &mut self.stats,
+            (self.now, vpa),
+            &mut page,
+            META_RECORD_BYTES,
+            |r| matches!(r, Record::Small { .. }),
+        );
         let r = match r {
             Ok((t, Content::Bytes, Record::Small { .. })) => {
                 self.now = self.now.max(t);

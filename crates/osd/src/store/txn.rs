@@ -559,7 +559,14 @@ impl<F: Flash> ObjectStore<F> {
             let Some(&(_, v)) = units.get(&part) else {
                 return Err(damaged(format!("part {part} of {parts} is missing")));
             };
-            match read_checked(&mut self.fml, self.now, v, &mut page, TXN_RECORD_BYTES) {
+            match read_meta_checked(
+                &mut self.fml,
+                &mut self.stats,
+                (self.now, v),
+                &mut page,
+                TXN_RECORD_BYTES,
+                |r| matches!(r, Record::TxnLog { .. }),
+            ) {
                 Ok((
                     t,
                     Content::Bytes,

@@ -10,6 +10,8 @@ pub(super) struct NodeFlash<'a, F: Flash> {
     pub(super) gc: &'a mut GcLog,
     pub(super) stats: &'a mut OsdStats,
     pub(super) released: &'a mut Vec<u32>,
+    /// Index nodes are written with a copy beside them ([`OsdConfig::metadata_copies`]).
+    pub(super) copies: bool,
     pub(super) at: Nanos,
     pub(super) done: Nanos,
 }
@@ -17,7 +19,14 @@ pub(super) struct NodeFlash<'a, F: Flash> {
 impl<F: Flash> NodeIo for NodeFlash<'_, F> {
     fn read_node(&mut self, addr: NodeAddr, buf: &mut [u8]) -> Result<(), IndexError> {
         self.stats.index_nodes_read += 1;
-        match read_checked(self.fml, self.at, addr, buf, INDEX_RECORD_BYTES) {
+        match read_meta_checked(
+            self.fml,
+            self.stats,
+            (self.at, addr),
+            buf,
+            INDEX_RECORD_BYTES,
+            |r| matches!(r, Record::Index { .. }),
+        ) {
             Ok((t, Content::Bytes, Record::Index { .. })) => {
                 self.done = self.done.max(t);
                 Ok(())
@@ -52,9 +61,14 @@ impl<F: Flash> NodeIo for NodeFlash<'_, F> {
         };
         let mut oob = [0u8; RECORD_MAX_BYTES];
         let n = rec.encode(payload_crc(Payload::Bytes(buf)), &mut oob);
-        let (v, t) = self
-            .fml
-            .write(self.at, stream, Payload::Bytes(buf), &oob[..n])?;
+        let (v, t) = program_meta(
+            self.fml,
+            self.stats,
+            self.copies,
+            (self.at, stream),
+            buf,
+            &oob[..n],
+        )?;
         self.done = self.done.max(t);
         self.stats.index_nodes_written += 1;
         Ok(v.0)
@@ -64,6 +78,97 @@ impl<F: Flash> NodeIo for NodeFlash<'_, F> {
         // The durable checkpoint may still reference it: released after the next one.
         self.released.push(addr);
     }
+}
+
+/// Programs a metadata unit (`page`, record `oob`), followed by its copy in the next unit of
+/// the same block when the store keeps two copies of its metadata (docs/FORMAT.md, "Metadata
+/// copies"; [`OsdConfig::metadata_copies`]).
+pub(super) fn program_meta<F: Flash>(
+    fml: &mut Fml<F>,
+    stats: &mut OsdStats,
+    copies: bool,
+    (at, stream): (Nanos, StreamId),
+    page: &[u8],
+    oob: &[u8],
+) -> Result<(Vpa, Nanos), FmlError> {
+    if !copies {
+        return fml.write(at, stream, Payload::Bytes(page), oob);
+    }
+    let r = fml.write_with_copy(at, stream, Payload::Bytes(page), oob, |v, out| {
+        let mut b = [0u8; RECORD_MAX_BYTES];
+        let n = Record::encode_copy(oob, v.0, &mut b);
+        out[..n].copy_from_slice(&b[..n]);
+        n
+    })?;
+    stats.metadata_copies_written += 1;
+    Ok(r)
+}
+
+/// [`read_checked`] for a metadata unit of the kind `expect` accepts: if unit `v` cannot be
+/// read, reads erased (its program went astray), fails its checksum, or holds a unit of another
+/// kind (a misdirected program landed on the page its own program left erased), its copy in
+/// the next unit answers, if it has one and that reads back whole (docs/FORMAT.md, "Metadata
+/// copies"). Otherwise the unit's own error or record is returned, for the caller to refuse.
+pub(super) fn read_meta_checked<F: Flash>(
+    fml: &mut Fml<F>,
+    stats: &mut OsdStats,
+    (at, v): (Nanos, u32),
+    data: &mut [u8],
+    oob_len: usize,
+    expect: fn(&Record) -> bool,
+) -> Result<(Nanos, Content, Record), BadUnit> {
+    let own = read_checked(fml, at, v, data, oob_len);
+    match &own {
+        Err(BadUnit::Device(_)) => return own,
+        Ok((_, Content::Bytes, r)) if expect(r) => return own,
+        _ => {}
+    }
+    match read_copy(fml, at, v, data, oob_len) {
+        Some(x) if expect(&x.2) => {
+            stats.metadata_read_from_copy += 1;
+            Ok(x)
+        }
+        _ => {
+            if own.is_ok() {
+                // The caller refuses the unit it found, with its own contents.
+                return read_checked(fml, at, v, data, oob_len);
+            }
+            own
+        }
+    }
+}
+
+/// Where the copy of unit `v` would be: the next unit, if it is in the same block and
+/// programmed.
+pub(super) fn copy_address<F: Flash>(fml: &Fml<F>, v: u32) -> Option<u32> {
+    let layout = fml.layout();
+    let next = Vpa(v.checked_add(1)?);
+    let id = layout.superblock_of(Vpa(v));
+    (layout.superblock_of(next) == id
+        && fml
+            .blocks()
+            .get(id as usize)
+            .is_some_and(|b| layout.offset_of(next) < b.next))
+    .then_some(next.0)
+}
+
+/// The copy of metadata unit `v`, read whole and checked, if it has one.
+fn read_copy<F: Flash>(
+    fml: &mut Fml<F>,
+    at: Nanos,
+    v: u32,
+    data: &mut [u8],
+    oob_len: usize,
+) -> Option<(Nanos, Content, Record)> {
+    let c = copy_address(fml, v)?;
+    let mut oob = [0u8; RECORD_MAX_BYTES];
+    let oob = &mut oob[..oob_len];
+    let (t, content) = fml.read(at, Vpa(c), data, oob).ok()?;
+    if content == Content::Erased {
+        return None;
+    }
+    let sealed = Record::decode_copy(oob, v).ok()??;
+    (content_crc(content, data) == Some(sealed.payload_crc)).then_some((t, content, sealed.record))
 }
 
 pub(super) fn fml_err(e: FmlError) -> OsdError {
@@ -142,6 +247,12 @@ pub(super) fn read_checked<F: Flash>(
     let sealed = match Record::decode_sealed(oob) {
         Ok(Some(s)) => s,
         Ok(None) => return Err(BadUnit::Corrupted("no OOB record".into())),
+        // The copy of the unit before it, which recovery took as the unit itself when that
+        // unit's page held another (docs/FORMAT.md, "Metadata copies").
+        Err(RecordError::Copy) => match v.checked_sub(1).map(|of| Record::decode_copy(oob, of)) {
+            Some(Ok(Some(s))) => s,
+            _ => return Err(BadUnit::Corrupted("OOB record: a copy of no unit".into())),
+        },
         Err(e) => return Err(BadUnit::Corrupted(format!("OOB record: {e}"))),
     };
     if content_crc(content, data) != Some(sealed.payload_crc) {
