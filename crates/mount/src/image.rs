@@ -58,7 +58,7 @@ pub fn format(
     format_with(path, device, store, config)
 }
 
-/// [`format`] with the object store's settings `store` (its placement and
+/// [`format()`] with the object store's settings `store` (its placement and
 /// `metadata_copies` are kept by the image: later opens read them from the checkpoint).
 pub fn format_with(
     path: &Path,

@@ -561,7 +561,7 @@ impl Record {
 
     /// The record of the copy of a metadata unit whose record is `primary_oob` (an encoded
     /// record, [`Record::encode`]) and which was programmed at write unit `primary` (docs/FORMAT.md,
-    /// "Metadata copies"): the same bytes with [`COPY_FLAG`] in the version byte, and a CRC that
+    /// "Metadata copies"): the same bytes with the copy flag (0x80) in the version byte, and a CRC that
     /// also covers `primary`, so a copy decodes only as the copy of the unit right before it.
     pub fn encode_copy(
         primary_oob: &[u8],

@@ -38,7 +38,7 @@ pub fn format(image: &Path, device: flash::DeviceConfig, placement: osd::Placeme
     format_with_copies(image, device, placement, 1)
 }
 
-/// [`format`] with `metadata_copies` copies of every metadata unit (1 or 2; docs/FORMAT.md,
+/// [`format()`] with `metadata_copies` copies of every metadata unit (1 or 2; docs/FORMAT.md,
 /// "Metadata copies"): the image keeps writing that many.
 pub fn format_with_copies(
     image: &Path,

@@ -196,6 +196,13 @@ fn former_findings_stay_fixed() {
         // A misdirected metadata program whose page another misdirected program then took:
         // recovery rolls both forward, the metadata unit from its copy (finding 15).
         (14050818457422755521, &parity),
+        // A block whose last unit a misdirected program had landed older than the units the
+        // block's owner then wrote on its other die: recovery passed the block over, and a
+        // flushed unit with it (finding 15).
+        (9911286623645150948, &parity),
+        // A checkpoint holding data entries of an object without an onode: the object's old
+        // units came back when it was written again (finding 15).
+        (540809612015953366, &parity),
     ]);
     for (seed, cfg) in cases {
         let r = run_seed(seed, cfg);

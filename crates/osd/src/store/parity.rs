@@ -924,6 +924,11 @@ impl<F: Flash> ObjectStore<F> {
         if rewrite {
             for (x, f) in &units {
                 if let Err(e) = self.rewrite_rebuilt(oid, *x, f) {
+                    if matches!(e, OsdError::Device(FmlError::Flash(FlashError::PowerLoss))) {
+                        // The command ends with the device: the caller reopens it, and the
+                        // unit is rebuilt again from the parity on flash.
+                        return Err(e);
+                    }
                     // The bytes are right; the device is not: no more writes until a reopen.
                     self.poison(format!(
                         "rewriting unit {x} of {oid} rebuilt from parity: {e}"

@@ -141,26 +141,36 @@ impl<F: Flash> ObjectStore<F> {
         let layout = *self.fml.layout();
         let mut spans: Vec<(u32, u32, u64)> = Vec::new();
         let mut max_seq = 0;
+        let width = self.fml.flash().config().gang.units_per_superblock.max(1);
         for id in 0..layout.superblocks {
             let b = self.fml.blocks()[id as usize];
             if b.state == fml::BlockState::Bad || b.next == 0 {
                 continue;
             }
-            // An unreadable last unit (a torn program) makes the block count as newest. A
-            // metadata copy there has its unit's number.
-            let end = layout.vpa(id, b.next - 1).0;
-            let last = match self.record_at(end) {
-                Some(r) => Some(r),
-                None if b.next >= 2 => self.copy_record(end, end - 1),
-                None => None,
+            // The block's newest record: units rotate over the super-block's parallel units,
+            // and each of those is programmed in order, so it is among the last unit of each.
+            // A misdirected program may have landed an older unit on a page the block's owner
+            // then skipped, after it had programmed newer units on the other parallel units
+            // (found with metadata copies, seed 9911286623645150948: a block whose last unit
+            // was such an older unit was passed over, and a flushed data unit in it lost). An
+            // unreadable unit (a torn program) makes the block count as newest. A metadata copy
+            // has its unit's number.
+            let mut last = 0;
+            for off in b.next.saturating_sub(width)..b.next {
+                let v = layout.vpa(id, off).0;
+                let r = match self.record_at(v) {
+                    Some(r) => Some(r),
+                    None if off >= 1 => self.copy_record(v, v - 1),
+                    None => None,
+                };
+                last = last.max(r.map_or(u64::MAX, |r| r.seq()));
             }
-            .map_or(u64::MAX, |r| r.seq());
             if last != u64::MAX {
                 max_seq = max_seq.max(last);
             }
             spans.push((id, b.next, last));
         }
-        let mut scanned = spans.len() as u64;
+        let mut scanned = spans.iter().map(|s| (s.1).min(width) as u64).sum::<u64>();
         spans.sort_unstable_by_key(|s| std::cmp::Reverse(s.2));
         // The newest checkpoint: blocks newest first, each from its end back.
         let mut best: Option<(u64, u32, Vec<u8>)> = None;
@@ -387,7 +397,7 @@ impl<F: Flash> ObjectStore<F> {
         // Transactions' log, commit and done records, by transaction.
         let mut txns: std::collections::BTreeMap<u64, txn::FoundTxn> = Default::default();
         // Descriptor pages already referenced by the committed index.
-        self.rebuild_desc_map()?;
+        let orphans = self.rebuild_desc_map()?;
         let mut onode_seq: FxHashMap<Oid, u64> = FxHashMap::default();
         let mut small_seq: FxHashMap<Oid, u64> = FxHashMap::default();
         // The length each object's newest durable onode states, before data records extend it.
@@ -536,6 +546,15 @@ impl<F: Flash> ObjectStore<F> {
         // A chunk comes back whole: its newest complete generation.
         self.settle_chunks(chunk_units, &cuts, &mut touched)?;
         let mut groups: FxHashSet<(Oid, u64)> = FxHashSet::default();
+        // Entries of objects the checkpoint holds no onode of (a checkpoint committed in the
+        // middle of a removal left them; found with metadata copies, seed 540809612015953366:
+        // a removed object's old units came back when it was written again) go too, unless
+        // roll-forward brought the onode back.
+        for oid in orphans {
+            if !touched.contains(&oid) && self.load_onode(oid)?.is_none() {
+                self.settle_object(oid, None)?;
+            }
+        }
         for &oid in &touched {
             self.settle_object(oid, stored_len.get(&oid).copied())?;
             if self.load_onode(oid)?.is_some() {
@@ -691,9 +710,21 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// Every descriptor page and small-object page the index points to, with its live slots.
-    pub(super) fn rebuild_desc_map(&mut self) -> Result<(), OsdError> {
+    /// Returns the objects the index holds entries of but no onode entry: their data is
+    /// garbage unless roll-forward brings an onode back.
+    pub(super) fn rebuild_desc_map(&mut self) -> Result<Vec<Oid>, OsdError> {
         let all =
             self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
+        let mut orphans = Vec::new();
+        // Keys sort by object, then kind: an object's onode entry (kind 0) comes first.
+        let mut with_onode = None;
+        for (k, _) in &all {
+            if k.kind == KIND_ONODE {
+                with_onode = Some(k.oid);
+            } else if with_onode != Some(k.oid) && orphans.last() != Some(&Oid::from_u128(k.oid)) {
+                orphans.push(Oid::from_u128(k.oid));
+            }
+        }
         for (k, v) in all {
             let pages = match k.kind {
                 KIND_ONODE => &mut self.desc,
@@ -710,7 +741,7 @@ impl<F: Flash> ObjectStore<F> {
             }
             d.live[slot] = Some(Oid::from_u128(k.oid));
         }
-        Ok(())
+        Ok(orphans)
     }
 
     /// Applies the onodes of a descriptor page written after the checkpoint, each only over an
