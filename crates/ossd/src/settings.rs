@@ -68,6 +68,8 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   osd.realtime_update_blocks         update blocks dedicated to real-time objects (priority > 0), semantic placement (default 0, at most 8, OSSD-13 IV-C)
   osd.default_reliability            parity units per parity group given to every new object (default 0 = none, at most 4, OSCM-11 III)
   osd.parity_group_units             data units per parity group for objects given parity (default 16)
+  osd.metadata_copies                copies of every metadata unit (index nodes, descriptor pages, checkpoints, small-object pages):
+                                     1 or 2; 2 masks one destroyed unit of each pair (default 1; a store that wrote copies keeps writing them)
   osd.compression_chunk_units        units per compression chunk of compressed objects (default 16)
   scrub.units_per_second             object store background scrub: data units checked per second of idle time, 0 = off
                                      (default 0; e.g. 1000: 4 MB/s of 4 KiB units, a few % of one die's time)

@@ -44,6 +44,10 @@ impl<F: Flash> ObjectStore<F> {
     /// whose record cannot be read at all is checked as metadata (data units are read by
     /// [`Self::scan_media`]).
     fn scan_copies(&mut self, report: &mut FsckReport) -> Result<(), OsdError> {
+        if !self.copies {
+            // A store that never kept copies: the unit after a metadata unit is another unit.
+            return Ok(());
+        }
         let layout = *self.fml.layout();
         let mut page = vec![0u8; self.unit];
         for id in 0..layout.superblocks {
@@ -79,6 +83,9 @@ impl<F: Flash> ObjectStore<F> {
                 };
                 match (own.is_ok(), copy_ok) {
                     (true, true) => {}
+                    // The next unit is a unit of its own, whole: this one was written without
+                    // a copy (before the store kept copies, or its pair did not fit).
+                    (true, false) if self.sealed_at(c).is_some() => {}
                     (true, false) => report.masked.push(format!(
                         "the copy (unit {c}) of the {kind} at unit {v} is damaged: one copy left"
                     )),
