@@ -14,7 +14,7 @@ fn main() {
     let feature = |name: &str| env::var_os(format!("CARGO_FEATURE_{name}")).is_some();
     for unsupported in ["UNSTABLE_LITTLEFS_PATCHED", "TINYRLIBC"] {
         if feature(unsupported) {
-            panic!("ossd's littlefs2-sys copy does not carry the feature {unsupported}");
+            panic!("ossd's littlefs2-sys copy does not carry the feature {}", unsupported);
         }
     }
 

@@ -186,6 +186,27 @@ impl<S: PageStore> Nand<S> {
         Some(())
     }
 
+    /// The payload and OOB bytes page `page` holds now, read without a command, as
+    /// [`Nand::peek_oob`] (`data` one page long). `None` when the page is erased, out of range,
+    /// or holds a fingerprint rather than bytes.
+    pub fn peek_page(
+        &mut self,
+        page: crate::PageAddr,
+        data: &mut [u8],
+        oob: &mut [u8],
+    ) -> Option<()> {
+        let g = self.config.geometry;
+        g.check_page(page).ok()?;
+        let bi = g.block_index(page.block_addr());
+        if page.page >= self.blocks[bi as usize].next_page {
+            return None;
+        }
+        match self.store.get_page(bi, page.page, data, oob).ok()? {
+            crate::Content::Bytes => Some(()),
+            _ => None,
+        }
+    }
+
     /// Hands the page store back (to reopen the device over it).
     pub fn into_store(self) -> S {
         self.store

@@ -257,11 +257,51 @@ fn print_summary(s: &Summary) {
             s.slot_relaxed_runs
         ),
     );
+    let why: Vec<String> = torture::sim::RelaxedAll::ALL
+        .iter()
+        .zip(s.relaxed_all_by)
+        .filter(|(_, n)| *n > 0)
+        .map(|(w, n)| format!("{n} {}", w.describe()))
+        .collect();
+    row(
+        "runs relaxed for all slots",
+        format!(
+            "{} ({})",
+            s.relaxed_all_by.iter().sum::<u64>(),
+            if why.is_empty() {
+                "none".to_string()
+            } else {
+                why.join(", ")
+            }
+        ),
+    );
     row(
         "strict power cuts",
         format!(
             "{} of {} (in the strict runs)",
             s.strict_power_cuts, s.tally.power_cuts
+        ),
+    );
+    let share = |a: u64, b: u64| 100.0 * a as f64 / (a + b).max(1) as f64;
+    row(
+        "strict crash recoveries",
+        format!(
+            "{} of {} ({:.0}%; checked with no slot relaxed, also before a run relaxed)",
+            s.strict_crash_recoveries,
+            s.crash_recoveries,
+            share(
+                s.strict_crash_recoveries,
+                s.crash_recoveries - s.strict_crash_recoveries
+            )
+        ),
+    );
+    row(
+        "slot checks after recovery",
+        format!(
+            "{} strict, {} relaxed ({:.0}% strict)",
+            s.slot_checks_strict,
+            s.slot_checks_relaxed,
+            share(s.slot_checks_strict, s.slot_checks_relaxed)
         ),
     );
     row(
@@ -296,6 +336,10 @@ fn replay(seed: u64, sim: &SimConfig) -> Result<()> {
         "  {} steps, {} recoveries, {} reads checked, {} errors allowed",
         r.steps, r.recoveries, r.reads_checked, r.errors_tolerated
     );
+    println!(
+        "  {} of {} crash recoveries checked with no slot relaxed; slot checks: {} strict, {} relaxed",
+        r.strict_crash_recoveries, r.crash_recoveries, r.slot_checks_strict, r.slot_checks_relaxed
+    );
     for (name, n) in r.tally.rows() {
         println!("  {name:<26} {n}");
     }
@@ -305,11 +349,12 @@ fn replay(seed: u64, sim: &SimConfig) -> Result<()> {
         c.blocks_erased, c.gc_victims, c.gc_units_copied, c.checkpoints
     );
     match (r.relaxed_at, r.relaxed_all_at) {
-        (_, Some(step)) => {
-            println!(
-                "  relaxed at step {step} (a destructive fault struck metadata or shared data)"
-            )
-        }
+        (_, Some(step)) => println!(
+            "  relaxed at step {step}: {}",
+            r.relaxed_all_by
+                .map_or("a destructive fault struck metadata or shared data", |w| w
+                    .describe())
+        ),
         (Some(step), None) => println!(
             "  relaxed in part from step {step} (a destructive fault struck one slot's own data)"
         ),

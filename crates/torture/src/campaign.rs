@@ -56,6 +56,18 @@ pub struct Summary {
     pub slot_relaxed_runs: u64,
     /// Power cuts in those runs: each checked against the strict contract.
     pub strict_power_cuts: u64,
+    /// Recoveries after a crash, over all runs, and those checked against the whole contract
+    /// (nothing relaxed yet, also in runs relaxed later): see [`RunReport::crash_recoveries`].
+    pub crash_recoveries: u64,
+    /// See [`Summary::crash_recoveries`].
+    pub strict_crash_recoveries: u64,
+    /// Runs relaxed for every slot, by the reason of the first whole-run relaxation, in the
+    /// order of [`crate::sim::RelaxedAll::ALL`].
+    pub relaxed_all_by: [u64; 4],
+    /// Slot checks after recoveries, strict and relaxed, over all runs.
+    pub slot_checks_strict: u64,
+    /// See [`Summary::slot_checks_strict`].
+    pub slot_checks_relaxed: u64,
     /// GC, erases and checkpoints reached, summed over all runs.
     pub coverage: crate::subject::Coverage,
     /// Faults that struck, summed over all runs.
@@ -82,6 +94,17 @@ impl Summary {
         self.errors_tolerated += r.errors_tolerated;
         self.no_space += r.no_space;
         self.ended_early += r.ended.is_some() as u64;
+        if let Some(why) = r.relaxed_all_by {
+            let i = crate::sim::RelaxedAll::ALL
+                .iter()
+                .position(|w| *w == why)
+                .unwrap_or(0);
+            self.relaxed_all_by[i] += 1;
+        }
+        self.crash_recoveries += r.crash_recoveries;
+        self.strict_crash_recoveries += r.strict_crash_recoveries;
+        self.slot_checks_strict += r.slot_checks_strict;
+        self.slot_checks_relaxed += r.slot_checks_relaxed;
         if r.relaxed_at.is_none() {
             self.strict_runs += 1;
             self.strict_power_cuts += r.tally.power_cuts;

@@ -93,6 +93,16 @@ pub struct RunReport {
     pub recoveries: u64,
     /// Reads whose bytes the oracle checked.
     pub reads_checked: u64,
+    /// Recoveries after a crash (not a clean shutdown) that were checked.
+    pub crash_recoveries: u64,
+    /// Those checked against the whole contract: no slot was relaxed when the check ended.
+    pub strict_crash_recoveries: u64,
+    /// Slots checked after recoveries under the strict contract, and under the relaxed one
+    /// (a destructive fault had struck the slot's data, or metadata): with per-slot
+    /// relaxation a run relaxed in part still checks its other slots strictly.
+    pub slot_checks_strict: u64,
+    /// See [`RunReport::slot_checks_strict`].
+    pub slot_checks_relaxed: u64,
     /// Errors the contract allowed after a destructive fault (failed commands and reads, damage
     /// fsck found, an image recovery refused).
     pub errors_tolerated: u64,
@@ -109,10 +119,50 @@ pub struct RunReport {
     /// The step at which the contract was relaxed for every slot (damage to metadata, or to
     /// a page whose owner could not be told); `None` while only some slots were relaxed.
     pub relaxed_all_at: Option<u32>,
+    /// Why the contract was relaxed for every slot (with [`RunReport::relaxed_all_at`]).
+    pub relaxed_all_by: Option<RelaxedAll>,
     /// What GC, erases and checkpoints the run reached, summed over its openings.
     pub coverage: Coverage,
     /// The faults injected and the recoveries, in order: the fault schedule.
     pub schedule: Vec<String>,
+}
+
+/// Why a run was relaxed for every slot rather than for the slots struck (issue 15 item 1:
+/// each is a place where the harness, or the stack's answers to it, cannot yet scope damage).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RelaxedAll {
+    /// A destructive fault struck a live page of no one slot: metadata (descriptor page,
+    /// index node, checkpoint, small-object page, FTL map) or data whose owner the stack
+    /// could not name.
+    SharedPage,
+    /// A guarded unit of no one slot (a metadata unit or its copy) was struck while its pair
+    /// was already damaged, or a crash exposed a masked strike on one.
+    ExposedShared,
+    /// The stack could not say what the struck page held.
+    UnknownPage,
+    /// A misdirected program during a shutdown or a recovery, with no store to ask what the
+    /// page was to hold.
+    StoreGone,
+}
+
+impl RelaxedAll {
+    /// Every reason, in the order summaries print them.
+    pub const ALL: [RelaxedAll; 4] = [
+        RelaxedAll::SharedPage,
+        RelaxedAll::ExposedShared,
+        RelaxedAll::UnknownPage,
+        RelaxedAll::StoreGone,
+    ];
+
+    /// The reason for a person.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RelaxedAll::SharedPage => "live page of no one slot (metadata)",
+            RelaxedAll::ExposedShared => "metadata pair struck twice or exposed by a crash",
+            RelaxedAll::UnknownPage => "page the stack could not name",
+            RelaxedAll::StoreGone => "misdirected write in shutdown/recovery",
+        }
+    }
 }
 
 /// Slots (objects or block ranges) a run spreads its data over.
@@ -253,11 +303,12 @@ impl Sim {
         self.subject().device()
     }
     /// A destructive fault struck metadata: the rest of the run is held to the relaxed contract.
-    fn relax(&mut self) {
+    fn relax(&mut self, why: RelaxedAll) {
         if !self.degraded {
             self.degraded = true;
             self.report.relaxed_at.get_or_insert(self.step);
             self.report.relaxed_all_at = Some(self.step);
+            self.report.relaxed_all_by = Some(why);
         }
     }
 
@@ -268,13 +319,30 @@ impl Sim {
         self.report.relaxed_at.get_or_insert(self.step);
     }
 
+    /// A misdirected program with no stack left to ask what its page was to hold (a shutdown
+    /// or crash took it): a data unit's record names its slot, which alone is relaxed; for
+    /// anything else what the page held cannot be told and every slot is.
+    fn relax_misdirected_unasked(&mut self, m: &flash::fault::Misdirected) {
+        match crate::subject::record_slot(self.cfg.stack, &m.oob) {
+            Some(s) => self.relax_slot(s),
+            None => self.relax(RelaxedAll::StoreGone),
+        }
+    }
+
     /// Relaxes what damage to a page of this role puts at risk (nothing for a stale page).
     fn relax_for(&mut self, role: PageRole) {
         match role {
             PageRole::Stale => {}
             PageRole::Slot(s) => self.relax_slot(s),
+            PageRole::Slots(mask) => {
+                for s in (0..SLOTS).filter(|s| mask & (1 << s) != 0) {
+                    self.relax_slot(s);
+                }
+            }
             PageRole::Guarded(Guarded { slot: Some(s), .. }) => self.relax_slot(s),
-            _ => self.relax(),
+            PageRole::Live => self.relax(RelaxedAll::SharedPage),
+            PageRole::Guarded(_) => self.relax(RelaxedAll::ExposedShared),
+            PageRole::Unknown => self.relax(RelaxedAll::UnknownPage),
         }
     }
 
@@ -293,10 +361,13 @@ impl Sim {
     /// tell (asked without a flash command).
     fn narrow(&mut self, role: PageRole, page: PageAddr) -> PageRole {
         match role {
-            PageRole::Live => self
-                .subject()
-                .page_owner(page)
-                .map_or(PageRole::Live, PageRole::Slot),
+            PageRole::Live => match self.subject().page_owner(page) {
+                Some(s) => PageRole::Slot(s),
+                None => self
+                    .subject()
+                    .page_cover(page)
+                    .map_or(PageRole::Live, PageRole::Slots),
+            },
             r => r,
         }
     }
@@ -451,7 +522,9 @@ impl Sim {
             let maskable = match role {
                 PageRole::Stale => true,
                 PageRole::Guarded(g) => !self.group_struck(&g),
-                PageRole::Slot(_) | PageRole::Live | PageRole::Unknown => false,
+                PageRole::Slot(_) | PageRole::Slots(_) | PageRole::Live | PageRole::Unknown => {
+                    false
+                }
             };
             if maskable {
                 pick = Some((info, page, Some(role)));
@@ -519,6 +592,7 @@ impl Sim {
         let what = match role {
             PageRole::Stale => "stale".to_string(),
             PageRole::Slot(s) => format!("live data of slot {s}"),
+            PageRole::Slots(mask) => format!("live metadata of slots {mask:#b}"),
             PageRole::Live => "live".to_string(),
             PageRole::Unknown => "unknown".to_string(),
             PageRole::Guarded(g) => format!(
@@ -927,8 +1001,8 @@ impl Sim {
             let closed = match subject.close() {
                 Err((f, mut d)) => {
                     // A program of the shutdown's own may have gone astray.
-                    if d.take_misdirected().is_some() {
-                        self.relax();
+                    if let Some(m) = d.take_misdirected() {
+                        self.relax_misdirected_unasked(&m);
                     }
                     Err((f, d))
                 }
@@ -972,8 +1046,7 @@ impl Sim {
         self.cut_pending = false;
         if !self.degraded {
             if let Some(m) = dev.take_misdirected() {
-                // The store is gone: what the page was to hold cannot be told.
-                self.relax();
+                self.relax_misdirected_unasked(&m);
                 self.log(format!(
                     "misdirected write during shutdown: page {} left erased",
                     m.intended
@@ -1029,7 +1102,7 @@ impl Sim {
                         // A misdirected program may have struck recovery's own writes: with
                         // the store gone, what it destroyed cannot be told.
                         if armed {
-                            self.relax();
+                            self.relax(RelaxedAll::StoreGone);
                         }
                         self.any_relaxed()
                     } && matches!(f, Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)) =>
@@ -1150,6 +1223,11 @@ impl Sim {
                 }
             }
             let degraded = self.slot_relaxed(slot);
+            if degraded {
+                self.report.slot_checks_relaxed += 1;
+            } else {
+                self.report.slot_checks_strict += 1;
+            }
             self.oracle
                 .check_recovered(slot, got.as_ref().map(|g| (&buf[..], g.0)), clean, degraded)
                 .map_err(|e| Stop::Violation(format!("{when}: {e}")))?;
@@ -1182,6 +1260,10 @@ impl Sim {
                 Err(Fail::NoSpace) => self.report.no_space += 1,
                 Err(f) => return Err(Stop::Violation(format!("listing {when}: {f}"))),
             }
+        }
+        if !clean {
+            self.report.crash_recoveries += 1;
+            self.report.strict_crash_recoveries += !self.any_relaxed() as u64;
         }
         Ok(())
     }

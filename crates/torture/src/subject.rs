@@ -137,6 +137,13 @@ pub trait Subject {
     fn page_owner(&mut self, _page: flash::PageAddr) -> Option<u32> {
         None
     }
+    /// The slots whose data or metadata a live page of no one slot holds (metadata shared by
+    /// a few objects: a descriptor page's onodes, a small-object page's entries), as a bit set;
+    /// `None` when that cannot be told from the page alone or the page holds metadata of
+    /// anything but slots (a partition's onode). Asked as [`Subject::page_owner`] is: without a flash command.
+    fn page_cover(&mut self, _page: flash::PageAddr) -> Option<u64> {
+        None
+    }
     /// The slot whose data a record names, from OOB bytes a misdirected program carried.
     fn record_owner(&mut self, _oob: &[u8]) -> Option<u32> {
         None
@@ -243,6 +250,9 @@ pub enum PageRole {
     /// Live data of one slot alone, with no second copy: damage to it relaxes the contract
     /// for that slot only (issue 15 item 1).
     Slot(u32),
+    /// Metadata with no second copy of these slots alone (bit i: slot i; [`Subject::page_cover`]):
+    /// damage to it relaxes the contract for those slots only (issue 15 item 1).
+    Slots(u64),
     /// Live data or metadata with no second copy, of no one slot (or the stack cannot say
     /// whose): damage to it relaxes the contract for every slot.
     Live,
@@ -492,6 +502,21 @@ fn oid(slot: u32) -> Oid {
 }
 
 /// The slot object `o` stands for, if any.
+/// The slot whose data alone a record names, from OOB bytes a program carried, told from the
+/// bytes alone (no stack to ask: a misdirected program of a shutdown). Only the object store's
+/// data records name one slot.
+pub fn record_slot(stack: StackKind, oob: &[u8]) -> Option<u32> {
+    if stack != StackKind::Osd {
+        return None;
+    }
+    // Data units hold one object's bytes (compressed chunks and encrypted units too);
+    // small-object pages hold several objects', descriptor pages several onodes.
+    match osd::record::Record::decode_sealed(oob).ok()??.record {
+        osd::record::Record::Data { oid, .. } => slot_of(oid),
+        _ => None,
+    }
+}
+
 fn slot_of(o: Oid) -> Option<u32> {
     (0..64).find(|&s| oid(s) == o)
 }
@@ -774,13 +799,30 @@ impl Subject for OsdSubject {
             .peek_oob(page, &mut oob)?;
         self.record_owner(&oob)
     }
-    fn record_owner(&mut self, oob: &[u8]) -> Option<u32> {
-        // Data units hold one object's bytes (compressed chunks and encrypted units too);
-        // small-object pages hold several objects', descriptor pages several onodes.
-        match osd::record::Record::decode_sealed(oob).ok()??.record {
-            osd::record::Record::Data { oid, .. } => slot_of(oid),
-            _ => None,
+    fn page_cover(&mut self, page: flash::PageAddr) -> Option<u64> {
+        let layout = *self.store.fml().layout();
+        let v = layout.vpa_of(page)?;
+        let page_bytes = flash::Flash::config(self.store.device_mut())
+            .geometry
+            .page_size_bytes as usize;
+        let pages = layout.pages_per_unit() as usize;
+        let mut data = vec![0u8; page_bytes * pages];
+        let mut oob = [0u8; osd::record::RECORD_MAX_BYTES];
+        let mut no_oob = [0u8; 0];
+        let nand = self.store.device_mut().inner_mut().inner_mut();
+        for (i, chunk) in data.chunks_mut(page_bytes).enumerate() {
+            let o: &mut [u8] = if i == 0 { &mut oob } else { &mut no_oob };
+            nand.peek_page(layout.page(v, i as u32), chunk, o)?;
         }
+        let objects = osd::store::objects_in_unit(&oob, &data)?;
+        let mut mask = 0u64;
+        for o in objects {
+            mask |= 1 << slot_of(o)?;
+        }
+        (mask != 0).then_some(mask)
+    }
+    fn record_owner(&mut self, oob: &[u8]) -> Option<u32> {
+        record_slot(StackKind::Osd, oob)
     }
     fn record_role(&mut self, page: flash::PageAddr, oob: &[u8]) -> PageRole {
         let Some(v) = self.store.fml().layout().vpa_of(page) else {

@@ -90,7 +90,7 @@ pub(super) enum SmallPageError {
 }
 
 /// The entries of a page image; an error says what is wrong (the bytes are untrusted).
-fn decode_page(page: &[u8]) -> Result<Vec<(Oid, u64, Vec<u8>)>, SmallPageError> {
+pub(super) fn decode_page(page: &[u8]) -> Result<Vec<(Oid, u64, Vec<u8>)>, SmallPageError> {
     if page.len() < PAGE_HEADER || &page[..4] != SMALL_MAGIC {
         return Err(SmallPageError::NotSmallPage);
     }
