@@ -15,6 +15,7 @@ use crate::fault::{FaultKind, FaultSet, FaultTally};
 use crate::oracle::{Mismatch, Oracle, ATTRS, SECTOR};
 use crate::subject::{
     discard_durable_at_flush, Coverage, Fail, Guarded, PageRole, StackKind, Subject, Variant,
+    METADATA,
 };
 
 /// What one run does.
@@ -199,6 +200,9 @@ struct Sim {
     /// The stack holds objects: the workload truncates, sets attributes, lists, creates and
     /// writes at any byte, and the oracle checks lengths, existence, attributes and listings.
     objects: bool,
+    /// The stack keeps parity or metadata copies ([`Variant::redundant`]): what a struck page
+    /// held is asked before the strike, so a strike on a guarded unit is judged masked.
+    redundant: bool,
     /// A destructive fault struck metadata (or data whose slot could not be told): errors (not
     /// wrong bytes) are acceptable from now on, everywhere.
     degraded: bool,
@@ -277,6 +281,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
         oracle,
         slot_bytes,
         objects,
+        redundant: variant.redundant(),
         degraded: false,
         relaxed_slots: 0,
         cut_pending: false,
@@ -531,9 +536,14 @@ impl Sim {
                 break;
             }
         }
-        let Some((info, page, role)) = pick else {
+        let Some((info, page, mut role)) = pick else {
             return;
         };
+        if role.is_none() && self.redundant && kind.destructive() {
+            // Copies without parity: any page may be struck, and what it held is asked before
+            // the strike (flash reads: these runs' schedules are their own).
+            role = Some(self.subject().page_role(page));
+        }
         let ecc = self.cfg.device.ecc_correctable_bits;
         let entry = self.flipped.entry(page).or_insert((info.erase_count, 0));
         if entry.0 != info.erase_count {
@@ -620,7 +630,7 @@ impl Sim {
         };
         // With parity the store is asked (flash reads); without, only what RAM and the
         // program's own record say, so the run's flash commands stay as they were.
-        let role = if self.cfg.reliability > 0 {
+        let role = if self.redundant {
             self.subject().record_role(m.intended, &m.oob)
         } else {
             match self.subject().page_live(m.intended) {
@@ -1033,8 +1043,11 @@ impl Sim {
                     // units into groups whose parity only the cache then held: a crash at a
                     // point the harness cannot see, which may expose every masked strike
                     // (seed 14287867194901516833, docs/RELIABILITY.md finding 13).
-                    exposed.extend(self.strikes.iter().filter(|s| !s.exposed).copied());
-                    for s in &mut self.strikes {
+                    // A metadata unit's copy is programmed beside it, never held in a cache:
+                    // its strikes stay masked.
+                    let parity = |s: &Strike| s.guard.oid != METADATA;
+                    exposed.extend(self.strikes.iter().filter(|s| !s.exposed && parity(s)));
+                    for s in self.strikes.iter_mut().filter(|s| parity(s)) {
                         s.exposed = true;
                     }
                     (d, false)
