@@ -276,6 +276,13 @@ fn print_summary(s: &Summary) {
         ),
     );
     row(
+        "relaxations ended",
+        format!(
+            "{} slots strict again (struck blocks erased, contents re-read); {} relaxed runs ended strict",
+            s.relaxations_ended, s.strict_again_runs
+        ),
+    );
+    row(
         "strict power cuts",
         format!(
             "{} of {} (in the strict runs)",
@@ -337,8 +344,12 @@ fn replay(seed: u64, sim: &SimConfig) -> Result<()> {
         r.steps, r.recoveries, r.reads_checked, r.errors_tolerated
     );
     println!(
-        "  {} of {} crash recoveries checked with no slot relaxed; slot checks: {} strict, {} relaxed",
-        r.strict_crash_recoveries, r.crash_recoveries, r.slot_checks_strict, r.slot_checks_relaxed
+        "  {} of {} crash recoveries checked with no slot relaxed; slot checks: {} strict, {} relaxed; {} relaxations ended",
+        r.strict_crash_recoveries,
+        r.crash_recoveries,
+        r.slot_checks_strict,
+        r.slot_checks_relaxed,
+        r.relaxations_ended
     );
     for (name, n) in r.tally.rows() {
         println!("  {name:<26} {n}");

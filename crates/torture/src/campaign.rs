@@ -64,6 +64,10 @@ pub struct Summary {
     /// Runs relaxed for every slot, by the reason of the first whole-run relaxation, in the
     /// order of [`crate::sim::RelaxedAll::ALL`].
     pub relaxed_all_by: [u64; 4],
+    /// Slots whose relaxation ended (struck blocks erased, contents re-read), over all runs.
+    pub relaxations_ended: u64,
+    /// Runs relaxed at some point that ended with every slot strict again.
+    pub strict_again_runs: u64,
     /// Slot checks after recoveries, strict and relaxed, over all runs.
     pub slot_checks_strict: u64,
     /// See [`Summary::slot_checks_strict`].
@@ -101,6 +105,8 @@ impl Summary {
                 .unwrap_or(0);
             self.relaxed_all_by[i] += 1;
         }
+        self.relaxations_ended += r.relaxations_ended;
+        self.strict_again_runs += (r.relaxed_at.is_some() && r.strict_at_end) as u64;
         self.crash_recoveries += r.crash_recoveries;
         self.strict_crash_recoveries += r.strict_crash_recoveries;
         self.slot_checks_strict += r.slot_checks_strict;

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use flash::fault::CutMode;
-use flash::{DeviceConfig, Flash, PageAddr};
+use flash::{BlockAddr, DeviceConfig, Flash, PageAddr};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -104,6 +104,10 @@ pub struct RunReport {
     pub slot_checks_strict: u64,
     /// See [`RunReport::slot_checks_strict`].
     pub slot_checks_relaxed: u64,
+    /// Slots whose relaxation ended ([`Sim::maybe_end_relaxation`]).
+    pub relaxations_ended: u64,
+    /// Whether every slot was under the strict contract when the run ended.
+    pub strict_at_end: bool,
     /// Errors the contract allowed after a destructive fault (failed commands and reads, damage
     /// fsck found, an image recovery refused).
     pub errors_tolerated: u64,
@@ -166,6 +170,22 @@ impl RelaxedAll {
     }
 }
 
+/// A block a destructive fault struck and its erase count then: once the count moves, the
+/// damage is gone from flash.
+type Struck = (BlockAddr, u32);
+
+/// The blocks a misdirected program touched (the page it left erased, the page it landed on),
+/// with their erase counts now.
+fn misdirected_blocks(m: &flash::fault::Misdirected, dev: &Device) -> Vec<Struck> {
+    std::iter::once(m.intended)
+        .chain(m.landed)
+        .map(|p| {
+            let b = p.block_addr();
+            (b, dev.block_info(b).erase_count)
+        })
+        .collect()
+}
+
 /// Slots (objects or block ranges) a run spreads its data over.
 const SLOTS: u32 = 6;
 /// Share of the stack's capacity the slots span by default, in percent: enough that GC runs.
@@ -209,6 +229,8 @@ struct Sim {
     /// Slots (bit i: slot i) whose own data a destructive fault struck: their checks are
     /// relaxed; every other slot's stay strict (issue 15 item 1).
     relaxed_slots: u64,
+    /// Where the faults that relaxed each slot struck: (slot, (block, erase count then)).
+    slot_strikes: Vec<(u32, Struck)>,
     cut_pending: bool,
     /// Bits flipped per page since its block's erase (erase count, bits), so "within ECC"
     /// flips stay within it.
@@ -284,6 +306,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
         redundant: variant.redundant(),
         degraded: false,
         relaxed_slots: 0,
+        slot_strikes: Vec::new(),
         cut_pending: false,
         flipped: HashMap::new(),
         grown_bad_armed: 0,
@@ -319,32 +342,64 @@ impl Sim {
 
     /// A destructive fault struck data of `slot` alone: that slot is held to the relaxed
     /// contract for the rest of the run.
-    fn relax_slot(&mut self, slot: u32) {
+    fn relax_slot(&mut self, slot: u32, at: &[Struck]) {
         self.relaxed_slots |= 1 << slot;
         self.report.relaxed_at.get_or_insert(self.step);
+        self.slot_strikes.extend(at.iter().map(|&b| (slot, b)));
+    }
+
+    /// Ends the relaxation of `slot` once every block a fault struck for it has been erased
+    /// (the damage is gone from flash) and the check after a recovery has just read the whole
+    /// slot back and made what it found the oracle's truth: from then on the slot is held to
+    /// the whole contract again (issue 15 item 1). Damage that relaxed every slot never ends.
+    fn maybe_end_relaxation(&mut self, slot: u32) {
+        if self.degraded || self.relaxed_slots & (1 << slot) == 0 || !self.oracle.known(slot) {
+            return;
+        }
+        let strikes: Vec<Struck> = self
+            .slot_strikes
+            .iter()
+            .filter(|(s, _)| *s == slot)
+            .map(|&(_, b)| b)
+            .collect();
+        if strikes
+            .iter()
+            .all(|&(b, ec)| self.dev().block_info(b).erase_count != ec)
+        {
+            self.relaxed_slots &= !(1 << slot);
+            self.slot_strikes.retain(|(s, _)| *s != slot);
+            self.report.relaxations_ended += 1;
+            self.log(format!(
+                "slot {slot} strict again: the struck blocks are erased and its contents re-read"
+            ));
+        }
     }
 
     /// A misdirected program with no stack left to ask what its page was to hold (a shutdown
     /// or crash took it): a data unit's record names its slot, which alone is relaxed; for
     /// anything else what the page held cannot be told and every slot is.
-    fn relax_misdirected_unasked(&mut self, m: &flash::fault::Misdirected) {
+    fn relax_misdirected_unasked(&mut self, m: &flash::fault::Misdirected, dev: &Device) {
         match crate::subject::record_slot(self.cfg.stack, &m.oob) {
-            Some(s) => self.relax_slot(s),
+            Some(s) => {
+                let at = misdirected_blocks(m, dev);
+                self.relax_slot(s, &at)
+            }
             None => self.relax(RelaxedAll::StoreGone),
         }
     }
 
-    /// Relaxes what damage to a page of this role puts at risk (nothing for a stale page).
-    fn relax_for(&mut self, role: PageRole) {
+    /// Relaxes what damage to a page of this role puts at risk (nothing for a stale page);
+    /// `at` is where the damage lies (blocks and their erase counts when struck).
+    fn relax_for(&mut self, role: PageRole, at: &[Struck]) {
         match role {
             PageRole::Stale => {}
-            PageRole::Slot(s) => self.relax_slot(s),
+            PageRole::Slot(s) => self.relax_slot(s, at),
             PageRole::Slots(mask) => {
                 for s in (0..SLOTS).filter(|s| mask & (1 << s) != 0) {
-                    self.relax_slot(s);
+                    self.relax_slot(s, at);
                 }
             }
-            PageRole::Guarded(Guarded { slot: Some(s), .. }) => self.relax_slot(s),
+            PageRole::Guarded(Guarded { slot: Some(s), .. }) => self.relax_slot(s, at),
             PageRole::Live => self.relax(RelaxedAll::SharedPage),
             PageRole::Guarded(_) => self.relax(RelaxedAll::ExposedShared),
             PageRole::Unknown => self.relax(RelaxedAll::UnknownPage),
@@ -417,6 +472,7 @@ impl Sim {
             }
         }
         self.report.steps = self.step;
+        self.report.strict_at_end = !self.degraded && self.relaxed_slots == 0;
         let dev_counts = match self.subject.take() {
             Some(s) => {
                 self.report.coverage += s.coverage();
@@ -596,7 +652,7 @@ impl Sim {
                         exposed: false,
                     });
                 }
-                r => self.relax_for(r),
+                r => self.relax_for(r, &[(page.block_addr(), info.erase_count)]),
             }
         }
         let what = match role {
@@ -663,7 +719,8 @@ impl Sim {
                 format!("guarded: object {:#x} group {}", g.oid, g.group)
             }
             r => {
-                self.relax_for(r);
+                let at = misdirected_blocks(&m, self.dev());
+                self.relax_for(r, &at);
                 format!("{r:?}")
             }
         };
@@ -1012,7 +1069,7 @@ impl Sim {
                 Err((f, mut d)) => {
                     // A program of the shutdown's own may have gone astray.
                     if let Some(m) = d.take_misdirected() {
-                        self.relax_misdirected_unasked(&m);
+                        self.relax_misdirected_unasked(&m, &d);
                     }
                     Err((f, d))
                 }
@@ -1059,7 +1116,7 @@ impl Sim {
         self.cut_pending = false;
         if !self.degraded {
             if let Some(m) = dev.take_misdirected() {
-                self.relax_misdirected_unasked(&m);
+                self.relax_misdirected_unasked(&m, &dev);
                 self.log(format!(
                     "misdirected write during shutdown: page {} left erased",
                     m.intended
@@ -1071,7 +1128,10 @@ impl Sim {
             // group's parity, or the unit's place in the index, reached flash.
             self.report.tally.exposed_by_crash += exposed.len() as u64;
             for s in &exposed {
-                self.relax_for(PageRole::Guarded(s.guard));
+                self.relax_for(
+                    PageRole::Guarded(s.guard),
+                    &[(s.page.block_addr(), s.erase_count)],
+                );
             }
             self.log(format!(
                 "a crash exposed {} masked strike(s): parity or index not yet on flash (page {})",
@@ -1248,6 +1308,9 @@ impl Sim {
                 self.oracle
                     .check_recovered_attrs(slot, got.as_ref().map(|g| &g.2[..]), clean, degraded)
                     .map_err(|e| Stop::Violation(format!("{when}: {e}")))?;
+            }
+            if degraded {
+                self.maybe_end_relaxation(slot);
             }
         }
         if self.objects && !unchecked {
