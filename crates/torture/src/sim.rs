@@ -104,7 +104,8 @@ pub struct RunReport {
     pub slot_checks_strict: u64,
     /// See [`RunReport::slot_checks_strict`].
     pub slot_checks_relaxed: u64,
-    /// Slots whose relaxation ended ([`Sim::maybe_end_relaxation`]).
+    /// Slots whose relaxation ended: the blocks struck for them erased, their contents re-read
+    /// after a recovery (docs/RELIABILITY.md, "The end of a slot's relaxation").
     pub relaxations_ended: u64,
     /// Whether every slot was under the strict contract when the run ended.
     pub strict_at_end: bool,
