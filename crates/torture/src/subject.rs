@@ -516,7 +516,6 @@ fn oid(slot: u32) -> Oid {
     Oid::new(PARTITION, PARTITION + 1 + slot as u64)
 }
 
-/// The slot object `o` stands for, if any.
 /// The slot whose data alone a record names, from OOB bytes a program carried, told from the
 /// bytes alone (no stack to ask: a misdirected program of a shutdown). Only the object store's
 /// data records name one slot.
@@ -532,6 +531,7 @@ pub fn record_slot(stack: StackKind, oob: &[u8]) -> Option<u32> {
     }
 }
 
+/// The slot object `o` stands for, if any.
 fn slot_of(o: Oid) -> Option<u32> {
     (0..64).find(|&s| oid(s) == o)
 }

@@ -33,18 +33,8 @@ pub fn objects_in_unit(oob: &[u8], payload: &[u8]) -> Option<Vec<Oid>> {
 
 /// The object of every onode in a descriptor page image (`None` if it does not decode).
 fn descriptor_objects(page: &[u8]) -> Option<Vec<Oid>> {
-    if page.get(..4)? != DESC_MAGIC {
-        return None;
-    }
-    let count = u16::from_le_bytes([*page.get(4)?, *page.get(5)?]) as usize;
-    let mut at = 6;
-    let mut out = Vec::with_capacity(count);
-    for _ in 0..count {
-        let (o, used) = Onode::decode(page.get(at..)?).ok()?;
-        out.push(o.oid);
-        at += used;
-    }
-    Some(out)
+    let onodes = onodes::decode_desc_page(page).ok()?;
+    Some(onodes.into_iter().map(|o| o.oid).collect())
 }
 
 #[cfg(test)]

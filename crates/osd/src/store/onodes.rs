@@ -82,22 +82,10 @@ impl<F: Flash> ObjectStore<F> {
             what,
             location: format!("descriptor page at unit {vpa}"),
         };
-        if content != Content::Bytes
-            || !matches!(rec, Record::Descriptor { .. })
-            || &page[..4] != DESC_MAGIC
-        {
+        if content != Content::Bytes || !matches!(rec, Record::Descriptor { .. }) {
             return Err(bad("not a descriptor page".into()));
         }
-        let count = u16::from_le_bytes([page[4], page[5]]) as usize;
-        let mut at = 6;
-        let mut out = Vec::with_capacity(count);
-        for _ in 0..count {
-            let rest = page.get(at..).unwrap_or(&[]);
-            let (o, used) = Onode::decode(rest).map_err(|e| bad(format!("{e:?}")))?;
-            out.push(o);
-            at += used;
-        }
-        Ok(out)
+        decode_desc_page(page).map_err(bad)
     }
 
     pub(super) fn trim_onode_cache(&mut self) {
@@ -312,4 +300,21 @@ impl<F: Flash> ObjectStore<F> {
             free_bytes: free_units * self.unit as u64,
         }
     }
+}
+
+/// The onodes of a descriptor page image (untrusted bytes: an error says what is wrong).
+pub(super) fn decode_desc_page(page: &[u8]) -> Result<Vec<Onode>, String> {
+    if page.get(..4) != Some(&DESC_MAGIC[..]) || page.len() < 6 {
+        return Err("not a descriptor page".into());
+    }
+    let count = u16::from_le_bytes([page[4], page[5]]) as usize;
+    let mut at = 6;
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        let rest = page.get(at..).unwrap_or(&[]);
+        let (o, used) = Onode::decode(rest).map_err(|e| format!("{e:?}"))?;
+        out.push(o);
+        at += used;
+    }
+    Ok(out)
 }
