@@ -214,11 +214,20 @@ impl<F: Flash> BlockFs<F> {
     }
 
     /// Writes everything back and hands the FTL back (close it to checkpoint its map).
-    pub fn unmount(mut self) -> Result<(Ftl<F>, Nanos), FsError> {
+    pub fn unmount(self) -> Result<(Ftl<F>, Nanos), FsError> {
+        self.unmount_or_return().map_err(|(e, _)| e)
+    }
+
+    /// [`BlockFs::unmount`], handing the file system back when the write-back fails (a power
+    /// cut during the unmount, in torture runs).
+    #[allow(clippy::result_large_err)] // the file system travels back by design, once
+    pub fn unmount_or_return(mut self) -> Result<(Ftl<F>, Nanos), (FsError, Box<Self>)> {
         if self.problems.is_empty() {
             self.sb.clean = true;
             self.dirty.insert(0);
-            self.sync()?;
+            if let Err(e) = self.sync() {
+                return Err((e, Box::new(self)));
+            }
         }
         Ok((self.ftl, self.now))
     }

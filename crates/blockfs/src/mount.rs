@@ -96,14 +96,33 @@ impl<F: Flash> BlockFs<F> {
     }
 
     /// Mounts the file system the FTL holds. Fails only if there is no usable superblock.
-    pub fn mount(mut ftl: Ftl<F>, cfg: BlockFsConfig, at: Nanos) -> Result<Self, FsError> {
-        cfg.validate()
-            .map_err(|e| FsError::Invalid(e.to_string()))?;
+    pub fn mount(ftl: Ftl<F>, cfg: BlockFsConfig, at: Nanos) -> Result<Self, FsError> {
+        Self::mount_or_return(ftl, cfg, at).map_err(|(e, _)| e)
+    }
+
+    /// [`BlockFs::mount`], handing the FTL back when it fails (a power cut while mount marks
+    /// the image in use is retried on the same device by torture runs).
+    #[allow(clippy::result_large_err)] // the FTL travels back by design, once per mount
+    pub fn mount_or_return(
+        mut ftl: Ftl<F>,
+        cfg: BlockFsConfig,
+        at: Nanos,
+    ) -> Result<Self, (FsError, Box<Ftl<F>>)> {
+        if let Err(e) = cfg.validate() {
+            return Err((FsError::Invalid(e.to_string()), Box::new(ftl)));
+        }
         let mut first = vec![0u8; 512];
-        let t = ftl
-            .read(at, 0, 512, ReadOut::Bytes(&mut first))
-            .map_err(|e| FsError::Corrupted(format!("superblock unreadable: {e}")))?;
-        let sb = Superblock::decode(&first, ftl.capacity_bytes())?;
+        let t = match ftl.read(at, 0, 512, ReadOut::Bytes(&mut first)) {
+            Ok(t) => t,
+            Err(e) => {
+                let e = FsError::Corrupted(format!("superblock unreadable: {e}"));
+                return Err((e, Box::new(ftl)));
+            }
+        };
+        let sb = match Superblock::decode(&first, ftl.capacity_bytes()) {
+            Ok(sb) => sb,
+            Err(e) => return Err((e, Box::new(ftl))),
+        };
         let mut fs = Self::empty(ftl, cfg, sb, t);
         fs.stats.super_blocks_read += 1;
         fs.was_clean = sb.clean;
@@ -115,8 +134,13 @@ impl<F: Flash> BlockFs<F> {
         if fs.problems.is_empty() {
             // Mark the image in use, so that a mount after a crash knows it was not unmounted.
             fs.sb.clean = false;
-            let d = fs.write_back_super(t)?;
-            fs.now = fs.ftl.flush(d).map_err(device)?;
+            let marked = fs
+                .write_back_super(t)
+                .and_then(|d| fs.ftl.flush(d).map_err(device));
+            match marked {
+                Ok(done) => fs.now = done,
+                Err(e) => return Err((e, Box::new(fs.ftl))),
+            }
         }
         fs.last_writeback = fs.now;
         Ok(fs)

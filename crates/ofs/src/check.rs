@@ -327,9 +327,15 @@ impl<S: Store> Ofs<S> {
         loop {
             let (ids, next) = self.store.list(PARTITION, token, 1024).map_err(osd_err)?;
             for id in ids {
+                // Inode numbers in use by any object, an orphan kept for a person to look at
+                // included: a new inode must not collide with one (found by `ossd torture
+                // --stack ofs`: an entry object kept after damage refused a later create).
+                if let ObjectRole::Data(i) | ObjectRole::Inode(i) | ObjectRole::Dirent(i) = role(id)
+                {
+                    w.max_ino = w.max_ino.max(i);
+                }
                 let why = match role(id) {
                     ObjectRole::Data(i) => {
-                        w.max_ino = w.max_ino.max(i);
                         (!reached.contains_key(&i)).then_some("no entry reaches its inode")
                     }
                     ObjectRole::Inode(i) if self.sb.inode_objects => {

@@ -204,7 +204,20 @@ impl<S: Store> Ofs<S> {
 
     /// Marks the file system clean (keeping the inode allocator) and hands the store back,
     /// flushed; the caller closes it.
-    pub fn unmount(mut self) -> Result<S, FsError> {
+    pub fn unmount(self) -> Result<S, FsError> {
+        self.unmount_or_return().map_err(|(e, _)| e)
+    }
+
+    /// [`Ofs::unmount`], handing the store back when it fails (a power cut during the
+    /// unmount, in torture runs: the store is then taken as crashed).
+    pub fn unmount_or_return(mut self) -> Result<S, (FsError, Box<S>)> {
+        match self.close_files() {
+            Ok(()) => Ok(self.store),
+            Err(e) => Err((e, Box::new(self.store))),
+        }
+    }
+
+    fn close_files(&mut self) -> Result<(), FsError> {
         // Files removed while open are closed now.
         let mut held: Vec<Ino> = self.unlinked.drain().collect();
         held.sort_unstable();
@@ -213,8 +226,7 @@ impl<S: Store> Ofs<S> {
         }
         self.open.clear();
         self.write_super(true)?;
-        self.flush(FlushScope::Device)?;
-        Ok(self.store)
+        self.flush(FlushScope::Device)
     }
 
     /// Hands the store back as it is, not marked clean (what a crash leaves at this layer).
@@ -397,6 +409,13 @@ impl<S: Store> Ofs<S> {
         let bytes = if self.sb.inode_objects {
             let oid = inode_oid(ino);
             let len = self.length(oid).map_err(not_found)?;
+            // Created, its record not yet written: what a crash between the two leaves (the
+            // store orders neither before a flush), so a creation that did not complete.
+            if len == 0 {
+                return Err(FsError::NotFound(format!(
+                    "inode {ino} (its inode object holds no record yet)"
+                )));
+            }
             if len != INODE_RECORD_V1_BYTES as u64 && len != INODE_RECORD_V2_BYTES as u64 {
                 return Err(FsError::Corrupted(format!(
                     "inode object of inode {ino} is {len} bytes long"
@@ -406,7 +425,8 @@ impl<S: Store> Ofs<S> {
         } else {
             self.attr(data_oid(ino), ATTR_INODE)
                 .map_err(not_found)?
-                .ok_or_else(|| FsError::Corrupted(format!("inode {ino} has no inode record")))?
+                // As above: the data object made, its record attribute not yet set.
+                .ok_or_else(|| FsError::NotFound(format!("inode {ino} (no inode record yet)")))?
         };
         InodeRecord::decode(&bytes, ino)
     }
@@ -527,6 +547,12 @@ impl<S: Store> Ofs<S> {
     pub(crate) fn dirent(&mut self, ino: Ino) -> Result<DirentRecord, FsError> {
         let oid = dirent_oid(ino);
         let len = self.length(oid)?;
+        if len == 0 {
+            // Created, its record not yet written (see `inode_record`).
+            return Err(FsError::NotFound(format!(
+                "entry object of inode {ino} (no record yet)"
+            )));
+        }
         if len > 512 {
             return Err(FsError::Corrupted(format!(
                 "directory entry object of inode {ino} is {len} bytes long"

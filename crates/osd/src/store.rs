@@ -433,6 +433,9 @@ pub struct ObjectStore<F: Flash> {
     /// its units: the bytes it put there may lie past the object's length until it returns,
     /// and a merge keeps them (see [`ObjectStore::merged_keep`]).
     writing: Option<(Oid, u64)>,
+    /// A write of zeros over the tail of the unit holding an object's end is under way
+    /// (`zero_gap`): its units keep the object's length in their records.
+    zeroing_gap: bool,
     /// Open transactions, and whether one is being installed.
     txns: txn::Txns,
     /// The background scrub's policy, cursor and unrepairable findings.
@@ -529,6 +532,7 @@ impl<F: Flash> ObjectStore<F> {
             scratch_seal: None,
             chunk_cache: None,
             writing: None,
+            zeroing_gap: false,
             txns: txn::Txns::default(),
             bg_scrub: bgscrub::BgScrub::default(),
         })

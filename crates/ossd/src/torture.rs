@@ -311,6 +311,15 @@ fn print_summary(s: &Summary) {
             share(s.slot_checks_strict, s.slot_checks_relaxed)
         ),
     );
+    if s.slot_checks_unsynced > 0 {
+        row(
+            "slots changed since sync",
+            format!(
+                "{} (not promised across a crash by this stack: read, then removed)",
+                s.slot_checks_unsynced
+            ),
+        );
+    }
     row(
         "errors allowed by contract",
         format!("{} (after destructive faults)", s.errors_tolerated),
@@ -322,6 +331,15 @@ fn print_summary(s: &Summary) {
             s.ended_early
         ),
     );
+    if s.ended_by_contract > 0 {
+        row(
+            "runs ended by the contract",
+            format!(
+                "{} (a crash with unsynced changes left an image needing a repair the stack does not make)",
+                s.ended_by_contract
+            ),
+        );
+    }
     row("out-of-space refusals", s.no_space.to_string());
     row(
         "wall time",

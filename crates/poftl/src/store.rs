@@ -178,6 +178,16 @@ pub enum PoftlError {
     /// An earlier write failed; every later write is refused (the reason of the first failure).
     #[error("an earlier write failed ({0}); the store refuses writes (its state is unknown)")]
     Poisoned(String),
+    /// The page's contents were lost: GC could not read it back to move it. Reads and partial
+    /// writes of it fail until it is written whole, truncated away or its object removed (a
+    /// remount forgets it: p-OFTL keeps no record of lost pages on flash).
+    #[error("page {page} of object {object:#x} was lost (unreadable when GC moved it)")]
+    Lost {
+        /// The object.
+        object: u64,
+        /// The page.
+        page: u64,
+    },
 }
 
 /// What a write carries.
@@ -323,6 +333,8 @@ struct Object {
 struct Objects {
     map: FxHashMap<u64, Object>,
     lost: u64,
+    /// Pages GC could not read back, by (object, page): an error to read, never zeros.
+    lost_pages: rustc_hash::FxHashSet<(u64, u64)>,
     /// Pages mapped on flash or buffered: what the capacity limits.
     live: u64,
     /// Record pages on flash (all kept: see [`PoftlStore::mount`]).
@@ -486,8 +498,9 @@ impl Owner for Objects {
         if self.log_pages.remove(&from) {
             return;
         }
-        // The page reads as never written from now on.
-        for obj in self.map.values_mut() {
+        // The page is unmapped; reading it is an error from now on (`lost_pages`), never the
+        // zeros of a hole.
+        for (o, obj) in self.map.iter_mut() {
             let hit = obj
                 .extents
                 .pages()
@@ -496,6 +509,7 @@ impl Owner for Objects {
             if let Some(p) = hit {
                 obj.extents.remove(p);
                 self.live -= 1;
+                self.lost_pages.insert((*o, p));
                 return;
             }
         }
@@ -723,6 +737,16 @@ impl<F: Flash> PoftlStore<F> {
             obj.extents.insert(p as u64, v);
             s.objects.live += 1;
         }
+        // Pages past an object's size belong to no durable state (a truncation whose zeroed
+        // pages were lost, or a record naming the cut damaged): kept mapped, a later growth
+        // would expose their stale bytes in what must read as a hole (found by `ossd torture
+        // --stack poftl`, seed 1888904493531488767).
+        for obj in objects.values_mut() {
+            for v in obj.extents.cut(obj.size.div_ceil(s.page_bytes)) {
+                s.fml.invalidate(v);
+                s.objects.live -= 1;
+            }
+        }
         s.objects.map = objects;
         s.objects.lost = unreadable;
         s.seq = seq_max + 1;
@@ -745,6 +769,17 @@ impl<F: Flash> PoftlStore<F> {
     /// The FML below.
     pub fn fml(&self) -> &Fml<F> {
         &self.fml
+    }
+    /// The device, to arm faults on (torture); commands sent to it behind the store's back
+    /// are the caller's responsibility.
+    pub fn flash_mut(&mut self) -> &mut F {
+        self.fml.flash_mut()
+    }
+    /// The ids of the objects that exist, ascending.
+    pub fn object_ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.objects.map.keys().copied().collect();
+        ids.sort_unstable();
+        ids
     }
     /// The static remapping in use.
     pub fn remap(&self) -> &Remap {
@@ -848,6 +883,9 @@ impl<F: Flash> PoftlStore<F> {
                 }
                 self.buffer.insert((id, p), page);
             }
+        } else if size > old {
+            // Growing: the old last page may hold stale bytes past the old size.
+            self.zero_tail(id, old)?;
         }
         let first_gone = size.div_ceil(pb);
         let obj = self
@@ -869,6 +907,9 @@ impl<F: Flash> PoftlStore<F> {
             self.buffer.remove(k);
         }
         let freed = obj.extents.cut(first_gone);
+        self.objects
+            .lost_pages
+            .retain(|&(o, p)| o != id || p < first_gone);
         self.objects.live -= freed.len() as u64 + only_buffered;
         for v in freed {
             self.fml.invalidate(v);
@@ -884,6 +925,32 @@ impl<F: Flash> PoftlStore<F> {
         Ok(())
     }
 
+    /// Zeroes page `size / page` of `id` past `size` (nothing if `size` is page-aligned or the
+    /// page holds nothing), so that the object growing past `size` reads zeros there. A
+    /// truncation zeroes its new last page too, but a crash may lose that page while its size
+    /// survives, and a mount cannot tell stale bytes past the size from live ones (found by
+    /// `ossd torture --stack poftl`, seeds 3402165191353373922 and 3314970054734010398).
+    fn zero_tail(&mut self, id: u64, size: u64) -> Result<(), PoftlError> {
+        let pb = self.page_bytes;
+        if size.is_multiple_of(pb) {
+            return Ok(());
+        }
+        let p = size / pb;
+        let keep = (size % pb) as usize;
+        // Fingerprint pages carry no bytes to go stale.
+        if let Some(PageData::Bytes(mut b)) = self.page_for_update(id, p)? {
+            if b[keep..].iter().any(|&x| x != 0) {
+                b[keep..].fill(0);
+                self.buffer.insert((id, p), PageData::Bytes(b));
+                // On flash before anything that grows the object: a buffer written later in
+                // one batch may be cut between its pages, and a page past the size names the
+                // larger size that would expose the stale tail.
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
     /// The current contents of page `p` of `id` for a partial update: the buffered page, the
     /// flash page (a timed read), or `None` if the page holds nothing.
     fn page_for_update(&mut self, id: u64, p: u64) -> Result<Option<PageData>, PoftlError> {
@@ -891,6 +958,12 @@ impl<F: Flash> PoftlStore<F> {
             return Ok(Some(b.clone()));
         }
         let Some(v) = self.object(id)?.extents.get(p) else {
+            if self.objects.lost_pages.contains(&(id, p)) {
+                return Err(PoftlError::Lost {
+                    object: id,
+                    page: p,
+                });
+            }
             return Ok(None);
         };
         let mut data = std::mem::take(&mut self.scratch);
@@ -933,6 +1006,10 @@ impl<F: Flash> PoftlStore<F> {
             .filter(|e| e / self.page_bytes < u32::MAX as u64)
             .ok_or_else(|| PoftlError::Invalid(format!("write of {len} bytes at {offset}")))?;
         let pb = self.page_bytes;
+        let size = self.object(id)?.size;
+        if end > size && matches!(data, Data::Bytes(_)) {
+            self.zero_tail(id, size)?;
+        }
         for p in offset / pb..end.div_ceil(pb) {
             let (s, e) = (offset.max(p * pb) - p * pb, end.min((p + 1) * pb) - p * pb);
             let whole = s == 0 && e == pb;
@@ -971,6 +1048,7 @@ impl<F: Flash> PoftlStore<F> {
                 self.objects.live += 1;
             }
             self.buffer.insert((id, p), page);
+            self.objects.lost_pages.remove(&(id, p));
             // The size grows page by page, so that a flush in the middle of this write records
             // (docs/FORMAT.md) a size covering every page it programs.
             let obj = self
@@ -1019,6 +1097,13 @@ impl<F: Flash> PoftlStore<F> {
                 continue;
             }
             let Some(v) = self.objects.map[&id].extents.get(p) else {
+                if self.objects.lost_pages.contains(&(id, p)) {
+                    self.scratch = data;
+                    return Err(PoftlError::Lost {
+                        object: id,
+                        page: p,
+                    });
+                }
                 continue; // a hole reads as zeros
             };
             // A host read needs no OOB record: only the page moves over the bus.

@@ -49,6 +49,9 @@ pub struct Summary {
     pub no_space: u64,
     /// Runs a destructive fault ended early (the image refused with an error).
     pub ended_early: u64,
+    /// Runs ended on an image a crash left needing a repair the stack does not make, as its
+    /// contract allows ([`crate::RunReport::ended_by_contract`]; blockfs).
+    pub ended_by_contract: u64,
     /// Runs held to the strict contract throughout (no destructive fault struck live data).
     pub strict_runs: u64,
     /// Runs relaxed for some slots only (damage to one slot's own data): every other slot
@@ -72,6 +75,9 @@ pub struct Summary {
     pub slot_checks_strict: u64,
     /// See [`Summary::slot_checks_strict`].
     pub slot_checks_relaxed: u64,
+    /// Slots a stack promising only what was flushed need not have kept, read and removed
+    /// after recoveries ([`crate::RunReport::slot_checks_unsynced`]).
+    pub slot_checks_unsynced: u64,
     /// GC, erases and checkpoints reached, summed over all runs.
     pub coverage: crate::subject::Coverage,
     /// Faults that struck, summed over all runs.
@@ -97,7 +103,8 @@ impl Summary {
         self.reads_checked += r.reads_checked;
         self.errors_tolerated += r.errors_tolerated;
         self.no_space += r.no_space;
-        self.ended_early += r.ended.is_some() as u64;
+        self.ended_early += (r.ended.is_some() && !r.ended_by_contract) as u64;
+        self.ended_by_contract += r.ended_by_contract as u64;
         if let Some(why) = r.relaxed_all_by {
             let i = crate::sim::RelaxedAll::ALL
                 .iter()
@@ -111,6 +118,7 @@ impl Summary {
         self.strict_crash_recoveries += r.strict_crash_recoveries;
         self.slot_checks_strict += r.slot_checks_strict;
         self.slot_checks_relaxed += r.slot_checks_relaxed;
+        self.slot_checks_unsynced += r.slot_checks_unsynced;
         if r.relaxed_at.is_none() {
             self.strict_runs += 1;
             self.strict_power_cuts += r.tally.power_cuts;

@@ -15,6 +15,7 @@
 pub mod campaign;
 pub mod device;
 pub mod fault;
+mod files;
 pub mod oracle;
 pub mod sim;
 pub mod subject;
@@ -23,4 +24,4 @@ pub mod sweep;
 pub use campaign::{Campaign, Summary};
 pub use fault::{FaultKind, FaultSet, FaultTally};
 pub use sim::{run, RunReport, SimConfig, Violation};
-pub use subject::{covered, StackKind, COVERED};
+pub use subject::{covered, Contract, StackKind, COVERED};

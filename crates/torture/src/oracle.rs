@@ -1074,6 +1074,36 @@ impl Oracle {
         first_err.map_or(Ok(()), Err)
     }
 
+    /// Whether anything of the slot (a sector, its existence, length or attributes) changed
+    /// since the last flush.
+    pub fn changed_since_flush(&self, slot: u32) -> bool {
+        let s = &self.slots[slot as usize];
+        s.sectors.iter().any(|sec| sec.since_flush.len() > 1)
+            || s.len.since_flush.len() > 1
+            || s.exists.since_flush.len() > 1
+            || s.attrs.iter().any(|a| a.since_flush.len() > 1)
+    }
+
+    /// Whether the second partition was created or removed since the last flush.
+    pub fn partition_changed_since_flush(&self) -> bool {
+        self.partition.since_flush.len() > 1
+    }
+
+    /// The slot is being removed after a recovery that need not have kept it (a stack that
+    /// promises only what was flushed): from now on it is an empty slot, known, removed since
+    /// the last flush.
+    pub fn forget(&mut self, slot: u32) {
+        let at_flush = self.discard_durable_at_flush;
+        let s = &mut self.slots[slot as usize];
+        for sec in &mut s.sectors {
+            *sec = Sector::new();
+        }
+        s.len = Versioned::new(0);
+        s.exists = Versioned::new(!at_flush);
+        s.attrs = vec![Versioned::new(None); ATTRS];
+        s.known = true;
+    }
+
     /// After recovery of a slot whose read failed (a destructive fault): unknown contents.
     pub fn recovered_unknown(&mut self, slot: u32) {
         let s = &mut self.slots[slot as usize];

@@ -14,8 +14,8 @@ use crate::device::{self, Device};
 use crate::fault::{FaultKind, FaultSet, FaultTally};
 use crate::oracle::{Mismatch, Oracle, ATTRS, SECTOR};
 use crate::subject::{
-    discard_durable_at_flush, Coverage, Fail, Guarded, PageRole, StackKind, Subject, Variant,
-    METADATA,
+    discard_durable_at_flush, Contract, Coverage, Fail, Guarded, PageRole, StackKind, Subject,
+    Variant, METADATA,
 };
 
 /// What one run does.
@@ -104,6 +104,9 @@ pub struct RunReport {
     pub slot_checks_strict: u64,
     /// See [`RunReport::slot_checks_strict`].
     pub slot_checks_relaxed: u64,
+    /// Slots a stack with the [`Contract::Synced`] contract need not bring back after a crash
+    /// (changed since the last flush): read without a check of their bytes, then removed.
+    pub slot_checks_unsynced: u64,
     /// Slots whose relaxation ended: the blocks struck for them erased, their contents re-read
     /// after a recovery (docs/RELIABILITY.md, "The end of a slot's relaxation").
     pub relaxations_ended: u64,
@@ -115,8 +118,12 @@ pub struct RunReport {
     /// Out-of-space refusals.
     pub no_space: u64,
     /// Why the run stopped early without a violation (an image a destructive fault left
-    /// unrecoverable, reported as an error).
+    /// unrecoverable, reported as an error; or, on a stack that promises only what was flushed,
+    /// an image a crash left needing a repair the stack does not make).
     pub ended: Option<String>,
+    /// The run ended on an image a crash left needing repair, as the stack's contract allows
+    /// ([`Contract::Synced`]), not by damage.
+    pub ended_by_contract: bool,
     /// The broken promise that ended the run, if any.
     pub violation: Option<Violation>,
     /// The step at which a destructive fault first relaxed the contract, for a slot or for
@@ -221,6 +228,19 @@ struct Sim {
     /// The stack holds objects: the workload truncates, sets attributes, lists, creates and
     /// writes at any byte, and the oracle checks lengths, existence, attributes and listings.
     objects: bool,
+    /// The objects keep tracked attributes ([`Subject::attributes`]).
+    attributes: bool,
+    /// The stack has a second partition ([`Subject::partitions`]).
+    partitions: bool,
+    /// What the stack promises across a power cut.
+    contract: Contract,
+    /// Slots changed since the last flush when power was last lost (bit i: slot i): under
+    /// [`Contract::Synced`] they are not checked after that recovery.
+    changed_at_crash: u64,
+    /// Whether the second partition (a directory on file systems) had changed since the last
+    /// flush when power was last lost: under [`Contract::Synced`] the structure may then need
+    /// repair.
+    partition_changed_at_crash: bool,
     /// The stack keeps parity or metadata copies ([`Variant::redundant`]): what a struck page
     /// held is asked before the strike, so a strike on a guarded unit is judged masked.
     redundant: bool,
@@ -267,7 +287,14 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
         ..RunReport::default()
     };
     let budget = 500_000 + cfg.steps as u64 * 5_000;
-    let formatted = device::fresh(cfg.device, budget)
+    let device = match variant.device(cfg.device) {
+        Ok(d) => d,
+        Err(e) => {
+            report.ended = Some(format!("the stack does not fit the device: {e}"));
+            return report;
+        }
+    };
+    let formatted = device::fresh(device, budget)
         .map_err(|e| Fail::Other(e.to_string()))
         .and_then(|d| variant.format(d));
     let (mut subject, capacity) = match formatted {
@@ -281,7 +308,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
             return report;
         }
     };
-    let unit = cfg.device.write_unit_bytes() as u64;
+    let unit = device.write_unit_bytes() as u64;
     let slot_bytes = (capacity * cfg.fill_percent.min(100) / 100 / SLOTS as u64) / unit * unit;
     if slot_bytes == 0 {
         report.ended = Some("device too small for the torture workload".into());
@@ -295,6 +322,9 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
     );
     oracle.set_unit_bytes(unit);
     let objects = subject.objects();
+    let attributes = subject.attributes();
+    let partitions = subject.partitions();
+    let contract = subject.contract();
     let mut sim = Sim {
         cfg: *cfg,
         rng,
@@ -304,6 +334,11 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
         oracle,
         slot_bytes,
         objects,
+        attributes,
+        partitions,
+        contract,
+        changed_at_crash: 0,
+        partition_changed_at_crash: false,
         redundant: variant.redundant(),
         degraded: false,
         relaxed_slots: 0,
@@ -830,9 +865,11 @@ impl Sim {
             90..=93 => self.reboot(true),
             94..=99 => self.reboot(false),
             100..=105 => self.truncate(slot),
-            106..=111 => self.set_attr(slot),
+            106..=111 if self.attributes => self.set_attr(slot),
+            106..=111 => self.truncate(slot),
             112..=115 => self.list(),
             116..=119 => self.create(slot),
+            _ if !self.partitions => self.create(slot),
             _ => {
                 let present = !self.oracle.partition();
                 self.trace(|| format!("set the second partition present={present}"));
@@ -925,6 +962,9 @@ impl Sim {
         self.oracle
             .check_list(&listed)
             .map_err(|m| Stop::Violation(m.to_string()))?;
+        if !self.partitions {
+            return Ok(());
+        }
         let present = match self.subject().partition() {
             Ok(p) => p,
             Err(f) => return self.failed(f, "list partitions"),
@@ -972,12 +1012,17 @@ impl Sim {
             .subject()
             .read(slot, first as u64 * SECTOR as u64, &mut buf)
         {
+            Ok(_) if self.contract == Contract::Synced && self.slot_relaxed(slot) => {
+                // A file system without checksums of its own metadata may read anything once
+                // a destructive fault struck what the slot's file depends on.
+                Ok(())
+            }
             Ok(n) => {
                 self.report.reads_checked += 1;
                 self.oracle
                     .check_read(slot, first, count, &buf, n)
                     .map_err(|m| Stop::Violation(m.to_string()))?;
-                if !self.objects {
+                if !self.attributes {
                     return Ok(());
                 }
                 match self.subject().attrs(slot) {
@@ -1054,6 +1099,10 @@ impl Sim {
     /// state), recovers it, possibly cutting power during recovery too, and checks it.
     fn reboot(&mut self, clean: bool) -> Result<(), Stop> {
         self.judge_misdirected();
+        self.changed_at_crash = (0..SLOTS)
+            .filter(|&s| self.oracle.changed_since_flush(s))
+            .fold(0, |m, s| m | 1 << s);
+        self.partition_changed_at_crash = self.oracle.partition_changed_since_flush();
         let mut exposed = if self.subject.is_some() {
             self.exposed_by_crash()
         } else {
@@ -1167,8 +1216,12 @@ impl Sim {
                     self.subject = Some(s);
                     break;
                 }
-                Err((Fail::PowerLoss, Some(d))) if attempt < 10 => {
+                Err((Fail::PowerLoss, Some(mut d))) if attempt < 10 => {
                     self.log("power lost during recovery".into());
+                    // A program of the interrupted recovery's own may have gone astray.
+                    if let Some(m) = d.take_misdirected() {
+                        self.relax_misdirected_unasked(&m, &d);
+                    }
                     dev = d;
                 }
                 Err((f, _))
@@ -1201,6 +1254,31 @@ impl Sim {
         self.check_recovered(clean)
     }
 
+    /// A slot the stack need not bring back after this crash ([`Contract::Synced`]): it must
+    /// read without an error the stack does not own up to, whatever it holds; then it is
+    /// removed, so that the oracle knows it again.
+    fn forget_unsynced(&mut self, slot: u32) -> Result<(), Stop> {
+        let mut buf = vec![0u8; self.slot_bytes as usize];
+        match self.read_back(slot, &mut buf) {
+            Ok(_) => {}
+            Err(f @ (Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_))) => {
+                self.report.errors_tolerated += 1;
+                self.log(format!(
+                    "unsynced slot {slot} unreadable after the crash, as allowed: {f}"
+                ));
+            }
+            Err(f) => {
+                return Err(Stop::Violation(format!(
+                    "reading unsynced slot {slot} after recovery: {f}"
+                )))
+            }
+        }
+        self.report.slot_checks_unsynced += 1;
+        self.oracle.forget(slot);
+        let r = self.subject().discard(slot);
+        self.after(r, "remove an unsynced slot")
+    }
+
     /// Reads a slot back after recovery: `None` if the object is gone, else the bytes read
     /// (into `buf`), its length attribute (on block ranges, the bytes read) and its tracked
     /// attributes (none on block ranges).
@@ -1221,6 +1299,9 @@ impl Sim {
             return Ok(None);
         };
         let n = self.subject().read(slot, 0, buf)?;
+        if !self.attributes {
+            return Ok(Some((n, len, vec![None; ATTRS])));
+        }
         let Some(attrs) = self.subject().attrs(slot)? else {
             return Err(Fail::Missing(format!(
                 "slot {slot}: the object vanished between two reads"
@@ -1230,8 +1311,27 @@ impl Sim {
     }
 
     fn check_recovered(&mut self, clean: bool) -> Result<(), Stop> {
+        // Slots the stack need not bring back: changed since the last flush, on a stack that
+        // promises only what was flushed (blockfs).
+        let synced_only = !clean && self.contract == Contract::Synced;
+        let unsynced = if synced_only {
+            self.changed_at_crash
+        } else {
+            0
+        };
         match self.subject().fsck() {
             Ok(p) if p.is_empty() => {}
+            Ok(p) if unsynced != 0 || (synced_only && self.partition_changed_at_crash) => {
+                // The documented end of such a crash: an inconsistent image, mounted
+                // read-only, with no repair (docs/BLOCKFS.md). Nothing more can be written.
+                self.report.ended_by_contract = true;
+                return Err(Stop::Ended(format!(
+                    "the image needs a repair the stack does not make, after a crash with {} slot(s){} changed since the last flush: {}",
+                    unsynced.count_ones(),
+                    if self.partition_changed_at_crash { " and the directory" } else { "" },
+                    p[0]
+                )));
+            }
             Ok(p) if self.any_relaxed() => {
                 self.report.errors_tolerated += 1;
                 self.log(format!("fsck found damage, as allowed: {}", p.join("; ")));
@@ -1253,7 +1353,17 @@ impl Sim {
         };
         let mut buf = vec![0u8; self.slot_bytes as usize];
         let mut unchecked = false;
+        let mut removed = false;
         for slot in 0..SLOTS {
+            // Under the synced-only contract a slot relaxed by damage is unconstrained too (no
+            // checksums of the file system's own metadata): read, then removed.
+            let unconstrained = unsynced & (1 << slot) != 0
+                || (self.contract == Contract::Synced && self.slot_relaxed(slot));
+            if unconstrained {
+                removed = true;
+                self.forget_unsynced(slot)?;
+                continue;
+            }
             let got = match self.read_back(slot, &mut buf) {
                 Ok(g) => g,
                 Err(f @ (Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)))
@@ -1315,8 +1425,13 @@ impl Sim {
             }
         }
         if self.objects && !unchecked {
+            let partitions = self.partitions;
             let listed = self.subject().list().and_then(|l| {
-                let p = self.subject().partition()?;
+                let p = if partitions {
+                    self.subject().partition()?
+                } else {
+                    self.oracle.partition()
+                };
                 Ok((l, p))
             });
             match listed {
@@ -1341,6 +1456,13 @@ impl Sim {
         if !clean {
             self.report.crash_recoveries += 1;
             self.report.strict_crash_recoveries += !self.any_relaxed() as u64;
+        }
+        if removed {
+            // The slots removed above: durably, before the workload goes on.
+            match self.subject().flush() {
+                Ok(()) => self.oracle.flush(),
+                Err(f) => return self.failed(f, "flush after removing unsynced slots"),
+            }
         }
         Ok(())
     }

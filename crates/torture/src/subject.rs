@@ -3,13 +3,16 @@
 //! A later stack (a file system, DFTL variants, a network client) plugs in by implementing
 //! [`Subject`] and adding a [`StackKind`] variant.
 
+use blockfs::BlockFsConfig;
 use fml::FmlConfig;
 use ftl::{Data, Ftl, FtlConfig, FtlError, Mapping, ReadOut};
+use ofs::OfsConfig;
 use osd::store::UnitRole;
 use osd::{
     Attr, AttrValue, FlushScope, IndexMode, ObjectId, ObjectStore, Oid, Osd, OsdConfig, OsdError,
     PartitionId, Placement,
 };
+use poftl::PoftlConfig;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -72,13 +75,25 @@ impl std::ops::AddAssign for Coverage {
     }
 }
 
-fn fml_coverage(s: fml::FmlStats) -> Coverage {
+pub(crate) fn fml_coverage(s: fml::FmlStats) -> Coverage {
     Coverage {
         blocks_erased: s.blocks_erased,
         gc_victims: s.gc_victims,
         gc_units_copied: s.gc_units_copied,
         checkpoints: 0,
     }
+}
+
+/// What a stack promises about the slots across a power cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Contract {
+    /// Every sector, and every object's existence, length and attributes, holds a value it had
+    /// at the last flush or took since (the object store, the FTL, OFS, p-OFTL).
+    Versions,
+    /// Only slots unchanged since the last flush are promised back whole; a slot changed since
+    /// may hold anything (another slot's bytes included) and the structure may need repair (a
+    /// file system without a journal: blockfs, docs/BLOCKFS.md "Crash consistency").
+    Synced,
 }
 
 /// A stack under torture, over slots `0..slots`.
@@ -166,10 +181,24 @@ pub trait Subject {
 
     // Object metadata: only stacks of objects (see [`Subject::objects`]) implement these.
 
-    /// Whether the stack holds objects with lengths, attributes and a listing (the calls
-    /// below); a block range does not.
+    /// Whether the stack holds objects with lengths and a listing (the calls below); a block
+    /// range does not.
     fn objects(&self) -> bool {
         false
+    }
+    /// Whether the objects keep the tracked attributes ([`Subject::set_attr`],
+    /// [`Subject::attrs`]); by default, whether the stack holds objects.
+    fn attributes(&self) -> bool {
+        self.objects()
+    }
+    /// Whether the stack has the second partition ([`Subject::set_partition`]); by default,
+    /// whether it holds objects.
+    fn partitions(&self) -> bool {
+        self.objects()
+    }
+    /// What the stack promises across a power cut.
+    fn contract(&self) -> Contract {
+        Contract::Versions
     }
     /// The object's length in bytes, `None` if it does not exist.
     fn length(&mut self, _slot: u32) -> Result<Option<u64>, Fail> {
@@ -213,8 +242,16 @@ fn not_objects() -> Fail {
 pub use stacks::StackKind;
 
 /// The stacks torture covers: `osd` (the object store), `ftl` (the block FTL, page mapping or
-/// DFTL drawn per run) and `dftl` (DFTL in every run).
-pub const COVERED: [StackKind; 3] = [StackKind::Osd, StackKind::Ftl, StackKind::Dftl];
+/// DFTL drawn per run), `dftl` (DFTL in every run), and the file-level stacks `ofs`, `blockfs`
+/// and `poftl` ([`crate::files`]). LittleFS, a foreign library, has crash tests of its own.
+pub const COVERED: [StackKind; 6] = [
+    StackKind::Osd,
+    StackKind::Ftl,
+    StackKind::Dftl,
+    StackKind::Ofs,
+    StackKind::Blockfs,
+    StackKind::Poftl,
+];
 
 /// `kind` if torture covers it; else an error naming the stacks it does.
 pub fn covered(kind: StackKind) -> Result<StackKind, NotCovered> {
@@ -236,7 +273,7 @@ pub struct NotCovered {
 /// Whether a discard is durable at the next flush (object REMOVE) or only at the next
 /// checkpoint (FTL TRIM, see the `ftl` crate's durability note).
 pub fn discard_durable_at_flush(kind: StackKind) -> bool {
-    kind == StackKind::Osd
+    !matches!(kind, StackKind::Ftl | StackKind::Dftl)
 }
 
 /// What a page holds, as the harness needs to know it before damaging it.
@@ -306,6 +343,12 @@ pub enum Variant {
     Osd(OsdConfig, Services),
     /// The block FTL (page mapping or DFTL), with the buffer size drawn.
     Ftl(FtlConfig),
+    /// OFS on the object store, with the store's settings and OFS's layout drawn.
+    Ofs(OsdConfig, OfsConfig),
+    /// blockfs on the FTL, with both drawn.
+    BlockFs(FtlConfig, BlockFsConfig),
+    /// p-OFTL, with its grouping and buffer drawn.
+    Poftl(PoftlConfig),
 }
 
 impl Variant {
@@ -316,6 +359,51 @@ impl Variant {
         let fml = FmlConfig::for_blocks(blocks);
         let unit = device.write_unit_bytes() as u64;
         match stack {
+            StackKind::Ofs => {
+                let Variant::Osd(osd, _) = Variant::draw(StackKind::Osd, device, rng) else {
+                    unreachable!("the object store's draw is an object store")
+                };
+                let ofs = OfsConfig {
+                    inode_objects: rng.gen_bool(0.3),
+                    dirent_objects: rng.gen_bool(0.3),
+                    ..OfsConfig::default()
+                };
+                Variant::Ofs(osd, ofs)
+            }
+            StackKind::Blockfs => {
+                let Variant::Ftl(ftl) = Variant::draw(StackKind::Ftl, device, rng) else {
+                    unreachable!("the FTL's draw is an FTL")
+                };
+                let fs = BlockFsConfig {
+                    block_bytes: [1024, 4096][rng.gen_range(0..2)],
+                    discard: rng.gen_bool(0.5),
+                    // Metadata written back in idle time now and then, as the kernel's
+                    // flusher does, so crashes find it part-written.
+                    writeback_interval_ns: [0, 30_000_000][rng.gen_range(0..2)],
+                    meta_zone_percent: 5.0,
+                    ..BlockFsConfig::default()
+                };
+                Variant::BlockFs(ftl, fs)
+            }
+            StackKind::Poftl => {
+                let mut cfg = PoftlConfig {
+                    parallelism_degree: 2,
+                    grouping: [
+                        poftl::GroupingPolicy::SemanticAware,
+                        poftl::GroupingPolicy::Sfs,
+                        poftl::GroupingPolicy::None,
+                    ][rng.gen_range(0..3)],
+                    buffer_pages: [1, 4, 16][rng.gen_range(0..3)],
+                    write_regions: rng.gen_range(1..=4),
+                    ..PoftlConfig::default()
+                };
+                let blocks = cfg
+                    .device(*device)
+                    .map(|d| d.gang.superblocks(&d.geometry))
+                    .unwrap_or(blocks);
+                cfg.fml = FmlConfig::for_blocks(blocks);
+                Variant::Poftl(cfg)
+            }
             StackKind::Ftl | StackKind::Dftl => {
                 // Drawn for `ftl` and `dftl` alike, so a seed draws the same run on either.
                 let dftl = rng.gen_bool(0.5) || stack == StackKind::Dftl;
@@ -409,6 +497,8 @@ impl Variant {
     /// Whether the stack keeps redundancy a destructive fault must be masked by: parity, or a
     /// copy of every metadata unit.
     pub fn redundant(&self) -> bool {
+        // OFS's store may keep metadata copies, but its subject cannot yet say which slots a
+        // unit belongs to: damage there relaxes as unknown.
         matches!(self, Variant::Osd(c, _) if c.default_reliability > 0 || c.metadata_copies > 1)
     }
 
@@ -432,6 +522,31 @@ impl Variant {
                 String::new()
             },
             Variant::Ftl(c) => format!("ftl mapping={:?} buffer={}", c.mapping, c.buffer_bytes),
+            Variant::Ofs(c, o) => format!(
+                "ofs inode_objects={} dirent_objects={} on {}",
+                o.inode_objects,
+                o.dirent_objects,
+                Variant::Osd(*c, Services::default()).describe()
+            ),
+            Variant::BlockFs(f, b) => format!(
+                "blockfs block={} discard={} writeback={}ns on {}",
+                b.block_bytes,
+                b.discard,
+                b.writeback_interval_ns,
+                Variant::Ftl(*f).describe()
+            ),
+            Variant::Poftl(c) => format!(
+                "poftl degree={} grouping={:?} buffer_pages={} write_regions={}",
+                c.parallelism_degree, c.grouping, c.buffer_pages, c.write_regions
+            ),
+        }
+    }
+
+    /// The device this variant runs on: `base`, ganged as p-OFTL needs.
+    pub fn device(&self, base: flash::DeviceConfig) -> Result<flash::DeviceConfig, Fail> {
+        match self {
+            Variant::Poftl(c) => crate::files::poftl_device(c, base),
+            _ => Ok(base),
         }
     }
 
@@ -459,6 +574,9 @@ impl Variant {
                     capacity,
                 ))
             }
+            Variant::Ofs(osd, ofs) => crate::files::format_ofs(dev, osd, ofs),
+            Variant::BlockFs(ftl, fs) => crate::files::format_blockfs(dev, ftl, fs),
+            Variant::Poftl(cfg) => crate::files::format_poftl(dev, cfg),
         }
     }
 
@@ -498,6 +616,9 @@ impl Variant {
                     Err(e) => Err((ftl_fail(e), None)),
                 }
             }
+            Variant::Ofs(osd, _) => crate::files::open_ofs(dev, osd),
+            Variant::BlockFs(ftl, fs) => crate::files::open_blockfs(dev, ftl, fs),
+            Variant::Poftl(cfg) => crate::files::open_poftl(dev, cfg),
         }
     }
 }
@@ -537,7 +658,7 @@ fn slot_of(o: Oid) -> Option<u32> {
 }
 
 /// Classifies by the error's type, never its text.
-fn osd_fail(e: OsdError) -> Fail {
+pub(crate) fn osd_fail(e: OsdError) -> Fail {
     use fml::FmlError;
     match e {
         OsdError::Device(FmlError::Flash(flash::FlashError::PowerLoss)) => Fail::PowerLoss,
@@ -548,7 +669,7 @@ fn osd_fail(e: OsdError) -> Fail {
     }
 }
 
-fn ftl_fail(e: FtlError) -> Fail {
+pub(crate) fn ftl_fail(e: FtlError) -> Fail {
     use fml::FmlError;
     match e {
         FtlError::Fml(FmlError::Flash(flash::FlashError::PowerLoss)) => Fail::PowerLoss,

@@ -322,6 +322,14 @@ impl<F: Flash> ObjectStore<F> {
                 o.wrapped_key.is_some(),
             )
         };
+        // A unit programmed while its write is still filling (no buffer) records the length
+        // that write leaves: the onode's is set only once every unit is in, and a record with
+        // the old one would let roll-forward bring the new bytes back with the old length (an
+        // OFS directory bucket then overran its object: found by `ossd torture --stack ofs`).
+        let length = match self.writing {
+            Some((o, end)) if o == e.key.0 && !self.zeroing_gap => length.max(end),
+            _ => length,
+        };
         let stream = self.stream_for(&hint);
         let seq = self.gc.take_seq();
         let seal = if encrypted {
@@ -633,7 +641,11 @@ impl<F: Flash> ObjectStore<F> {
             return Ok(());
         }
         let zeros = vec![0u8; (unit - tail) as usize];
-        self.write_inner(oid, length, unit - tail, Some(&zeros), 0)?;
+        // The zeros do not grow the object: a unit they program records its length as it is.
+        self.zeroing_gap = true;
+        let zeroed = self.write_inner(oid, length, unit - tail, Some(&zeros), 0);
+        self.zeroing_gap = false;
+        zeroed?;
         // Zeroing is not writing: the length stays where it was (the caller sets the new one).
         self.onode_mut(oid)?.onode.logical_length = length;
         self.stats.host_write_bytes -= unit - tail;
