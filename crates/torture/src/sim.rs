@@ -262,8 +262,13 @@ struct Sim {
     /// The device's fault counts at the last reboot (kept if the device is lost after it).
     dev_counts: flash::fault::FaultCounts,
     step: u32,
+    /// Reboots under way (a failure while checking a recovery reboots again).
+    reboot_depth: u32,
     report: RunReport,
 }
+
+/// Nested reboots beyond which a run is a violation ([`Sim::reboot`]).
+const MAX_REBOOT_DEPTH: u32 = 16;
 
 /// Runs one seed. Never panics on a stack's behalf: see [`crate::campaign`] for the
 /// catch_unwind around it.
@@ -349,6 +354,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
         strikes: Vec::new(),
         dev_counts: Default::default(),
         step: 0,
+        reboot_depth: 0,
         report,
     };
     let stop = sim.body();
@@ -1098,6 +1104,20 @@ impl Sim {
     /// Shuts the stack down (`clean`: a checkpoint first; else a crash that loses all RAM
     /// state), recovers it, possibly cutting power during recovery too, and checks it.
     fn reboot(&mut self, clean: bool) -> Result<(), Stop> {
+        // A command that fails after every recovery (out of space, a refused removal) would
+        // reboot from within the check of the reboot before it, without end.
+        if self.reboot_depth >= MAX_REBOOT_DEPTH {
+            return Err(Stop::Violation(format!(
+                "{MAX_REBOOT_DEPTH} reboots nested: a command fails again after every recovery"
+            )));
+        }
+        self.reboot_depth += 1;
+        let r = self.reboot_once(clean);
+        self.reboot_depth -= 1;
+        r
+    }
+
+    fn reboot_once(&mut self, clean: bool) -> Result<(), Stop> {
         self.judge_misdirected();
         self.changed_at_crash = (0..SLOTS)
             .filter(|&s| self.oracle.changed_since_flush(s))
@@ -1321,6 +1341,19 @@ impl Sim {
         };
         match self.subject().fsck() {
             Ok(p) if p.is_empty() => {}
+            Ok(p)
+                if self.contract == Contract::Synced
+                    && unsynced == 0
+                    && !(synced_only && self.partition_changed_at_crash)
+                    && self.any_relaxed() =>
+            {
+                // Damage the file system found: it mounted read-only, and has no repair.
+                self.report.errors_tolerated += 1;
+                return Err(Stop::Ended(format!(
+                    "the file system mounted read-only on damage a fault left: {}",
+                    p[0]
+                )));
+            }
             Ok(p) if unsynced != 0 || (synced_only && self.partition_changed_at_crash) => {
                 // The documented end of such a crash: an inconsistent image, mounted
                 // read-only, with no repair (docs/BLOCKFS.md). Nothing more can be written.
