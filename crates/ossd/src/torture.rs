@@ -14,7 +14,9 @@ use torture::{Campaign, FaultSet, SimConfig, StackKind, Summary};
 #[derive(clap::Args)]
 pub struct TortureArgs {
     /// Stack under torture: osd (the object store), ftl (the block FTL, page mapping or DFTL
-    /// drawn per run) or dftl (DFTL in every run).
+    /// drawn per run), dftl (DFTL in every run), ofs (OFS on the object store), blockfs (on the
+    /// FTL; held to its ext2-like contract: files changed since the last sync go unchecked
+    /// after a crash) or poftl (p-OFTL's objects).
     #[arg(long, default_value = "osd")]
     stack: StackKind,
     /// Device: small (2 MiB, the default) or any preset of `ossd presets`.
