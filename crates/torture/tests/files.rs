@@ -106,15 +106,17 @@ fn poftl_survives_media_faults() {
 
 #[test]
 fn former_findings_stay_fixed() {
-    let cases: [(u64, StackKind, &str); 8] = [
+    let cases: [(u64, StackKind, &str); 9] = [
         // osd: a unit programmed without a buffer recorded the old length; an OFS directory
         // bucket then overran its short object.
         (1261203858117736319, StackKind::Ofs, "power-cut"),
         (4110085898628722091, StackKind::Ofs, "all"),
         // ofs: an inode object created, its record never written, was taken for damage.
         (1501835286251455644, StackKind::Ofs, "power-cut"),
-        // ofs: a new inode number collided with an orphan's entry object kept after damage.
+        // ofs: a new inode number collided with an orphan's entry object kept after damage,
+        // or with a data object after damage rolled the allocator back.
         (86258492120785399, StackKind::Ofs, "all"),
+        (789569683384016218, StackKind::Ofs, "all"),
         // poftl: a truncation's zeroed last page lost, its size kept; growing exposed the tail.
         (3402165191353373922, StackKind::Poftl, "power-cut"),
         (3314970054734010398, StackKind::Poftl, "power-cut,torn"),
