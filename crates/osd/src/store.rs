@@ -436,6 +436,10 @@ pub struct ObjectStore<F: Flash> {
     /// A write of zeros over the tail of the unit holding an object's end is under way
     /// (`zero_gap`): its units keep the object's length in their records.
     zeroing_gap: bool,
+    /// The object a write that continues it without a gap is filling, and where that write
+    /// ends: a unit it programs before returning (no buffer) records that end as the object's
+    /// length, so roll-forward brings the write's bytes back with a length that covers them.
+    growing: Option<(Oid, u64)>,
     /// Open transactions, and whether one is being installed.
     txns: txn::Txns,
     /// The background scrub's policy, cursor and unrepairable findings.
@@ -533,6 +537,7 @@ impl<F: Flash> ObjectStore<F> {
             chunk_cache: None,
             writing: None,
             zeroing_gap: false,
+            growing: None,
             txns: txn::Txns::default(),
             bg_scrub: bgscrub::BgScrub::default(),
         })

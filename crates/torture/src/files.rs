@@ -460,13 +460,7 @@ impl Subject for PoftlSubject {
         Ok(self.store.exists(poftl_id(slot)))
     }
     fn fsck(&mut self) -> Result<Vec<String>, Fail> {
-        Ok(self
-            .store
-            .check()
-            .err()
-            .map(|e| e.to_string())
-            .into_iter()
-            .collect())
+        Ok(crate::subject::problems(self.store.check()))
     }
     fn device(&mut self) -> &mut Device {
         self.store.flash_mut()

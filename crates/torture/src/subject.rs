@@ -235,6 +235,11 @@ pub trait Subject {
     }
 }
 
+/// A whole-structure check that stops at its first problem, as a list of problems.
+pub(crate) fn problems<E: std::fmt::Display>(check: Result<(), E>) -> Vec<String> {
+    check.err().map(|e| e.to_string()).into_iter().collect()
+}
+
 fn not_objects() -> Fail {
     Fail::Other("harness: an object command on a stack without objects".into())
 }
@@ -1051,13 +1056,7 @@ impl Subject for FtlSubject {
         self.slot_bytes = slot_bytes;
     }
     fn fsck(&mut self) -> Result<Vec<String>, Fail> {
-        Ok(self
-            .ftl
-            .check()
-            .err()
-            .map(|e| e.to_string())
-            .into_iter()
-            .collect())
+        Ok(problems(self.ftl.check()))
     }
     fn device(&mut self) -> &mut Device {
         self.ftl.device_mut()

@@ -1,44 +1,11 @@
 //! Short torture campaigns that must find nothing, a replay that must be exact, and the proof
 //! that the harness can fail: a recovery that skips the roll-forward is caught.
 
-use std::sync::atomic::AtomicBool;
+mod common;
 
+use common::{assert_clean, campaign};
 use torture::campaign::{run_seed, seed_of};
-use torture::{Campaign, FaultSet, SimConfig, StackKind, Summary};
-
-fn campaign(sim: SimConfig, runs: u64) -> Summary {
-    Campaign {
-        sim,
-        seed: 7,
-        runs: Some(runs),
-        seconds: None,
-        threads: 2,
-    }
-    .run(&|_| {}, &AtomicBool::new(false))
-}
-
-fn assert_clean(s: &Summary) {
-    let first: Vec<String> = s
-        .violations
-        .iter()
-        .take(3)
-        .map(|(v, sched)| {
-            format!(
-                "seed {} step {}: {}\n  {}",
-                v.seed,
-                v.step,
-                v.what,
-                sched.join("\n  ")
-            )
-        })
-        .collect();
-    assert_eq!(
-        s.violation_count,
-        0,
-        "violations (replay with `ossd torture --replay SEED`):\n{}",
-        first.join("\n")
-    );
-}
+use torture::{FaultSet, SimConfig, StackKind};
 
 #[test]
 fn ftl_survives_every_fault_kind() {

@@ -2,44 +2,11 @@
 //! Short campaigns that must find nothing, and the seeds of what the first campaigns found,
 //! which must replay clean.
 
-use std::sync::atomic::AtomicBool;
+mod common;
 
+use common::{assert_clean, campaign};
 use torture::campaign::run_seed;
-use torture::{Campaign, FaultSet, SimConfig, StackKind, Summary};
-
-fn campaign(sim: SimConfig, runs: u64) -> Summary {
-    Campaign {
-        sim,
-        seed: 7,
-        runs: Some(runs),
-        seconds: None,
-        threads: 2,
-    }
-    .run(&|_| {}, &AtomicBool::new(false))
-}
-
-fn assert_clean(s: &Summary) {
-    let first: Vec<String> = s
-        .violations
-        .iter()
-        .take(3)
-        .map(|(v, sched)| {
-            format!(
-                "seed {} step {}: {}\n  {}",
-                v.seed,
-                v.step,
-                v.what,
-                sched.join("\n  ")
-            )
-        })
-        .collect();
-    assert_eq!(
-        s.violation_count,
-        0,
-        "violations (replay with `ossd torture --stack ... --replay SEED`):\n{}",
-        first.join("\n")
-    );
-}
+use torture::{FaultSet, SimConfig, StackKind};
 
 fn sim(stack: StackKind, faults: &str) -> SimConfig {
     let mut sim = SimConfig::new(stack);

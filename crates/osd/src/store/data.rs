@@ -326,8 +326,8 @@ impl<F: Flash> ObjectStore<F> {
         // that write leaves: the onode's is set only once every unit is in, and a record with
         // the old one would let roll-forward bring the new bytes back with the old length (an
         // OFS directory bucket then overran its object: found by `ossd torture --stack ofs`).
-        let length = match self.writing {
-            Some((o, end)) if o == e.key.0 && !self.zeroing_gap => length.max(end),
+        let length = match self.growing {
+            Some((o, end)) if o == e.key.0 => length.max(end),
             _ => length,
         };
         let stream = self.stream_for(&hint);
@@ -536,8 +536,16 @@ impl<F: Flash> ObjectStore<F> {
             self.zero_gap(oid, length)?;
         }
         let writing = self.writing.replace((oid, end));
+        // Only a write that continues the object without a gap records its own end: every
+        // byte up to it is then this write's or the object's (a write past the end leaves a
+        // gap whose units a crash may bring back stale, found at 80% fill by torture).
+        let growing = std::mem::replace(
+            &mut self.growing,
+            (offset <= length && !self.zeroing_gap).then_some((oid, end)),
+        );
         let filled = self.fill_units(oid, offset, end, data, token, chunked);
         self.writing = writing;
+        self.growing = growing;
         filled?;
         let unit = self.unit as u64;
         let now = self.now;
