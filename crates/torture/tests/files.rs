@@ -92,6 +92,17 @@ fn former_findings_stay_fixed() {
         // poftl: a page GC could not read became a hole that read as zeros.
         (17785270063986046843, StackKind::Poftl, POFTL_FAULTS),
     ];
+    // A first fix of the first finding recorded a write's end past a gap too, and brought stale
+    // bytes back in the hole (the second at 80% full).
+    let mut osd_full = sim(StackKind::Osd, "all");
+    osd_full.fill_percent = 80;
+    for (seed, cfg) in [
+        (13877614986023876344, sim(StackKind::Ofs, "power-cut,torn")),
+        (9610166927668006174, osd_full),
+    ] {
+        let r = run_seed(seed, &cfg);
+        assert!(r.violation.is_none(), "seed {seed}: {:?}", r.violation);
+    }
     for (seed, stack, faults) in cases {
         let r = run_seed(seed, &sim(stack, faults));
         assert!(
