@@ -248,7 +248,7 @@ pub use stacks::StackKind;
 
 /// The stacks torture covers: `osd` (the object store), `ftl` (the block FTL, page mapping or
 /// DFTL drawn per run), `dftl` (DFTL in every run), and the file-level stacks `ofs`, `blockfs`
-/// and `poftl` ([`crate::files`]). LittleFS, a foreign library, has crash tests of its own.
+/// and `poftl` (the `files` module). LittleFS, a foreign library, has crash tests of its own.
 pub const COVERED: [StackKind; 6] = [
     StackKind::Osd,
     StackKind::Ftl,
