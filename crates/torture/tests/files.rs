@@ -73,7 +73,7 @@ fn poftl_survives_media_faults() {
 
 #[test]
 fn former_findings_stay_fixed() {
-    let cases: [(u64, StackKind, &str); 9] = [
+    let cases: [(u64, StackKind, &str); 10] = [
         // osd: a unit programmed without a buffer recorded the old length; an OFS directory
         // bucket then overran its short object.
         (1261203858117736319, StackKind::Ofs, "power-cut"),
@@ -84,6 +84,9 @@ fn former_findings_stay_fixed() {
         // or with a data object after damage rolled the allocator back.
         (86258492120785399, StackKind::Ofs, "all"),
         (789569683384016218, StackKind::Ofs, "all"),
+        // osd: a checkpoint GC took inside a spill's write wrote the spilling onode (used bytes
+        // 0) before unit 0 was buffered, and dropped the small-object entry with the bytes.
+        (10123143229783127317, StackKind::Ofs, "power-cut"),
         // poftl: a truncation's zeroed last page lost, its size kept; growing exposed the tail.
         (3402165191353373922, StackKind::Poftl, "power-cut"),
         (3314970054734010398, StackKind::Poftl, "power-cut,torn"),

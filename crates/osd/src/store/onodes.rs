@@ -128,12 +128,19 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// The dirty onodes [`Self::write_ready_onodes`] may write.
-    fn ready_onodes(&self) -> Vec<Oid> {
+    ///
+    /// A spilling object's data is in neither place for a moment: its small-object entry has
+    /// left the cache and its unit 0 is not yet in the buffer while the spill's write makes
+    /// room, and GC may checkpoint then. Its onode (used bytes 0) written there would end the
+    /// spill and drop the entry holding its flushed bytes (`ossd torture --stack ofs --faults
+    /// power-cut`, seed 10123143229783127317: a file's first 2,027 bytes read back as zeros).
+    pub(super) fn ready_onodes(&self) -> Vec<Oid> {
         let waiting: FxHashSet<Oid> = self
             .buf
             .keys()
             .map(|&(o, _)| o)
             .chain(self.smalls.iter().filter(|(_, s)| s.dirty).map(|(o, _)| *o))
+            .chain(self.spilling.iter().copied())
             .collect();
         self.onodes
             .iter()
