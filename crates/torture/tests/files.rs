@@ -102,6 +102,9 @@ fn former_findings_stay_fixed() {
     for (seed, cfg) in [
         (13877614986023876344, sim(StackKind::Ofs, "power-cut,torn")),
         (9610166927668006174, osd_full),
+        // osd: a misdirected descriptor page landed where another's program had left the page
+        // erased, and was trusted over that page's copy.
+        (12789145550824364955, osd_full),
     ] {
         let r = run_seed(seed, &cfg);
         assert!(r.violation.is_none(), "seed {seed}: {:?}", r.violation);

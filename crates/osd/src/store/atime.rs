@@ -85,7 +85,7 @@ impl<F: Flash> ObjectStore<F> {
             (self.now, vpa),
             &mut page,
             META_RECORD_BYTES,
-            |r| matches!(r, Record::Atime { .. }),
+            |r, _| matches!(r, Record::Atime { .. }),
         )
         .map_err(|e| e.into_osd("atime page", vpa))?;
         self.now = self.now.max(t);

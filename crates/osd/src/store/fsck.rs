@@ -72,7 +72,7 @@ impl<F: Flash> ObjectStore<F> {
                     (self.now, v),
                     &mut page,
                     SCAN_RECORD_BYTES,
-                    Record::has_copy,
+                    |r, _| r.has_copy(),
                 );
                 // `read_meta_checked` took the copy only if the unit itself failed; the copy
                 // alone is checked with the record it must carry.
@@ -176,14 +176,14 @@ impl<F: Flash> ObjectStore<F> {
         let mut descs: Vec<u32> = self.desc.keys().copied().collect();
         descs.sort_unstable();
         for v in descs {
-            if let Err(e) = self.read_desc_page(v, &mut page) {
+            if let Err(e) = self.read_desc_page(v, &mut page, None) {
                 keep(e, report)?;
             }
         }
         let mut packs: Vec<u32> = self.packs.keys().copied().collect();
         packs.sort_unstable();
         for v in packs {
-            if let Err(e) = self.read_small_page(v) {
+            if let Err(e) = self.read_small_page(v, None) {
                 keep(e, report)?;
             }
         }

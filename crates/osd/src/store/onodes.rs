@@ -15,7 +15,7 @@ impl<F: Flash> ObjectStore<F> {
                 return Ok(None);
             };
             let (vpa, slot) = ((loc >> 16) as u32, loc as u16);
-            let onode = self.read_onode(vpa, slot)?;
+            let onode = self.read_onode(vpa, (slot, oid))?;
             if onode.oid != oid {
                 // Another descriptor page stands where the index points (a misdirected write
                 // landed there): never take another object's onode for this one's.
@@ -47,25 +47,36 @@ impl<F: Flash> ObjectStore<F> {
             .ok_or_else(|| OsdError::NotFound(format!("object {oid}")))
     }
 
-    pub(super) fn read_onode(&mut self, vpa: u32, slot: u16) -> Result<Onode, OsdError> {
+    /// The onode in `slot` of the descriptor page at `vpa`, which should be `oid`'s (a page
+    /// whose slot holds another object's is tried at its copy first).
+    pub(super) fn read_onode(
+        &mut self,
+        vpa: u32,
+        (slot, oid): (u16, Oid),
+    ) -> Result<Onode, OsdError> {
         let mut page = std::mem::take(&mut self.scratch);
-        let r = self.read_desc_page(vpa, &mut page).and_then(|onodes| {
-            onodes
-                .into_iter()
-                .nth(slot as usize)
-                .ok_or_else(|| OsdError::Corrupted {
-                    what: format!("descriptor page has no slot {slot}"),
-                    location: format!("unit {vpa}"),
-                })
-        });
+        let r = self
+            .read_desc_page(vpa, &mut page, Some((slot, oid)))
+            .and_then(|onodes| {
+                onodes
+                    .into_iter()
+                    .nth(slot as usize)
+                    .ok_or_else(|| OsdError::Corrupted {
+                        what: format!("descriptor page has no slot {slot}"),
+                        location: format!("unit {vpa}"),
+                    })
+            });
         self.scratch = page;
         r
     }
 
+    /// The onodes of the descriptor page at `vpa`. With `owner` (slot, object), a page whose
+    /// slot holds another object's onode is not the one written there, and its copy is tried.
     pub(super) fn read_desc_page(
         &mut self,
         vpa: u32,
         page: &mut [u8],
+        owner: Option<(u16, Oid)>,
     ) -> Result<Vec<Onode>, OsdError> {
         self.stats.descriptor_pages_read += 1;
         let (t, content, rec) = read_meta_checked(
@@ -74,7 +85,14 @@ impl<F: Flash> ObjectStore<F> {
             (self.now, vpa),
             page,
             META_RECORD_BYTES,
-            |r| matches!(r, Record::Descriptor { .. }),
+            |r, page| {
+                matches!(r, Record::Descriptor { .. })
+                    && owner.is_none_or(|(slot, oid)| {
+                        decode_desc_page(page)
+                            .ok()
+                            .is_some_and(|o| o.get(slot as usize).is_some_and(|o| o.oid == oid))
+                    })
+            },
         )
         .map_err(|e| e.into_osd("descriptor page", vpa))?;
         self.now = self.now.max(t);

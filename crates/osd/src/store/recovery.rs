@@ -114,7 +114,7 @@ impl<F: Flash> ObjectStore<F> {
             (self.now, v),
             &mut page,
             META_RECORD_BYTES,
-            |r| matches!(r, Record::Checkpoint { .. }),
+            |r, _| matches!(r, Record::Checkpoint { .. }),
         );
         let (t, content, rec) = match r {
             Ok(x) => x,
@@ -757,7 +757,8 @@ impl<F: Flash> ObjectStore<F> {
     ) -> Result<(), OsdError> {
         let mut page = vec![0u8; self.unit];
         // Torn (never part of a completed FLUSH) or damaged: passed over.
-        let Some(onodes) = self.damaged_as_absent(|s| s.read_desc_page(vpa, &mut page))? else {
+        let Some(onodes) = self.damaged_as_absent(|s| s.read_desc_page(vpa, &mut page, None))?
+        else {
             return Ok(());
         };
         let mut live = vec![None; onodes.len()];

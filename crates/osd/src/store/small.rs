@@ -132,7 +132,7 @@ impl<F: Flash> ObjectStore<F> {
                 return Ok(None);
             };
             let (vpa, slot) = ((loc >> 16) as u32, loc as u16);
-            let entries = self.read_small_page(vpa)?;
+            let entries = self.read_small_page(vpa, Some((slot, oid)))?;
             let Some((found, seq, bytes)) = entries.into_iter().nth(slot as usize) else {
                 return Err(OsdError::Corrupted {
                     what: format!("small-object page has no slot {slot}"),
@@ -165,9 +165,12 @@ impl<F: Flash> ObjectStore<F> {
         Ok(length <= self.small_max() && self.load_small(oid)?.is_some())
     }
 
+    /// The entries of the small-object page at `vpa`. With `owner` (slot, object), a page whose
+    /// slot holds another object is not the one written there, and its copy is tried.
     pub(super) fn read_small_page(
         &mut self,
         vpa: u32,
+        owner: Option<(u16, Oid)>,
     ) -> Result<Vec<(Oid, u64, Vec<u8>)>, OsdError> {
         let mut page = std::mem::take(&mut self.scratch);
         self.stats.small_pages_read += 1;
@@ -177,7 +180,14 @@ impl<F: Flash> ObjectStore<F> {
             (self.now, vpa),
             &mut page,
             META_RECORD_BYTES,
-            |r| matches!(r, Record::Small { .. }),
+            |r, page| {
+                matches!(r, Record::Small { .. })
+                    && owner.is_none_or(|(slot, oid)| {
+                        decode_page(page)
+                            .ok()
+                            .is_some_and(|e| e.get(slot as usize).is_some_and(|e| e.0 == oid))
+                    })
+            },
         );
         let r = match r {
             Ok((t, Content::Bytes, Record::Small { .. })) => {
@@ -506,7 +516,7 @@ impl<F: Flash> ObjectStore<F> {
         touched: &mut FxHashSet<Oid>,
     ) -> Result<(), OsdError> {
         // Torn (never part of a completed FLUSH) or damaged: passed over.
-        let Some(entries) = self.damaged_as_absent(|s| s.read_small_page(vpa))? else {
+        let Some(entries) = self.damaged_as_absent(|s| s.read_small_page(vpa, None))? else {
             return Ok(());
         };
         let mut live = vec![None; entries.len()];

@@ -565,7 +565,7 @@ impl<F: Flash> ObjectStore<F> {
                 (self.now, v),
                 &mut page,
                 TXN_RECORD_BYTES,
-                |r| matches!(r, Record::TxnLog { .. }),
+                |r, _| matches!(r, Record::TxnLog { .. }),
             ) {
                 Ok((
                     t,

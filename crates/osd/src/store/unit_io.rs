@@ -25,7 +25,7 @@ impl<F: Flash> NodeIo for NodeFlash<'_, F> {
             (self.at, addr),
             buf,
             INDEX_RECORD_BYTES,
-            |r| matches!(r, Record::Index { .. }),
+            |r, _| matches!(r, Record::Index { .. }),
         ) {
             Ok((t, Content::Bytes, Record::Index { .. })) => {
                 self.done = self.done.max(t);
@@ -109,22 +109,26 @@ pub(super) fn program_meta<F: Flash>(
 /// kind (a misdirected program landed on the page its own program left erased), its copy in
 /// the next unit answers, if it has one and that reads back whole (docs/FORMAT.md, "Metadata
 /// copies"). Otherwise the unit's own error or record is returned, for the caller to refuse.
+///
+/// `expect` sees the contents too: a shared page may be of the right kind and whole, yet not
+/// the one written here (a misdirected program of another descriptor page landed on the page
+/// this one's program left erased); its slots then name other objects, and the copy answers.
 pub(super) fn read_meta_checked<F: Flash>(
     fml: &mut Fml<F>,
     stats: &mut OsdStats,
     (at, v): (Nanos, u32),
     data: &mut [u8],
     oob_len: usize,
-    expect: fn(&Record) -> bool,
+    expect: impl Fn(&Record, &[u8]) -> bool,
 ) -> Result<(Nanos, Content, Record), BadUnit> {
     let own = read_checked(fml, at, v, data, oob_len);
     match &own {
         Err(BadUnit::Device(_)) => return own,
-        Ok((_, Content::Bytes, r)) if expect(r) => return own,
+        Ok((_, Content::Bytes, r)) if expect(r, data) => return own,
         _ => {}
     }
     match read_copy(fml, at, v, data, oob_len) {
-        Some(x) if expect(&x.2) => {
+        Some(x) if expect(&x.2, data) => {
             stats.metadata_read_from_copy += 1;
             Ok(x)
         }
