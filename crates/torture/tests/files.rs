@@ -105,6 +105,10 @@ fn former_findings_stay_fixed() {
         // osd: a misdirected descriptor page landed where another's program had left the page
         // erased, and was trusted over that page's copy.
         (12789145550824364955, osd_full),
+        // harness: a unit whose program went astray, which GC then found unreadable and mapped
+        // as lost, was judged stale (its page no longer valid): a data unit, a chunk's unit.
+        (14377800186829715603, osd_full),
+        (2192072673253898977, osd_full),
     ] {
         let r = run_seed(seed, &cfg);
         assert!(r.violation.is_none(), "seed {seed}: {:?}", r.violation);

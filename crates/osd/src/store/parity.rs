@@ -1158,10 +1158,21 @@ impl<F: Flash> ObjectStore<F> {
     /// What write unit `v` holds, from the OOB bytes its program carried (a program the device
     /// sent elsewhere, so that `v` reads erased).
     pub fn unit_role_from_oob(&mut self, v: u32, oob: &[u8]) -> Result<UnitRole, OsdError> {
+        let sealed = Record::decode_sealed(oob).ok().flatten();
         if !self.fml.is_valid(Vpa(v)) {
+            // GC may have read the page erased since, and mapped the unit as lost: then the
+            // program's own unit was struck, not a stale one (`ossd torture --fill 80`, seed
+            // 14377800186829715603: GC chose the block the astray unit had just been written to;
+            // 2192072673253898977: GC's own move of a compressed chunk's unit). A chunk's unit
+            // is keyed by its stored unit, as its record's offset says.
+            if let Some(Record::Data { oid, offset, .. }) = sealed.as_ref().map(|s| s.record)
+            {
+                if self.load_onode(oid)?.is_some() && self.lookup(oid, offset)? == Some(LOST) {
+                    return self.role_of(LOST, sealed);
+                }
+            }
             return Ok(self.copy_role(v, oob));
         }
-        let sealed = Record::decode_sealed(oob).ok().flatten();
         self.role_of(v, sealed)
     }
 
