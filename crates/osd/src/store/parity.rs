@@ -1165,8 +1165,7 @@ impl<F: Flash> ObjectStore<F> {
             // 14377800186829715603: GC chose the block the astray unit had just been written to;
             // 2192072673253898977: GC's own move of a compressed chunk's unit). A chunk's unit
             // is keyed by its stored unit, as its record's offset says.
-            if let Some(Record::Data { oid, offset, .. }) = sealed.as_ref().map(|s| s.record)
-            {
+            if let Some(Record::Data { oid, offset, .. }) = sealed.as_ref().map(|s| s.record) {
                 if self.load_onode(oid)?.is_some() && self.lookup(oid, offset)? == Some(LOST) {
                     return self.role_of(LOST, sealed);
                 }
