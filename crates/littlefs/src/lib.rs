@@ -11,11 +11,13 @@
 //! - the cache size is one page (littlefs's read cache, program cache and one per open file).
 //!
 //! `littlefs2`'s `Filesystem` borrows its allocation and its storage for its whole life, and its
-//! block geometry is a set of constants of the storage type. So a worker thread owns the
-//! storage, the allocation and the mounted file system, and [`LittleFs`] sends it one command
-//! per call over a channel and waits for the answer (calls stay sequential, in virtual time).
-//! The device itself sits behind a mutex both sides share, so that the clock and the device's
-//! counters are read without a round trip. The file system is formatted on 4 blocks and grown
+//! block geometry is a set of constants of the storage type. So [`LittleFs`] owns the three in
+//! one self-referencing value (`ouroboros`), behind a trait object over the two geometries, and
+//! runs each call's command on the caller's thread. (A worker thread owning them, one command
+//! per call over a channel, cost two thread wake-ups per call: about a third of a LittleFS
+//! PostMark run's CPU time on a 2-core machine, docs/PERFORMANCE.md.) The device sits behind
+//! a mutex the storage driver and [`LittleFs`] share, so that the clock and the device's
+//! counters are read outside littlefs's calls. The file system is formatted on 4 blocks and grown
 //! to the device's block count once mounted (`lfs_fs_grow`), since the scaled devices of the
 //! lab differ in size.
 //!
@@ -30,15 +32,13 @@
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
-use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 
 use flash::{BlockAddr, Content, Flash, FlashError, FlashStats, Nanos, PayloadMode};
 use flash::{ProgramOp, ReadOp};
 use littlefs2::consts::{U16, U2048, U4096};
 use littlefs2::driver::Storage;
-use littlefs2::fs::Filesystem;
+use littlefs2::fs::{Allocation, Filesystem};
 use littlefs2::io::{Error as LfsError, SeekFrom};
 use littlefs2::path::PathBuf;
 use vfs::namespace::{Namespace, Node};
@@ -81,16 +81,10 @@ pub enum LittleFsError {
         /// littlefs's error (and the device's, if one failed).
         msg: String,
     },
-    /// The worker thread could not be started.
-    #[error("could not start the LittleFS worker thread: {0}")]
-    Spawn(#[source] std::io::Error),
-    /// The worker thread ended (it panicked).
-    #[error("the LittleFS worker thread is gone")]
-    WorkerGone,
 }
 
-/// The device and the file system's clock, shared by the front ([`LittleFs`]) and the storage
-/// driver in the worker thread.
+/// The device and the file system's clock, shared by [`LittleFs`] and the storage driver that
+/// littlefs calls back.
 struct Dev<F> {
     flash: F,
     /// Virtual time: issue time of the next device command.
@@ -109,7 +103,8 @@ struct Dev<F> {
 type Shared<F> = Arc<Mutex<Dev<F>>>;
 
 fn lock<F>(d: &Shared<F>) -> MutexGuard<'_, Dev<F>> {
-    // A poisoned lock means the worker panicked; the device state is still what it was.
+    // A poisoned lock means a call panicked while holding it; the device state is still what
+    // it was.
     d.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -246,7 +241,7 @@ impl<S: Shape, F: Flash> Storage for NandStorage<S, F> {
     }
 }
 
-/// A command to the worker thread; paths are absolute LittleFS paths.
+/// A command to the mounted file system; paths are absolute LittleFS paths.
 enum Cmd {
     Create(String),
     Mkdir(String),
@@ -275,7 +270,7 @@ enum Reply {
     Meta { dir: bool, len: u64 },
 }
 
-/// What failed in the worker: littlefs's error, or a path littlefs cannot name.
+/// What failed in a command: littlefs's error, or a path littlefs cannot name.
 enum Failure {
     Lfs(LfsError),
     Path(String),
@@ -374,15 +369,34 @@ fn exec<S: Storage>(fs: &Filesystem<'_, S>, cmd: Cmd) -> Result<Reply, Failure> 
     }
 }
 
-/// The worker: formats, mounts and grows LittleFS on the device, reports that on `ready`,
-/// then serves commands until the front goes away.
-fn worker<S: Shape, F: Flash>(
+/// LittleFS mounted on the device: the allocation and the storage driver it borrows for its
+/// whole life, and the file system, in one value.
+#[ouroboros::self_referencing]
+struct Mounted<S: Shape, F: Flash + 'static> {
+    alloc: Allocation<NandStorage<S, F>>,
+    storage: NandStorage<S, F>,
+    #[borrows(mut alloc, mut storage)]
+    #[not_covariant]
+    fs: Filesystem<'this, NandStorage<S, F>>,
+}
+
+/// A mounted LittleFS of either geometry, as [`LittleFs`] drives it.
+trait Engine {
+    /// Runs one command.
+    fn exec(&mut self, cmd: Cmd) -> Result<Reply, Failure>;
+}
+
+impl<S: Shape, F: Flash + 'static> Engine for Mounted<S, F> {
+    fn exec(&mut self, cmd: Cmd) -> Result<Reply, Failure> {
+        self.with_fs(|fs| exec(fs, cmd))
+    }
+}
+
+/// Formats, mounts and grows LittleFS on the device (`blocks` erase blocks).
+fn mount<S: Shape, F: Flash + 'static>(
     dev: Shared<F>,
     blocks: u32,
-    rx: Receiver<Cmd>,
-    tx: Sender<Result<Reply, Failure>>,
-    ready: Sender<Result<(), LittleFsError>>,
-) {
+) -> Result<Box<dyn Engine>, LittleFsError> {
     let fault = |op: &'static str, e: LfsError, dev: &Shared<F>| {
         let msg = match lock(dev).fault.take() {
             Some(f) => format!("{e:?} (device: {f})"),
@@ -394,32 +408,20 @@ fn worker<S: Shape, F: Flash>(
         dev: dev.clone(),
         shape: PhantomData,
     };
-    if let Err(e) = Filesystem::format(&mut storage) {
-        let _ = ready.send(Err(fault("format", e, &dev)));
-        return;
+    Filesystem::format(&mut storage).map_err(|e| fault("format", e, &dev))?;
+    let mounted = MountedTryBuilder {
+        alloc: Filesystem::allocate(),
+        storage,
+        fs_builder: |alloc, storage| Filesystem::mount(alloc, storage),
     }
-    let mut alloc = Filesystem::allocate();
-    let fs = match Filesystem::mount(&mut alloc, &mut storage) {
-        Ok(fs) => fs,
-        Err(e) => {
-            let _ = ready.send(Err(fault("mount", e, &dev)));
-            return;
-        }
-    };
+    .try_build()
+    .map_err(|e| fault("mount", e, &dev))?;
     if blocks > FORMAT_BLOCKS {
-        if let Err(e) = fs.grow(blocks as usize) {
-            let _ = ready.send(Err(fault("grow", e, &dev)));
-            return;
-        }
+        mounted
+            .with_fs(|fs| fs.grow(blocks as usize))
+            .map_err(|e| fault("grow", e, &dev))?;
     }
-    if ready.send(Ok(())).is_err() {
-        return;
-    }
-    for cmd in rx {
-        if tx.send(exec(&fs, cmd)).is_err() {
-            return;
-        }
-    }
+    Ok(Box::new(mounted))
 }
 
 /// Counters of the host's calls (the device's come from [`LittleFs::flash_stats`]).
@@ -429,7 +431,7 @@ pub struct LittleFsStats {
     pub host_write_bytes: u64,
     /// Bytes read through the file system.
     pub host_read_bytes: u64,
-    /// Commands the worker ran (each opens and closes its file).
+    /// Commands run (each opens and closes its file).
     pub commands: u64,
     /// Pages programmed by writes: the data, the copy of the file's tail block, and the file's
     /// commit at its close (LittleFS does not tell its data and metadata pages apart).
@@ -442,9 +444,7 @@ pub struct LittleFsStats {
 /// LittleFS over a device, driven through the lab's [`FileSystem`] interface.
 pub struct LittleFs<F: Flash + Send + 'static> {
     dev: Shared<F>,
-    tx: Option<Sender<Cmd>>,
-    rx: Receiver<Result<Reply, Failure>>,
-    worker: Option<JoinHandle<()>>,
+    fs: Box<dyn Engine>,
     /// Files hold their LittleFS path.
     ns: Namespace<String>,
     /// Directories' LittleFS paths ("" for the root).
@@ -491,17 +491,9 @@ impl<F: Flash + Send + 'static> LittleFs<F> {
             write_pages: 0,
             other_pages: 0,
         }));
-        let (cmd_tx, cmd_rx) = channel();
-        let (reply_tx, reply_rx) = channel();
-        let (ready_tx, ready_rx) = channel();
-        let d = dev.clone();
-        let run: Box<dyn FnOnce() + Send> = match (g.page_size_bytes, g.pages_per_block) {
-            (2048, 64) => {
-                Box::new(move || worker::<Pages2k64, F>(d, blocks, cmd_rx, reply_tx, ready_tx))
-            }
-            (4096, 32) => {
-                Box::new(move || worker::<Pages4k32, F>(d, blocks, cmd_rx, reply_tx, ready_tx))
-            }
+        let fs = match (g.page_size_bytes, g.pages_per_block) {
+            (2048, 64) => mount::<Pages2k64, F>(dev.clone(), blocks)?,
+            (4096, 32) => mount::<Pages4k32, F>(dev.clone(), blocks)?,
             (page_bytes, pages_per_block) => {
                 return Err(LittleFsError::Geometry {
                     page_bytes,
@@ -510,28 +502,11 @@ impl<F: Flash + Send + 'static> LittleFs<F> {
                 })
             }
         };
-        let handle = std::thread::Builder::new()
-            .name("littlefs".into())
-            .spawn(run)
-            .map_err(LittleFsError::Spawn)?;
-        match ready_rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                let _ = handle.join();
-                return Err(e);
-            }
-            Err(_) => {
-                let _ = handle.join();
-                return Err(LittleFsError::WorkerGone);
-            }
-        }
         let mut dirs = BTreeMap::new();
         dirs.insert(ROOT, String::new());
         Ok(LittleFs {
             dev,
-            tx: Some(cmd_tx),
-            rx: reply_rx,
-            worker: Some(handle),
+            fs,
             ns: Namespace::default(),
             dirs,
             name: name.to_string(),
@@ -572,18 +547,12 @@ impl<F: Flash + Send + 'static> LittleFs<F> {
         (lo, hi, sum as f64 / g.blocks() as f64)
     }
 
-    /// Runs one command in the worker; a LittleFS error becomes the [`FsError`] of its kind,
-    /// naming the path, with the device's error when one caused it.
+    /// Runs one command; a LittleFS error becomes the [`FsError`] of its kind, naming the
+    /// path, with the device's error when one caused it.
     fn run(&mut self, what: &str, path: &str, cmd: Cmd) -> Result<Reply, FsError> {
-        let gone = || FsError::Device("the LittleFS worker thread is gone".into());
         lock(&self.dev).writing = matches!(cmd, Cmd::Write { .. });
-        self.tx
-            .as_ref()
-            .ok_or_else(gone)?
-            .send(cmd)
-            .map_err(|_| gone())?;
         self.stats.commands += 1;
-        match self.rx.recv().map_err(|_| gone())? {
+        match self.fs.exec(cmd) {
             Ok(r) => Ok(r),
             Err(Failure::Path(m)) => Err(FsError::Invalid(format!(
                 "LittleFS cannot name {m} (paths are ASCII, at most 255 bytes)"
@@ -653,16 +622,6 @@ fn token_bytes(token: u64, len: usize) -> Vec<u8> {
         .cycle()
         .take(len)
         .collect()
-}
-
-impl<F: Flash + Send + 'static> Drop for LittleFs<F> {
-    fn drop(&mut self) {
-        // Closing the command channel ends the worker's loop; it unmounts as it returns.
-        self.tx = None;
-        if let Some(h) = self.worker.take() {
-            let _ = h.join();
-        }
-    }
 }
 
 impl<F: Flash + Send + 'static> FileSystem for LittleFs<F> {
