@@ -643,57 +643,25 @@ mod tests {
     /// 807013244984872231).
     #[test]
     fn a_checkpoint_between_a_spill_and_its_flush_keeps_the_flushed_bytes() {
-        let dev = flash::preset("tiny").unwrap();
-        let config = OsdConfig {
-            fml: FmlConfig::for_blocks(dev.gang.superblocks(&dev.geometry)),
-            ..OsdConfig::default()
-        };
-        let flash = flash::Nand::in_memory(dev).unwrap();
-        let mut s = ObjectStore::format(flash, config).unwrap();
-        let p = 0x10000;
-        s.create_partition(Some(PartitionId(p))).unwrap();
-        let a = Oid::new(p, p + 1);
-        s.create(PartitionId(p), Some(ObjectId(p + 1))).unwrap();
         let old: Vec<u8> = (0..990u32).map(|i| (i * 7 + 1) as u8).collect();
-        s.write(a, 0, &old).unwrap();
-        s.flush(FlushScope::Device).unwrap();
+        let (mut s, config, a) = small_object_flushed(&old);
         assert!(s.smalls.contains_key(&a));
         // Past the small-object limit: the object spills, its unit 0 waits in the buffer.
         s.write(a, 3 * s.unit as u64, &[9u8; 512]).unwrap();
         assert!(!s.smalls.contains_key(&a) && !s.buf.is_empty());
         s.checkpoint_now(super::super::checkpoint::CheckpointScope::Gc)
             .unwrap();
-        let mut s = ObjectStore::open(s.crash(), config).unwrap();
-        assert_eq!(
-            s.get_attr(a, Attr::LogicalLength).unwrap(),
-            AttrValue::U64(990)
-        );
-        let mut back = vec![0u8; 990];
-        assert_eq!(s.read(a, 0, &mut back).unwrap(), 990);
-        assert_eq!(back, old);
-        let report = s.fsck_structure().unwrap();
-        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        reads_back_after_a_crash(s, config, a, &old);
     }
+
     /// GC may checkpoint while a spill's own write makes room, after the entry left the cache
     /// and before unit 0 is in the buffer: the spilling object's onode (used bytes 0) must wait
     /// for its data, or the checkpoint ends the spill and drops the entry with the flushed
     /// bytes (`ossd torture --stack ofs --faults power-cut`, seed 10123143229783127317).
     #[test]
     fn a_checkpoint_inside_a_spill_keeps_the_flushed_bytes() {
-        let dev = flash::preset("tiny").unwrap();
-        let config = OsdConfig {
-            fml: FmlConfig::for_blocks(dev.gang.superblocks(&dev.geometry)),
-            ..OsdConfig::default()
-        };
-        let flash = flash::Nand::in_memory(dev).unwrap();
-        let mut s = ObjectStore::format(flash, config).unwrap();
-        let p = 0x10000;
-        s.create_partition(Some(PartitionId(p))).unwrap();
-        let a = Oid::new(p, p + 1);
-        s.create(PartitionId(p), Some(ObjectId(p + 1))).unwrap();
         let old: Vec<u8> = (0..2027u32).map(|i| (i * 13 + 5) as u8).collect();
-        s.write(a, 0, &old).unwrap();
-        s.flush(FlushScope::Device).unwrap();
+        let (mut s, config, a) = small_object_flushed(&old);
         // The spill's state inside its write, as `spill_small` leaves it before `write_inner`
         // buffers unit 0.
         assert!(s.take_small(a).unwrap().is_some());
@@ -704,7 +672,39 @@ mod tests {
         assert!(!s.ready_onodes().contains(&a));
         s.checkpoint_now(super::super::checkpoint::CheckpointScope::Gc)
             .unwrap();
+        reads_back_after_a_crash(s, config, a, &old);
+    }
+
+    /// A store on the `tiny` preset holding one small object, `bytes`, flushed.
+    fn small_object_flushed(bytes: &[u8]) -> (ObjectStore<flash::Nand>, OsdConfig, Oid) {
+        let dev = flash::preset("tiny").unwrap();
+        let config = OsdConfig {
+            fml: FmlConfig::for_blocks(dev.gang.superblocks(&dev.geometry)),
+            ..OsdConfig::default()
+        };
+        let flash = flash::Nand::in_memory(dev).unwrap();
+        let mut s = ObjectStore::format(flash, config).unwrap();
+        let p = 0x10000;
+        s.create_partition(Some(PartitionId(p))).unwrap();
+        let a = Oid::new(p, p + 1);
+        s.create(PartitionId(p), Some(ObjectId(p + 1))).unwrap();
+        s.write(a, 0, bytes).unwrap();
+        s.flush(FlushScope::Device).unwrap();
+        (s, config, a)
+    }
+
+    /// After a crash, `a` holds `old` (its length included) and fsck finds nothing.
+    fn reads_back_after_a_crash(
+        s: ObjectStore<flash::Nand>,
+        config: OsdConfig,
+        a: Oid,
+        old: &[u8],
+    ) {
         let mut s = ObjectStore::open(s.crash(), config).unwrap();
+        assert_eq!(
+            s.get_attr(a, Attr::LogicalLength).unwrap(),
+            AttrValue::U64(old.len() as u64)
+        );
         let mut back = vec![0u8; old.len()];
         assert_eq!(s.read(a, 0, &mut back).unwrap(), old.len());
         assert_eq!(back, old);
