@@ -481,9 +481,26 @@ impl Subject for PoftlSubject {
     fn coverage(&self) -> Coverage {
         fml_coverage(self.store.fml().stats())
     }
-    // No `page_live`: a removal invalidates the object's pages in the FML at once but is
+    // No FML validity: a removal invalidates the object's pages in the FML at once but is
     // durable only at the next flush, so a crash brings back pages the FML called stale (the
-    // FTL's TRIM has the same limit).
+    // FTL's TRIM has the same limit). A page whose record names an object's data holds that
+    // object's bytes alone, whether current or stale, so it counts as live and its slot is
+    // the object's; any other page (a record page of creations, truncations and removals;
+    // an unreadable or erased one) is unknown and relaxes every slot.
+    fn page_live(&mut self, page: flash::PageAddr) -> Option<bool> {
+        self.page_owner(page).map(|_| true)
+    }
+    fn page_owner(&mut self, page: flash::PageAddr) -> Option<u32> {
+        let mut oob = [0u8; poftl::store::record::BYTES];
+        self.store
+            .flash_mut()
+            .inner_mut()
+            .inner_mut()
+            .peek_oob(page, &mut oob)?;
+        let (object, ..) = poftl::store::record::decode(&oob)?;
+        let slot = u32::try_from(object.checked_sub(1)?).ok()?;
+        (slot < crate::sim::SLOTS).then_some(slot)
+    }
     fn objects(&self) -> bool {
         true
     }

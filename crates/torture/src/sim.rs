@@ -195,7 +195,7 @@ fn misdirected_blocks(m: &flash::fault::Misdirected, dev: &Device) -> Vec<Struck
 }
 
 /// Slots (objects or block ranges) a run spreads its data over.
-const SLOTS: u32 = 6;
+pub(crate) const SLOTS: u32 = 6;
 /// Share of the stack's capacity the slots span by default, in percent: enough that GC runs.
 const FILL_PERCENT: u64 = 45;
 
