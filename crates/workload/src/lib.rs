@@ -5,6 +5,9 @@
 //! - [`files`]: the papers' file-level workloads (PostMark with aging, hot/cold files,
 //!   multi-stream writers, torrent downloads, videoserver, sequential base, largefile, a block
 //!   trace replayed onto files), each driving any [`stacks::FileStack`];
+//! - [`scheduled`]: the open-loop workloads of the scheduled experiments (BLOCKMGMT-09's
+//!   synthetic workload, OSSD-13 VI-E's video and prioritized file writes), as requests with
+//!   arrival times and priorities;
 //! - [`latency`]: the latency summary they report.
 //!
 //! The lab's engine runs these in virtual time and judges the results; the FUSE and network
@@ -16,6 +19,7 @@
 pub mod block;
 pub mod files;
 pub mod latency;
+pub mod scheduled;
 pub mod trace;
 
 pub use controller::request::{Op, Request};
