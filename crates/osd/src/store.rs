@@ -77,8 +77,8 @@ pub use scrub::{ScrubFinding, ScrubOutcome, ScrubReport};
 use small::{release_slot_in, SmallObject, KIND_SMALL};
 pub use txn::{TXN_LOG_MAX_UNITS, TXN_OPEN_MAX};
 use unit_io::{
-    copy_address, fml_err, index_err, program_meta, read_checked, read_meta_checked, BadUnit,
-    NodeFlash,
+    copy_address, fml_err, index_err, program_meta, read_checked, read_meta_checked, slot_holds,
+    BadUnit, NodeFlash,
 };
 
 const KIND_ONODE: u8 = 0;

@@ -87,10 +87,8 @@ impl<F: Flash> ObjectStore<F> {
             META_RECORD_BYTES,
             |r, page| {
                 matches!(r, Record::Descriptor { .. })
-                    && owner.is_none_or(|(slot, oid)| {
-                        decode_desc_page(page)
-                            .ok()
-                            .is_some_and(|o| o.get(slot as usize).is_some_and(|o| o.oid == oid))
+                    && slot_holds(owner, |i| {
+                        decode_desc_page(page).ok()?.get(i).map(|o| o.oid)
                     })
             },
         )

@@ -182,11 +182,7 @@ impl<F: Flash> ObjectStore<F> {
             META_RECORD_BYTES,
             |r, page| {
                 matches!(r, Record::Small { .. })
-                    && owner.is_none_or(|(slot, oid)| {
-                        decode_page(page)
-                            .ok()
-                            .is_some_and(|e| e.get(slot as usize).is_some_and(|e| e.0 == oid))
-                    })
+                    && slot_holds(owner, |i| decode_page(page).ok()?.get(i).map(|e| e.0))
             },
         );
         let r = match r {

@@ -142,6 +142,16 @@ pub(super) fn read_meta_checked<F: Flash>(
     }
 }
 
+/// Whether a shared page (descriptor or small-object) read for `owner`, a (slot, object), holds
+/// that object in that slot; `slot_oid` names the object in a slot of the page's contents.
+/// Without an owner any page of the kind is the one asked for.
+pub(super) fn slot_holds(
+    owner: Option<(u16, Oid)>,
+    slot_oid: impl FnOnce(usize) -> Option<Oid>,
+) -> bool {
+    owner.is_none_or(|(slot, oid)| slot_oid(slot as usize) == Some(oid))
+}
+
 /// Where the copy of unit `v` would be: the next unit, if it is in the same block and
 /// programmed.
 pub(super) fn copy_address<F: Flash>(fml: &Fml<F>, v: u32) -> Option<u32> {
