@@ -251,6 +251,14 @@ impl<F: Flash> Osd for ObjectStore<F> {
             if fml::mutants::on(fml::mutants::Mutant::TruncateStaleLength) {
                 c.dirty = false;
             }
+            // The onode again, with the used bytes the drop left: the one on flash still
+            // counts the dropped units, and a checkpoint GC asks for before this onode is
+            // ready (a later write buffering units of the object) would commit the index
+            // without them beside it, which recovery does not settle for an object left
+            // without extents (`--reliability 1 --fill 80`, seed 3291029010607707482). It is
+            // also newer than any record of a unit the first onode cut off that GC moved
+            // while parity rewrote a unit the truncate keeps.
+            self.write_ready_onodes()?;
         }
         self.maybe_checkpoint()
     }

@@ -143,14 +143,30 @@ impl<F: Flash> ObjectStore<F> {
 
     /// Room for one data unit of an object at `priority`: a real-time object's unit may use the
     /// free blocks held back for it (OSSD-13 IV-C), so GC runs only below that reserve.
+    ///
+    /// A data unit never takes the low watermark's free blocks: when GC has nothing left to
+    /// collect below it, the device is full of live data, and the write is refused. Those
+    /// blocks stay for metadata, so that a checkpoint, a removal's tombstone (which frees
+    /// room) and the checkpoint that ends recovery always find some: before, data could take
+    /// all but GC's last block, and a full store could no longer be opened (`ossd torture
+    /// --reliability 1 --fill 80`, seed 6246907515431523210: "recovery failed: no space").
+    /// Inside a checkpoint (which flushes the write buffer) GC may be waiting for it, so the
+    /// buffered units go on as before.
     pub(super) fn make_room_at(&mut self, priority: u8) -> Result<(), OsdError> {
-        if priority == 0 {
-            return self.make_room();
-        }
-        while self.fml.must_collect_realtime() {
+        let short = |fml: &Fml<F>| {
+            if priority == 0 {
+                fml.must_collect()
+            } else {
+                fml.must_collect_realtime()
+            }
+        };
+        while short(&self.fml) {
             if !self.step_gc()? {
                 break;
             }
+        }
+        if short(&self.fml) && self.meta_busy == 0 {
+            return Err(self.no_space(self.unit as u64));
         }
         Ok(())
     }
