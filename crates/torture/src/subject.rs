@@ -564,7 +564,15 @@ impl Variant {
                 s.create_partition(Some(PartitionId(PARTITION)))
                     .map_err(osd_fail)?;
                 s.flush(FlushScope::Device).map_err(osd_fail)?;
-                let capacity = s.fml().capacity_units() * s.unit_bytes() as u64;
+                // Objects with parity hold `k` data units in every `k + m` the device gives
+                // them: what the slots may span is the data's share, so that `--fill` is how
+                // full the device is (at `--reliability 1 --fill 80` the slots and their parity
+                // spanned all of it).
+                let (k, m) = (
+                    cfg.parity_group_units as u64,
+                    cfg.default_reliability as u64,
+                );
+                let capacity = s.fml().capacity_units() * s.unit_bytes() as u64 * k / (k + m);
                 Ok((Box::new(OsdSubject { store: s, services }), capacity))
             }
             Variant::Ftl(cfg) => {
