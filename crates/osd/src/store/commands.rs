@@ -225,6 +225,15 @@ impl<F: Flash> Osd for ObjectStore<F> {
         if length > old {
             self.zero_gap(oid, old)?;
         }
+        if length < old {
+            // Damaged units the truncate keeps, in the group holding the new end, are rebuilt
+            // while that group's parity still covers the units it cuts off, and before the
+            // shorter onode can reach flash (a checkpoint GC asks for may write it). After a
+            // crash past that onode, recovery finds the group's parity stale and recomputes it
+            // from the data, a damaged unit included (`--reliability 1 --fill 80 --seed 51`,
+            // seed 6777794186695470792: "parity did not rebuild it").
+            self.parity_before_truncate(oid, length.div_ceil(unit))?;
+        }
         let now = self.now;
         let c = self.onode_mut(oid)?;
         c.onode.logical_length = length;
@@ -241,7 +250,6 @@ impl<F: Flash> Osd for ObjectStore<F> {
             self.flush_all()?;
             let first_gone = length.div_ceil(unit);
             self.buf.drop_where(|&(o, u)| o == oid && u >= first_gone);
-            self.parity_before_truncate(oid, first_gone)?;
             let freed = self.drop_units_from(oid, first_gone)?;
             self.parity_after_truncate(oid, first_gone)?;
             let c = self.onode_mut(oid)?;
@@ -255,9 +263,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
             // counts the dropped units, and a checkpoint GC asks for before this onode is
             // ready (a later write buffering units of the object) would commit the index
             // without them beside it, which recovery does not settle for an object left
-            // without extents (`--reliability 1 --fill 80`, seed 3291029010607707482). It is
-            // also newer than any record of a unit the first onode cut off that GC moved
-            // while parity rewrote a unit the truncate keeps.
+            // without extents (`--reliability 1 --fill 80`, seed 3291029010607707482).
             self.write_ready_onodes()?;
         }
         self.maybe_checkpoint()

@@ -669,12 +669,11 @@ impl<F: Flash> ObjectStore<F> {
     /// [`Self::parity_after_truncate`] recomputes the parity from what the group keeps and a
     /// damaged unit would leave it unusable (the unit lost for good).
     ///
-    /// Only the units the truncate keeps are rewritten: the truncated onode is already on
-    /// flash, and a rewrite's record, newer than it, would map a unit it cut off again in
-    /// recovery's roll-forward (`ossd torture --reliability 1 --fill 80`, seed
-    /// 4165530700685967975: a growing write later brought the cut-off bytes back). A rewrite
-    /// makes room first, and GC may then move a unit the onode cut off, with a record as new:
-    /// the truncate writes the onode again once the units are dropped.
+    /// Called before the truncated onode is written, so that no record of a rewrite is newer
+    /// than it. Only the units the truncate keeps are rewritten: a rewrite's record newer
+    /// than the onode mapped a unit it cut off again in recovery's roll-forward (`ossd
+    /// torture --reliability 1 --fill 80`, seed 4165530700685967975, when this ran after the
+    /// onode: a growing write later brought the cut-off bytes back).
     pub(super) fn parity_before_truncate(&mut self, oid: Oid, first: u64) -> Result<(), OsdError> {
         let Some((k, _)) = self.protection(oid)? else {
             return Ok(());
