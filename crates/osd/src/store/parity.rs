@@ -603,6 +603,9 @@ impl<F: Flash> ObjectStore<F> {
                 write_count: 0,
                 priority: 0,
             });
+            // Written by checkpoints, that of recovery included: like metadata, into another
+            // stream's update block when a new one would take the last free block.
+            let stream = super::unit_io::meta_stream(&self.fml, stream, 1);
             let (v, t) = match self.fml.write(self.now, stream, payload, &oob[..n]) {
                 Ok(x) => x,
                 Err(FmlError::NoSpace { .. }) => return Err(self.no_space(self.unit as u64)),

@@ -91,6 +91,7 @@ pub(super) fn program_meta<F: Flash>(
     page: &[u8],
     oob: &[u8],
 ) -> Result<(Vpa, Nanos), FmlError> {
+    let stream = meta_stream(fml, stream, if copies { 2 } else { 1 });
     if !copies {
         return fml.write(at, stream, Payload::Bytes(page), oob);
     }
@@ -102,6 +103,28 @@ pub(super) fn program_meta<F: Flash>(
     })?;
     stats.metadata_copies_written += 1;
     Ok(r)
+}
+
+/// The stream a metadata unit (and its copy: `units` 2) goes to: its own, unless its update
+/// block lacks room for them and a new one would take the last free block, which only GC may
+/// take, while another stream's update block has room; then that one. Streams share blocks only
+/// when the device is that full. Before, the checkpoint that ends recovery (a reboot leaves no update
+/// block open, so each metadata stream wants a fresh one) could fail for want of blocks while
+/// other streams' blocks had room (`ossd torture --stack osd --faults all --fill 80 --seconds 60
+/// --seed 51 --reliability 1`, seed 5822568649782927991: "recovery failed: no space").
+pub(super) fn meta_stream<F: Flash>(fml: &Fml<F>, stream: StreamId, units: u32) -> StreamId {
+    let per_block = fml.layout().units_per_superblock;
+    let room = |s: StreamId| {
+        fml.next_unit(s)
+            .is_some_and(|v| per_block - fml.layout().offset_of(v) >= units)
+    };
+    if fml.free_blocks() > 1 || room(stream) {
+        return stream;
+    }
+    (0..fml.gc_stream().0)
+        .map(StreamId)
+        .find(|&s| room(s))
+        .unwrap_or(stream)
 }
 
 /// [`read_checked`] for a metadata unit of the kind `expect` accepts: if unit `v` cannot be
