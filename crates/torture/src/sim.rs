@@ -259,6 +259,9 @@ struct Sim {
     grown_bad_armed: u32,
     /// Destructive faults parity must mask, while their damage may still be read.
     strikes: Vec<Strike>,
+    /// Misdirected metadata programs of a shutdown or a recovery, to be judged by the stack
+    /// that opens next ([`Sim::judge_unasked`]).
+    unasked: Vec<flash::fault::Misdirected>,
     /// The device's fault counts at the last reboot (kept if the device is lost after it).
     dev_counts: flash::fault::FaultCounts,
     step: u32,
@@ -352,6 +355,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
         flipped: HashMap::new(),
         grown_bad_armed: 0,
         strikes: Vec::new(),
+        unasked: Vec::new(),
         dev_counts: Default::default(),
         step: 0,
         reboot_depth: 0,
@@ -418,15 +422,55 @@ impl Sim {
     }
 
     /// A misdirected program with no stack left to ask what its page was to hold (a shutdown
-    /// or crash took it): a data unit's record names its slot, which alone is relaxed; for
-    /// anything else what the page held cannot be told and every slot is.
+    /// or crash took it): a data unit's record names its slot, which alone is relaxed. Anything
+    /// else, on a stack that keeps metadata copies, waits for the stack that opens next
+    /// ([`Sim::judge_unasked`]); otherwise what the page held cannot be told and every slot is
+    /// relaxed.
     fn relax_misdirected_unasked(&mut self, m: &flash::fault::Misdirected, dev: &Device) {
         match crate::subject::record_slot(self.cfg.stack, &m.oob) {
             Some(s) => {
                 let at = misdirected_blocks(m, dev);
                 self.relax_slot(s, &at)
             }
+            None if self.redundant => self.unasked.push(m.clone()),
             None => self.relax(RelaxedAll::StoreGone),
+        }
+    }
+
+    /// Judges the misdirected metadata programs of a shutdown or recovery by the stack just
+    /// opened: a unit it references whose copy beside it stands in was masked by that copy
+    /// (a strike like any other, until its block is erased). Any other answer proves nothing
+    /// (a unit the new stack does not reference may still have been one the old stack needed:
+    /// a shutdown's onode, without a copy), so every slot is relaxed, as before.
+    fn judge_unasked(&mut self) {
+        for m in std::mem::take(&mut self.unasked) {
+            let role = self.subject().record_role(m.intended, &m.oob);
+            match role {
+                PageRole::Guarded(g) if g.oid == METADATA && !self.group_struck(&g) => {
+                    self.report.tally.masked_by_parity += 1;
+                    let erase_count = self.dev().block_info(m.intended.block_addr()).erase_count;
+                    self.strikes.push(Strike {
+                        page: m.intended,
+                        erase_count,
+                        guard: g,
+                        exposed: false,
+                    });
+                    self.log(format!(
+                        "misdirected write of the last shutdown or recovery: page {} left erased, masked by its copy",
+                        m.intended
+                    ));
+                }
+                _ => self.relax(RelaxedAll::StoreGone),
+            }
+        }
+    }
+
+    /// The misdirected programs still waiting for a stack to judge them, when none will open:
+    /// every slot is relaxed.
+    fn unasked_unjudged(&mut self) {
+        if !self.unasked.is_empty() {
+            self.unasked.clear();
+            self.relax(RelaxedAll::StoreGone);
         }
     }
 
@@ -1234,6 +1278,7 @@ impl Sim {
             {
                 Ok(s) => {
                     self.subject = Some(s);
+                    self.judge_unasked();
                     break;
                 }
                 Err((Fail::PowerLoss, Some(mut d))) if attempt < 10 => {
@@ -1251,6 +1296,7 @@ impl Sim {
                         if armed {
                             self.relax(RelaxedAll::StoreGone);
                         }
+                        self.unasked_unjudged();
                         self.any_relaxed()
                     } && matches!(f, Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)) =>
                 {
