@@ -107,11 +107,12 @@ pub(super) fn program_meta<F: Flash>(
 
 /// The stream a metadata unit (and its copy: `units` 2) goes to: its own, unless its update
 /// block lacks room for them and a new one would take the last free block, which only GC may
-/// take, while another stream's update block has room; then that one. Streams share blocks only
-/// when the device is that full. Before, the checkpoint that ends recovery (a reboot leaves no update
-/// block open, so each metadata stream wants a fresh one) could fail for want of blocks while
-/// other streams' blocks had room (`ossd torture --stack osd --faults all --fill 80 --seconds 60
-/// --seed 51 --reliability 1`, seed 5822568649782927991: "recovery failed: no space").
+/// take, while another stream's update block has room; then that one. Streams share blocks
+/// only when the device is that full. Before, the checkpoint that ends recovery (a reboot
+/// leaves no update block open, so each metadata stream wants a fresh one) could fail for want
+/// of blocks while other streams' blocks had room (`ossd torture --stack osd --faults all
+/// --fill 80 --seconds 60 --seed 51 --reliability 1`, seed 5822568649782927991: "recovery
+/// failed: no space").
 pub(super) fn meta_stream<F: Flash>(fml: &Fml<F>, stream: StreamId, units: u32) -> StreamId {
     let per_block = fml.layout().units_per_superblock;
     let room = |s: StreamId| {
