@@ -16,7 +16,7 @@ use fml::FmlConfig;
 use osd::record::{Record, DATA_RECORD_BYTES};
 use osd::store::ScrubOutcome;
 use osd::{
-    Attr, AttrValue, FlushScope, ObjectId, ObjectStore, Osd, OsdConfig, OsdError, PartitionId,
+    Attr, AttrValue, FlushScope, ObjectId, ObjectStore, Oid, Osd, OsdConfig, OsdError, PartitionId,
 };
 use parity_rig::*;
 use proptest::prelude::*;
@@ -458,12 +458,7 @@ fn recovery_keeps_parity_that_rebuilds_a_damaged_unit() {
     let unit = device().geometry.page_size_bytes as usize;
     let data = bytes(7, 32 * unit);
     for after in 0..40u64 {
-        let mut s = fresh(cfg);
-        let a = oid(1);
-        s.create(PartitionId(P), Some(a.object)).unwrap();
-        s.write(a, 0, &data).unwrap();
-        s.flush(FlushScope::Device).unwrap();
-        s.checkpoint().unwrap();
+        let (mut s, a) = checkpointed(cfg, &data);
         for u in [3u64, 12, 17, 30] {
             let v = unit_of(&s, a, u * unit as u64);
             fail_unit(&mut s, v);
@@ -485,14 +480,9 @@ fn recovery_keeps_parity_that_rebuilds_a_damaged_unit() {
 #[test]
 fn a_truncate_cuts_off_a_damaged_unit_without_rebuilding_it() {
     let cfg = config(1, 4);
-    let mut s = fresh(cfg);
-    let unit = s.unit_bytes() as usize;
-    let a = oid(1);
-    s.create(PartitionId(P), Some(a.object)).unwrap();
+    let unit = device().geometry.page_size_bytes as usize;
     let data = bytes(5, 8 * unit);
-    s.write(a, 0, &data).unwrap();
-    s.flush(FlushScope::Device).unwrap();
-    s.checkpoint().unwrap();
+    let (mut s, a) = checkpointed(cfg, &data);
     let v = unit_of(&s, a, 6 * unit as u64);
     fail_unit(&mut s, v);
     // Units 5.. go; unit 4, in the damaged unit's group, stays.
@@ -522,12 +512,7 @@ fn a_truncate_cut_anywhere_keeps_a_damaged_unit_readable() {
     // Units 3.. go; group 0 keeps units 0-2, and unit 1 is damaged.
     let end = 2 * unit + 500;
     for after in 0..40u64 {
-        let mut s = fresh(cfg);
-        let a = oid(1);
-        s.create(PartitionId(P), Some(a.object)).unwrap();
-        s.write(a, 0, &data).unwrap();
-        s.flush(FlushScope::Device).unwrap();
-        s.checkpoint().unwrap();
+        let (mut s, a) = checkpointed(cfg, &data);
         let v = unit_of(&s, a, unit as u64);
         fail_unit(&mut s, v);
         s.device_mut().cut_power_after(after, CutMode::Clean);
@@ -542,4 +527,15 @@ fn a_truncate_cut_anywhere_keeps_a_damaged_unit_readable() {
             assert!(got == data || got == data[..end], "cut after {after}");
         }
     }
+}
+
+/// A fresh store holding object 1 with `data`, flushed and checkpointed (its parity on flash).
+fn checkpointed(cfg: OsdConfig, data: &[u8]) -> (Store, Oid) {
+    let mut s = fresh(cfg);
+    let a = oid(1);
+    s.create(PartitionId(P), Some(a.object)).unwrap();
+    s.write(a, 0, data).unwrap();
+    s.flush(FlushScope::Device).unwrap();
+    s.checkpoint().unwrap();
+    (s, a)
 }
