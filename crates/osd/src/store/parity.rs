@@ -605,8 +605,11 @@ impl<F: Flash> ObjectStore<F> {
             });
             // Written by checkpoints, that of recovery included: like metadata, into another
             // stream's update block when a new one would take the last free block.
-            let stream = super::unit_io::meta_stream(&self.fml, stream, 1);
-            let (v, t) = match self.fml.write(self.now, stream, payload, &oob[..n]) {
+            let now = self.now;
+            let written = super::unit_io::write_meta_stream(&mut self.fml, stream, 1, |fml, s| {
+                fml.write(now, s, payload, &oob[..n])
+            });
+            let (v, t) = match written {
                 Ok(x) => x,
                 Err(FmlError::NoSpace { .. }) => return Err(self.no_space(self.unit as u64)),
                 Err(e) => return Err(fml_err(e)),

@@ -91,18 +91,53 @@ pub(super) fn program_meta<F: Flash>(
     page: &[u8],
     oob: &[u8],
 ) -> Result<(Vpa, Nanos), FmlError> {
-    let stream = meta_stream(fml, stream, if copies { 2 } else { 1 });
-    if !copies {
-        return fml.write(at, stream, Payload::Bytes(page), oob);
-    }
-    let r = fml.write_with_copy(at, stream, Payload::Bytes(page), oob, |v, out| {
-        let mut b = [0u8; RECORD_MAX_BYTES];
-        let n = Record::encode_copy(oob, v.0, &mut b);
-        out[..n].copy_from_slice(&b[..n]);
-        n
+    let units = if copies { 2 } else { 1 };
+    let r = write_meta_stream(fml, stream, units, |fml, stream| {
+        if !copies {
+            return fml.write(at, stream, Payload::Bytes(page), oob);
+        }
+        fml.write_with_copy(at, stream, Payload::Bytes(page), oob, |v, out| {
+            let mut b = [0u8; RECORD_MAX_BYTES];
+            let n = Record::encode_copy(oob, v.0, &mut b);
+            out[..n].copy_from_slice(&b[..n]);
+            n
+        })
     })?;
-    stats.metadata_copies_written += 1;
+    if copies {
+        stats.metadata_copies_written += 1;
+    }
     Ok(r)
+}
+
+/// Runs `write` (a metadata unit, or `units` 2 with its copy) into the stream [`meta_stream`]
+/// picks, and again into a new pick when it fails for want of a block. A program at the picked
+/// block's write pointer can close that block (the page was taken by a misdirected program, or
+/// the program failed) and its retry then wants a new block, which may be the last free one;
+/// another stream's update block may still have room (`ossd torture --stack osd --faults all
+/// --fill 80 --seconds 60 --seed 51 --reliability 1`, seed 15416769939115973377: "recovery
+/// failed: no space"). Every retry follows a block closed by the attempt before, so the
+/// attempts end.
+pub(super) fn write_meta_stream<F: Flash, T>(
+    fml: &mut Fml<F>,
+    stream: StreamId,
+    units: u32,
+    mut write: impl FnMut(&mut Fml<F>, StreamId) -> Result<T, FmlError>,
+) -> Result<T, FmlError> {
+    let mut pick = meta_stream(fml, stream, units);
+    // At most one attempt per stream.
+    let mut attempts = fml.gc_stream().0;
+    loop {
+        let written = write(fml, pick);
+        attempts = attempts.saturating_sub(1);
+        if !matches!(written, Err(FmlError::NoSpace { .. })) || attempts == 0 {
+            return written;
+        }
+        let next = meta_stream(fml, stream, units);
+        if next == pick {
+            return written;
+        }
+        pick = next;
+    }
 }
 
 /// The stream a metadata unit (and its copy: `units` 2) goes to: its own, unless its update
