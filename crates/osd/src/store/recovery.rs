@@ -620,6 +620,7 @@ impl<F: Flash> ObjectStore<F> {
                 self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
         }
         // Rebuild the FML's valid units from what the store references.
+        let meta: FxHashSet<u32> = nodes.iter().copied().chain([ckpt_vpa]).collect();
         for n in nodes {
             self.mark_valid(n)?;
         }
@@ -631,16 +632,25 @@ impl<F: Flash> ObjectStore<F> {
         // its next one failed, nothing in it was programmed and it opens as bad (`ossd torture
         // --reliability 1 --fill 80`, seed 6581080886212412037).
         let mut astray = Vec::new();
-        for (k, v) in all {
-            if k.kind == KIND_DATA {
-                let (s, l) = extent(v);
-                if s != LOST {
-                    for i in 0..l {
-                        self.mark_valid_or_astray(s + i, &mut astray)?;
-                    }
+        let mut stale = Vec::new();
+        let mut resolved: FxHashSet<u32> = FxHashSet::default();
+        for (k, v) in &all {
+            for (w, _) in unit_refs(k, *v) {
+                if resolved.contains(&w) {
+                    continue;
                 }
-            } else if k.kind == KIND_PARITY {
-                self.mark_valid_or_astray(v as u32, &mut astray)?;
+                match self.fml.mark_valid(Vpa(w)) {
+                    Ok(()) => {}
+                    Err(
+                        fml::MarkValidError::NeverProgrammed { .. }
+                        | fml::MarkValidError::InBadBlock { .. },
+                    ) => astray.push(w),
+                    Err(fml::MarkValidError::ReferencedTwice { .. }) => {
+                        self.resolve_twice(w, &all, meta.contains(&w), &mut stale)?;
+                        resolved.insert(w);
+                    }
+                    Err(e) => return Err(recovery_corrupted(e.to_string())),
+                }
             }
         }
         for v in astray {
@@ -649,7 +659,21 @@ impl<F: Flash> ObjectStore<F> {
         }
         let pages: Vec<u32> = self.desc.keys().chain(self.packs.keys()).copied().collect();
         for p in pages {
-            self.mark_valid(p)?;
+            match self.fml.mark_valid(Vpa(p)) {
+                Err(fml::MarkValidError::ReferencedTwice { .. }) if !resolved.contains(&p) => {
+                    // A data or parity reference to a page rewritten since as this one.
+                    let refs = refs_to(&all, p);
+                    if refs.is_empty() {
+                        return Err(recovery_corrupted(format!("unit {p} is referenced twice")));
+                    }
+                    stale.extend(refs);
+                }
+                r => r.map_err(|e| recovery_corrupted(e.to_string()))?,
+            }
+        }
+        for r in stale {
+            self.recovery.units_damaged += 1;
+            self.drop_stale_ref(r)?;
         }
         // Descriptor pages roll-forward emptied are still referenced by the durable checkpoint:
         // valid until the next one, like every unit awaiting release.
@@ -698,22 +722,62 @@ impl<F: Flash> ObjectStore<F> {
             })
     }
 
-    /// As [`Self::mark_valid`], but a unit never programmed, or in a bad block, is added to
-    /// `astray` instead.
-    fn mark_valid_or_astray(&mut self, v: u32, astray: &mut Vec<u32>) -> Result<(), OsdError> {
-        match self.fml.mark_valid(Vpa(v)) {
-            Err(
-                fml::MarkValidError::NeverProgrammed { .. }
-                | fml::MarkValidError::InBadBlock { .. },
-            ) => {
-                astray.push(v);
-                Ok(())
-            }
-            r => r.map_err(|e| OsdError::Corrupted {
-                what: e.to_string(),
-                location: "recovery".into(),
-            }),
+    /// Unit `w` is referenced twice (`meta`: once by the checkpoint or an index node). The
+    /// checkpoint's index may name a unit whose page was erased and programmed again since:
+    /// the newer record that moved the unit away is what roll-forward would have applied, and
+    /// a destructive fault made it unreadable (`ossd torture --stack osd --faults all --fill 80
+    /// --reliability 1 --seed 53`, seed 9883896752192196473: a data unit the checkpoint mapped
+    /// to unit 82, moved, its block erased and unit 82 written again by another object). The
+    /// page's own record says whose it is: every other data or parity reference to it is
+    /// stale and goes to `stale`, to be dropped as lost (parity rebuilds it, if the object has
+    /// any), where before the whole image was refused. A page whose record cannot be read
+    /// cannot be told: refused, as before.
+    fn resolve_twice(
+        &mut self,
+        w: u32,
+        all: &[(IndexKey, u64)],
+        meta: bool,
+        stale: &mut Vec<UnitRef>,
+    ) -> Result<(), OsdError> {
+        let refs = refs_to(all, w);
+        let owner = if meta {
+            None
+        } else {
+            let (Some(rec), _) = self.scan_record(w) else {
+                return Err(recovery_corrupted(format!(
+                    "unit {w} is referenced twice and its record cannot be read"
+                )));
+            };
+            refs.iter().position(|r| r.named_by(&rec))
+        };
+        if owner.is_none() && !meta {
+            // No reference is its owner's: the page is some other unit's, valid only if a
+            // descriptor page reference marks it again below.
+            self.fml.invalidate(Vpa(w));
         }
+        stale.extend(
+            refs.into_iter()
+                .enumerate()
+                .filter(|&(i, _)| Some(i) != owner)
+                .map(|(_, r)| r),
+        );
+        Ok(())
+    }
+
+    /// Drops a stale reference [`Self::resolve_twice`] found: the data unit is mapped as lost,
+    /// the parity unit's entry removed (its group then has one parity unit fewer).
+    fn drop_stale_ref(&mut self, r: UnitRef) -> Result<(), OsdError> {
+        match r {
+            UnitRef::Data(oid, u) => {
+                self.unmap(oid, u)?;
+                self.with_index(|ix, io| ix.insert(io, data_key(oid, u), pack(LOST, 1)))?;
+            }
+            UnitRef::Parity(k) => {
+                self.with_index(|ix, io| ix.remove(io, &k))?;
+                self.parity_after_loss(Oid::from_u128(k.oid), k.offset >> 8)?;
+            }
+        }
+        Ok(())
     }
 
     /// Every descriptor page and small-object page the index points to, with its live slots.
@@ -902,5 +966,69 @@ impl<F: Flash> ObjectStore<F> {
             c.dirty = true;
         }
         Ok(())
+    }
+}
+
+/// A reference of the index to one write unit: a data unit of an object, or a parity unit
+/// (its entry's key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum UnitRef {
+    Data(Oid, u64),
+    Parity(IndexKey),
+}
+
+impl UnitRef {
+    /// Whether `rec`, a unit's own record, names this reference's unit.
+    fn named_by(&self, rec: &Record) -> bool {
+        match (*self, rec) {
+            (UnitRef::Data(oid, u), Record::Data { oid: o, offset, .. }) => {
+                oid == *o && u == *offset
+            }
+            (
+                UnitRef::Parity(k),
+                Record::Parity {
+                    oid, group, row, ..
+                },
+            ) => k == parity_key(*oid, *group, *row),
+            _ => false,
+        }
+    }
+}
+
+/// The write units an index entry references, each with the reference: every unit of a data
+/// extent (none of a lost one), a parity unit; nothing for other kinds.
+fn unit_refs(k: &IndexKey, v: u64) -> impl Iterator<Item = (u32, UnitRef)> + '_ {
+    let (units, data) = match k.kind {
+        KIND_DATA => {
+            let (s, l) = extent(v);
+            (if s == LOST { 0..0 } else { s..s + l }, true)
+        }
+        KIND_PARITY => (v as u32..v as u32 + 1, false),
+        _ => (0..0, false),
+    };
+    units.map(move |w| {
+        let r = if data {
+            let (s, _) = extent(v);
+            UnitRef::Data(Oid::from_u128(k.oid), k.offset + (w - s) as u64)
+        } else {
+            UnitRef::Parity(*k)
+        };
+        (w, r)
+    })
+}
+
+/// Every data and parity reference in `all` to unit `w`.
+fn refs_to(all: &[(IndexKey, u64)], w: u32) -> Vec<UnitRef> {
+    all.iter()
+        .flat_map(|(k, v)| unit_refs(k, *v))
+        .filter(|&(x, _)| x == w)
+        .map(|(_, r)| r)
+        .collect()
+}
+
+fn recovery_corrupted(what: String) -> OsdError {
+    OsdError::Corrupted {
+        what,
+        location: "recovery".into(),
     }
 }
