@@ -71,7 +71,21 @@ pub struct Faulty<F: Flash> {
     fail_erase: HashSet<BlockAddr>,
     misdirect: bool,
     misdirected: Option<Misdirected>,
+    cut_command: Option<CutCommand>,
     counts: FaultCounts,
+}
+
+/// The command a power cut struck: refused ([`CutMode::Clean`]) or damaged
+/// ([`CutMode::Torn`]). A harness reads it to tell what kind of page each cut hit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CutCommand {
+    /// A program, with the OOB bytes of its first page (which name what the stack wrote).
+    Program {
+        /// The OOB bytes the program carried.
+        oob: Vec<u8>,
+    },
+    /// An erase.
+    Erase,
 }
 
 /// A program [`Faulty::misdirect_next_program`] sent astray: where it was meant to go, where it
@@ -101,6 +115,7 @@ impl<F: Flash> Faulty<F> {
             fail_erase: HashSet::new(),
             misdirect: false,
             misdirected: None,
+            cut_command: None,
             counts: FaultCounts::default(),
         }
     }
@@ -169,6 +184,11 @@ impl<F: Flash> Faulty<F> {
         self.misdirected.take()
     }
 
+    /// The command the last power cut struck, once.
+    pub fn take_cut_command(&mut self) -> Option<CutCommand> {
+        self.cut_command.take()
+    }
+
     /// Counts a command and reports whether power fails during it.
     fn begin(&mut self, damaging: bool) -> Result<Option<CutMode>, FlashError> {
         if !self.powered {
@@ -223,6 +243,10 @@ impl<F: Flash> Flash for Faulty<F> {
 
     fn program(&mut self, at: Nanos, ops: &[ProgramOp<'_>]) -> Result<Nanos, FlashError> {
         let cut = self.begin(true)?;
+        if cut.is_some() {
+            let oob = ops.first().map_or_else(Vec::new, |o| o.oob.to_vec());
+            self.cut_command = Some(CutCommand::Program { oob });
+        }
         if cut == Some(CutMode::Clean) {
             return Err(FlashError::PowerLoss);
         }
@@ -264,6 +288,9 @@ impl<F: Flash> Flash for Faulty<F> {
 
     fn erase(&mut self, at: Nanos, blocks: &[BlockAddr]) -> Result<Nanos, FlashError> {
         let cut = self.begin(true)?;
+        if cut.is_some() {
+            self.cut_command = Some(CutCommand::Erase);
+        }
         if cut == Some(CutMode::Clean) {
             return Err(FlashError::PowerLoss);
         }
@@ -352,6 +379,11 @@ mod tests {
         f.cut_power_after(0, CutMode::Torn);
         assert_eq!(prog(&mut f, p(0, 1)), Err(FlashError::PowerLoss));
         assert_eq!(read(&mut f, p(0, 0)), Err(FlashError::PowerLoss));
+        assert_eq!(
+            f.take_cut_command(),
+            Some(CutCommand::Program { oob: vec![] })
+        );
+        assert_eq!(f.take_cut_command(), None);
         f.restore_power();
         assert_eq!(read(&mut f, p(0, 0)).unwrap().0, Content::Fingerprint(0));
         assert!(matches!(
@@ -373,7 +405,12 @@ mod tests {
         let mut f = dev();
         f.cut_power_after(1, CutMode::Clean);
         prog(&mut f, p(0, 0)).unwrap();
+        assert_eq!(f.take_cut_command(), None);
         assert_eq!(prog(&mut f, p(0, 1)), Err(FlashError::PowerLoss));
+        assert!(matches!(
+            f.take_cut_command(),
+            Some(CutCommand::Program { .. })
+        ));
         f.restore_power();
         assert_eq!(read(&mut f, p(0, 1)).unwrap().0, Content::Erased);
         prog(&mut f, p(0, 1)).unwrap();
@@ -388,6 +425,7 @@ mod tests {
             f.erase(0, &[p(1, 0).block_addr()]),
             Err(FlashError::PowerLoss)
         );
+        assert_eq!(f.take_cut_command(), Some(CutCommand::Erase));
         f.restore_power();
         assert!(matches!(
             read(&mut f, p(1, 0)),

@@ -243,6 +243,7 @@ fn print_summary(s: &Summary) {
             c.blocks_erased, c.gc_victims, c.gc_units_copied, c.checkpoints
         ),
     );
+    row("power cuts struck", c.cuts_by_kind());
     row(
         "strict runs",
         format!(
@@ -379,6 +380,7 @@ fn replay(seed: u64, sim: &SimConfig) -> Result<()> {
         "  coverage: {} blocks erased, {} GC victims ({} units copied), {} checkpoints",
         c.blocks_erased, c.gc_victims, c.gc_units_copied, c.checkpoints
     );
+    println!("  power cuts struck: {}", c.cuts_by_kind());
     match (r.relaxed_at, r.relaxed_all_at) {
         (_, Some(step)) => println!(
             "  relaxed at step {step}: {}",

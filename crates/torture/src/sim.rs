@@ -14,8 +14,8 @@ use crate::device::{self, Device};
 use crate::fault::{FaultKind, FaultSet, FaultTally};
 use crate::oracle::{Mismatch, Oracle, ATTRS, SECTOR};
 use crate::subject::{
-    discard_durable_at_flush, Contract, Coverage, Fail, Guarded, PageRole, StackKind, Subject,
-    Variant, METADATA,
+    discard_durable_at_flush, Contract, Coverage, CutKind, Fail, Guarded, PageRole, StackKind,
+    Subject, Variant, METADATA,
 };
 
 /// What one run does.
@@ -1161,6 +1161,14 @@ impl Sim {
         r
     }
 
+    /// Counts what the power cut that just struck hit, if one did.
+    fn note_cut(&mut self, dev: &mut Device) {
+        if let Some(c) = dev.take_cut_command() {
+            let kind = CutKind::of(self.cfg.stack, &c);
+            self.report.coverage.cuts[kind as usize] += 1;
+        }
+    }
+
     fn reboot_once(&mut self, clean: bool) -> Result<(), Stop> {
         self.judge_misdirected();
         self.changed_at_crash = (0..SLOTS)
@@ -1228,6 +1236,7 @@ impl Sim {
             (subject.crash(), false)
         };
         self.cut_pending = false;
+        self.note_cut(&mut dev);
         if !self.degraded {
             if let Some(m) = dev.take_misdirected() {
                 self.relax_misdirected_unasked(&m, &dev);
@@ -1283,6 +1292,7 @@ impl Sim {
                 }
                 Err((Fail::PowerLoss, Some(mut d))) if attempt < 10 => {
                     self.log("power lost during recovery".into());
+                    self.note_cut(&mut d);
                     // A program of the interrupted recovery's own may have gone astray.
                     if let Some(m) = d.take_misdirected() {
                         self.relax_misdirected_unasked(&m, &d);

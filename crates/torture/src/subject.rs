@@ -64,6 +64,9 @@ pub struct Coverage {
     pub gc_units_copied: u64,
     /// Checkpoints written (object store: every checkpoint; FTL: units of checkpoints).
     pub checkpoints: u64,
+    /// Power cuts by what they struck, indexed by [`CutKind`] (issue 15 item 3: a campaign
+    /// shows that its cuts reached index pages, checkpoints and erases, not only data).
+    pub cuts: [u64; CutKind::ALL.len()],
 }
 
 impl std::ops::AddAssign for Coverage {
@@ -72,6 +75,127 @@ impl std::ops::AddAssign for Coverage {
         self.gc_victims += o.gc_victims;
         self.gc_units_copied += o.gc_units_copied;
         self.checkpoints += o.checkpoints;
+        for (a, b) in self.cuts.iter_mut().zip(o.cuts) {
+            *a += b;
+        }
+    }
+}
+
+impl Coverage {
+    /// The power cuts by what they struck, for reports: "data 120, index/map 14, ...", kinds
+    /// never struck left out.
+    pub fn cuts_by_kind(&self) -> String {
+        let parts: Vec<String> = CutKind::ALL
+            .iter()
+            .zip(self.cuts)
+            .filter(|&(_, n)| n > 0)
+            .map(|(k, n)| format!("{} {n}", k.name()))
+            .collect();
+        if parts.is_empty() {
+            "none".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// What a power cut struck: the kind of unit the program it refused or tore was writing (told
+/// from the OOB record the program carried), or an erase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CutKind {
+    /// Host data: an object's data unit, an FTL data unit, a p-OFTL data page.
+    Data,
+    /// A parity unit of the object store.
+    Parity,
+    /// A mapping page: an index node of the object store, a DFTL translation page.
+    Index,
+    /// A descriptor page of the object store (onodes).
+    Onode,
+    /// A checkpoint (the object store's, or a part of the FTL's).
+    Checkpoint,
+    /// Other metadata: atime and small-object pages, transaction records, p-OFTL record pages.
+    OtherMetadata,
+    /// The copy written beside a metadata unit (`osd.metadata_copies = 2`).
+    Copy,
+    /// An erase.
+    Erase,
+    /// A program whose OOB bytes name no unit this stack writes.
+    Unknown,
+}
+
+impl CutKind {
+    /// Every kind, in the order reports list them.
+    pub const ALL: [CutKind; 9] = [
+        CutKind::Data,
+        CutKind::Parity,
+        CutKind::Index,
+        CutKind::Onode,
+        CutKind::Checkpoint,
+        CutKind::OtherMetadata,
+        CutKind::Copy,
+        CutKind::Erase,
+        CutKind::Unknown,
+    ];
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            CutKind::Data => "data",
+            CutKind::Parity => "parity",
+            CutKind::Index => "index/map",
+            CutKind::Onode => "onode",
+            CutKind::Checkpoint => "checkpoint",
+            CutKind::OtherMetadata => "other metadata",
+            CutKind::Copy => "metadata copy",
+            CutKind::Erase => "erase",
+            CutKind::Unknown => "unknown",
+        }
+    }
+
+    /// What the command a cut struck on `stack` was writing.
+    pub fn of(stack: StackKind, cut: &flash::fault::CutCommand) -> CutKind {
+        let flash::fault::CutCommand::Program { oob } = cut else {
+            return CutKind::Erase;
+        };
+        match stack {
+            StackKind::Osd | StackKind::Ofs => osd_record_kind(oob),
+            StackKind::Ftl | StackKind::Dftl | StackKind::Blockfs => {
+                match ftl::oob::Record::decode(oob) {
+                    Ok(Some(r)) => match r.kind {
+                        ftl::oob::Kind::Data | ftl::oob::Kind::Packed => CutKind::Data,
+                        ftl::oob::Kind::Map => CutKind::Index,
+                        ftl::oob::Kind::Checkpoint => CutKind::Checkpoint,
+                    },
+                    _ => CutKind::Unknown,
+                }
+            }
+            StackKind::Poftl => {
+                if poftl::store::record::decode(oob).is_some() {
+                    CutKind::Data
+                } else if poftl::store::record::decode_log(oob).is_some() {
+                    CutKind::OtherMetadata
+                } else {
+                    CutKind::Unknown
+                }
+            }
+            StackKind::Littlefs => CutKind::Unknown,
+        }
+    }
+}
+
+fn osd_record_kind(oob: &[u8]) -> CutKind {
+    use osd::record::{Record, RecordError};
+    match Record::decode(oob) {
+        Ok(Some(r)) => match r {
+            Record::Data { .. } => CutKind::Data,
+            Record::Parity { .. } => CutKind::Parity,
+            Record::Index { .. } => CutKind::Index,
+            Record::Descriptor { .. } => CutKind::Onode,
+            Record::Checkpoint { .. } => CutKind::Checkpoint,
+            _ => CutKind::OtherMetadata,
+        },
+        Err(RecordError::Copy) => CutKind::Copy,
+        _ => CutKind::Unknown,
     }
 }
 
@@ -81,6 +205,7 @@ pub(crate) fn fml_coverage(s: fml::FmlStats) -> Coverage {
         gc_victims: s.gc_victims,
         gc_units_copied: s.gc_units_copied,
         checkpoints: 0,
+        cuts: [0; CutKind::ALL.len()],
     }
 }
 

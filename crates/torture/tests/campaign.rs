@@ -5,6 +5,7 @@ mod common;
 
 use common::{assert_clean, campaign};
 use torture::campaign::{run_seed, seed_of};
+use torture::subject::CutKind;
 use torture::{FaultSet, SimConfig, StackKind};
 
 #[test]
@@ -33,6 +34,27 @@ fn ossd_survives_power_cuts() {
     let s = campaign(sim, 300);
     assert_clean(&s);
     assert!(s.tally.power_cuts > 1000, "{:?}", s.tally);
+    // The cuts reached every kind of unit the store writes under these runs' settings, and
+    // erases: the coverage the issue asked a campaign to show.
+    for kind in [
+        CutKind::Data,
+        CutKind::Index,
+        CutKind::Onode,
+        CutKind::Checkpoint,
+        CutKind::Erase,
+    ] {
+        assert!(
+            s.coverage.cuts[kind as usize] > 0,
+            "no cut struck {}: {}",
+            kind.name(),
+            s.coverage.cuts_by_kind()
+        );
+    }
+    let counted: u64 = s.coverage.cuts.iter().sum();
+    assert_eq!(
+        counted, s.tally.power_cuts,
+        "every cut is told by kind once"
+    );
 }
 
 #[test]
