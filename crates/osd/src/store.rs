@@ -365,6 +365,9 @@ pub struct ObjectStore<F: Flash> {
     /// index, its page slot live) until their unit 0 is programmed or their onode is written:
     /// until then the durable onode may still count on the entry's bytes.
     spilling: FxHashSet<Oid>,
+    /// The object whose unit `program_entry` has taken out of the buffer and not yet mapped:
+    /// its onode must not reach flash meanwhile (see `ready_onodes`).
+    in_flight: Option<Oid>,
     /// Units to invalidate once the next checkpoint is durable.
     released: Vec<u32>,
     /// Descriptor pages in `desc` pinned until the next checkpoint (they hold tombstones): with
@@ -504,6 +507,7 @@ impl<F: Flash> ObjectStore<F> {
             packs: FxHashMap::default(),
             small_dirty_bytes: 0,
             spilling: FxHashSet::default(),
+            in_flight: None,
             released: Vec::new(),
             pinned_desc_pages: 0,
             unsafe_victims: FxHashSet::default(),

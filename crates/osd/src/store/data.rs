@@ -283,7 +283,15 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// Programs one buffered unit, merging in its old contents when the buffer has only part.
-    pub(super) fn program_entry(&mut self, mut e: Entry<(Oid, u64)>) -> Result<(), OsdError> {
+    /// Until it is mapped its object counts as waiting for data ([`Self::ready_onodes`]).
+    pub(super) fn program_entry(&mut self, e: Entry<(Oid, u64)>) -> Result<(), OsdError> {
+        let outer = self.in_flight.replace(e.key.0);
+        let r = self.program_taken(e);
+        self.in_flight = outer;
+        r
+    }
+
+    fn program_taken(&mut self, mut e: Entry<(Oid, u64)>) -> Result<(), OsdError> {
         // One onode look-up for what is read of it before GC may run (and evict it).
         let o = &self.onode_mut(e.key.0)?.onode;
         let (chunked, priority) = (o.compression.codec().is_some(), o.priority);

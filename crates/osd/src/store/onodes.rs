@@ -150,6 +150,13 @@ impl<F: Flash> ObjectStore<F> {
     /// room, and GC may checkpoint then. Its onode (used bytes 0) written there would end the
     /// spill and drop the entry holding its flushed bytes (`ossd torture --stack ofs --faults
     /// power-cut`, seed 10123143229783127317: a file's first 2,027 bytes read back as zeros).
+    ///
+    /// So is a unit on its way from the buffer to flash: `program_entry` takes it out and makes
+    /// room before it programs it, and GC may checkpoint then. The onode written there (a write
+    /// that grew the object past a truncated length) was durable before the unit holding the
+    /// new end, whose older copy on flash still held the bytes the truncate cut off: a crash
+    /// brought them back (`ossd torture --stack osd --faults all --fill 80 --reliability 1
+    /// --seconds 600 --seed 54`, seed 11656297966808244311).
     pub(super) fn ready_onodes(&self) -> Vec<Oid> {
         let waiting: FxHashSet<Oid> = self
             .buf
@@ -157,6 +164,7 @@ impl<F: Flash> ObjectStore<F> {
             .map(|&(o, _)| o)
             .chain(self.smalls.iter().filter(|(_, s)| s.dirty).map(|(o, _)| *o))
             .chain(self.spilling.iter().copied())
+            .chain(self.in_flight)
             .collect();
         self.onodes
             .iter()
