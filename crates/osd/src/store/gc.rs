@@ -314,24 +314,14 @@ impl<F: Flash> ObjectStore<F> {
         // Find the extent holding it (a rare event: a scan of the data entries).
         let all =
             self.with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))?;
-        for (k, v) in all {
-            if k.kind == KIND_PARITY && v == from as u64 {
-                self.with_index(|ix, io| ix.remove(io, &k))?;
-                return self.parity_after_loss(Oid::from_u128(k.oid), k.offset >> 8);
-            }
-            if k.kind != KIND_DATA {
-                continue;
-            }
-            let (s, l) = extent(v);
-            if s != LOST && from >= s && from < s + l {
-                let oid = Oid::from_u128(k.oid);
-                let u = k.offset + (from - s) as u64;
-                self.unmap(oid, u)?;
-                self.with_index(|ix, io| ix.insert(io, data_key(oid, u), pack(LOST, 1)))?;
-                return Ok(());
-            }
+        let found = all
+            .iter()
+            .flat_map(|(k, v)| recovery::unit_refs(k, *v))
+            .find(|&(w, _)| w == from);
+        match found {
+            Some((_, r)) => self.map_lost(r),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Background work in idle time, for steps starting before `until`: GC up to the high

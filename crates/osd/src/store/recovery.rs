@@ -686,7 +686,7 @@ impl<F: Flash> ObjectStore<F> {
         }
         for r in stale {
             self.recovery.units_damaged += 1;
-            self.drop_stale_ref(r)?;
+            self.map_lost(r)?;
         }
         // Descriptor pages roll-forward emptied are still referenced by the durable checkpoint:
         // valid until the next one, like every unit awaiting release.
@@ -774,9 +774,9 @@ impl<F: Flash> ObjectStore<F> {
         Ok(())
     }
 
-    /// Drops a stale reference [`Self::resolve_twice`] found: the data unit is mapped as lost,
-    /// the parity unit's entry removed (its group then has one parity unit fewer).
-    fn drop_stale_ref(&mut self, r: UnitRef) -> Result<(), OsdError> {
+    /// Drops reference `r` as lost: the data unit is mapped as lost (its reads fail, or parity
+    /// rebuilds it), the parity unit's entry removed (its group has one parity unit fewer).
+    pub(super) fn map_lost(&mut self, r: UnitRef) -> Result<(), OsdError> {
         match r {
             UnitRef::Data(oid, u) => {
                 self.unmap(oid, u)?;
@@ -982,7 +982,7 @@ impl<F: Flash> ObjectStore<F> {
 /// A reference of the index to one write unit: a data unit of an object, or a parity unit
 /// (its entry's key).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum UnitRef {
+pub(super) enum UnitRef {
     Data(Oid, u64),
     Parity(IndexKey),
 }
@@ -1007,7 +1007,7 @@ impl UnitRef {
 
 /// The write units an index entry references, each with the reference: every unit of a data
 /// extent (none of a lost one), a parity unit; nothing for other kinds.
-fn unit_refs(k: &IndexKey, v: u64) -> impl Iterator<Item = (u32, UnitRef)> + '_ {
+pub(super) fn unit_refs(k: &IndexKey, v: u64) -> impl Iterator<Item = (u32, UnitRef)> + '_ {
     let (units, data) = match k.kind {
         KIND_DATA => {
             let (s, l) = extent(v);
