@@ -192,3 +192,52 @@ fn a_compressed_chunk_rolled_back_after_an_append_past_a_truncation_holds_no_tru
 fn a_raw_chunk_rolled_back_after_an_append_past_a_truncation_holds_no_truncated_bytes() {
     append_after_truncate_then_lose_the_zeroing(Some(Compression::Lz4), &random(1, 8192));
 }
+
+/// A write that grows the object from before the unit holding its end, with that unit already
+/// in the buffer (a write of whole sectors before the end, so nothing was merged): the buffer
+/// evicts that unit before the write reaches it, and its program merges the unit's old
+/// contents in. Past the object's end those are bytes a truncate cut off: the copy must hold
+/// zeros there, and its record must not claim the length the write will leave, or a crash
+/// before the write's own copy of the unit is programmed brings the truncated bytes back
+/// (`ossd torture --reliability 1 --fill 80`, seed 10541582998186301944).
+#[test]
+fn a_unit_evicted_before_a_growing_write_reaches_it_holds_no_truncated_bytes() {
+    let cfg = OsdConfig {
+        buffer_bytes: 4096,
+        ..config()
+    };
+    let mut s = ObjectStore::format(Faulty::new(Nand::in_memory(device()).unwrap()), cfg).unwrap();
+    s.create_partition(Some(PartitionId(P))).unwrap();
+    let o = oid(1);
+    s.create(PartitionId(P), Some(ObjectId(P + 1))).unwrap();
+    let unit = s.unit_bytes();
+    assert_eq!(unit, 4096, "the offsets below assume 4 KiB units");
+    let old = random(1, 3 * unit);
+    s.write(o, 0, &old).unwrap();
+    s.flush(FlushScope::Device).unwrap();
+    let cut = 5220usize;
+    s.truncate(o, cut as u64).unwrap();
+    s.flush(FlushScope::Device).unwrap();
+    // Sectors 8 and 9, whole and before the end: unit 1 is buffered with nothing merged.
+    let inside = random(2, 2 * SECTOR);
+    s.write(o, 4096, &inside).unwrap();
+    // Grows the object to 6000 from unit 0: unit 1 leaves the buffer as unit 0 comes in, and
+    // unit 0 as the write's unit 1 comes in. The crash loses the write's unit 1.
+    let end = 6000usize;
+    let new = random(3, end);
+    s.write(o, 0, &new).unwrap();
+    let mut s = ObjectStore::open(s.crash(), cfg).unwrap();
+    let mut buf = vec![0u8; 2 * unit];
+    let n = s.read(o, 0, &mut buf).unwrap();
+    assert!((cut..=end).contains(&n), "length {n}");
+    for i in cut..n {
+        assert!(
+            buf[i] == 0 || buf[i] == new[i],
+            "byte {i} of {n} is {:#x}: neither the growth's ({:#x}) nor a zero (the truncated \
+             byte was {:#x})",
+            buf[i],
+            new[i],
+            old[i]
+        );
+    }
+}

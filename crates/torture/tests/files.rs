@@ -121,6 +121,16 @@ fn former_findings_stay_fixed() {
         // on its way from the buffer to flash; truncated bytes came back (finding 22).
         (11656297966808244311, parity_full),
         (9281355302206096530, parity_full),
+        // osd: recovery cut an object back to its durable length, then recomputed the parity of
+        // the group holding the end from the units it kept, one of which a misdirected program
+        // had left erased: lost for good (finding 23).
+        (14365765103622577079, parity_full),
+        (9539008759205596328, parity_full),
+        (12399688056408605623, parity_full),
+        (15048867990135110454, parity_full),
+        // osd: the buffer evicted the unit holding the object's end before a growing write
+        // reached it, and its merge kept the bytes a truncate had cut off (finding 24).
+        (10541582998186301944, parity_full),
     ] {
         let r = run_seed(seed, &cfg);
         assert!(r.violation.is_none(), "seed {seed}: {:?}", r.violation);

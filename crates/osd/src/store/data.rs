@@ -334,8 +334,8 @@ impl<F: Flash> ObjectStore<F> {
         // that write leaves: the onode's is set only once every unit is in, and a record with
         // the old one would let roll-forward bring the new bytes back with the old length (an
         // OFS directory bucket then overran its object: found by `ossd torture --stack ofs`).
-        let length = match self.growing {
-            Some((o, end)) if o == e.key.0 => length.max(end),
+        let length = match (self.growing, self.writing) {
+            (Some(g), Some((o, reached))) if g == e.key.0 && o == g => length.max(reached),
             _ => length,
         };
         let stream = self.stream_for(&hint);
@@ -459,7 +459,8 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// How many of the `n` old bytes a merge brings in from byte `at` of `oid` it keeps: those
-    /// before the object's end (or the end of the write filling it); the rest read as zeros.
+    /// before the object's end (or as far as the write filling it reaches); the rest read as
+    /// zeros.
     /// On flash they may still hold bytes a shrinking truncate cut off (or a crash's shorter
     /// length left past the end): a copy programmed with them next to new bytes would hold a
     /// sector no write ever made, which a recovery falling back to that copy after a
@@ -543,13 +544,14 @@ impl<F: Flash> ObjectStore<F> {
         if offset > length {
             self.zero_gap(oid, length)?;
         }
-        let writing = self.writing.replace((oid, end));
-        // Only a write that continues the object without a gap records its own end: every
-        // byte up to it is then this write's or the object's (a write past the end leaves a
-        // gap whose units a crash may bring back stale, found at 80% fill by torture).
+        // Nothing of this write is in its units yet: fill_units advances how far it reaches.
+        let writing = self.writing.replace((oid, offset));
+        // Only a write that continues the object without a gap records how far it reaches:
+        // every byte up to there is then this write's or the object's (a write past the end
+        // leaves a gap whose units a crash may bring back stale, found at 80% fill by torture).
         let growing = std::mem::replace(
             &mut self.growing,
-            (offset <= length && !self.zeroing_gap).then_some((oid, end)),
+            (offset <= length && !self.zeroing_gap).then_some(oid),
         );
         let filled = self.fill_units(oid, offset, end, data, token, chunked);
         self.writing = writing;
@@ -626,6 +628,7 @@ impl<F: Flash> ObjectStore<F> {
                 _ => unreachable!("checked above"),
             }
             e.mask |= mask;
+            self.writing = Some((oid, end.min((u + 1) * unit)));
             if self.buf.capacity() == 0 {
                 self.program_entry(e)?;
             } else {

@@ -696,6 +696,47 @@ impl<F: Flash> ObjectStore<F> {
         Ok(())
     }
 
+    /// Recovery's [`Self::parity_before_truncate`]: before recovery drops the units of a write
+    /// that was not durable past `first` (the object's recovered length), the group holding
+    /// the new end has its damaged units rebuilt while its parity still covers the units
+    /// dropped. Parity recomputed from the data the group keeps could not rebuild them
+    /// (`ossd torture --reliability 1 --fill 80`, seed 14365765103622577079: a misdirected
+    /// program had left a kept unit erased). Only read here: the rebuilt units are held in
+    /// `rebuilt_in_recovery` and written by [`Self::rewrite_held_rebuilt`], once the FML knows
+    /// which units are valid.
+    pub(super) fn rebuild_before_cut(&mut self, oid: Oid, first: u64) -> Result<(), OsdError> {
+        let Some((k, _)) = self.protection(oid)? else {
+            return Ok(());
+        };
+        let k = k as u64;
+        if first.is_multiple_of(k) {
+            return Ok(());
+        }
+        let g = first / k;
+        if self.mapped_units(oid, first, (g + 1) * k)?.is_empty()
+            || !self.group_has_unreadable_record(oid, g, k as u8)?
+        {
+            return Ok(());
+        }
+        if let Rebuilt::Units(units) = self.reconstruct_group(oid, g)? {
+            let kept = units.into_iter().filter(|(u, _)| *u < first);
+            self.rebuilt_in_recovery
+                .extend(kept.map(|(u, fill)| (oid, u, fill)));
+        }
+        Ok(())
+    }
+
+    /// Writes the units [`Self::rebuild_before_cut`] rebuilt, of objects that still exist.
+    pub(super) fn rewrite_held_rebuilt(&mut self) -> Result<(), OsdError> {
+        for (oid, u, fill) in std::mem::take(&mut self.rebuilt_in_recovery) {
+            if self.load_onode(oid)?.is_some() {
+                self.stats.units_corrected += 1;
+                self.rewrite_rebuilt(oid, u, &fill)?;
+            }
+        }
+        Ok(())
+    }
+
     /// After a truncate to `first` units: the group holding the new end gets its parity
     /// recomputed from the data it keeps.
     pub(super) fn parity_after_truncate(&mut self, oid: Oid, first: u64) -> Result<(), OsdError> {

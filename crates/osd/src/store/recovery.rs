@@ -695,6 +695,9 @@ impl<F: Flash> ObjectStore<F> {
                 self.mark_valid(r)?;
             }
         }
+        // Units rebuilt before their group was cut are written now that the FML knows which
+        // units are valid, so the parity recomputed next covers them.
+        self.rewrite_held_rebuilt()?;
         // Parity a crash left behind its data is recomputed (written by the checkpoint's flush).
         self.settle_parity(groups)?;
         // A committed transaction a power cut interrupted is installed again from its log
@@ -964,6 +967,7 @@ impl<F: Flash> ObjectStore<F> {
         } else {
             c.onode.logical_length.div_ceil(unit)
         };
+        self.rebuild_before_cut(oid, keep_units)?;
         let dropped = self.drop_units_from(oid, keep_units)?;
         let units: u64 = extents
             .iter()
