@@ -71,6 +71,10 @@ pub struct Faulty<F: Flash> {
     fail_erase: HashSet<BlockAddr>,
     misdirect: bool,
     misdirected: Option<Misdirected>,
+    /// Pages a misdirected program left erased or landed on, until their block is erased.
+    astray: HashSet<PageAddr>,
+    /// Blocks a program or an erase failed in (marked bad).
+    failed: HashSet<BlockAddr>,
     cut_command: Option<CutCommand>,
     counts: FaultCounts,
 }
@@ -115,6 +119,8 @@ impl<F: Flash> Faulty<F> {
             fail_erase: HashSet::new(),
             misdirect: false,
             misdirected: None,
+            astray: HashSet::new(),
+            failed: HashSet::new(),
             cut_command: None,
             counts: FaultCounts::default(),
         }
@@ -184,6 +190,20 @@ impl<F: Flash> Faulty<F> {
         self.misdirected.take()
     }
 
+    /// Whether an injected fault damaged `page` since its block was last erased: a torn
+    /// program, an interrupted erase, bit errors past the ECC, a misdirected program (the page
+    /// it left erased, or the one it landed on), or a failed program or erase of its block. A
+    /// harness asks it of the unit a stack names when it refuses an image as damaged.
+    pub fn struck(&self, page: PageAddr) -> bool {
+        let ecc = self.inner.config().ecc_correctable_bits;
+        let b = page.block_addr();
+        self.torn.contains(&page)
+            || self.interrupted.contains(&b)
+            || self.bit_errors.get(&page).is_some_and(|&bits| bits > ecc)
+            || self.astray.contains(&page)
+            || self.failed.contains(&b)
+    }
+
     /// The command the last power cut struck, once.
     pub fn take_cut_command(&mut self) -> Option<CutCommand> {
         self.cut_command.take()
@@ -208,6 +228,7 @@ impl<F: Flash> Faulty<F> {
     fn forget_block(&mut self, b: BlockAddr) {
         self.bit_errors.retain(|p, _| p.block_addr() != b);
         self.torn.retain(|p| p.block_addr() != b);
+        self.astray.retain(|p| p.block_addr() != b);
         self.interrupted.remove(&b);
     }
 }
@@ -256,6 +277,7 @@ impl<F: Flash> Flash for Faulty<F> {
             }
             if self.fail_program.remove(&op.addr) {
                 self.counts.program_failures += 1;
+                self.failed.insert(op.addr.block_addr());
                 self.inner.mark_bad(op.addr.block_addr())?;
                 return Err(FlashError::ProgramFailed(op.addr));
             }
@@ -267,6 +289,10 @@ impl<F: Flash> Flash for Faulty<F> {
             wrong.addr.block = (wrong.addr.block + 1) % g.blocks_per_plane;
             let target = self.inner.block_info(wrong.addr.block_addr());
             let lands = !target.bad && target.next_page == wrong.addr.page;
+            self.astray.insert(ops[0].addr);
+            if lands {
+                self.astray.insert(wrong.addr);
+            }
             self.misdirected = Some(Misdirected {
                 intended: ops[0].addr,
                 landed: lands.then_some(wrong.addr),
@@ -297,6 +323,7 @@ impl<F: Flash> Flash for Faulty<F> {
         for &b in blocks {
             if self.fail_erase.remove(&b) {
                 self.counts.erase_failures += 1;
+                self.failed.insert(b);
                 self.inner.mark_bad(b)?;
                 return Err(FlashError::EraseFailed(b));
             }
@@ -476,5 +503,31 @@ mod tests {
         prog(&mut f, p(4, 0)).unwrap();
         assert_eq!(read(&mut f, p(4, 0)).unwrap().0, Content::Erased);
         assert_eq!(read(&mut f, p(5, 0)).unwrap().0, Content::Fingerprint(0));
+        assert!(f.struck(p(4, 0)) && f.struck(p(5, 0)) && !f.struck(p(5, 1)));
+        f.erase(0, &[p(4, 0).block_addr()]).unwrap();
+        assert!(!f.struck(p(4, 0)) && f.struck(p(5, 0)));
+    }
+
+    #[test]
+    fn struck_pages_are_the_damaged_ones_until_their_block_is_erased() {
+        let mut f = dev();
+        prog(&mut f, p(0, 0)).unwrap();
+        f.flip_bits(p(0, 0), 1);
+        assert!(
+            !f.struck(p(0, 0)),
+            "a flip the ECC corrects damages nothing"
+        );
+        f.flip_bits(p(0, 0), 100);
+        assert!(f.struck(p(0, 0)));
+        f.cut_power_after(0, CutMode::Torn);
+        assert_eq!(prog(&mut f, p(1, 0)), Err(FlashError::PowerLoss));
+        f.restore_power();
+        assert!(f.struck(p(1, 0)) && !f.struck(p(1, 1)));
+        f.fail_erase(p(2, 0).block_addr());
+        assert!(f.erase(0, &[p(2, 0).block_addr()]).is_err());
+        assert!(f.struck(p(2, 5)));
+        f.erase(0, &[p(0, 0).block_addr(), p(1, 0).block_addr()])
+            .unwrap();
+        assert!(!f.struck(p(0, 0)) && !f.struck(p(1, 0)));
     }
 }

@@ -1288,6 +1288,18 @@ pub enum MarkValidError {
     },
 }
 
+impl MarkValidError {
+    /// The unit the error is about.
+    pub fn unit(&self) -> u32 {
+        match *self {
+            MarkValidError::BeyondDevice { unit }
+            | MarkValidError::InBadBlock { unit }
+            | MarkValidError::NeverProgrammed { unit }
+            | MarkValidError::ReferencedTwice { unit } => unit,
+        }
+    }
+}
+
 #[cfg(test)]
 mod threshold_tests {
     use super::*;

@@ -104,6 +104,10 @@ pub enum OsdError {
         what: String,
         /// Where: a unit, a checkpoint, or the device.
         location: String,
+        /// The write unit holding the damage, when it is one unit: typed, so that a harness
+        /// can tell whether a fault it injected struck that unit (`location` says it in
+        /// words).
+        unit: Option<u32>,
     },
     /// A unit could not be read back whole: the device's ECC gave up, its payload does not
     /// match the checksum written with it (bit rot, a damaged image), or it fails
@@ -116,6 +120,8 @@ pub enum OsdError {
         what: String,
         /// The write unit.
         location: String,
+        /// The write unit, typed (see [`OsdError::Corrupted`]'s).
+        unit: Option<u32>,
     },
     /// The flash management layer (or the device under it) refused a command.
     #[error("device: {0}")]

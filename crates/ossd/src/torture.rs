@@ -330,10 +330,17 @@ fn print_summary(s: &Summary) {
     row(
         "runs ended by damage",
         format!(
-            "{} (recovery refused an image a destructive fault damaged)",
-            s.ended_early
+            "{} (recovery refused an image a destructive fault damaged: {} naming a unit a fault struck, {} naming no unit)",
+            s.ended_early, s.ended_naming_struck, s.ended_naming_none
         ),
     );
+    const SHOWN: usize = 10;
+    for (seed, why) in s.ended.iter().take(SHOWN) {
+        println!("    seed {seed}: {why}");
+    }
+    if s.ended_early > SHOWN as u64 {
+        println!("    ({} more)", s.ended_early - SHOWN as u64);
+    }
     if s.ended_by_contract > 0 {
         row(
             "runs ended by the contract",

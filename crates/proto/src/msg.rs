@@ -1042,7 +1042,9 @@ fn write_failure(w: &mut Writer, f: &Failure) {
             OsdError::ReadOnly(oid) | OsdError::KeyRequired(oid) | OsdError::WrongKey(oid) => {
                 write_oid(w, *oid)
             }
-            OsdError::Corrupted { what, location } | OsdError::Uncorrectable { what, location } => {
+            // The typed unit stays on the target's side: the location names it in words.
+            OsdError::Corrupted { what, location, .. }
+            | OsdError::Uncorrectable { what, location, .. } => {
                 w.string(what);
                 w.string(location);
             }
@@ -1065,6 +1067,7 @@ fn read_failure(status: Status, r: &mut Reader<'_>) -> Result<Failure, ProtoErro
         Status::Uncorrectable => OsdError::Uncorrectable {
             what: s(r)?,
             location: s(r)?,
+            unit: None,
         },
         Status::Poisoned => OsdError::Poisoned(s(r)?),
         Status::NoSpace => OsdError::NoSpace {
@@ -1077,6 +1080,7 @@ fn read_failure(status: Status, r: &mut Reader<'_>) -> Result<Failure, ProtoErro
         Status::Corrupted => OsdError::Corrupted {
             what: s(r)?,
             location: s(r)?,
+            unit: None,
         },
         Status::Transaction => OsdError::Transaction(read_txn_error(r)?),
         other => {

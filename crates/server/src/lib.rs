@@ -94,6 +94,7 @@ pub fn key_version<S: Osd + ?Sized>(store: &mut S, p: PartitionId) -> Result<u32
         other => Err(OsdError::Corrupted {
             what: format!("key version attribute {other:?}"),
             location: format!("partition {:#x}", p.0),
+            unit: None,
         }),
     }
 }

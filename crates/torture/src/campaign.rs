@@ -49,6 +49,13 @@ pub struct Summary {
     pub no_space: u64,
     /// Runs a destructive fault ended early (the image refused with an error).
     pub ended_early: u64,
+    /// Of those, runs whose refusal named the damaged unit (one a fault struck), and runs
+    /// whose refusal named no unit.
+    pub ended_naming_struck: u64,
+    /// See [`Summary::ended_naming_struck`].
+    pub ended_naming_none: u64,
+    /// The first [`KEEP`] runs ended early: seed and why (each replays with its seed).
+    pub ended: Vec<(u64, String)>,
     /// Runs ended on an image a crash left needing a repair the stack does not make, as its
     /// contract allows ([`crate::RunReport::ended_by_contract`]; blockfs).
     pub ended_by_contract: u64,
@@ -103,7 +110,17 @@ impl Summary {
         self.reads_checked += r.reads_checked;
         self.errors_tolerated += r.errors_tolerated;
         self.no_space += r.no_space;
-        self.ended_early += (r.ended.is_some() && !r.ended_by_contract) as u64;
+        if let (Some(why), false) = (&r.ended, r.ended_by_contract) {
+            self.ended_early += 1;
+            match r.ended_naming {
+                Some(true) => self.ended_naming_struck += 1,
+                Some(false) => self.ended_naming_none += 1,
+                None => {}
+            }
+            if self.ended.len() < KEEP {
+                self.ended.push((r.seed, why.clone()));
+            }
+        }
         self.ended_by_contract += r.ended_by_contract as u64;
         if let Some(why) = r.relaxed_all_by {
             let i = crate::sim::RelaxedAll::ALL

@@ -43,7 +43,7 @@ fn fs_fail(e: FsError, powered: bool) -> Fail {
     }
     match e {
         FsError::NoSpace(_) => Fail::NoSpace,
-        FsError::Corrupted(m) => Fail::Corrupt(m),
+        FsError::Corrupted(m) => Fail::corrupt(m),
         FsError::Device(m) => Fail::Device(m),
         FsError::NotFound(m) => Fail::Missing(m),
         e => Fail::Other(e.to_string()),
@@ -350,7 +350,7 @@ pub(crate) fn open_ofs(
             let (f, dev) = match failed_with(e, store.crash()) {
                 // The harness formatted OFS on this store: a superblock that no longer reads
                 // is damage, not a foreign store.
-                (Fail::Other(m), dev) => (Fail::Corrupt(m), dev),
+                (Fail::Other(m), dev) => (Fail::corrupt(m), dev),
                 x => x,
             };
             Err((f, Some(dev)))
@@ -409,7 +409,7 @@ fn poftl_fail(e: PoftlError) -> Fail {
         PoftlError::Fml(FmlError::NoSpace { .. }) | PoftlError::NoSpace { .. } => Fail::NoSpace,
         PoftlError::Fml(FmlError::Flash(_)) | PoftlError::Flash(_) => Fail::Device(e.to_string()),
         PoftlError::NoObject(_) => Fail::Missing(e.to_string()),
-        PoftlError::Corrupted { .. } | PoftlError::Lost { .. } => Fail::Corrupt(e.to_string()),
+        PoftlError::Corrupted { .. } | PoftlError::Lost { .. } => Fail::corrupt(e.to_string()),
         PoftlError::Poisoned(_) => Fail::Device(e.to_string()),
         _ => Fail::Other(e.to_string()),
     }

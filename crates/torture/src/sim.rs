@@ -124,6 +124,9 @@ pub struct RunReport {
     /// The run ended on an image a crash left needing repair, as the stack's contract allows
     /// ([`Contract::Synced`]), not by damage.
     pub ended_by_contract: bool,
+    /// For a run a recovery's refusal ended: whether the refusal named the unit it found
+    /// damaged (one a fault struck: naming any other is a violation), or named none.
+    pub ended_naming: Option<bool>,
     /// The broken promise that ended the run, if any.
     pub violation: Option<Violation>,
     /// The step at which a destructive fault first relaxed the contract, for a slot or for
@@ -184,6 +187,20 @@ type Struck = (BlockAddr, u32);
 
 /// The blocks a misdirected program touched (the page it left erased, the page it landed on),
 /// with their erase counts now.
+/// The first page of write unit `u` (an object-store unit), for messages.
+fn unit_first_page(d: &Device, u: u32) -> PageAddr {
+    flash::gang::Layout::new(d.config()).page(flash::gang::Vpa(u), 0)
+}
+
+/// Whether a fault struck a page of write unit `u` (an object-store unit: the layout is the
+/// device's own) since its block was last erased.
+fn unit_struck(d: &Device, u: u32) -> bool {
+    let layout = flash::gang::Layout::new(d.config());
+    let v = flash::gang::Vpa(u);
+    u < layout.superblocks * layout.units_per_superblock
+        && (0..layout.pages_per_unit()).any(|i| d.struck(layout.page(v, i)))
+}
+
 fn misdirected_blocks(m: &flash::fault::Misdirected, dev: &Device) -> Vec<Struck> {
     std::iter::once(m.intended)
         .chain(m.landed)
@@ -1083,7 +1100,7 @@ impl Sim {
                     Err(f) => self.failed(f, "get attributes"),
                 }
             }
-            Err(f @ (Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)))
+            Err(f @ (Fail::Corrupt { .. } | Fail::Device(_) | Fail::Missing(_)))
                 if {
                     self.judge_misdirected();
                     self.slot_relaxed(slot)
@@ -1134,7 +1151,7 @@ impl Sim {
                     Err(f) => self.failed(f, "flush"),
                 }
             }
-            Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_) if self.any_relaxed() => {
+            Fail::Corrupt { .. } | Fail::Device(_) | Fail::Missing(_) if self.any_relaxed() => {
                 self.report.errors_tolerated += 1;
                 self.log(format!("{what} failed as allowed: {f}"));
                 self.reboot(false)
@@ -1206,7 +1223,7 @@ impl Sim {
                     match f {
                         Fail::PowerLoss if self.cut_pending => {}
                         Fail::NoSpace => self.report.no_space += 1,
-                        Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)
+                        Fail::Corrupt { .. } | Fail::Device(_) | Fail::Missing(_)
                             if self.any_relaxed() =>
                         {
                             self.report.errors_tolerated += 1;
@@ -1299,7 +1316,7 @@ impl Sim {
                     }
                     dev = d;
                 }
-                Err((f, _))
+                Err((f, d))
                     if {
                         // A misdirected program may have struck recovery's own writes: with
                         // the store gone, what it destroyed cannot be told.
@@ -1308,9 +1325,26 @@ impl Sim {
                         }
                         self.unasked_unjudged();
                         self.any_relaxed()
-                    } && matches!(f, Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)) =>
+                    } && matches!(
+                        f,
+                        Fail::Corrupt { .. } | Fail::Device(_) | Fail::Missing(_)
+                    ) =>
                 {
+                    // A refusal that names a unit must name one a fault struck (issue 15
+                    // item 1): any other is a recovery bug reporting itself as damage.
+                    let named = match (&f, &d) {
+                        (Fail::Corrupt { unit: Some(u), .. }, Some(d)) => {
+                            Some((*u, unit_struck(d, *u), unit_first_page(d, *u)))
+                        }
+                        _ => None,
+                    };
+                    if let Some((u, false, page)) = named {
+                        return Err(Stop::Violation(format!(
+                            "recovery refused the image naming unit {u} (page {page}), which no fault struck: {f}"
+                        )));
+                    }
                     self.report.errors_tolerated += 1;
+                    self.report.ended_naming = Some(named.is_some());
                     return Err(Stop::Ended(format!(
                         "recovery refused the image a destructive fault damaged: {f}"
                     )));
@@ -1337,7 +1371,7 @@ impl Sim {
         let mut buf = vec![0u8; self.slot_bytes as usize];
         match self.read_back(slot, &mut buf) {
             Ok(_) => {}
-            Err(f @ (Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_))) => {
+            Err(f @ (Fail::Corrupt { .. } | Fail::Device(_) | Fail::Missing(_))) => {
                 self.report.errors_tolerated += 1;
                 self.log(format!(
                     "unsynced slot {slot} unreadable after the crash, as allowed: {f}"
@@ -1428,7 +1462,7 @@ impl Sim {
             Ok(p) => return Err(Stop::Violation(format!("fsck: {}", p.join("; ")))),
             Err(f)
                 if self.any_relaxed()
-                    && matches!(f, Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)) =>
+                    && matches!(f, Fail::Corrupt { .. } | Fail::Device(_) | Fail::Missing(_)) =>
             {
                 self.report.errors_tolerated += 1;
                 self.log(format!("fsck failed, as allowed: {f}"));
@@ -1455,7 +1489,7 @@ impl Sim {
             }
             let got = match self.read_back(slot, &mut buf) {
                 Ok(g) => g,
-                Err(f @ (Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)))
+                Err(f @ (Fail::Corrupt { .. } | Fail::Device(_) | Fail::Missing(_)))
                     if self.slot_relaxed(slot) =>
                 {
                     self.report.errors_tolerated += 1;
@@ -1532,7 +1566,7 @@ impl Sim {
                         .check_partition(p, Some((clean, self.degraded)))
                         .map_err(|e| Stop::Violation(format!("{when}: {e}")))?;
                 }
-                Err(f @ (Fail::Corrupt(_) | Fail::Device(_) | Fail::Missing(_)))
+                Err(f @ (Fail::Corrupt { .. } | Fail::Device(_) | Fail::Missing(_)))
                     if self.any_relaxed() =>
                 {
                     self.report.errors_tolerated += 1;

@@ -28,7 +28,14 @@ pub enum Fail {
     NoSpace,
     /// The stack reports data or metadata it cannot read back (acceptable only after a
     /// destructive fault).
-    Corrupt(String),
+    Corrupt {
+        /// The stack's message.
+        what: String,
+        /// The write unit the stack names as damaged, when it names one (typed: the object
+        /// store's errors carry it). A recovery that refuses an image naming a unit no fault
+        /// struck is a violation.
+        unit: Option<u32>,
+    },
     /// The device refused a command (acceptable only after a destructive fault).
     Device(String),
     /// An object or partition the harness knows exists is not found (acceptable only after a
@@ -38,6 +45,13 @@ pub enum Fail {
     Other(String),
 }
 
+impl Fail {
+    /// Damage reported without naming a unit.
+    pub fn corrupt(what: String) -> Fail {
+        Fail::Corrupt { what, unit: None }
+    }
+}
+
 impl std::error::Error for Fail {}
 
 impl std::fmt::Display for Fail {
@@ -45,7 +59,7 @@ impl std::fmt::Display for Fail {
         match self {
             Fail::PowerLoss => f.write_str("power loss"),
             Fail::NoSpace => f.write_str("no space"),
-            Fail::Corrupt(m) => write!(f, "corruption reported: {m}"),
+            Fail::Corrupt { what, .. } => write!(f, "corruption reported: {what}"),
             Fail::Device(m) => write!(f, "device error: {m}"),
             Fail::Missing(m) => write!(f, "not found: {m}"),
             Fail::Other(m) => write!(f, "error: {m}"),
@@ -801,7 +815,10 @@ pub(crate) fn osd_fail(e: OsdError) -> Fail {
     match e {
         OsdError::Device(FmlError::Flash(flash::FlashError::PowerLoss)) => Fail::PowerLoss,
         OsdError::NoSpace { .. } | OsdError::Device(FmlError::NoSpace { .. }) => Fail::NoSpace,
-        OsdError::Corrupted { .. } | OsdError::Uncorrectable { .. } => Fail::Corrupt(e.to_string()),
+        OsdError::Corrupted { unit, .. } | OsdError::Uncorrectable { unit, .. } => Fail::Corrupt {
+            unit,
+            what: e.to_string(),
+        },
         OsdError::Device(_) | OsdError::Poisoned(_) => Fail::Device(e.to_string()),
         _ => Fail::Other(e.to_string()),
     }
@@ -815,7 +832,7 @@ pub(crate) fn ftl_fail(e: FtlError) -> Fail {
         FtlError::Unreadable { .. }
         | FtlError::Corrupted(_)
         | FtlError::Lost { .. }
-        | FtlError::Checksum { .. } => Fail::Corrupt(e.to_string()),
+        | FtlError::Checksum { .. } => Fail::corrupt(e.to_string()),
         FtlError::Fml(FmlError::Flash(_)) => Fail::Device(e.to_string()),
         _ => Fail::Other(e.to_string()),
     }

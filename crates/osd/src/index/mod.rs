@@ -352,6 +352,31 @@ pub enum CheckError {
     },
 }
 
+impl CheckError {
+    /// The committed node the inconsistency was found in, if it names one.
+    pub fn node_addr(&self) -> Option<NodeAddr> {
+        let node = match self {
+            CheckError::ReferencedTwice { addr }
+            | CheckError::ReferencedButFreed { addr }
+            | CheckError::CacheDiffers { addr }
+            | CheckError::Read(
+                IndexError::Corrupted { addr, .. } | IndexError::Uncorrectable { addr },
+            ) => return Some(*addr),
+            CheckError::Level { node, .. }
+            | CheckError::Fill { node, .. }
+            | CheckError::Body { node, .. }
+            | CheckError::KeyOrder { node }
+            | CheckError::SmallestKey { node, .. }
+            | CheckError::AboveSeparator { node, .. } => node,
+            _ => return None,
+        };
+        match node {
+            CheckedNode::Committed(a) => Some(*a),
+            CheckedNode::Dirty(_) => None,
+        }
+    }
+}
+
 /// Counters of index work.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IndexStats {

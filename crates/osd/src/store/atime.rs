@@ -98,6 +98,7 @@ impl<F: Flash> ObjectStore<F> {
             return Err(OsdError::Corrupted {
                 what: "atime page".into(),
                 location: format!("unit {vpa}"),
+                unit: Some(vpa),
             });
         }
         Ok((1..=n)

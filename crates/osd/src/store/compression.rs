@@ -177,6 +177,7 @@ impl<F: Flash> ObjectStore<F> {
                         m.units
                     ),
                     location: "index".into(),
+                    unit: None,
                 });
             };
             self.stats.data_units_read += 1;
@@ -184,6 +185,7 @@ impl<F: Flash> ObjectStore<F> {
                 return Err(OsdError::Corrupted {
                     what: format!("object {oid} chunk {c}: a unit holds a fingerprint"),
                     location: format!("unit {v}"),
+                    unit: Some(v),
                 });
             }
             stored[j as usize * unit..(j as usize + 1) * unit].copy_from_slice(&self.scratch);
@@ -217,6 +219,7 @@ impl<F: Flash> ObjectStore<F> {
                 decompress_chunk(&stored, self.unit).map_err(|e| OsdError::Corrupted {
                     what: format!("object {oid} chunk {c} (generation {}): {e}", m.generation),
                     location: "data".into(),
+                    unit: None,
                 })?
             };
             self.chunk_cache = Some(ChunkCache {
@@ -259,6 +262,7 @@ impl<F: Flash> ObjectStore<F> {
                     return Err(OsdError::Corrupted {
                         what: format!("object {oid} chunk {c}: raw unit {j} is not mapped"),
                         location: "index".into(),
+                        unit: None,
                     });
                 };
                 self.stats.data_units_read += 1;
@@ -743,6 +747,7 @@ impl<F: Flash> ObjectStore<F> {
                                         m.generation
                                     ),
                                     location: "recovery".into(),
+                                    unit: None,
                                 })
                             }
                         },

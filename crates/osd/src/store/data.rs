@@ -159,9 +159,23 @@ impl<F: Flash> ObjectStore<F> {
     /// GC moved unit `u` of `oid` to write unit `to`: as [`Self::unmap`] then [`Self::map`],
     /// in one index edit when the unit is an extent of its own that joins neither neighbour
     /// (the index makes sure the tree ends up exactly as the two would leave it).
-    pub(super) fn remap(&mut self, oid: Oid, u: u64, to: u32) -> Result<(), OsdError> {
+    /// GC moved unit `u` of `oid` from `from` to `to`: maps it there. False, and nothing
+    /// changes, if the index does not map the unit at `from`: the page held a unit that landed
+    /// there astray, and counted as valid for the unit whose own program it took the place of
+    /// (see [`Self::move_from_copy`]).
+    pub(super) fn remap(&mut self, oid: Oid, u: u64, from: u32, to: u32) -> Result<bool, OsdError> {
         let key = data_key(oid, u);
         let hit = self.with_index(|ix, io| ix.floor(io, &key))?;
+        let current = hit.and_then(|(k, v)| {
+            let (start, len) = extent(v);
+            let covers = k.oid == key.oid
+                && k.kind == key.kind
+                && (k.offset..k.offset + len as u64).contains(&u);
+            (covers && start != LOST).then(|| start + (u - k.offset) as u32)
+        });
+        if current != Some(from) {
+            return Ok(false);
+        }
         if let Some((k, v)) = hit {
             let (start, len) = extent(v);
             if k == key && len == 1 && start != LOST {
@@ -175,12 +189,13 @@ impl<F: Flash> ObjectStore<F> {
                 let edited =
                     self.with_index(|ix, io| ix.replace_in_place(io, &key, &probes[..n], alone))?;
                 if edited.is_some() {
-                    return Ok(());
+                    return Ok(true);
                 }
             }
         }
         self.unmap_hit(oid, u, hit)?;
-        self.map(oid, u, to)
+        self.map(oid, u, to)?;
+        Ok(true)
     }
 
     pub(super) fn hint(&mut self, oid: Oid) -> Result<Hint, OsdError> {
@@ -259,6 +274,7 @@ impl<F: Flash> ObjectStore<F> {
                             if seal.is_some() { "sealed" } else { "plain" }
                         ),
                         location: format!("unit {v}"),
+                        unit: Some(v),
                     });
                 }
                 self.scratch_seal = seal;
@@ -267,6 +283,7 @@ impl<F: Flash> ObjectStore<F> {
             Ok(_) => Err(OsdError::Corrupted {
                 what: format!("{what}: the unit holds another (its OOB record disagrees)"),
                 location: format!("unit {v}"),
+                unit: Some(v),
             }),
             #[cfg(feature = "mutants")]
             Err(BadUnit::Uncorrectable(_))
@@ -430,6 +447,7 @@ impl<F: Flash> ObjectStore<F> {
             return Err(OsdError::Corrupted {
                 what: format!("unit {} of object {} (lost)", e.key.1, e.key.0),
                 location: "GC".into(),
+                unit: None,
             });
         }
         self.stats.rmw_reads += 1;

@@ -173,12 +173,14 @@ impl<F: Flash> ObjectStore<F> {
             return Err(OsdError::Corrupted {
                 what: format!("{}: its OOB record has no tag", what()),
                 location: format!("unit {v}"),
+                unit: Some(v),
             });
         };
         if !key.open(oid, u, seal.nonce_seq, &mut self.scratch, &tag) {
             return Err(OsdError::Uncorrectable {
                 what: format!("{} (fails authentication)", what()),
                 location: format!("unit {v}"),
+                unit: Some(v),
             });
         }
         Ok(())

@@ -212,6 +212,7 @@ impl<F: Flash> ObjectStore<F> {
     pub(super) fn apply_gc_log(&mut self) -> Result<(), OsdError> {
         let mut moves = std::mem::take(&mut self.gc.moves);
         let per_block = self.fml.layout().units_per_superblock;
+        let mut astray = Vec::new();
         for (from, to, rec) in moves.drain(..) {
             match rec {
                 Record::Data {
@@ -224,8 +225,13 @@ impl<F: Flash> ObjectStore<F> {
                         self.fml.invalidate(Vpa(to));
                         continue;
                     }
-                    // The moved unit is the current one (GC moves only valid units).
-                    self.remap(oid, offset, to)?;
+                    // The moved unit is the current one (GC moves only valid units), unless
+                    // it landed astray on a metadata unit's page.
+                    if !self.remap(oid, offset, from, to)? {
+                        self.fml.invalidate(Vpa(to));
+                        astray.push(from);
+                        continue;
+                    }
                     if let Ok(c) = self.onode_mut(oid) {
                         // OSSD-13 V-F: a page GC copies is cold; lower the object's count.
                         c.onode.write_count = c.onode.write_count.saturating_sub(1);
@@ -297,7 +303,41 @@ impl<F: Flash> ObjectStore<F> {
             self.stats.units_lost += 1;
             self.mark_lost(from)?;
         }
+        for from in astray {
+            self.move_from_copy(from)?;
+        }
         Ok(())
+    }
+
+    /// The valid unit GC moved from `from` held a data unit the index maps elsewhere: a
+    /// misdirected program landed it on the page a metadata unit's own program then left
+    /// erased, and the metadata unit counts as valid there, read from its copy beside it
+    /// (docs/FORMAT.md, "Metadata copies"). GC moved the stray unit in its place; the
+    /// metadata unit is written again from its copy, before the block (and the copy with it)
+    /// is erased, and moved there as GC moves a unit (`ossd torture --stack osd --faults all
+    /// --fill 80 --reliability 1 --seed 56`, seed 12398043566932172609: a descriptor page
+    /// lost, then "unit 121 was never programmed" refused the image).
+    fn move_from_copy(&mut self, from: u32) -> Result<(), OsdError> {
+        let mut page = vec![0u8; self.unit];
+        let Some((t, _, rec)) =
+            super::unit_io::read_copy(&mut self.fml, self.now, from, &mut page, SCAN_RECORD_BYTES)
+        else {
+            return Ok(());
+        };
+        self.now = self.now.max(t);
+        let kind = match rec {
+            Record::Descriptor { .. } => PageKind::Descriptor,
+            Record::Index { .. } => PageKind::Index,
+            Record::Small { .. } => PageKind::SmallObjects,
+            Record::Atime { .. } => PageKind::Atime,
+            Record::Checkpoint { .. } => PageKind::Checkpoint,
+            Record::TxnLog { .. } | Record::TxnDone { .. } => PageKind::Descriptor,
+            Record::Data { .. } | Record::Parity { .. } => return Ok(()),
+        };
+        self.stats.metadata_read_from_copy += 1;
+        let to = self.write_meta_unit(kind, &page, rec.clone())?;
+        self.gc.moves.push((from, to, rec));
+        self.apply_gc_log()
     }
 
     /// A unit waiting to be released after the next checkpoint was moved by GC: release the copy.

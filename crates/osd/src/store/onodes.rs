@@ -26,6 +26,7 @@ impl<F: Flash> ObjectStore<F> {
                         onode.oid
                     ),
                     location: format!("unit {vpa}"),
+                    unit: Some(vpa),
                 });
             }
             self.trim_onode_cache();
@@ -64,6 +65,7 @@ impl<F: Flash> ObjectStore<F> {
                     .ok_or_else(|| OsdError::Corrupted {
                         what: format!("descriptor page has no slot {slot}"),
                         location: format!("unit {vpa}"),
+                        unit: Some(vpa),
                     })
             });
         self.scratch = page;
@@ -97,6 +99,7 @@ impl<F: Flash> ObjectStore<F> {
         let bad = |what: String| OsdError::Corrupted {
             what,
             location: format!("descriptor page at unit {vpa}"),
+            unit: Some(vpa),
         };
         if content != Content::Bytes || !matches!(rec, Record::Descriptor { .. }) {
             return Err(bad("not a descriptor page".into()));

@@ -945,6 +945,7 @@ impl<F: Flash> ObjectStore<F> {
             Err(OsdError::Corrupted {
                 what: format!("unit {u} of object {oid} (unreadable when GC moved it)"),
                 location: "data".into(),
+                unit: None,
             })
         } else {
             self.read_data_unit(oid, u, v)
@@ -1315,13 +1316,23 @@ impl<F: Flash> ObjectStore<F> {
 fn not_rebuilt(e: OsdError, why: &str) -> OsdError {
     match e {
         // After the location, so the reason is not read as the damaged unit's own.
-        OsdError::Uncorrectable { what, location } => OsdError::Uncorrectable {
+        OsdError::Uncorrectable {
+            what,
+            location,
+            unit,
+        } => OsdError::Uncorrectable {
             what,
             location: format!("{location} (parity did not rebuild it: {why})"),
+            unit,
         },
-        OsdError::Corrupted { what, location } => OsdError::Corrupted {
+        OsdError::Corrupted {
+            what,
+            location,
+            unit,
+        } => OsdError::Corrupted {
             what,
             location: format!("{location} (parity did not rebuild it: {why})"),
+            unit,
         },
         e => e,
     }

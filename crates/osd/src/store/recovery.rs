@@ -213,11 +213,13 @@ impl<F: Flash> ObjectStore<F> {
                          again"
                     ),
                     location: "device".into(),
+                    unit: None,
                 });
             }
             return Err(OsdError::Corrupted {
                 what: "no readable checkpoint: the device is not an ossd object store (format it first)".into(),
                 location: "device".into(),
+                unit: None,
             });
         };
         // Everything newer than the checkpoint, block by block from the end back.
@@ -304,10 +306,11 @@ impl<F: Flash> ObjectStore<F> {
         let short = |e: le::Truncated| OsdError::Corrupted {
             what: format!("checkpoint: {e}"),
             location: format!("unit {ckpt_vpa}"),
+            unit: Some(ckpt_vpa),
         };
         let version = le::u32_at(&page, 4).map_err(short)?;
         if version != CKPT_VERSION && version != 1 {
-            return Err(OsdError::Corrupted { what: format!("checkpoint version {version} is not supported (this build reads {CKPT_VERSION})"), location: format!("unit {ckpt_vpa}") });
+            return Err(OsdError::Corrupted { what: format!("checkpoint version {version} is not supported (this build reads {CKPT_VERSION})"), location: format!("unit {ckpt_vpa}"), unit: Some(ckpt_vpa) });
         }
         let unit = le::u32_at(&page, 32).map_err(short)?;
         if unit as usize != self.unit {
@@ -317,6 +320,7 @@ impl<F: Flash> ObjectStore<F> {
                     self.unit
                 ),
                 location: format!("unit {ckpt_vpa}"),
+                unit: Some(ckpt_vpa),
             });
         }
         let root = le::u32_at(&page, 8).map_err(short)?;
@@ -332,6 +336,7 @@ impl<F: Flash> ObjectStore<F> {
                 return Err(OsdError::Corrupted {
                     what: format!("unknown placement code {p} in the checkpoint"),
                     location: format!("unit {ckpt_vpa}"),
+                    unit: Some(ckpt_vpa),
                 })
             }
         };
@@ -390,6 +395,7 @@ impl<F: Flash> ObjectStore<F> {
         let (_, nodes) = checked.map_err(|e| OsdError::Corrupted {
             what: format!("index: {e}"),
             location: format!("checkpoint {ckpt_seq}"),
+            unit: e.node_addr(),
         })?;
         // A metadata unit whose program went astray is found twice: at home, where its copy
         // stands in for the page its program left erased, and on the page it landed on. The
@@ -662,7 +668,7 @@ impl<F: Flash> ObjectStore<F> {
                         self.resolve_twice(w, &all, meta.contains(&w), &mut stale)?;
                         resolved.insert(w);
                     }
-                    Err(e) => return Err(recovery_corrupted(e.to_string())),
+                    Err(e) => return Err(refused(e)),
                 }
             }
         }
@@ -677,11 +683,14 @@ impl<F: Flash> ObjectStore<F> {
                     // A data or parity reference to a page rewritten since as this one.
                     let refs = refs_to(&all, p);
                     if refs.is_empty() {
-                        return Err(recovery_corrupted(format!("unit {p} is referenced twice")));
+                        return Err(recovery_corrupted(
+                            format!("unit {p} is referenced twice"),
+                            Some(p),
+                        ));
                     }
                     stale.extend(refs);
                 }
-                r => r.map_err(|e| recovery_corrupted(e.to_string()))?,
+                r => r.map_err(refused)?,
             }
         }
         for r in stale {
@@ -730,9 +739,7 @@ impl<F: Flash> ObjectStore<F> {
     /// Recovery marks a unit it found referenced as valid; a reference the flash cannot back
     /// (never programmed, in a bad block, or twice) means the image is corrupted.
     pub(super) fn mark_valid(&mut self, v: u32) -> Result<(), OsdError> {
-        self.fml
-            .mark_valid(Vpa(v))
-            .map_err(|e| recovery_corrupted(e.to_string()))
+        self.fml.mark_valid(Vpa(v)).map_err(refused)
     }
 
     /// Unit `w` is referenced twice (`meta`: once by the checkpoint or an index node). The
@@ -757,9 +764,10 @@ impl<F: Flash> ObjectStore<F> {
             None
         } else {
             let (Some(rec), _) = self.scan_record(w) else {
-                return Err(recovery_corrupted(format!(
-                    "unit {w} is referenced twice and its record cannot be read"
-                )));
+                return Err(recovery_corrupted(
+                    format!("unit {w} is referenced twice and its record cannot be read"),
+                    Some(w),
+                ));
             };
             refs.iter().position(|r| r.named_by(&rec))
         };
@@ -1040,9 +1048,15 @@ fn refs_to(all: &[(IndexKey, u64)], w: u32) -> Vec<UnitRef> {
         .collect()
 }
 
-fn recovery_corrupted(what: String) -> OsdError {
+fn recovery_corrupted(what: String, unit: Option<u32>) -> OsdError {
     OsdError::Corrupted {
         what,
         location: "recovery".into(),
+        unit,
     }
+}
+
+/// A reference the flash cannot back refuses the image, naming the unit.
+fn refused(e: fml::MarkValidError) -> OsdError {
+    recovery_corrupted(e.to_string(), Some(e.unit()))
 }

@@ -209,6 +209,7 @@ impl<F: Flash> ObjectStore<F> {
                 Err(OsdError::Uncorrectable {
                     what: "unreadable when GC moved it".into(),
                     location: "lost".into(),
+                    unit: None,
                 })
             } else {
                 self.read_data_unit(oid, u, v)

@@ -137,12 +137,14 @@ impl<F: Flash> ObjectStore<F> {
                 return Err(OsdError::Corrupted {
                     what: format!("small-object page has no slot {slot}"),
                     location: format!("unit {vpa}"),
+                    unit: Some(vpa),
                 });
             };
             if found != oid {
                 return Err(OsdError::Corrupted {
                     what: format!("slot {slot} holds object {found}, the index says {oid}"),
                     location: format!("small-object page at unit {vpa}"),
+                    unit: Some(vpa),
                 });
             }
             self.trim_small_cache();
@@ -203,6 +205,7 @@ impl<F: Flash> ObjectStore<F> {
         r.map_err(|e| OsdError::Corrupted {
             what: e.to_string(),
             location: format!("small-object page at unit {vpa}"),
+            unit: Some(vpa),
         })
     }
 

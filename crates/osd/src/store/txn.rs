@@ -555,6 +555,7 @@ impl<F: Flash> ObjectStore<F> {
             let damaged = |what: String| OsdError::Corrupted {
                 what: format!("log of committed transaction {txn:#x}: {what}"),
                 location: "recovery".into(),
+                unit: None,
             };
             let Some(&(_, v)) = units.get(&part) else {
                 return Err(damaged(format!("part {part} of {parts} is missing")));
@@ -585,6 +586,7 @@ impl<F: Flash> ObjectStore<F> {
         decode_log(&log).map_err(|what| OsdError::Corrupted {
             what: format!("log of committed transaction {txn:#x}: {what}"),
             location: "recovery".into(),
+            unit: None,
         })
     }
 

@@ -226,7 +226,7 @@ pub(super) fn copy_address<F: Flash>(fml: &Fml<F>, v: u32) -> Option<u32> {
 }
 
 /// The copy of metadata unit `v`, read whole and checked, if it has one.
-fn read_copy<F: Flash>(
+pub(super) fn read_copy<F: Flash>(
     fml: &mut Fml<F>,
     at: Nanos,
     v: u32,
@@ -253,10 +253,12 @@ pub(super) fn index_err(e: IndexError) -> OsdError {
         IndexError::Corrupted { addr, what } => OsdError::Corrupted {
             what: format!("index node ({what})"),
             location: format!("unit {addr}"),
+            unit: Some(addr),
         },
         IndexError::Uncorrectable { addr } => OsdError::Uncorrectable {
             what: "index node".into(),
             location: format!("unit {addr}"),
+            unit: Some(addr),
         },
         IndexError::Device(e) => OsdError::Device(e),
         IndexError::Io(m) => OsdError::Internal(m),
@@ -283,10 +285,12 @@ impl BadUnit {
             BadUnit::Uncorrectable(why) => OsdError::Uncorrectable {
                 what: format!("{what} ({why})"),
                 location: format!("unit {v}"),
+                unit: Some(v),
             },
             BadUnit::Corrupted(why) => OsdError::Corrupted {
                 what: format!("{what} ({why})"),
                 location: format!("unit {v}"),
+                unit: Some(v),
             },
         }
     }

@@ -275,6 +275,7 @@ fn all_replies() -> Vec<(u16, Result<ReplyBody, Failure>)> {
             Err(Failure::Osd(OsdError::Corrupted {
                 what: "page".into(),
                 location: "block 3".into(),
+                unit: None,
             })),
         ),
         (
@@ -286,6 +287,7 @@ fn all_replies() -> Vec<(u16, Result<ReplyBody, Failure>)> {
             Err(Failure::Osd(OsdError::Uncorrectable {
                 what: "object 0x10000 bytes 0-4095".into(),
                 location: "unit 7".into(),
+                unit: None,
             })),
         ),
         (
