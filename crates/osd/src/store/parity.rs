@@ -1062,7 +1062,7 @@ impl<F: Flash> ObjectStore<F> {
 
     /// After roll-forward: every group of a protected object that data written since the
     /// checkpoint touched (or that holds the object's end, or that a replayed truncate cut
-    /// into) gets its parity checked against the
+    /// into, or whose parity units were rolled forward) gets its parity checked against the
     /// data's checksums (OOB records only) and recomputed when it is missing or stale: a crash
     /// between a data program and its parity's leaves parity that could not rebuild the group.
     pub(super) fn settle_parity(&mut self, groups: FxHashSet<(Oid, u64)>) -> Result<(), OsdError> {

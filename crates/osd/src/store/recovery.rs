@@ -424,6 +424,8 @@ impl<F: Flash> ObjectStore<F> {
         let mut touched: FxHashSet<Oid> = FxHashSet::default();
         // Data units rolled forward: their parity groups are checked once the onodes settle.
         let mut rolled: Vec<(Oid, u64)> = Vec::new();
+        // Parity groups whose parity units were rolled forward, checked likewise.
+        let mut rolled_parity: Vec<(Oid, u64)> = Vec::new();
         // Units of compressed objects' chunks, settled per chunk once the onodes are known,
         // and the truncations and removals they must not outlive.
         let mut chunk_units: Vec<(Oid, FoundUnit)> = Vec::new();
@@ -520,9 +522,11 @@ impl<F: Flash> ObjectStore<F> {
                     oid, group, row, ..
                 } => {
                     // Newer than what the checkpoint's index holds (records are in sequence
-                    // order); settle_parity checks it against the data.
+                    // order); settle_parity checks it against the data, which may have lost a
+                    // unit the parity covers (a program gone astray leaves no record to roll).
                     self.with_index(|ix, io| ix.insert(io, parity_key(oid, group, row), v as u64))?;
                     touched.insert(oid);
+                    rolled_parity.push((oid, group));
                 }
                 Record::Small { .. } => {
                     self.roll_small_page(v, ckpt_seq, &mut small_seq, &mut touched)?
@@ -592,6 +596,11 @@ impl<F: Flash> ObjectStore<F> {
                 if let Some((k, _)) = self.protection(oid)? {
                     groups.insert((oid, u / k as u64));
                 }
+            }
+        }
+        for (oid, g) in rolled_parity {
+            if self.load_onode(oid)?.is_some() && self.protection(oid)?.is_some() {
+                groups.insert((oid, g));
             }
         }
         // Extents a checkpoint committed ahead of their object's onode: a GC-requested
