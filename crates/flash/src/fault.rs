@@ -75,6 +75,9 @@ pub struct Faulty<F: Flash> {
     astray: HashSet<PageAddr>,
     /// Blocks a program or an erase failed in (marked bad).
     failed: HashSet<BlockAddr>,
+    /// Pages struck before their block was erased, until they are programmed again: the erase
+    /// wiped the damage, not the loss (a stack that still references one finds it erased).
+    wiped: HashSet<PageAddr>,
     cut_command: Option<CutCommand>,
     counts: FaultCounts,
 }
@@ -121,6 +124,7 @@ impl<F: Flash> Faulty<F> {
             misdirected: None,
             astray: HashSet::new(),
             failed: HashSet::new(),
+            wiped: HashSet::new(),
             cut_command: None,
             counts: FaultCounts::default(),
         }
@@ -190,11 +194,19 @@ impl<F: Flash> Faulty<F> {
         self.misdirected.take()
     }
 
-    /// Whether an injected fault damaged `page` since its block was last erased: a torn
-    /// program, an interrupted erase, bit errors past the ECC, a misdirected program (the page
-    /// it left erased, or the one it landed on), or a failed program or erase of its block. A
-    /// harness asks it of the unit a stack names when it refuses an image as damaged.
+    /// Whether an injected fault damaged what `page` holds since it was last programmed: a
+    /// torn program, an interrupted erase, bit errors past the ECC, a misdirected program (the
+    /// page it left erased, or the one it landed on), or a failed program or erase of its
+    /// block. An erase of its block wipes the damage but not the loss: the page stays struck
+    /// until it is programmed again (a stack that could not move a damaged unit before GC
+    /// erased it finds it erased). A harness asks it of the unit a stack names when it
+    /// refuses an image as damaged.
     pub fn struck(&self, page: PageAddr) -> bool {
+        self.damaged(page) || self.wiped.contains(&page)
+    }
+
+    /// Whether `page` carries damage an injected fault left on flash now.
+    fn damaged(&self, page: PageAddr) -> bool {
         let ecc = self.inner.config().ecc_correctable_bits;
         let b = page.block_addr();
         self.torn.contains(&page)
@@ -226,6 +238,17 @@ impl<F: Flash> Faulty<F> {
     }
 
     fn forget_block(&mut self, b: BlockAddr) {
+        for page in 0..self.inner.config().geometry.pages_per_block {
+            let p = PageAddr {
+                die: b.die,
+                plane: b.plane,
+                block: b.block,
+                page,
+            };
+            if self.damaged(p) {
+                self.wiped.insert(p);
+            }
+        }
         self.bit_errors.retain(|p, _| p.block_addr() != b);
         self.torn.retain(|p| p.block_addr() != b);
         self.astray.retain(|p| p.block_addr() != b);
@@ -283,6 +306,7 @@ impl<F: Flash> Flash for Faulty<F> {
             }
         }
         if std::mem::take(&mut self.misdirect) && ops.len() == 1 {
+            // Only the page it lands on is programmed.
             self.counts.misdirected_writes += 1;
             let g = self.inner.config().geometry;
             let mut wrong = ops[0];
@@ -299,11 +323,15 @@ impl<F: Flash> Flash for Faulty<F> {
                 oob: ops[0].oob.to_vec(),
             });
             if lands {
+                self.wiped.remove(&wrong.addr);
                 return self.inner.program(at, &[wrong]);
             }
             return Ok(at);
         }
         let done = self.inner.program(at, ops)?;
+        for op in ops {
+            self.wiped.remove(&op.addr);
+        }
         if cut == Some(CutMode::Torn) {
             self.counts.torn_programs += 1;
             self.torn.extend(ops.iter().map(|o| o.addr));
@@ -505,11 +533,13 @@ mod tests {
         assert_eq!(read(&mut f, p(5, 0)).unwrap().0, Content::Fingerprint(0));
         assert!(f.struck(p(4, 0)) && f.struck(p(5, 0)) && !f.struck(p(5, 1)));
         f.erase(0, &[p(4, 0).block_addr()]).unwrap();
+        assert!(f.struck(p(4, 0)), "erased, its contents are still lost");
+        prog(&mut f, p(4, 0)).unwrap();
         assert!(!f.struck(p(4, 0)) && f.struck(p(5, 0)));
     }
 
     #[test]
-    fn struck_pages_are_the_damaged_ones_until_their_block_is_erased() {
+    fn struck_pages_are_the_damaged_ones_until_they_are_programmed_again() {
         let mut f = dev();
         prog(&mut f, p(0, 0)).unwrap();
         f.flip_bits(p(0, 0), 1);
@@ -528,6 +558,12 @@ mod tests {
         assert!(f.struck(p(2, 5)));
         f.erase(0, &[p(0, 0).block_addr(), p(1, 0).block_addr()])
             .unwrap();
+        assert!(
+            f.struck(p(0, 0)) && f.struck(p(1, 0)) && !f.struck(p(1, 1)),
+            "an erase wipes the damage, not the loss"
+        );
+        prog(&mut f, p(0, 0)).unwrap();
+        prog(&mut f, p(1, 0)).unwrap();
         assert!(!f.struck(p(0, 0)) && !f.struck(p(1, 0)));
     }
 }

@@ -128,12 +128,43 @@ impl Owner for GcLog {
     }
 }
 
+/// The most streams a placement gives metadata (descriptor pages and the checkpoint, index
+/// nodes, parity units): each may need a fresh update block of its own.
+const META_STREAMS: u64 = 3;
+
 impl<F: Flash> ObjectStore<F> {
     /// Runs GC until free blocks are back above the low watermark, applying relocations after
     /// each step and checkpointing before a block whose index nodes or descriptor pages moved
     /// is erased.
     pub(super) fn make_room(&mut self) -> Result<(), OsdError> {
         while self.fml.must_collect() {
+            if !self.step_gc()? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Room for the checkpoint that ends recovery: GC runs until the free blocks cover the low
+    /// watermark and the blocks that checkpoint's metadata may open. A reboot leaves no update
+    /// block open, so each metadata stream opens a fresh one, and the index nodes, descriptor
+    /// pages and parity units recovery dirtied (with their copies) fill more: at the low
+    /// watermark alone they could take the last free block, and then GC had nowhere to copy to,
+    /// with blocks of nothing but superseded units on the device (`ossd torture --reliability
+    /// 1 --fill 80 --seed 58`, seeds 6474921634399134546 and 15471918177718565920: "recovery
+    /// failed: no space" with a quarter of the device live). Best effort: GC stops when it
+    /// has nothing it may collect.
+    pub(super) fn make_room_for_recovery_checkpoint(&mut self) -> Result<(), OsdError> {
+        let units = self.index.dirty_nodes() as u64
+            + self.onodes.values().filter(|c| c.dirty).count() as u64
+            + self.parity.values().filter(|p| p.is_dirty()).count() as u64
+            + 1;
+        let per_block = u64::from(self.fml.layout().units_per_superblock);
+        let factor = if self.copies { 2 } else { 1 };
+        // One block more for each metadata stream's fresh update block.
+        let blocks = (units * factor).div_ceil(per_block.max(1)) + META_STREAMS;
+        let target = u64::from(self.fml.config().low_watermark_blocks) + blocks;
+        while self.fml.must_collect() || u64::from(self.fml.free_blocks()) < target {
             if !self.step_gc()? {
                 break;
             }

@@ -724,6 +724,8 @@ impl<F: Flash> ObjectStore<F> {
         // Make what was rolled forward part of a new checkpoint, so the next recovery starts
         // here and everything pinned for this one can go.
         self.recovery.done_ns = self.now();
+        self.flush_all()?;
+        self.make_room_for_recovery_checkpoint()?;
         self.checkpoint()?;
         Ok(())
     }
