@@ -231,8 +231,8 @@ impl EngineError {
 pub struct PhaseError {
     /// The phase.
     pub phase: &'static str,
-    /// Why it stopped.
-    pub source: EngineError,
+    /// Why it stopped (boxed: a phase's result stays small on the hot path).
+    pub source: Box<EngineError>,
 }
 
 /// The token standing for request `index`'s bytes (fingerprint mode): distinct per request,

@@ -289,7 +289,7 @@ pub(crate) fn fill_and_age(
     )
     .map_err(|source| PhaseError {
         phase: "prefill",
-        source,
+        source: Box::new(source),
     })?;
     let low = ControllerConfig::blocks_below(low_free_percent, stack.gc_state().blocks);
     age(
@@ -302,7 +302,7 @@ pub(crate) fn fill_and_age(
     )
     .map_err(|source| PhaseError {
         phase: "aging",
-        source,
+        source: Box::new(source),
     })
 }
 

@@ -374,8 +374,8 @@ pub enum RunError {
     Engine {
         /// The phase.
         phase: &'static str,
-        /// Why it stopped.
-        source: engine::EngineError,
+        /// Why it stopped (boxed: a run's result stays small).
+        source: Box<engine::EngineError>,
     },
     /// The stack's consistency check failed after the run.
     #[error("consistency check failed after the run: {0}")]
@@ -450,7 +450,7 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
         )
         .map_err(|source| RunError::Engine {
             phase: "prefill",
-            source,
+            source: Box::new(source),
         })?;
         t = phase.end_ns;
         // A write-back (or destage) buffer acknowledges the prefill's last writes while up to a buffer's
@@ -483,7 +483,7 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
             )
             .map_err(|source| RunError::Engine {
                 phase: "replay",
-                source,
+                source: Box::new(source),
             })?;
             (phase, format!("trace:{}", path.display()))
         }
@@ -502,7 +502,7 @@ pub fn run(cfg: &RunConfig, progress: Progress<'_>) -> Result<RunReport, RunErro
             )
             .map_err(|source| RunError::Engine {
                 phase: "measure",
-                source,
+                source: Box::new(source),
             })?;
             (phase, wcfg.kind.to_string())
         }

@@ -274,7 +274,7 @@ pub fn run_variant(
     let out = run_with(stack.as_mut(), &cfg, arrivals, t, seed, Some(&mut verifier)).map_err(
         |source| PhaseError {
             phase: "measure",
-            source,
+            source: Box::new(source),
         },
     )?;
     finish(stack.as_mut(), out, before, t)
@@ -309,7 +309,7 @@ fn run_trace_variant(
     let out = run_with(stack.as_mut(), &cfg, arrivals, t, seed, Some(&mut verifier)).map_err(
         |source| PhaseError {
             phase: "measure",
-            source,
+            source: Box::new(source),
         },
     )?;
     finish(stack.as_mut(), out, before, t)
@@ -520,7 +520,7 @@ pub fn run_ofs_variant(
     let out = crate::prio::run_with(&mut stack, &prio, arrivals, t, seed, Some(&mut verifier))
         .map_err(|source| PhaseError {
             phase: "measure",
-            source,
+            source: Box::new(source),
         })?;
     let outstanding = h.outstanding();
     if !h.all_done() {

@@ -66,22 +66,26 @@ fn malformed_trace_names_file_and_line() {
         ..RunConfig::default()
     };
     let e = run(&cfg, &mut |_, _, _| {}).unwrap_err();
+    let lab::run::RunError::Engine {
+        phase: "replay",
+        source,
+    } = &e
+    else {
+        panic!("{e:?}")
+    };
     assert!(
         matches!(
-            &e,
-            lab::run::RunError::Engine {
-                phase: "replay",
-                source: lab::engine::EngineError::Source(lab::engine::Failure::Trace(
-                    workload::trace::TraceError::Parse {
-                        line: 2,
-                        reason: workload::trace::LineError::NotANumber {
-                            field: "size_sectors",
-                            ..
-                        },
+            &**source,
+            lab::engine::EngineError::Source(lab::engine::Failure::Trace(
+                workload::trace::TraceError::Parse {
+                    line: 2,
+                    reason: workload::trace::LineError::NotANumber {
+                        field: "size_sectors",
                         ..
-                    }
-                )),
-            }
+                    },
+                    ..
+                }
+            ))
         ),
         "{e:?}"
     );

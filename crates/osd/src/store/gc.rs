@@ -366,7 +366,7 @@ impl<F: Flash> ObjectStore<F> {
             Record::Data { .. } | Record::Parity { .. } => return Ok(()),
         };
         self.stats.metadata_read_from_copy += 1;
-        let to = self.write_meta_unit(kind, &page, rec.clone())?;
+        let to = self.write_meta_unit(kind, &page, rec)?;
         self.gc.moves.push((from, to, rec));
         self.apply_gc_log()
     }
