@@ -101,6 +101,8 @@ fn former_findings_stay_fixed() {
     osd_full.fill_percent = 80;
     let mut parity_full = osd_full;
     parity_full.reliability = 1;
+    let mut blockfs_full = sim(StackKind::Blockfs, "all");
+    blockfs_full.fill_percent = 80;
     for (seed, cfg) in [
         (13877614986023876344, sim(StackKind::Ofs, "power-cut,torn")),
         (9610166927668006174, osd_full),
@@ -145,6 +147,9 @@ fn former_findings_stay_fixed() {
         // longer reach the refusal since finding 27 (the unit test of `struck` keeps the rule).
         (3172175410562452514, parity_full),
         (9269109553165014792, parity_full),
+        // ftl under blockfs: GC found on a valid page a data unit a misdirected program had
+        // left there, not the unit the map means, and asserted (finding 29).
+        (3918125775138367641, blockfs_full),
     ] {
         let r = run_seed(seed, &cfg);
         assert!(r.violation.is_none(), "seed {seed}: {:?}", r.violation);
