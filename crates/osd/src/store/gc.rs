@@ -137,7 +137,12 @@ impl<F: Flash> ObjectStore<F> {
     /// each step and checkpointing before a block whose index nodes or descriptor pages moved
     /// is erased.
     pub(super) fn make_room(&mut self) -> Result<(), OsdError> {
-        while self.fml.must_collect() {
+        self.collect_while(|fml| fml.must_collect())
+    }
+
+    /// Runs GC steps while `short` holds and GC has something it may collect.
+    fn collect_while(&mut self, short: impl Fn(&Fml<F>) -> bool) -> Result<(), OsdError> {
+        while short(&self.fml) {
             if !self.step_gc()? {
                 break;
             }
@@ -164,12 +169,7 @@ impl<F: Flash> ObjectStore<F> {
         // One block more for each metadata stream's fresh update block.
         let blocks = (units * factor).div_ceil(per_block.max(1)) + META_STREAMS;
         let target = u64::from(self.fml.config().low_watermark_blocks) + blocks;
-        while self.fml.must_collect() || u64::from(self.fml.free_blocks()) < target {
-            if !self.step_gc()? {
-                break;
-            }
-        }
-        Ok(())
+        self.collect_while(|fml| fml.must_collect() || u64::from(fml.free_blocks()) < target)
     }
 
     /// Room for one data unit of an object at `priority`: a real-time object's unit may use the
@@ -191,11 +191,7 @@ impl<F: Flash> ObjectStore<F> {
                 fml.must_collect_realtime()
             }
         };
-        while short(&self.fml) {
-            if !self.step_gc()? {
-                break;
-            }
-        }
+        self.collect_while(short)?;
         if short(&self.fml) && self.meta_busy == 0 {
             return Err(self.no_space(self.unit as u64));
         }
