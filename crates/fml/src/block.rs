@@ -193,6 +193,14 @@ impl BlockTable {
         self.blocks[id as usize].retire = true;
     }
 
+    /// Victim `id` holds a unit its owner lost and still references: retired once empty
+    /// instead of erased, so that the page is never programmed again.
+    pub fn retire_when_empty(&mut self, id: u32) {
+        if self.blocks[id as usize].state == BlockState::Victim {
+            self.blocks[id as usize].retire = true;
+        }
+    }
+
     /// Counts an erase of free block `id` (erased again before it is opened); returns its erase
     /// count.
     pub fn erased_free(&mut self, id: u32) -> u32 {

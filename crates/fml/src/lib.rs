@@ -815,6 +815,16 @@ impl<F: Flash> Fml<F> {
         None
     }
 
+    /// GC's victim `block` held a unit its owner lost ([`Owner::lost`]) that a durable
+    /// reference it cannot drop still names: the block is retired as bad when GC has emptied
+    /// it, not erased, so the page is never programmed with something else. A block that is
+    /// not GC's victim is left as it is.
+    pub fn retire_victim_when_empty(&mut self, block: u32) {
+        if (block as usize) < self.table.blocks().len() {
+            self.table.retire_when_empty(block);
+        }
+    }
+
     /// Marks a unit invalid (overwritten, trimmed, deleted). Returns false if it was not valid.
     pub fn invalidate(&mut self, v: Vpa) -> bool {
         self.table.clear_valid(v.0)

@@ -36,7 +36,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::{Attr, AttrValue, DeviceInfo, FlushScope, Osd, OsdError};
 use crate::id::{ObjectId, Oid, PartitionId, FIRST_USER_ID};
-use crate::index::{Index, IndexError, IndexKey, LeafView, Neighbour, NodeAddr, NodeIo, Splice};
+use crate::index::{
+    Index, IndexError, IndexKey, LeafView, Neighbour, NodeAddr, NodeIo, NodeLoss, Splice,
+};
 use crate::onode::{Onode, FIRST_USER_ATTR, INLINE_MAX_BYTES, ONODE_MAX_BYTES};
 use crate::placement::{Hint, PageKind, Placement, Placer};
 use crate::record::{
@@ -90,8 +92,29 @@ const CKPT_MAGIC: &[u8; 4] = b"OSDC";
 const CKPT_VERSION: u32 = 2;
 const ATIME_MAGIC: &[u8; 4] = b"OATM";
 const ATIME_ENTRY_BYTES: usize = 24;
-/// A data unit whose contents were lost (unreadable when GC moved it): reads fail.
+/// A data unit whose contents were lost (unreadable when GC moved it): reads fail. As the unit
+/// of an onode's or a small object's slot location, the page holding it was lost.
 const LOST: u32 = u32::MAX - 1;
+
+/// The index value of slot `slot` of the descriptor or small-object page at `unit`.
+fn slot_loc(unit: u32, slot: u16) -> u64 {
+    (unit as u64) << 16 | slot as u64
+}
+
+/// The page and slot of an index value [`slot_loc`] made.
+fn split_loc(v: u64) -> (u32, u16) {
+    ((v >> 16) as u32, v as u16)
+}
+
+/// The error a read of `what` (an onode, a small object) of `oid` gives once GC lost the page
+/// holding it ([`LOST`]).
+fn lost_page_error(what: &str, oid: Oid) -> OsdError {
+    OsdError::Uncorrectable {
+        what: format!("{what} of object {oid}"),
+        location: "a page GC could read neither copy of".into(),
+        unit: None,
+    }
+}
 
 /// How data units are mapped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -270,6 +293,11 @@ pub struct OsdStats {
     pub metadata_read_from_copy: u64,
     /// Metadata units GC could not read and moved from their copy.
     pub metadata_moved_from_copy: u64,
+    /// Onodes and small-object entries lost with a page GC could read neither copy of, and
+    /// not cached: their objects' reads fail from then on.
+    pub metadata_entries_lost: u64,
+    /// Index nodes lost the same way, and not cached: their blocks are retired, not erased.
+    pub index_nodes_lost: u64,
 }
 
 /// What recovery did.

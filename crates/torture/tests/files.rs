@@ -103,6 +103,8 @@ fn former_findings_stay_fixed() {
     parity_full.reliability = 1;
     let mut blockfs_full = sim(StackKind::Blockfs, "all");
     blockfs_full.fill_percent = 80;
+    let mut ofs_full = sim(StackKind::Ofs, "all");
+    ofs_full.fill_percent = 80;
     for (seed, cfg) in [
         (13877614986023876344, sim(StackKind::Ofs, "power-cut,torn")),
         (9610166927668006174, osd_full),
@@ -150,6 +152,14 @@ fn former_findings_stay_fixed() {
         // ftl under blockfs: GC found on a valid page a data unit a misdirected program had
         // left there, not the unit the map means, and asserted (finding 29).
         (3918125775138367641, blockfs_full),
+        // osd under ofs: GC could read neither a descriptor page nor its copy and erased the
+        // block; the checkpoint still named the page, programmed again since, and recovery
+        // refused the image ("referenced twice", "never programmed"; finding 28).
+        (1021207181538454926, ofs_full),
+        (663165243519278582, ofs_full),
+        (1721783165316575446, ofs_full),
+        (732972189257048996, ofs_full),
+        (5007169637722411779, ofs_full),
     ] {
         let r = run_seed(seed, &cfg);
         assert!(r.violation.is_none(), "seed {seed}: {:?}", r.violation);

@@ -377,6 +377,17 @@ impl CheckError {
     }
 }
 
+/// What became of a lost committed node ([`Index::lost`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeLoss {
+    /// The tree does not reference it (stale), or the next commit frees it anyway.
+    Unreferenced,
+    /// Its cached copy is dirty: the next commit writes it elsewhere.
+    Rewritten,
+    /// Referenced and not cached: its entries are unreadable.
+    Gone,
+}
+
 /// Counters of index work.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IndexStats {
@@ -644,6 +655,18 @@ impl Index {
         first_key: &IndexKey,
     ) -> Result<bool, IndexError> {
         let r = self.relocate_impl(io, from, to, level, first_key);
+        self.arena.trim();
+        r
+    }
+
+    /// The committed node at `addr` is lost: GC could read neither it nor its copy. When the
+    /// cache holds it, it becomes dirty (the path to it with it), so the next commit writes it
+    /// elsewhere and frees `addr`; a node the next commit frees anyway, or one the tree does
+    /// not reference, needs nothing. Only an uncached node the tree still references is gone
+    /// for good ([`NodeLoss::Gone`]): the owner must keep its page from being programmed again
+    /// while the committed tree points at it.
+    pub fn lost(&mut self, io: &mut dyn NodeIo, addr: NodeAddr) -> Result<NodeLoss, IndexError> {
+        let r = self.lost_impl(io, addr);
         self.arena.trim();
         r
     }

@@ -2,7 +2,7 @@
 
 use super::cache::SlotState;
 use super::node::{Body, Child, Entries, Handle, Node};
-use super::{CheckError, CheckedNode, Index, IndexError, IndexKey, NodeAddr, NodeIo};
+use super::{CheckError, CheckedNode, Index, IndexError, IndexKey, NodeAddr, NodeIo, NodeLoss};
 use rustc_hash::FxHashSet;
 
 type Result<T> = std::result::Result<T, IndexError>;
@@ -829,6 +829,63 @@ impl Index {
     }
 
     // ---- check -------------------------------------------------------------------------
+
+    pub(super) fn lost_impl(&mut self, io: &mut dyn NodeIo, addr: NodeAddr) -> Result<NodeLoss> {
+        if self.pending_free.contains(&addr) {
+            return Ok(NodeLoss::Unreferenced);
+        }
+        let Some(path) = self.path_to(io, addr)? else {
+            return Ok(NodeLoss::Unreferenced);
+        };
+        if self.arena.peek(addr).is_none() {
+            return Ok(NodeLoss::Gone);
+        }
+        // Dirty the path down to it, then the node itself (from the cache: nothing is read).
+        let mut h = self
+            .dirty_root(io)?
+            .ok_or_else(|| internal("root vanished"))?;
+        let mut lv = self.height;
+        for i in path {
+            let c = *self
+                .inner(h)?
+                .vals
+                .get(i)
+                .ok_or_else(|| internal("lost node's path changed"))?;
+            let ch = self.make_dirty(io, c, below(lv)?)?;
+            self.set_child(h, i, Child::Mem(ch))?;
+            h = ch;
+            lv -= 1;
+        }
+        Ok(NodeLoss::Rewritten)
+    }
+
+    /// The child indices from the root down to the committed node at `addr` (empty for the
+    /// root), or None when the tree does not reference it. Reads the inner nodes only.
+    fn path_to(&mut self, io: &mut dyn NodeIo, addr: NodeAddr) -> Result<Option<Vec<usize>>> {
+        let Some(root) = self.root else {
+            return Ok(None);
+        };
+        if root == Child::Addr(addr) {
+            return Ok(Some(Vec::new()));
+        }
+        let mut stack = vec![(root, self.height, Vec::new())];
+        while let Some((c, lv, path)) = stack.pop() {
+            if lv == 0 {
+                continue;
+            }
+            let h = self.resolve(io, c, lv)?;
+            let children: Vec<Child> = self.inner(h)?.vals.to_vec();
+            for (i, ch) in children.into_iter().enumerate() {
+                let mut p = path.clone();
+                p.push(i);
+                if ch == Child::Addr(addr) {
+                    return Ok(Some(p));
+                }
+                stack.push((ch, lv - 1, p));
+            }
+        }
+        Ok(None)
+    }
 
     pub(super) fn check_impl(
         &mut self,

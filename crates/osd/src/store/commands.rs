@@ -488,7 +488,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
 impl<F: Flash> ObjectStore<F> {
     pub(super) fn remove_object(&mut self, oid: Oid) -> Result<(), OsdError> {
         self.check_writable()?;
-        self.onode_mut(oid)?;
+        let lost = self.onode_unreadable(oid)?;
         // Room first, so that no checkpoint GC asks for falls between the tombstone and the
         // release of the object's units below (writing the tombstone then needs no GC): such a
         // checkpoint wrote the tombstone and committed the index with the units still in it,
@@ -498,9 +498,22 @@ impl<F: Flash> ObjectStore<F> {
         self.make_room()?;
         // Its buffered data need never reach flash.
         self.buf.drop_where(|&(o, _)| o == oid);
-        self.drop_small(oid)?;
+        // Its small-object bytes are not read: a removal needs none (their page may be lost).
+        self.forget_small(oid)?;
         self.atime_journal.remove(&oid);
         self.data_keys.remove(&oid);
+        if lost {
+            // A blank onode stands in for the unreadable one: the tombstone replaces it before
+            // any checkpoint could write it as the object's.
+            self.onodes.insert(
+                oid,
+                CachedOnode {
+                    onode: Onode::new(oid, self.now),
+                    dirty: true,
+                    loc: None,
+                },
+            );
+        }
         let c = self.onode_mut(oid)?;
         c.onode.removed = true;
         c.onode.logical_length = 0;
@@ -519,6 +532,19 @@ impl<F: Flash> ObjectStore<F> {
         self.drop_units_from(oid, 0)?;
         self.placer.forget(oid);
         Ok(())
+    }
+
+    /// Whether `oid` has an onode that cannot be read: lost with a page GC could read
+    /// neither copy of (finding 28), or on a damaged page. Such an object can still be
+    /// removed: its tombstone replaces the onode (a tombstone keeps nothing of an onode but
+    /// the object's id). NotFound if it does not exist.
+    fn onode_unreadable(&mut self, oid: Oid) -> Result<bool, OsdError> {
+        match self.load_onode(oid) {
+            Ok(Some(_)) => Ok(false),
+            Ok(None) => Err(OsdError::NotFound(format!("object {oid}"))),
+            Err(OsdError::Uncorrectable { .. } | OsdError::Corrupted { .. }) => Ok(true),
+            Err(e) => Err(e),
+        }
     }
 
     /// The next object id not in use in `partition`. The counter comes from the last

@@ -283,10 +283,16 @@ impl<F: Flash> ObjectStore<F> {
                 KIND_PARITY => add(*v as u32, "parity", &mut problems),
                 KIND_CHUNK => chunks.push((Oid::from_u128(k.oid), k.offset, *v)),
                 KIND_ONODE => objects += 1,
-                KIND_SMALL => small_pages
-                    .entry((*v >> 16) as u32)
-                    .or_default()
-                    .push((*v as u16, Oid::from_u128(k.oid))),
+                KIND_SMALL => match split_loc(*v) {
+                    (LOST, _) => problems.push(format!(
+                        "object {}: small object lost with a page GC could read neither copy of",
+                        Oid::from_u128(k.oid)
+                    )),
+                    (page, slot) => small_pages
+                        .entry(page)
+                        .or_default()
+                        .push((slot, Oid::from_u128(k.oid))),
+                },
                 _ => problems.push(format!("index key of unknown kind {}", k.kind)),
             }
         }

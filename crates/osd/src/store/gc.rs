@@ -241,6 +241,15 @@ impl<F: Flash> ObjectStore<F> {
         let per_block = self.fml.layout().units_per_superblock;
         let mut astray = Vec::new();
         for (from, to, rec) in moves.drain(..) {
+            if self.claimed_as_other_metadata(from, &rec) {
+                // A misdirected program landed this unit on the page another metadata unit's
+                // own program left erased; that unit counts as valid there, read from its copy
+                // beside it. The stray unit's copy is garbage; the unit it stood in for is
+                // written again from its copy below, as for a stray data unit.
+                self.fml.invalidate(Vpa(to));
+                astray.push(from);
+                continue;
+            }
             match rec {
                 Record::Data {
                     oid, offset, chunk, ..
@@ -269,7 +278,7 @@ impl<F: Flash> ObjectStore<F> {
                     if let Some(d) = self.desc.remove(&from) {
                         for (slot, oid) in d.live.iter().enumerate() {
                             if let Some(oid) = oid {
-                                let loc = (to as u64) << 16 | slot as u64;
+                                let loc = slot_loc(to, slot as u16);
                                 self.with_index(|ix, io| ix.insert(io, onode_key(*oid), loc))?;
                                 if let Some(c) = self.onodes.get_mut(oid) {
                                     c.loc = Some((to, slot as u16));
@@ -328,6 +337,10 @@ impl<F: Flash> ObjectStore<F> {
         }
         for from in std::mem::take(&mut self.gc.lost) {
             self.stats.units_lost += 1;
+            // The durable checkpoint may still name the unit: the one that records the loss
+            // is written before GC erases the block (finding 28).
+            self.unsafe_victims.insert(from / per_block);
+            self.lose_metadata(from)?;
             self.mark_lost(from)?;
         }
         for from in astray {
@@ -349,7 +362,10 @@ impl<F: Flash> ObjectStore<F> {
         let Some((t, _, rec)) =
             super::unit_io::read_copy(&mut self.fml, self.now, from, &mut page, SCAN_RECORD_BYTES)
         else {
-            return Ok(());
+            // The copy is unreadable too: the unit is lost, as if GC could read neither.
+            let per_block = self.fml.layout().units_per_superblock;
+            self.unsafe_victims.insert(from / per_block);
+            return self.lose_metadata(from);
         };
         self.now = self.now.max(t);
         let kind = match rec {
@@ -365,6 +381,90 @@ impl<F: Flash> ObjectStore<F> {
         let to = self.write_meta_unit(kind, &page, rec)?;
         self.gc.moves.push((from, to, rec));
         self.apply_gc_log()
+    }
+
+    /// GC could read neither the unit at `from` nor its copy. Whatever metadata it held stops
+    /// being referenced before GC erases its block (docs/RELIABILITY.md, finding 28: GC erased
+    /// a descriptor page both of whose copies were lost, the page was programmed again, and
+    /// recovery found it "referenced twice", refusing the whole image):
+    /// - the onodes of a descriptor page and the entries of a small-object page are written
+    ///   again from the cache when it holds them, and otherwise point at [`LOST`], so that
+    ///   their reads fail as they did, and the checkpoint written before the erase says so;
+    /// - an index node is written again from the index cache, or, when it is not cached, its
+    ///   block is retired rather than erased: the tree still points at it, and a page
+    ///   programmed again there could read as a node of the tree;
+    /// - a checkpoint, an atime page or a released unit needs only that checkpoint.
+    fn lose_metadata(&mut self, from: u32) -> Result<(), OsdError> {
+        if let Some(d) = self.desc.remove(&from) {
+            self.pinned_desc_pages -= d.pinned as usize;
+            for (slot, oid) in d.live.iter().enumerate() {
+                if let Some(oid) = oid {
+                    self.lose_onode(*oid, (from, slot as u16))?;
+                }
+            }
+        }
+        if let Some(d) = self.packs.remove(&from) {
+            for (slot, oid) in d.live.iter().enumerate() {
+                if let Some(oid) = oid {
+                    self.lose_small_entry(*oid, (from, slot as u16))?;
+                }
+            }
+        }
+        let gone = match self.with_index(|ix, io| ix.lost(io, from)) {
+            Ok(loss) => loss == NodeLoss::Gone,
+            Err(e @ (OsdError::Device(_) | OsdError::Internal(_))) => return Err(e),
+            // Another node on the way is unreadable: whether the tree references this unit
+            // cannot be told, so its page is kept from being programmed again.
+            Err(_) => true,
+        };
+        if gone {
+            self.stats.index_nodes_lost += 1;
+            self.fml
+                .retire_victim_when_empty(from / self.fml.layout().units_per_superblock);
+        }
+        Ok(())
+    }
+
+    /// The onode of `oid` at `loc` was in a descriptor page GC lost.
+    fn lose_onode(&mut self, oid: Oid, loc: (u32, u16)) -> Result<(), OsdError> {
+        match self.onodes.get_mut(&oid) {
+            Some(c) if c.loc.is_none() || c.loc == Some(loc) => {
+                // The cache holds it: the next flush writes it elsewhere.
+                c.loc = None;
+                c.dirty = true;
+            }
+            _ => {
+                self.stats.metadata_entries_lost += 1;
+                let lost = slot_loc(LOST, loc.1);
+                self.with_index(|ix, io| ix.insert(io, onode_key(oid), lost))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether GC moved from `from` a metadata unit of one kind (`rec`) where the store keeps a
+    /// metadata unit of another: a descriptor page where a small-object page, the checkpoint
+    /// or an atime page is, or the other way round (`ossd torture --stack ofs --faults all
+    /// --fill 80 --seed 58`, seed 13154051207879840994: a descriptor page's misdirected
+    /// program landed on a small-object page left erased by its own misdirected program; GC
+    /// moved it as a descriptor page, erased the block, and recovery found the small-object
+    /// page "referenced twice"). Data units are told apart by the index (`remap`).
+    fn claimed_as_other_metadata(&self, from: u32, rec: &Record) -> bool {
+        let desc = self.desc.contains_key(&from);
+        let small = self.packs.contains_key(&from);
+        let ckpt = self.ckpt_unit == Some(from);
+        let atime = self.atime_pages.contains(&from);
+        match rec {
+            Record::Descriptor { .. } => !desc && (small || ckpt || atime),
+            Record::Small { .. } => !small && (desc || ckpt || atime),
+            Record::Checkpoint { .. } => !ckpt && (desc || small || atime),
+            Record::Atime { .. } => !atime && (desc || small || ckpt),
+            Record::Index { .. } => desc || small || ckpt || atime,
+            Record::Data { .. }
+            | Record::Parity { .. }
+            | Record::TxnLog { .. }
+            | Record::TxnDone { .. } => false,
+        }
     }
 
     /// A unit waiting to be released after the next checkpoint was moved by GC: release the copy.

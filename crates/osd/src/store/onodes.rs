@@ -14,7 +14,10 @@ impl<F: Flash> ObjectStore<F> {
             let Some(loc) = self.with_index(|ix, io| ix.get(io, &onode_key(oid)))? else {
                 return Ok(None);
             };
-            let (vpa, slot) = ((loc >> 16) as u32, loc as u16);
+            let (vpa, slot) = split_loc(loc);
+            if vpa == LOST {
+                return Err(lost_page_error("onode", oid));
+            }
             let onode = self.read_onode(vpa, (slot, oid))?;
             if onode.oid != oid {
                 // Another descriptor page stands where the index points (a misdirected write
@@ -262,7 +265,7 @@ impl<F: Flash> ObjectStore<F> {
                 } else {
                     c.loc = Some((vpa, slot as u16));
                     live.push(Some(*oid));
-                    let loc = (vpa as u64) << 16 | slot as u64;
+                    let loc = slot_loc(vpa, slot as u16);
                     self.with_index(|ix, io| ix.insert(io, onode_key(*oid), loc))?;
                 }
                 if let Some((ov, os)) = old {

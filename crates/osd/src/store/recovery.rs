@@ -834,7 +834,12 @@ impl<F: Flash> ObjectStore<F> {
                 KIND_SMALL => &mut self.packs,
                 _ => continue,
             };
-            let (vpa, slot) = ((v >> 16) as u32, (v & 0xFFFF) as usize);
+            let (vpa, slot) = split_loc(v);
+            if vpa == LOST {
+                // Lost with a page GC could not read (finding 28): its reads fail.
+                continue;
+            }
+            let slot = slot as usize;
             let d = pages.entry(vpa).or_insert_with(|| DescPage {
                 live: Vec::new(),
                 pinned: false,
@@ -898,7 +903,7 @@ impl<F: Flash> ObjectStore<F> {
                 Some(l) => Some(l),
                 None => self
                     .with_index(|ix, io| ix.get(io, &onode_key(oid)))?
-                    .map(|v| ((v >> 16) as u32, v as u16)),
+                    .map(split_loc),
             };
             if let Some(old) = old {
                 self.release_slot(old.0, old.1);
@@ -935,7 +940,7 @@ impl<F: Flash> ObjectStore<F> {
                     },
                 );
                 live[slot] = Some(oid);
-                let loc = (vpa as u64) << 16 | slot as u64;
+                let loc = slot_loc(vpa, slot as u16);
                 self.with_index(|ix, io| ix.insert(io, onode_key(oid), loc))?;
                 // Units past a truncated length are gone.
                 // Nothing is valid in the FML yet: this only edits the index.

@@ -131,7 +131,10 @@ impl<F: Flash> ObjectStore<F> {
             let Some(loc) = self.with_index(|ix, io| ix.get(io, &small_key(oid)))? else {
                 return Ok(None);
             };
-            let (vpa, slot) = ((loc >> 16) as u32, loc as u16);
+            let (vpa, slot) = split_loc(loc);
+            if vpa == LOST {
+                return Err(lost_page_error("small object", oid));
+            }
             let entries = self.read_small_page(vpa, Some((slot, oid)))?;
             let Some((found, seq, bytes)) = entries.into_iter().nth(slot as usize) else {
                 return Err(OsdError::Corrupted {
@@ -283,7 +286,7 @@ impl<F: Flash> ObjectStore<F> {
             // has: the entry goes when its new one is written, not before.
             let loc = if self.spilling.remove(&oid) {
                 self.with_index(|ix, io| ix.get(io, &small_key(oid)))?
-                    .map(|l| ((l >> 16) as u32, l as u16))
+                    .map(split_loc)
             } else {
                 None
             };
@@ -380,6 +383,27 @@ impl<F: Flash> ObjectStore<F> {
         Ok(Some(s))
     }
 
+    /// Drops `oid`'s small-object entry, if it has one, without reading its page (a removal
+    /// needs none of its bytes, and the page may be damaged or lost).
+    pub(super) fn forget_small(&mut self, oid: Oid) -> Result<(), OsdError> {
+        self.end_spill(oid)?;
+        let loc = match self.smalls.remove(&oid) {
+            Some(s) => {
+                if s.dirty {
+                    self.small_dirty_bytes -= ENTRY_HEADER + s.bytes.len();
+                }
+                s.loc
+            }
+            None => self
+                .with_index(|ix, io| ix.get(io, &small_key(oid)))?
+                .map(split_loc),
+        };
+        if let Some(loc) = loc {
+            self.forget_entry(oid, loc)?;
+        }
+        Ok(())
+    }
+
     /// Takes `oid`'s small-object entry out of the cache (its index entry and page slot stay).
     fn take_small(&mut self, oid: Oid) -> Result<Option<SmallObject>, OsdError> {
         self.load_small(oid)?;
@@ -406,7 +430,7 @@ impl<F: Flash> ObjectStore<F> {
             return Ok(());
         }
         if let Some(l) = self.with_index(|ix, io| ix.get(io, &small_key(oid)))? {
-            self.forget_entry(oid, ((l >> 16) as u32, l as u16))?;
+            self.forget_entry(oid, split_loc(l))?;
         }
         Ok(())
     }
@@ -470,7 +494,7 @@ impl<F: Flash> ObjectStore<F> {
             s.seq = seq;
             self.small_dirty_bytes -= ENTRY_HEADER + s.bytes.len();
             let old = s.loc.replace((vpa, slot as u16));
-            let loc = (vpa as u64) << 16 | slot as u64;
+            let loc = slot_loc(vpa, slot as u16);
             self.with_index(|ix, io| ix.insert(io, small_key(*oid), loc))?;
             if let Some((ov, os)) = old {
                 release_slot_in(&mut self.packs, &mut self.released, ov, os);
@@ -493,7 +517,7 @@ impl<F: Flash> ObjectStore<F> {
         };
         for (slot, oid) in d.live.iter().enumerate() {
             if let Some(oid) = oid {
-                let loc = (to as u64) << 16 | slot as u64;
+                let loc = slot_loc(to, slot as u16);
                 self.with_index(|ix, io| ix.insert(io, small_key(*oid), loc))?;
                 if let Some(s) = self.smalls.get_mut(oid) {
                     s.loc = Some((to, slot as u16));
@@ -501,6 +525,24 @@ impl<F: Flash> ObjectStore<F> {
             }
         }
         self.packs.insert(to, d);
+        Ok(())
+    }
+
+    /// The entry of `oid` at `loc` was in a small-object page GC could read neither copy of
+    /// (finding 28): written again from the cache when it holds it, otherwise pointed at
+    /// [`LOST`], so that the object's reads fail and no checkpoint names the page again.
+    pub(super) fn lose_small_entry(&mut self, oid: Oid, loc: (u32, u16)) -> Result<(), OsdError> {
+        match self.smalls.get_mut(&oid) {
+            Some(s) if s.loc.is_none() || s.loc == Some(loc) => {
+                s.loc = None;
+                self.edit_small(oid, |_| {});
+            }
+            _ => {
+                self.stats.metadata_entries_lost += 1;
+                let lost = slot_loc(LOST, loc.1);
+                self.with_index(|ix, io| ix.insert(io, small_key(oid), lost))?;
+            }
+        }
         Ok(())
     }
 
@@ -536,7 +578,7 @@ impl<F: Flash> ObjectStore<F> {
                     loc: Some((vpa, slot as u16)),
                 },
             );
-            let loc = (vpa as u64) << 16 | slot as u64;
+            let loc = slot_loc(vpa, slot as u16);
             self.with_index(|ix, io| ix.insert(io, small_key(oid), loc))?;
             live[slot] = Some(oid);
         }
