@@ -160,6 +160,15 @@ fn former_findings_stay_fixed() {
         (1721783165316575446, ofs_full),
         (732972189257048996, ofs_full),
         (5007169637722411779, ofs_full),
+        // osd under ofs: a descriptor page's misdirected program landed on a small-object page
+        // its own misdirected program had left erased; GC moved it as a descriptor page and
+        // erased the small-object page the index still pointed at (finding 30).
+        (13154051207879840994, ofs_full),
+        // osd under ofs: the newest checkpoint destroyed (no copies), recovery started from an
+        // older one whose descriptor pages GC had erased since; now refused as a lost newest
+        // checkpoint, naming no unit (finding 31).
+        (6172477060083096476, ofs_full),
+        (7892539934858586374, ofs_full),
     ] {
         let r = run_seed(seed, &cfg);
         assert!(r.violation.is_none(), "seed {seed}: {:?}", r.violation);

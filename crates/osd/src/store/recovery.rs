@@ -392,11 +392,18 @@ impl<F: Flash> ObjectStore<F> {
             idx.check(&mut io)
         };
         self.index = idx;
-        let (_, nodes) = checked.map_err(|e| OsdError::Corrupted {
-            what: format!("index: {e}"),
-            location: format!("checkpoint {ckpt_seq}"),
-            unit: e.node_addr(),
-        })?;
+        let (_, nodes) = match checked {
+            Ok(x) => x,
+            Err(e) => {
+                let unit = e.node_addr();
+                let refused = OsdError::Corrupted {
+                    what: format!("index: {e}"),
+                    location: format!("checkpoint {ckpt_seq}"),
+                    unit,
+                };
+                return Err(self.stale_checkpoint_or(refused, unit, (ckpt_vpa, ckpt_seq)));
+            }
+        };
         // A metadata unit whose program went astray is found twice: at home, where its copy
         // stands in for the page its program left erased, and on the page it landed on. The
         // home one comes first, so that the stray one supersedes nothing; otherwise a
@@ -650,7 +657,9 @@ impl<F: Flash> ObjectStore<F> {
         // Rebuild the FML's valid units from what the store references.
         let meta: FxHashSet<u32> = nodes.iter().copied().chain([ckpt_vpa]).collect();
         for n in nodes {
-            self.mark_valid(n)?;
+            if let Err(e) = self.fml.mark_valid(Vpa(n)) {
+                return Err(self.stale_checkpoint_or(refused(e), Some(n), (ckpt_vpa, ckpt_seq)));
+            }
         }
         self.mark_valid(ckpt_vpa)?;
         // A data or parity unit past its block's write pointer was programmed astray (a
@@ -692,14 +701,16 @@ impl<F: Flash> ObjectStore<F> {
                     // A data or parity reference to a page rewritten since as this one.
                     let refs = refs_to(&all, p);
                     if refs.is_empty() {
-                        return Err(recovery_corrupted(
-                            format!("unit {p} is referenced twice"),
-                            Some(p),
-                        ));
+                        let e =
+                            recovery_corrupted(format!("unit {p} is referenced twice"), Some(p));
+                        return Err(self.stale_checkpoint_or(e, Some(p), (ckpt_vpa, ckpt_seq)));
                     }
                     stale.extend(refs);
                 }
-                r => r.map_err(refused)?,
+                Err(e) => {
+                    return Err(self.stale_checkpoint_or(refused(e), Some(p), (ckpt_vpa, ckpt_seq)))
+                }
+                Ok(()) => {}
             }
         }
         for r in stale {
@@ -745,6 +756,55 @@ impl<F: Flash> ObjectStore<F> {
                 Ok(None)
             }
         }
+    }
+
+    /// The refusal `e` of a metadata unit (`unit`: an index node, a descriptor or small-object
+    /// page) the checkpoint recovery started from references, unless that unit's block was
+    /// erased and written again after that checkpoint. GC erases no block holding metadata the
+    /// durable checkpoint references before a newer checkpoint is written, so then the
+    /// checkpoint found is not the newest: the newest was lost (a page failure or flips past
+    /// the ECC on a checkpoint without a copy), and recovering from an older one would bring
+    /// back a state whose units are gone (`ossd torture --stack ofs --faults all --fill 80
+    /// --seed 58`, seeds 6172477060083096476 and 7892539934858586374: "unit 386 was never
+    /// programmed"). The image is refused as such, naming no unit: which page held the lost
+    /// checkpoint cannot be told.
+    fn stale_checkpoint_or(
+        &mut self,
+        e: OsdError,
+        unit: Option<u32>,
+        (ckpt_vpa, ckpt_seq): (u32, u64),
+    ) -> OsdError {
+        let Some(u) = unit else { return e };
+        if !self.written_since(u, ckpt_seq) {
+            return e;
+        }
+        recovery_corrupted(
+            format!(
+                "the newest checkpoint is lost: the one found (unit {ckpt_vpa}, sequence \
+                 {ckpt_seq}) references unit {u}, whose block was erased and written again since"
+            ),
+            None,
+        )
+    }
+
+    /// Whether the block holding unit `u` was erased after the record numbered `seq` was
+    /// written: it is empty, or its first readable record is newer (units of a block are
+    /// programmed in sequence order).
+    fn written_since(&mut self, u: u32, seq: u64) -> bool {
+        let layout = *self.fml.layout();
+        let id = layout.superblock_of(Vpa(u));
+        let Some(b) = self.fml.blocks().get(id as usize).copied() else {
+            return false;
+        };
+        if b.state == fml::BlockState::Bad {
+            return false;
+        }
+        if b.next == 0 {
+            return true;
+        }
+        (0..b.next)
+            .find_map(|off| self.record_at(layout.vpa(id, off).0))
+            .is_some_and(|r| r.seq() > seq)
     }
 
     /// Recovery marks a unit it found referenced as valid; a reference the flash cannot back
