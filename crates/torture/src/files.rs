@@ -75,6 +75,10 @@ pub(crate) trait Mounted: FileSystem {
     fn contract(&self) -> Contract;
     /// Whether the file system keeps extended attributes.
     fn xattrs(&self) -> bool;
+    /// Whether a unit with OOB record `oob` holds file data (see [`Subject::record_is_data`]).
+    fn record_is_data(&mut self, _oob: &[u8]) -> bool {
+        false
+    }
 }
 
 impl Mounted for Ofs<ObjectStore<Device>> {
@@ -108,6 +112,12 @@ impl Mounted for Ofs<ObjectStore<Device>> {
     }
     fn contract(&self) -> Contract {
         Contract::Versions
+    }
+    fn record_is_data(&mut self, oob: &[u8]) -> bool {
+        matches!(
+            osd::record::Record::decode(oob),
+            Ok(Some(osd::record::Record::Data { .. }))
+        )
     }
     fn xattrs(&self) -> bool {
         true
@@ -235,6 +245,9 @@ impl<F: Mounted> Subject for FsSubject<F> {
     }
     fn page_live(&mut self, page: flash::PageAddr) -> Option<bool> {
         self.fs.page_live(page)
+    }
+    fn record_is_data(&mut self, oob: &[u8]) -> bool {
+        self.fs.record_is_data(oob)
     }
     fn contract(&self) -> Contract {
         self.fs.contract()

@@ -302,6 +302,12 @@ pub trait Subject {
     fn record_owner(&mut self, _oob: &[u8]) -> Option<u32> {
         None
     }
+    /// Whether a unit with OOB record `oob` holds data of some slot, when the stack cannot say
+    /// whose ([`Subject::record_owner`]): a misdirected program of it that was lost relaxes
+    /// the whole run.
+    fn record_is_data(&mut self, _oob: &[u8]) -> bool {
+        false
+    }
     /// What a page held that a misdirected program left erased, from the OOB bytes the
     /// program carried, asked after the program.
     fn record_role(&mut self, _page: flash::PageAddr, _oob: &[u8]) -> PageRole {
