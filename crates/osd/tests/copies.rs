@@ -211,19 +211,21 @@ fn a_misdirected_descriptor_page_is_read_from_its_copy() {
     assert!(s.stats().metadata_read_from_copy > 0, "{:?}", s.stats());
 }
 
-/// GC moves a metadata unit it cannot read from its copy, with a new copy beside it; the
-/// store then survives the old block's erase and a reopen.
-#[test]
-fn gc_moves_a_damaged_metadata_unit_from_its_copy() {
-    // One stream for everything: descriptor and small-object pages share blocks with a scratch
-    // object's data, which dies as it is overwritten, so GC must move the metadata.
+/// The object the GC tests overwrite: its dead units make GC take the metadata's blocks.
+const SCRATCH: u64 = 99;
+
+/// Forty small objects with an attribute each, with metadata copies and one stream for
+/// everything (descriptor and small-object pages share blocks with the scratch object's data,
+/// which dies as it is overwritten, so GC must move the metadata), a checkpoint, a crash and a
+/// reopen: the store, its configuration, what each object holds, and the metadata units.
+fn forty_objects_beside_a_scratch() -> (ObjectStore<Faulty<Nand>>, OsdConfig, Want, Vec<Vpa>) {
     let cfg = OsdConfig {
         placement: osd::Placement::Combined,
         ..with_copies(2)
     };
     let mut s = fresh(cfg);
     let unit = s.unit_bytes() as usize;
-    let scratch = oid(99);
+    let scratch = oid(SCRATCH);
     s.create(PartitionId(P), Some(scratch.object)).unwrap();
     let mut want = Want::new();
     for n in 1..=40u64 {
@@ -240,7 +242,16 @@ fn gc_moves_a_damaged_metadata_unit_from_its_copy() {
     }
     s.checkpoint().unwrap();
     let (dev, meta) = metadata_units(s.crash(), cfg);
-    let mut s = ObjectStore::open(dev, cfg).unwrap();
+    (ObjectStore::open(dev, cfg).unwrap(), cfg, want, meta)
+}
+
+/// GC moves a metadata unit it cannot read from its copy, with a new copy beside it; the
+/// store then survives the old block's erase and a reopen.
+#[test]
+fn gc_moves_a_damaged_metadata_unit_from_its_copy() {
+    let (mut s, cfg, want, meta) = forty_objects_beside_a_scratch();
+    let unit = s.unit_bytes();
+    let scratch = oid(SCRATCH);
     let layout = *s.fml().layout();
     let mut blocks = BTreeMap::new();
     for v in &meta {
@@ -320,30 +331,9 @@ fn objects_in(s: &mut ObjectStore<Faulty<Nand>>, v: Vpa) -> Option<Vec<osd::Oid>
 /// removed.
 #[test]
 fn gc_losing_a_descriptor_page_and_its_copy_leaves_a_store_that_opens() {
-    let cfg = OsdConfig {
-        placement: osd::Placement::Combined,
-        ..with_copies(2)
-    };
-    let mut s = fresh(cfg);
-    let unit = s.unit_bytes() as usize;
-    let scratch = oid(99);
-    s.create(PartitionId(P), Some(scratch.object)).unwrap();
-    let mut want = Want::new();
-    for n in 1..=40u64 {
-        let o = oid(n);
-        s.create(PartitionId(P), Some(o.object)).unwrap();
-        let data = bytes(n, 200 + n as usize);
-        s.write(o, 0, &data).unwrap();
-        let attr = format!("attr of {n}").into_bytes();
-        s.set_attr(o, Attr::User(0x1000), AttrValue::Bytes(attr.clone()))
-            .unwrap();
-        want.insert(n, (data, attr));
-        s.write(scratch, 0, &bytes(1000 + n, 8 * unit)).unwrap();
-        s.flush(FlushScope::Device).unwrap();
-    }
-    s.checkpoint().unwrap();
-    let (dev, meta) = metadata_units(s.crash(), cfg);
-    let mut s = ObjectStore::open(dev, cfg).unwrap();
+    let (mut s, cfg, want, meta) = forty_objects_beside_a_scratch();
+    let unit = s.unit_bytes();
+    let scratch = oid(SCRATCH);
     let layout = *s.fml().layout();
     let mut blocks = BTreeMap::new();
     let mut struck = std::collections::BTreeSet::new();
