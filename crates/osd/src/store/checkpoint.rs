@@ -88,6 +88,10 @@ impl<F: Flash> ObjectStore<F> {
         // Metadata units have a copy beside them (docs/FORMAT.md, "Metadata copies"): every
         // later open keeps writing them.
         page[37] = if self.copies { 2 } else { 0 };
+        // 1: a whole checkpoint (the write buffer and every onode flushed first, between
+        // commands): no object's extents are ahead of its onode, so recovery need not load
+        // every onode to look (docs/FORMAT.md). 0 (and every older image): it must.
+        page[38] = (scope == CheckpointScope::Whole && !mutant_checkpoint_before_data()) as u8;
         // Everything written before this number is in the checkpoint.
         let logical = self.gc.take_seq();
         page[40..48].copy_from_slice(&logical.to_le_bytes());
