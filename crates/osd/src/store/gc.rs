@@ -337,9 +337,6 @@ impl<F: Flash> ObjectStore<F> {
         }
         for from in std::mem::take(&mut self.gc.lost) {
             self.stats.units_lost += 1;
-            // The durable checkpoint may still name the unit: the one that records the loss
-            // is written before GC erases the block (finding 28).
-            self.unsafe_victims.insert(from / per_block);
             self.lose_metadata(from)?;
             self.mark_lost(from)?;
         }
@@ -363,8 +360,6 @@ impl<F: Flash> ObjectStore<F> {
             super::unit_io::read_copy(&mut self.fml, self.now, from, &mut page, SCAN_RECORD_BYTES)
         else {
             // The copy is unreadable too: the unit is lost, as if GC could read neither.
-            let per_block = self.fml.layout().units_per_superblock;
-            self.unsafe_victims.insert(from / per_block);
             return self.lose_metadata(from);
         };
         self.now = self.now.max(t);
@@ -395,6 +390,10 @@ impl<F: Flash> ObjectStore<F> {
     ///   programmed again there could read as a node of the tree;
     /// - a checkpoint, an atime page or a released unit needs only that checkpoint.
     fn lose_metadata(&mut self, from: u32) -> Result<(), OsdError> {
+        // The durable checkpoint may still name the unit: the one that records the loss is
+        // written before GC erases the block.
+        let per_block = self.fml.layout().units_per_superblock;
+        self.unsafe_victims.insert(from / per_block);
         if let Some(d) = self.desc.remove(&from) {
             self.pinned_desc_pages -= d.pinned as usize;
             for (slot, oid) in d.live.iter().enumerate() {
