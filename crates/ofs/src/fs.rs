@@ -225,6 +225,12 @@ impl<S: Store> Ofs<S> {
             self.remove_inode(ino)?;
         }
         self.open.clear();
+        // Everything else is durable before the superblock says clean: the store may write
+        // an onode (the root's, with the flag) before buffered units of other objects, and a
+        // cut in between left a clean flag over an unrepaired tree (`ossd torture --stack ofs
+        // --faults all --fill 80`, seed 15049910783010229579: an entry whose file's removal was
+        // durable and its own was not, never repaired at mount).
+        self.flush(FlushScope::Device)?;
         self.write_super(true)?;
         self.flush(FlushScope::Device)
     }
