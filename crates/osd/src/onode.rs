@@ -22,7 +22,13 @@ const VERSION: u8 = 2;
 /// Version 3 adds, after version 2's services, the object's encryption: an algorithm byte and
 /// its wrapped data key. Written only for encrypted objects.
 const VERSION_CRYPT: u8 = 3;
-/// Encryption algorithm codes (byte 93 of a version 3 onode).
+/// Version 4 is version 2 followed by the sequence number of the object's creation, then
+/// (flag bit 4) version 3's encryption bytes. Written for every object created by a build that
+/// knows it; an onode without it (older objects, partition roots) keeps versions 1 to 3.
+const VERSION_CREATED: u8 = 4;
+/// Version 4's creation sequence number.
+const CREATED_BYTES: usize = 8;
+/// Encryption algorithm codes (byte 93 of a version 3 onode, 101 of a version 4 one).
 const ALGO_XCHACHA20_POLY1305: u8 = 1;
 /// Version 3's encryption bytes: the algorithm, the wrapped data key.
 const CRYPT_BYTES: usize = 1 + WRAPPED_KEY_BYTES;
@@ -30,6 +36,8 @@ const FLAG_REMOVED: u8 = 1;
 const FLAG_READ_ONLY: u8 = 2;
 const FLAG_INODE: u8 = 4;
 const FLAG_INLINE: u8 = 8;
+/// Version 4 only: the encryption bytes follow the creation sequence number.
+const FLAG_ENCRYPTED: u8 = 16;
 /// Data of an inode object kept within its onode, at most (OSCM-11 V-D: inode embedding).
 pub const INLINE_MAX_BYTES: usize = 128;
 /// magic, version, flags, priority, access pattern, oid, length, used, 4 times, expected size,
@@ -110,6 +118,12 @@ pub struct Onode {
     /// Sequence number of the write that produced this version; recovery applies an onode only
     /// over an older version of it.
     pub seq: u64,
+    /// The store's sequence number when the object was created (0: not recorded, an object
+    /// of an older build or a partition root). Every unit of this object was written after
+    /// it, so recovery takes a unit of the same id with an older sequence number for an
+    /// earlier incarnation's, one whose creation a crash discarded (docs/RELIABILITY.md,
+    /// finding 34).
+    pub created_seq: u64,
     /// Object-level reliability (OSCM-11 III): parity units per parity group, 0 for none.
     pub reliability: u8,
     /// Data units per parity group (fixed once the object has parity; 0 when `reliability` is).
@@ -185,9 +199,12 @@ impl Onode {
         self.reliability != 0 || self.parity_group != 0 || self.compression.0 != 0
     }
 
-    /// The version the onode is written as: 1 plain, 2 with parity, 3 encrypted.
+    /// The version the onode is written as: 4 with its creation recorded, else 1 plain, 2
+    /// with services, 3 encrypted.
     fn version(&self) -> u8 {
-        if self.wrapped_key.is_some() {
+        if self.created_seq != 0 {
+            VERSION_CREATED
+        } else if self.wrapped_key.is_some() {
             VERSION_CRYPT
         } else if self.has_services() {
             VERSION
@@ -198,10 +215,16 @@ impl Onode {
 
     /// Bytes the onode takes encoded in a descriptor page.
     pub fn encoded_len(&self) -> usize {
+        let crypt = if self.wrapped_key.is_some() {
+            CRYPT_BYTES
+        } else {
+            0
+        };
         let fixed = match self.version() {
             1 => FIXED_BYTES_V1,
             VERSION => FIXED_BYTES,
-            _ => FIXED_BYTES + CRYPT_BYTES,
+            VERSION_CRYPT => FIXED_BYTES + CRYPT_BYTES,
+            _ => FIXED_BYTES + CREATED_BYTES + crypt,
         };
         fixed
             + self.attrs.iter().map(|(_, v)| 3 + v.len()).sum::<usize>()
@@ -218,11 +241,15 @@ impl Onode {
         }
         let start = out.len();
         let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+        let version = self.version();
         let flags = flag(self.removed, FLAG_REMOVED)
             | flag(self.read_only, FLAG_READ_ONLY)
             | flag(self.inode, FLAG_INODE)
-            | flag(self.inline.is_some(), FLAG_INLINE);
-        let version = self.version();
+            | flag(self.inline.is_some(), FLAG_INLINE)
+            | flag(
+                version == VERSION_CREATED && self.wrapped_key.is_some(),
+                FLAG_ENCRYPTED,
+            );
         out.extend_from_slice(&[MAGIC, version, flags, self.priority, self.access.code()]);
         out.extend_from_slice(&self.oid.as_u128().to_le_bytes());
         for v in [
@@ -241,6 +268,9 @@ impl Onode {
         out.push(self.attrs.len() as u8);
         if version >= VERSION {
             out.extend_from_slice(&[self.reliability, self.parity_group, self.compression.0]);
+        }
+        if version == VERSION_CREATED {
+            out.extend_from_slice(&self.created_seq.to_le_bytes());
         }
         if let Some(w) = &self.wrapped_key {
             out.push(ALGO_XCHACHA20_POLY1305);
@@ -270,13 +300,23 @@ impl Onode {
         if b[0] != MAGIC {
             return Err(bad("bad onode magic"));
         }
-        let fixed = match b[1] {
-            1 => FIXED_BYTES_V1,
-            VERSION => FIXED_BYTES,
-            VERSION_CRYPT => FIXED_BYTES + CRYPT_BYTES,
+        let encrypted = b[2] & FLAG_ENCRYPTED != 0;
+        if encrypted && b[1] != VERSION_CREATED {
+            return Err(bad("onode flag bit 4 set below version 4"));
+        }
+        // Where the encryption bytes start, if the onode has them; the fixed part's length.
+        let (crypt_at, fixed) = match b[1] {
+            1 => (None, FIXED_BYTES_V1),
+            VERSION => (None, FIXED_BYTES),
+            VERSION_CRYPT => (Some(FIXED_BYTES), FIXED_BYTES + CRYPT_BYTES),
+            VERSION_CREATED if encrypted => (
+                Some(FIXED_BYTES + CREATED_BYTES),
+                FIXED_BYTES + CREATED_BYTES + CRYPT_BYTES,
+            ),
+            VERSION_CREATED => (None, FIXED_BYTES + CREATED_BYTES),
             v => {
                 return Err(OnodeError::Corrupted(format!(
-                    "onode version {v} is not supported (this build reads 1 to {VERSION_CRYPT})"
+                    "onode version {v} is not supported (this build reads 1 to {VERSION_CREATED})"
                 )))
             }
         };
@@ -333,17 +373,24 @@ impl Onode {
         } else {
             (0, 0, CompressionState(0))
         };
-        let wrapped_key = if fixed == FIXED_BYTES + CRYPT_BYTES {
-            if b[FIXED_BYTES] != ALGO_XCHACHA20_POLY1305 {
+        let wrapped_key = match crypt_at {
+            Some(c) if b[c] != ALGO_XCHACHA20_POLY1305 => {
                 return Err(OnodeError::Corrupted(format!(
                     "onode encryption algorithm {} is unknown",
-                    b[FIXED_BYTES]
+                    b[c]
                 )));
             }
-            Some(le::array_at(b, FIXED_BYTES + 1)?)
-        } else {
-            None
+            Some(c) => Some(le::array_at(b, c + 1)?),
+            None => None,
         };
+        let created_seq = if b[1] == VERSION_CREATED {
+            u64_at(FIXED_BYTES)?
+        } else {
+            0
+        };
+        if b[1] == VERSION_CREATED && created_seq == 0 {
+            return Err(bad("version 4 onode without its creation sequence number"));
+        }
         let onode = Onode {
             oid: Oid::from_u128(u128::from_le_bytes(le::array_at(b, 5)?)),
             removed: flags & FLAG_REMOVED != 0,
@@ -360,6 +407,7 @@ impl Onode {
             expected_size: u64_at(69)?,
             write_count: le::u32_at(b, 77)?,
             seq: u64_at(81)?,
+            created_seq,
             reliability,
             parity_group,
             compression,
@@ -448,10 +496,10 @@ mod tests {
             matches!(Onode::decode(&bad), Err(OnodeError::Corrupted(m)) if m.contains("services"))
         );
         // A future version is refused by name.
-        let mut v4 = buf.clone();
-        v4[1] = 4;
+        let mut v5 = buf.clone();
+        v5[1] = 5;
         assert!(
-            matches!(Onode::decode(&v4), Err(OnodeError::Corrupted(m)) if m.contains("version 4"))
+            matches!(Onode::decode(&v5), Err(OnodeError::Corrupted(m)) if m.contains("version 5"))
         );
     }
 
@@ -519,6 +567,44 @@ mod tests {
         }
         for n in 0..buf.len() {
             assert!(Onode::decode(&buf[..n]).is_err());
+        }
+    }
+
+    #[test]
+    fn a_recorded_creation_takes_version_4_with_or_without_encryption() {
+        let mut o = Onode::new(Oid::new(0x10000, 0x10001), 5);
+        o.set_user_attr(0x1000, Some(b"name")).unwrap();
+        let mut plain = Vec::new();
+        o.encode(&mut plain).unwrap();
+        o.created_seq = 0x0102_0304_0506;
+        for key in [None, Some([0x5A; WRAPPED_KEY_BYTES])] {
+            o.wrapped_key = key;
+            let mut buf = Vec::new();
+            o.encode(&mut buf).unwrap();
+            assert_eq!(buf[1], 4);
+            let crypt = if key.is_some() { CRYPT_BYTES } else { 0 };
+            assert_eq!(
+                buf.len(),
+                plain.len() + SERVICES_BYTES + CREATED_BYTES + crypt
+            );
+            assert_eq!(buf.len(), o.encoded_len());
+            let (back, used) = Onode::decode(&buf).unwrap();
+            assert_eq!((back, used), (o.clone(), buf.len()));
+            // The encryption flag below version 4, and version 4 without its number, are
+            // damage.
+            let recrc = |b: &mut Vec<u8>| {
+                let n = b.len();
+                let crc = crc32c::crc32c(&b[..n - 4]);
+                b[n - 4..].copy_from_slice(&crc.to_le_bytes());
+            };
+            let mut zero = buf.clone();
+            zero[FIXED_BYTES..FIXED_BYTES + CREATED_BYTES].fill(0);
+            recrc(&mut zero);
+            assert!(Onode::decode(&zero).is_err());
+            let mut flagged = plain.clone();
+            flagged[2] |= FLAG_ENCRYPTED;
+            recrc(&mut flagged);
+            assert!(Onode::decode(&flagged).is_err());
         }
     }
 }

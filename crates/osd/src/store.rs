@@ -321,6 +321,9 @@ pub struct Recovery {
     /// unit holding their old end had not been rewritten and may hold bytes a truncation cut
     /// off (the write's zeroing of them was still in the buffer).
     pub extensions_undone: u64,
+    /// Units of an object created since the checkpoint, older than its creation, that recovery
+    /// dropped: an earlier incarnation's, whose creation a crash discarded (finding 34).
+    pub earlier_incarnation_units: u64,
     /// Virtual time at which recovery finished, before the checkpoint it ends with.
     pub done_ns: Nanos,
 }

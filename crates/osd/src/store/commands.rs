@@ -78,6 +78,9 @@ impl<F: Flash> Osd for ObjectStore<F> {
         let now = self.now;
         self.trim_onode_cache();
         let mut onode = Onode::new(oid, now);
+        // Every unit of this object takes a later sequence number: recovery tells an earlier
+        // incarnation's units (of a creation a crash discarded) by theirs.
+        onode.created_seq = self.gc.seq.max(1);
         let (m, k) = (
             self.config.default_reliability,
             self.config.parity_group_units,

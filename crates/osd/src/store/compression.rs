@@ -788,10 +788,12 @@ impl<F: Flash> ObjectStore<F> {
             }
             let cu = s.chunk_units();
             let chunk = f.offset / (2 * cu);
-            let gone = cut.get(&oid).is_some_and(|cuts| {
-                cuts.iter()
-                    .any(|&(seq, first)| seq > f.seq && chunk >= first.div_ceil(cu))
-            });
+            // Cut off since, or an earlier incarnation's (older than the object's creation).
+            let gone = f.seq <= c.onode.created_seq
+                || cut.get(&oid).is_some_and(|cuts| {
+                    cuts.iter()
+                        .any(|&(seq, first)| seq > f.seq && chunk >= first.div_ceil(cu))
+                });
             if !gone {
                 per_chunk.entry((oid, chunk)).or_default().push(f);
             }

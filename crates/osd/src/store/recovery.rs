@@ -439,6 +439,7 @@ impl<F: Flash> ObjectStore<F> {
             units_damaged: self.recovery.units_damaged,
             txns_finished: 0,
             extensions_undone: 0,
+            earlier_incarnation_units: 0,
             done_ns: 0,
         };
         // Transactions' log, commit and done records, by transaction.
@@ -452,6 +453,8 @@ impl<F: Flash> ObjectStore<F> {
         let mut touched: FxHashSet<Oid> = FxHashSet::default();
         // Data units rolled forward: their parity groups are checked once the onodes settle.
         let mut rolled: Vec<(Oid, u64)> = Vec::new();
+        // The newest data record rolled forward at each (object, unit): (its unit, its number).
+        let mut rolled_at: FxHashMap<(Oid, u64), (u32, u64)> = FxHashMap::default();
         // Parity groups whose parity units were rolled forward, checked likewise.
         let mut rolled_parity: Vec<(Oid, u64)> = Vec::new();
         // Units of compressed objects' chunks, settled per chunk once the onodes are known,
@@ -500,6 +503,7 @@ impl<F: Flash> ObjectStore<F> {
                     self.map(oid, offset, v)?;
                     touched.insert(oid);
                     rolled.push((oid, offset));
+                    rolled_at.insert((oid, offset), (v, seq));
                     if moved {
                         continue;
                     }
@@ -575,6 +579,7 @@ impl<F: Flash> ObjectStore<F> {
                 _ => {}
             }
         }
+        self.drop_earlier_incarnations(&touched, &rolled_at)?;
         // An extension over a unit that may still hold truncated bytes past the old end is
         // undone: the write was not flushed (its onode would have followed its units), so
         // the object may keep the length it had before it, and its units past that go.
@@ -1038,6 +1043,54 @@ impl<F: Flash> ObjectStore<F> {
         if pinned || live.iter().any(|s| s.is_some()) {
             self.pinned_desc_pages += pinned as usize;
             self.desc.insert(vpa, DescPage { live, pinned });
+        }
+        Ok(())
+    }
+
+    /// After roll-forward: units of an object created since the checkpoint that are older than
+    /// its creation belong to an earlier incarnation of its id, one whose creation a crash
+    /// discarded before its onode reached flash. The recovery after that crash took them for
+    /// garbage, but when its checkpoint is lost, roll-forward from an older one finds them
+    /// again (docs/RELIABILITY.md, finding 34). Every unit the checkpoint's index holds of such
+    /// an object is older than it too. A lost extent is kept: unreadable, never zeros.
+    fn drop_earlier_incarnations(
+        &mut self,
+        touched: &FxHashSet<Oid>,
+        rolled_at: &FxHashMap<(Oid, u64), (u32, u64)>,
+    ) -> Result<(), OsdError> {
+        let mut oids: Vec<Oid> = touched.iter().copied().collect();
+        oids.sort_unstable();
+        for oid in oids {
+            let created = match self.load_onode(oid)? {
+                Some(c) => c.onode.created_seq,
+                None => continue,
+            };
+            if created <= self.checkpoint_seq {
+                continue;
+            }
+            let extents = self.with_index(|ix, io| {
+                ix.range(io, &data_key(oid, 0), &data_key(oid, u64::MAX), usize::MAX)
+            })?;
+            let mut older = Vec::new();
+            for (k, v) in extents {
+                let (start, len) = extent(v);
+                if start == LOST {
+                    continue;
+                }
+                for i in 0..len {
+                    let u = k.offset + i as u64;
+                    let since = rolled_at
+                        .get(&(oid, u))
+                        .is_some_and(|&(at, seq)| at == start + i && seq > created);
+                    if !since {
+                        older.push(u);
+                    }
+                }
+            }
+            for u in older {
+                self.unmap(oid, u)?;
+                self.recovery.earlier_incarnation_units += 1;
+            }
         }
         Ok(())
     }

@@ -612,7 +612,11 @@ impl<F: Flash> ObjectStore<F> {
         let (len, seq) = (s.bytes.len() as u64, s.seq);
         let c = self.onode_mut(oid)?;
         let stored = stored_len.unwrap_or(c.onode.logical_length);
-        if c.onode.inline.is_some() || (c.onode.seq > seq && stored != len) {
+        // An entry older than the object's creation is an earlier incarnation's (finding 34).
+        if c.onode.inline.is_some()
+            || (c.onode.seq > seq && stored != len)
+            || seq <= c.onode.created_seq
+        {
             self.drop_small(oid)?;
             return Ok(false);
         }

@@ -267,7 +267,10 @@ impl<F: Flash> ObjectStore<F> {
                 if v.is_some() {
                     return Err(OsdError::AlreadyExists(format!("object {oid}")));
                 }
-                *v = Some(Onode::new(oid, now));
+                let mut onode = Onode::new(oid, now);
+                // As a plain create: the units the transaction writes come after.
+                onode.created_seq = self.gc.seq.max(1);
+                *v = Some(onode);
                 *id = Some(object);
             }
             TxnOp::Remove { oid } => {
