@@ -967,25 +967,41 @@ impl<F: Flash> PoftlStore<F> {
             return Ok(None);
         };
         let mut data = std::mem::take(&mut self.scratch);
-        let mut oob = [0u8; record::BYTES];
-        let r = self.fml.read(self.now, v, &mut data, &mut oob);
-        let out = match r {
-            Ok((done, content)) => {
-                self.now = self.now.max(done);
-                self.stats.rmw_reads += 1;
-                match content {
-                    Content::Bytes => Ok(Some(PageData::Bytes(data.clone().into()))),
-                    Content::Fingerprint(fp) => Ok(Some(PageData::Fingerprint(fp))),
-                    Content::Erased => Err(PoftlError::Corrupted {
-                        what: "mapped page reads erased",
-                        unit: v.0,
-                    }),
-                }
+        let r = self.read_mapped(self.now, (id, p), v, &mut data);
+        let out = r.map(|(done, content)| {
+            self.now = self.now.max(done);
+            self.stats.rmw_reads += 1;
+            match content {
+                Content::Fingerprint(fp) => Some(PageData::Fingerprint(fp)),
+                _ => Some(PageData::Bytes(data.clone().into())),
             }
-            Err(e) => Err(e.into()),
-        };
+        });
         self.scratch = data;
         out
+    }
+
+    /// Reads page `page` = (object, page index) from `v`, where the map puts it. The page's
+    /// record comes over the bus with it (32 bytes more) and must name that page: a program
+    /// that went astray leaves another page's record there, a torn one a record that does
+    /// not check, and p-OFTL keeps no payload checksum that would catch either otherwise.
+    fn read_mapped(
+        &mut self,
+        at: Nanos,
+        page: (u64, u64),
+        v: Vpa,
+        data: &mut [u8],
+    ) -> Result<(Nanos, Content), PoftlError> {
+        let mut oob = [0u8; record::BYTES];
+        let (t, content) = self.fml.read(at, v, data, &mut oob)?;
+        let what = match content {
+            Content::Erased => "mapped page reads erased",
+            _ => match record::decode(&oob) {
+                Some((o, q, _, _)) if (o, u64::from(q)) == page => return Ok((t, content)),
+                Some(_) => "mapped page holds another page's record",
+                None => "mapped page's record does not check",
+            },
+        };
+        Err(PoftlError::Corrupted { what, unit: v.0 })
     }
 
     /// Writes into the data buffer; programs it when full. Completes at [`PoftlStore::now`].
@@ -1106,27 +1122,16 @@ impl<F: Flash> PoftlStore<F> {
                 }
                 continue; // a hole reads as zeros
             };
-            // A host read needs no OOB record: only the page moves over the bus.
-            let (t, content) = match self.fml.read(start, v, &mut data, &mut []) {
+            let (t, content) = match self.read_mapped(start, (id, p), v, &mut data) {
                 Ok(r) => r,
                 Err(e) => {
                     self.scratch = data;
-                    return Err(e.into());
+                    return Err(e);
                 }
             };
             done = done.max(t);
-            match (content, &mut out) {
-                (Content::Bytes, ReadOut::Bytes(o)) => {
-                    o[dst].copy_from_slice(&data[s as usize..e as usize]);
-                }
-                (Content::Erased, _) => {
-                    self.scratch = data;
-                    return Err(PoftlError::Corrupted {
-                        what: "mapped page reads erased",
-                        unit: v.0,
-                    });
-                }
-                _ => {}
+            if let (Content::Bytes, ReadOut::Bytes(o)) = (content, &mut out) {
+                o[dst].copy_from_slice(&data[s as usize..e as usize]);
             }
         }
         self.scratch = data;

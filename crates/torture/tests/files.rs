@@ -14,10 +14,10 @@ fn sim(stack: StackKind, faults: &str) -> SimConfig {
     sim
 }
 
-/// p-OFTL keeps no checksum of a page's payload (POFTL-14 has none), so a misdirected program
-/// that lands on a page recovery then trusts cannot be caught: its campaigns leave that kind
-/// out (docs/RELIABILITY.md).
-const POFTL_FAULTS: &str =
+/// Every fault kind but misdirected writes: p-OFTL's campaigns left that kind out until its
+/// reads checked the page's record (it keeps no payload checksum; docs/RELIABILITY.md,
+/// finding 35). The seeds found then replay with it.
+const NO_MISDIRECTED: &str =
     "power-cut,torn,bit-flip,bit-flip-beyond-ecc,page-failure,program-failure,erase-failure";
 
 #[test]
@@ -62,10 +62,12 @@ fn poftl_survives_power_cuts() {
 
 #[test]
 fn poftl_survives_media_faults() {
-    let s = campaign(sim(StackKind::Poftl, POFTL_FAULTS), 300);
+    let s = campaign(sim(StackKind::Poftl, "all"), 300);
     assert_clean(&s);
     assert!(
-        s.tally.page_failures > 0 && s.tally.bit_flips_beyond_ecc > 0,
+        s.tally.page_failures > 0
+            && s.tally.bit_flips_beyond_ecc > 0
+            && s.tally.misdirected_writes > 0,
         "{:?}",
         s.tally
     );
@@ -91,9 +93,9 @@ fn former_findings_stay_fixed() {
         (3402165191353373922, StackKind::Poftl, "power-cut"),
         (3314970054734010398, StackKind::Poftl, "power-cut,torn"),
         // poftl: pages past an object's size kept mapped after a mount.
-        (1888904493531488767, StackKind::Poftl, POFTL_FAULTS),
+        (1888904493531488767, StackKind::Poftl, NO_MISDIRECTED),
         // poftl: a page GC could not read became a hole that read as zeros.
-        (17785270063986046843, StackKind::Poftl, POFTL_FAULTS),
+        (17785270063986046843, StackKind::Poftl, NO_MISDIRECTED),
     ];
     // A first fix of the first finding recorded a write's end past a gap too, and brought stale
     // bytes back in the hole (the second at 80% full).
@@ -105,6 +107,8 @@ fn former_findings_stay_fixed() {
     blockfs_full.fill_percent = 80;
     let mut ofs_full = sim(StackKind::Ofs, "all");
     ofs_full.fill_percent = 80;
+    let mut poftl_full = sim(StackKind::Poftl, "all");
+    poftl_full.fill_percent = 80;
     for (seed, cfg) in [
         (13877614986023876344, sim(StackKind::Ofs, "power-cut,torn")),
         (9610166927668006174, osd_full),
@@ -182,6 +186,9 @@ fn former_findings_stay_fixed() {
         // format's brought an earlier incarnation's units back under a reused inode number
         // (finding 34).
         (8939775540229648552, ofs_full),
+        // poftl: a program gone astray left another page's bytes where the map pointed, and
+        // the read returned them (it read no record; finding 35).
+        (15408287555666194380, poftl_full),
     ] {
         let r = run_seed(seed, &cfg);
         assert!(r.violation.is_none(), "seed {seed}: {:?}", r.violation);
