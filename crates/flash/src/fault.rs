@@ -105,6 +105,9 @@ pub struct Misdirected {
     pub landed: Option<PageAddr>,
     /// The OOB bytes of the command.
     pub oob: Vec<u8>,
+    /// The payload bytes of the command (empty for a fingerprint): what a harness asks a
+    /// stack about when the record alone does not say what the page was to hold.
+    pub data: Vec<u8>,
 }
 
 impl<F: Flash> Faulty<F> {
@@ -321,6 +324,10 @@ impl<F: Flash> Flash for Faulty<F> {
                 intended: ops[0].addr,
                 landed: lands.then_some(wrong.addr),
                 oob: ops[0].oob.to_vec(),
+                data: match ops[0].payload {
+                    crate::Payload::Bytes(b) => b.to_vec(),
+                    crate::Payload::Fingerprint(_) => Vec::new(),
+                },
             });
             if lands {
                 self.wiped.remove(&wrong.addr);

@@ -428,7 +428,40 @@ fn poftl_fail(e: PoftlError) -> Fail {
     }
 }
 
+/// The slot whose object id `object` is (`None` for any other id).
+fn poftl_slot(object: u64) -> Option<u32> {
+    let slot = u32::try_from(object.checked_sub(1)?).ok()?;
+    (slot < crate::sim::SLOTS).then_some(slot)
+}
+
+/// The slot whose data a p-OFTL data page's record names.
+pub(crate) fn poftl_record_slot(oob: &[u8]) -> Option<u32> {
+    let (object, ..) = poftl::store::record::decode(oob)?;
+    poftl_slot(object)
+}
+
+/// The slots a p-OFTL record page's entries name, from its record and payload.
+pub(crate) fn poftl_record_cover(oob: &[u8], data: &[u8]) -> Option<u64> {
+    use poftl::store::record;
+    let (count, _) = record::decode_log(oob)?;
+    let mut cover = 0u64;
+    for e in data.chunks(record::ENTRY_BYTES).take(count as usize) {
+        let (_, object, ..) = record::decode_entry(e)?;
+        cover |= 1 << poftl_slot(object)?;
+    }
+    Some(cover)
+}
+
 impl PoftlSubject {
+    /// The OOB bytes of a programmed page, read without a flash command.
+    fn peek_oob(&mut self, page: flash::PageAddr, oob: &mut [u8]) -> Option<()> {
+        self.store
+            .flash_mut()
+            .inner_mut()
+            .inner_mut()
+            .peek_oob(page, oob)
+    }
+
     fn make(&mut self, slot: u32) -> Result<(), Fail> {
         match self.store.create(poftl_id(slot)) {
             Ok(()) | Err(PoftlError::Exists(_)) => Ok(()),
@@ -498,21 +531,41 @@ impl Subject for PoftlSubject {
     // durable only at the next flush, so a crash brings back pages the FML called stale (the
     // FTL's TRIM has the same limit). A page whose record names an object's data holds that
     // object's bytes alone, whether current or stale, so it counts as live and its slot is
-    // the object's; any other page (a record page of creations, truncations and removals;
-    // an unreadable or erased one) is unknown and relaxes every slot.
+    // the object's. A record page (creations, truncations and removals, all kept) is live
+    // too, and covers the objects its entries name: mount rebuilds each object from its own
+    // entries and pages, so losing the page changes only those. Any other page (unreadable,
+    // erased) is unknown and relaxes every slot.
     fn page_live(&mut self, page: flash::PageAddr) -> Option<bool> {
-        self.page_owner(page).map(|_| true)
+        let mut oob = [0u8; poftl::store::record::BYTES];
+        self.peek_oob(page, &mut oob)?;
+        let data = poftl::store::record::decode(&oob).is_some();
+        let log = poftl::store::record::decode_log(&oob).is_some();
+        (data || log).then_some(true)
     }
     fn page_owner(&mut self, page: flash::PageAddr) -> Option<u32> {
         let mut oob = [0u8; poftl::store::record::BYTES];
+        self.peek_oob(page, &mut oob)?;
+        self.record_owner(&oob)
+    }
+    fn page_cover(&mut self, page: flash::PageAddr) -> Option<u64> {
+        use poftl::store::record;
+        let bytes = flash::Flash::config(self.store.flash_mut())
+            .geometry
+            .page_size_bytes as usize;
+        let mut data = vec![0u8; bytes];
+        let mut oob = [0u8; record::BYTES];
         self.store
             .flash_mut()
             .inner_mut()
             .inner_mut()
-            .peek_oob(page, &mut oob)?;
-        let (object, ..) = poftl::store::record::decode(&oob)?;
-        let slot = u32::try_from(object.checked_sub(1)?).ok()?;
-        (slot < crate::sim::SLOTS).then_some(slot)
+            .peek_page(page, &mut data, &mut oob)?;
+        self.record_cover(&oob, &data)
+    }
+    fn record_cover(&mut self, oob: &[u8], data: &[u8]) -> Option<u64> {
+        poftl_record_cover(oob, data)
+    }
+    fn record_owner(&mut self, oob: &[u8]) -> Option<u32> {
+        poftl_record_slot(oob)
     }
     fn objects(&self) -> bool {
         true

@@ -444,13 +444,14 @@ impl Sim {
     /// ([`Sim::judge_unasked`]); otherwise what the page held cannot be told and every slot is
     /// relaxed.
     fn relax_misdirected_unasked(&mut self, m: &flash::fault::Misdirected, dev: &Device) {
+        let at = misdirected_blocks(m, dev);
         match crate::subject::record_slot(self.cfg.stack, &m.oob) {
-            Some(s) => {
-                let at = misdirected_blocks(m, dev);
-                self.relax_slot(s, &at)
-            }
-            None if self.redundant => self.unasked.push(m.clone()),
-            None => self.relax(RelaxedAll::StoreGone),
+            Some(s) => self.relax_slot(s, &at),
+            None => match crate::subject::record_slots(self.cfg.stack, &m.oob, &m.data) {
+                Some(mask) => self.relax_for(PageRole::Slots(mask), &at),
+                None if self.redundant => self.unasked.push(m.clone()),
+                None => self.relax(RelaxedAll::StoreGone),
+            },
         }
     }
 
@@ -804,7 +805,15 @@ impl Sim {
                     None => PageRole::Stale,
                 },
                 Some(true) => PageRole::Live,
-                None => PageRole::Unknown,
+                // The stack cannot tell (the page is erased: p-OFTL keeps no validity), but the
+                // program's own record can: a data unit's names the slot it was to hold.
+                None => match self.subject().record_owner(&m.oob) {
+                    Some(slot) => PageRole::Slot(slot),
+                    None => self
+                        .subject()
+                        .record_cover(&m.oob, &m.data)
+                        .map_or(PageRole::Unknown, PageRole::Slots),
+                },
             }
         };
         let role = match role {

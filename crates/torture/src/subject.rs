@@ -302,6 +302,12 @@ pub trait Subject {
     fn record_owner(&mut self, _oob: &[u8]) -> Option<u32> {
         None
     }
+    /// The slots a unit of shared metadata covers, from the record and payload a misdirected
+    /// program carried (as [`Subject::page_cover`] tells from a page on flash); `None` when
+    /// they do not say.
+    fn record_cover(&mut self, _oob: &[u8], _data: &[u8]) -> Option<u64> {
+        None
+    }
     /// Whether a unit with OOB record `oob` holds data of some slot, when the stack cannot say
     /// whose ([`Subject::record_owner`]): a misdirected program of it that was lost relaxes
     /// the whole run.
@@ -799,6 +805,9 @@ fn oid(slot: u32) -> Oid {
 /// bytes alone (no stack to ask: a misdirected program of a shutdown). Only the object store's
 /// data records name one slot.
 pub fn record_slot(stack: StackKind, oob: &[u8]) -> Option<u32> {
+    if stack == StackKind::Poftl {
+        return crate::files::poftl_record_slot(oob);
+    }
     if stack != StackKind::Osd {
         return None;
     }
@@ -806,6 +815,15 @@ pub fn record_slot(stack: StackKind, oob: &[u8]) -> Option<u32> {
     // small-object pages hold several objects', descriptor pages several onodes.
     match osd::record::Record::decode_sealed(oob).ok()??.record {
         osd::record::Record::Data { oid, .. } => slot_of(oid),
+        _ => None,
+    }
+}
+
+/// The slots a unit of shared metadata covers, from the record and payload of its program, as
+/// [`record_slot`] tells a data unit's slot: p-OFTL's record pages name their objects.
+pub fn record_slots(stack: StackKind, oob: &[u8], data: &[u8]) -> Option<u64> {
+    match stack {
+        StackKind::Poftl => crate::files::poftl_record_cover(oob, data),
         _ => None,
     }
 }

@@ -71,6 +71,16 @@ fn poftl_survives_media_faults() {
         "{:?}",
         s.tally
     );
+    // Every page names what it holds (a data page its object, a record page the objects of
+    // its entries; a misdirected program likewise by what it carried): damage relaxes the
+    // slots struck, almost never every slot.
+    let relaxed_all: u64 = s.relaxed_all_by.iter().sum();
+    assert!(
+        relaxed_all * 20 < s.runs && s.slot_relaxed_runs > 0,
+        "{relaxed_all} of {} runs relaxed for every slot ({:?})",
+        s.runs,
+        s.relaxed_all_by
+    );
 }
 
 #[test]
