@@ -79,6 +79,28 @@ pub(crate) trait Mounted: FileSystem {
     fn record_is_data(&mut self, _oob: &[u8]) -> bool {
         false
     }
+    /// The inodes whose own objects a live page holds data or metadata of (see
+    /// [`Subject::page_cover`]); `None` when it holds anything else (a directory's entries
+    /// count as the directory's) or the stack cannot tell. Asked without a flash command.
+    fn page_inodes(&mut self, _page: flash::PageAddr) -> Option<Vec<Ino>> {
+        None
+    }
+    /// The inode whose object a unit with OOB record `oob` holds data of.
+    fn record_inode(&mut self, _oob: &[u8]) -> Option<Ino> {
+        None
+    }
+}
+
+/// The inode whose own object (data, inode record or entry object) `oid` is, on OFS.
+fn ofs_inode(oid: osd::Oid) -> Option<Ino> {
+    use ofs::layout::{role, ObjectRole, PARTITION};
+    if oid.partition != PARTITION {
+        return None;
+    }
+    match role(oid.object) {
+        ObjectRole::Data(i) | ObjectRole::Inode(i) | ObjectRole::Dirent(i) => Some(i),
+        ObjectRole::Unknown => None,
+    }
 }
 
 impl Mounted for Ofs<ObjectStore<Device>> {
@@ -122,6 +144,20 @@ impl Mounted for Ofs<ObjectStore<Device>> {
     fn xattrs(&self) -> bool {
         true
     }
+    // A data unit holds one object's bytes; a descriptor or small-object page the onodes or
+    // bytes of a few (the object store's own cover, as for `--stack osd`). An inode's objects
+    // are its alone: what damage to them can change is that file (its bytes, length,
+    // attributes, and so its entry, which mount drops when the inode is gone).
+    fn page_inodes(&mut self, page: flash::PageAddr) -> Option<Vec<Ino>> {
+        let objects = crate::subject::objects_on_page(self.store_mut(), page)?;
+        objects.into_iter().map(ofs_inode).collect()
+    }
+    fn record_inode(&mut self, oob: &[u8]) -> Option<Ino> {
+        match osd::record::Record::decode(oob) {
+            Ok(Some(osd::record::Record::Data { oid, .. })) => ofs_inode(oid),
+            _ => None,
+        }
+    }
 }
 
 impl Mounted for BlockFs<Device> {
@@ -160,9 +196,20 @@ impl Mounted for BlockFs<Device> {
 /// A file system under torture: slot `N` is the file `slot-N` in the root directory.
 pub(crate) struct FsSubject<F: Mounted> {
     pub(crate) fs: F,
+    /// The slot of each inode the workload last found or made a slot's file with: what the
+    /// harness asks about a struck page is answered from RAM (no lookup, no flash command).
+    /// An inode number given again after a crash is updated at its next lookup; one that
+    /// names no live file any more holds no live page.
+    slots: std::collections::HashMap<Ino, u32>,
 }
 
 impl<F: Mounted> FsSubject<F> {
+    pub(crate) fn new(fs: F) -> Self {
+        FsSubject {
+            fs,
+            slots: Default::default(),
+        }
+    }
     fn fail(&mut self, e: FsError) -> Fail {
         let powered = self.fs.device().powered();
         fs_fail(e, powered)
@@ -171,17 +218,30 @@ impl<F: Mounted> FsSubject<F> {
         self.fs.lookup(ROOT, name).map_err(|e| self.fail(e))
     }
     fn file(&mut self, slot: u32) -> Result<Option<Ino>, Fail> {
-        self.lookup(&file_name(slot))
+        let ino = self.lookup(&file_name(slot))?;
+        if let Some(i) = ino {
+            self.slots.insert(i, slot);
+        }
+        Ok(ino)
     }
     /// The slot's file, created if needed.
     fn make(&mut self, slot: u32) -> Result<Ino, Fail> {
         match self.file(slot)? {
             Some(ino) => Ok(ino),
-            None => self
-                .fs
-                .create(ROOT, &file_name(slot))
-                .map_err(|e| self.fail(e)),
+            None => {
+                let ino = self
+                    .fs
+                    .create(ROOT, &file_name(slot))
+                    .map_err(|e| self.fail(e))?;
+                self.slots.insert(ino, slot);
+                Ok(ino)
+            }
         }
+    }
+    /// The slots of inodes `inos` as a bit set; `None` if one is not a slot's file.
+    fn slots_of(&self, inos: &[Ino]) -> Option<u64> {
+        inos.iter()
+            .try_fold(0u64, |m, i| Some(m | 1 << self.slots.get(i)?))
     }
     /// The slot's file, which the harness knows exists.
     fn existing(&mut self, slot: u32, what: &str) -> Result<Ino, Fail> {
@@ -248,6 +308,20 @@ impl<F: Mounted> Subject for FsSubject<F> {
     }
     fn record_is_data(&mut self, oob: &[u8]) -> bool {
         self.fs.record_is_data(oob)
+    }
+    fn page_owner(&mut self, page: flash::PageAddr) -> Option<u32> {
+        match self.fs.page_inodes(page)?.as_slice() {
+            [ino] => self.slots.get(ino).copied(),
+            _ => None,
+        }
+    }
+    fn page_cover(&mut self, page: flash::PageAddr) -> Option<u64> {
+        let inos = self.fs.page_inodes(page)?;
+        self.slots_of(&inos).filter(|&m| m != 0)
+    }
+    fn record_owner(&mut self, oob: &[u8]) -> Option<u32> {
+        let ino = self.fs.record_inode(oob)?;
+        self.slots.get(&ino).copied()
     }
     fn contract(&self) -> Contract {
         self.fs.contract()
@@ -344,7 +418,7 @@ pub(crate) fn format_ofs(
     let store = ObjectStore::format(dev, osd).map_err(crate::subject::osd_fail)?;
     let capacity = store.fml().capacity_units() * store.unit_bytes() as u64;
     let fs = Ofs::format(store, ofs).map_err(|e| fs_fail(e, true))?;
-    Ok((Box::new(FsSubject { fs }), capacity))
+    Ok((Box::new(FsSubject::new(fs)), capacity))
 }
 
 /// Recovers the object store and mounts OFS on it (which repairs the tree after a crash).
@@ -358,7 +432,7 @@ pub(crate) fn open_ofs(
         Err((e, d)) => return Err((crate::subject::osd_fail(e), d)),
     };
     match Ofs::mount_or_return(store) {
-        Ok(fs) => Ok(Box::new(FsSubject { fs })),
+        Ok(fs) => Ok(Box::new(FsSubject::new(fs))),
         Err((e, store)) => {
             let (f, dev) = match failed_with(e, store.crash()) {
                 // The harness formatted OFS on this store: a superblock that no longer reads
@@ -381,7 +455,7 @@ pub(crate) fn format_blockfs(
     let fs = BlockFs::format(ftl, fs, 0).map_err(|e| fs_fail(e, true))?;
     // What files can hold: the data zone (the file system's own metadata is set apart).
     let capacity = fs.free_data_blocks() as u64 * fs.layout().block_bytes as u64;
-    Ok((Box::new(FsSubject { fs }), capacity))
+    Ok((Box::new(FsSubject::new(fs)), capacity))
 }
 
 /// Recovers the FTL and mounts blockfs on it.
@@ -394,7 +468,7 @@ pub(crate) fn open_blockfs(
     // The FTL's recovery only reads: a failure is final (`Ftl::open` keeps the device).
     let ftl = Ftl::open(dev, ftl).map_err(|e| (crate::subject::ftl_fail(e), None))?;
     match BlockFs::mount_or_return(ftl, fs, 0) {
-        Ok(fs) => Ok(Box::new(FsSubject { fs })),
+        Ok(fs) => Ok(Box::new(FsSubject::new(fs))),
         Err((e, ftl)) => {
             let (f, dev) = failed_with(e, ftl.crash());
             Err((f, Some(dev)))

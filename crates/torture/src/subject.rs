@@ -828,6 +828,29 @@ pub fn record_slots(stack: StackKind, oob: &[u8], data: &[u8]) -> Option<u64> {
     }
 }
 
+/// The objects whose data or metadata the object-store unit holding `page` holds (from its
+/// record and payload, read without a flash command); `None` when that cannot be told.
+pub(crate) fn objects_on_page(
+    store: &mut ObjectStore<Device>,
+    page: flash::PageAddr,
+) -> Option<Vec<Oid>> {
+    let layout = *store.fml().layout();
+    let v = layout.vpa_of(page)?;
+    let page_bytes = flash::Flash::config(store.device_mut())
+        .geometry
+        .page_size_bytes as usize;
+    let pages = layout.pages_per_unit() as usize;
+    let mut data = vec![0u8; page_bytes * pages];
+    let mut oob = [0u8; osd::record::RECORD_MAX_BYTES];
+    let mut no_oob = [0u8; 0];
+    let nand = store.device_mut().inner_mut().inner_mut();
+    for (i, chunk) in data.chunks_mut(page_bytes).enumerate() {
+        let o: &mut [u8] = if i == 0 { &mut oob } else { &mut no_oob };
+        nand.peek_page(layout.page(v, i as u32), chunk, o)?;
+    }
+    osd::store::objects_in_unit(&oob, &data)
+}
+
 /// The slot object `o` stands for, if any.
 fn slot_of(o: Oid) -> Option<u32> {
     (0..64).find(|&s| oid(s) == o)
@@ -1115,21 +1138,7 @@ impl Subject for OsdSubject {
         self.record_owner(&oob)
     }
     fn page_cover(&mut self, page: flash::PageAddr) -> Option<u64> {
-        let layout = *self.store.fml().layout();
-        let v = layout.vpa_of(page)?;
-        let page_bytes = flash::Flash::config(self.store.device_mut())
-            .geometry
-            .page_size_bytes as usize;
-        let pages = layout.pages_per_unit() as usize;
-        let mut data = vec![0u8; page_bytes * pages];
-        let mut oob = [0u8; osd::record::RECORD_MAX_BYTES];
-        let mut no_oob = [0u8; 0];
-        let nand = self.store.device_mut().inner_mut().inner_mut();
-        for (i, chunk) in data.chunks_mut(page_bytes).enumerate() {
-            let o: &mut [u8] = if i == 0 { &mut oob } else { &mut no_oob };
-            nand.peek_page(layout.page(v, i as u32), chunk, o)?;
-        }
-        let objects = osd::store::objects_in_unit(&oob, &data)?;
+        let objects = objects_on_page(&mut self.store, page)?;
         let mut mask = 0u64;
         for o in objects {
             mask |= 1 << slot_of(o)?;
