@@ -454,6 +454,14 @@ impl Onode {
 mod tests {
     use super::*;
 
+    /// Rewrites an encoded onode's CRC after a test changed its bytes, so that decoding judges
+    /// the change itself.
+    fn reseal(b: &mut [u8]) {
+        let n = b.len();
+        let crc = crc32c::crc32c(&b[..n - 4]);
+        b[n - 4..].copy_from_slice(&crc.to_le_bytes());
+    }
+
     #[test]
     fn round_trip_with_attributes() {
         let mut o = Onode::new(Oid::new(0x10000, 0x10001), 5);
@@ -489,9 +497,7 @@ mod tests {
         // Inconsistent services (parity without a group size) are refused, not guessed.
         let mut bad = buf.clone();
         bad[FIXED_BYTES_V1 + 1] = 0;
-        let n = bad.len();
-        let crc = crc32c::crc32c(&bad[..n - 4]);
-        bad[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        reseal(&mut bad);
         assert!(
             matches!(Onode::decode(&bad), Err(OnodeError::Corrupted(m)) if m.contains("services"))
         );
@@ -522,9 +528,7 @@ mod tests {
             // An unknown algorithm is refused, not guessed.
             let mut bad = buf.clone();
             bad[FIXED_BYTES] = 2;
-            let n = bad.len();
-            let crc = crc32c::crc32c(&bad[..n - 4]);
-            bad[n - 4..].copy_from_slice(&crc.to_le_bytes());
+            reseal(&mut bad);
             assert!(
                 matches!(Onode::decode(&bad), Err(OnodeError::Corrupted(m)) if m.contains("algorithm"))
             );
@@ -592,18 +596,13 @@ mod tests {
             assert_eq!((back, used), (o.clone(), buf.len()));
             // The encryption flag below version 4, and version 4 without its number, are
             // damage.
-            let recrc = |b: &mut Vec<u8>| {
-                let n = b.len();
-                let crc = crc32c::crc32c(&b[..n - 4]);
-                b[n - 4..].copy_from_slice(&crc.to_le_bytes());
-            };
             let mut zero = buf.clone();
             zero[FIXED_BYTES..FIXED_BYTES + CREATED_BYTES].fill(0);
-            recrc(&mut zero);
+            reseal(&mut zero);
             assert!(Onode::decode(&zero).is_err());
             let mut flagged = plain.clone();
             flagged[2] |= FLAG_ENCRYPTED;
-            recrc(&mut flagged);
+            reseal(&mut flagged);
             assert!(Onode::decode(&flagged).is_err());
         }
     }
