@@ -241,7 +241,9 @@ impl<F: Flash> ObjectStore<F> {
         let per_block = self.fml.layout().units_per_superblock;
         let mut astray = Vec::new();
         for (from, to, rec) in moves.drain(..) {
-            if self.claimed_as_other_metadata(from, &rec) {
+            if self.claimed_as_other_metadata(from, &rec)
+                || self.stray_descriptor_page(from, to, &rec)?
+            {
                 // A misdirected program landed this unit on the page another metadata unit's
                 // own program left erased; that unit counts as valid there, read from its copy
                 // beside it. The stray unit's copy is garbage; the unit it stood in for is
@@ -464,6 +466,39 @@ impl<F: Flash> ObjectStore<F> {
             | Record::TxnLog { .. }
             | Record::TxnDone { .. } => false,
         }
+    }
+
+    /// Whether GC moved, as the descriptor page at `from`, a stray one: with metadata copies a
+    /// descriptor page whose own program went astray counts as valid at home, read from its
+    /// copy; a later misdirected program of another descriptor page can land on that erased
+    /// page, and GC then finds a readable descriptor page there with other onodes in its
+    /// slots (`ossd torture --stack ofs --faults all --fill 80 --seed 58`, seed
+    /// 12922602234101241117: the index pointed at a slot the moved page did not have, and
+    /// recovery refused the image; docs/RELIABILITY.md, finding 36). Told by the onodes in the
+    /// page's live slots, read back from `to`; only with copies (a read GC did not make
+    /// before), since without them such a page reads erased and is lost as it is.
+    fn stray_descriptor_page(
+        &mut self,
+        from: u32,
+        to: u32,
+        rec: &Record,
+    ) -> Result<bool, OsdError> {
+        if !self.copies || !matches!(rec, Record::Descriptor { .. }) {
+            return Ok(false);
+        }
+        let Some(live) = self.desc.get(&from).map(|d| d.live.clone()) else {
+            return Ok(false);
+        };
+        let mut page = std::mem::take(&mut self.scratch);
+        let onodes = self.read_desc_page(to, &mut page, None);
+        self.scratch = page;
+        let Ok(onodes) = onodes else {
+            return Ok(false);
+        };
+        Ok(live
+            .iter()
+            .enumerate()
+            .any(|(slot, oid)| oid.is_some_and(|o| onodes.get(slot).map(|x| x.oid) != Some(o))))
     }
 
     /// A unit waiting to be released after the next checkpoint was moved by GC: release the copy.
