@@ -454,6 +454,15 @@ impl Onode {
 mod tests {
     use super::*;
 
+    /// A plain onode with one user attribute, and its encoding (version 1).
+    fn named_onode() -> (Onode, Vec<u8>) {
+        let mut o = Onode::new(Oid::new(0x10000, 0x10001), 5);
+        o.set_user_attr(0x1000, Some(b"name")).unwrap();
+        let mut plain = Vec::new();
+        o.encode(&mut plain).unwrap();
+        (o, plain)
+    }
+
     /// Rewrites an encoded onode's CRC after a test changed its bytes, so that decoding judges
     /// the change itself.
     fn reseal(b: &mut [u8]) {
@@ -511,10 +520,7 @@ mod tests {
 
     #[test]
     fn encryption_takes_version_3_with_its_wrapped_key() {
-        let mut o = Onode::new(Oid::new(0x10000, 0x10001), 5);
-        o.set_user_attr(0x1000, Some(b"name")).unwrap();
-        let mut plain = Vec::new();
-        o.encode(&mut plain).unwrap();
+        let (mut o, plain) = named_onode();
         o.wrapped_key = Some([0x5A; WRAPPED_KEY_BYTES]);
         for (m, k) in [(0, 0), (1, 16)] {
             o.reliability = m;
@@ -576,10 +582,7 @@ mod tests {
 
     #[test]
     fn a_recorded_creation_takes_version_4_with_or_without_encryption() {
-        let mut o = Onode::new(Oid::new(0x10000, 0x10001), 5);
-        o.set_user_attr(0x1000, Some(b"name")).unwrap();
-        let mut plain = Vec::new();
-        o.encode(&mut plain).unwrap();
+        let (mut o, plain) = named_onode();
         o.created_seq = 0x0102_0304_0506;
         for key in [None, Some([0x5A; WRAPPED_KEY_BYTES])] {
             o.wrapped_key = key;

@@ -451,9 +451,8 @@ impl<F: Flash> ObjectStore<F> {
         // The length each object's newest durable onode states, before data records extend it.
         let mut stored_len: FxHashMap<Oid, u64> = FxHashMap::default();
         let mut touched: FxHashSet<Oid> = FxHashSet::default();
-        // Data units rolled forward: their parity groups are checked once the onodes settle.
-        let mut rolled: Vec<(Oid, u64)> = Vec::new();
         // The newest data record rolled forward at each (object, unit): (its unit, its number).
+        // Their parity groups are checked once the onodes settle.
         let mut rolled_at: FxHashMap<(Oid, u64), (u32, u64)> = FxHashMap::default();
         // Parity groups whose parity units were rolled forward, checked likewise.
         let mut rolled_parity: Vec<(Oid, u64)> = Vec::new();
@@ -502,7 +501,6 @@ impl<F: Flash> ObjectStore<F> {
                     self.unmap(oid, offset)?;
                     self.map(oid, offset, v)?;
                     touched.insert(oid);
-                    rolled.push((oid, offset));
                     rolled_at.insert((oid, offset), (v, seq));
                     if moved {
                         continue;
@@ -624,7 +622,7 @@ impl<F: Flash> ObjectStore<F> {
                 }
             }
         }
-        for (oid, u) in rolled {
+        for &(oid, u) in rolled_at.keys() {
             if self.load_onode(oid)?.is_some() {
                 if let Some((k, _)) = self.protection(oid)? {
                     groups.insert((oid, u / k as u64));
