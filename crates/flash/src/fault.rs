@@ -6,6 +6,11 @@
 //!   during. With [`CutMode::Torn`] that command is damaged: a *torn program* leaves its pages
 //!   programmed but unreadable (every read of them fails as uncorrectable), an *interrupted
 //!   erase* leaves the block unreadable and unprogrammable until it is erased again. With
+//!   [`CutMode::Garbled`] the torn program's pages read back *without* an error but with a few
+//!   bits wrong in their payload and OOB bytes (the ECC miscorrected a partly programmed page),
+//!   so only the stack's own checksums can tell. With [`CutMode::Partial`] power fails part-way
+//!   through a multi-page program: its first pages are programmed intact, the next is torn, and
+//!   the later ones stay erased. With
 //!   [`CutMode::Clean`] power fails just before the command, which does not happen. From then on
 //!   every command returns [`FlashError::PowerLoss`] until [`Faulty::restore_power`], which is
 //!   the reboot: the layers above must remount from what the flash holds.
@@ -25,8 +30,8 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::{
-    BlockAddr, BlockInfo, DeviceConfig, Flash, FlashError, FlashStats, Nanos, PageAddr, ProgramOp,
-    ReadOp,
+    BlockAddr, BlockInfo, Content, DeviceConfig, Flash, FlashError, FlashStats, Nanos, PageAddr,
+    ProgramOp, ReadOp,
 };
 
 /// When an injected power cut strikes the command it falls on ([`Faulty::cut_power_after`]).
@@ -34,8 +39,20 @@ use crate::{
 pub enum CutMode {
     /// Power fails between two commands.
     Clean,
-    /// Power fails during the program or erase, damaging it.
+    /// Power fails during the program or erase, damaging it: a program's pages read as
+    /// uncorrectable, an erased block as uncorrectable until erased again.
     Torn,
+    /// As [`CutMode::Torn`], except that a program's pages read back without an error, each
+    /// with a few bits of its payload and of its OOB bytes wrong (the ECC miscorrected them).
+    Garbled,
+    /// Power fails part-way through a program of several pages: the first `intact` pages (or
+    /// all but the last, if the command has fewer) are programmed whole, the next one is torn
+    /// (uncorrectable), and the later ones are not programmed. An erase is interrupted as with
+    /// [`CutMode::Torn`].
+    Partial {
+        /// Pages of the command programmed whole before the torn one.
+        intact: usize,
+    },
 }
 
 /// How many faults of each kind were injected.
@@ -43,8 +60,15 @@ pub enum CutMode {
 pub struct FaultCounts {
     /// Power cuts that struck (clean or torn).
     pub power_cuts: u64,
-    /// Programs damaged by a torn power cut (their pages read as uncorrectable).
+    /// Programs damaged by a torn power cut (their pages read as uncorrectable, or garbled, or
+    /// only some of them programmed).
     pub torn_programs: u64,
+    /// Of [`Self::torn_programs`], those whose pages read back garbled without an error
+    /// ([`CutMode::Garbled`]).
+    pub garbled_programs: u64,
+    /// Of [`Self::torn_programs`], those of several pages cut by [`CutMode::Partial`] (of a
+    /// one-page program it is a plain torn program, not counted here).
+    pub partial_programs: u64,
     /// Erases damaged by a torn power cut (the block reads as uncorrectable until erased again).
     pub interrupted_erases: u64,
     /// Calls of [`Faulty::flip_bits`] (each may add several bit errors).
@@ -66,6 +90,8 @@ pub struct Faulty<F: Flash> {
     powered: bool,
     bit_errors: HashMap<PageAddr, u32>,
     torn: HashSet<PageAddr>,
+    /// Pages a [`CutMode::Garbled`] cut left readable but wrong, until their block is erased.
+    garbled: HashSet<PageAddr>,
     interrupted: HashSet<BlockAddr>,
     fail_program: HashSet<PageAddr>,
     fail_erase: HashSet<BlockAddr>,
@@ -120,6 +146,7 @@ impl<F: Flash> Faulty<F> {
             powered: true,
             bit_errors: HashMap::new(),
             torn: HashSet::new(),
+            garbled: HashSet::new(),
             interrupted: HashSet::new(),
             fail_program: HashSet::new(),
             fail_erase: HashSet::new(),
@@ -213,6 +240,7 @@ impl<F: Flash> Faulty<F> {
         let ecc = self.inner.config().ecc_correctable_bits;
         let b = page.block_addr();
         self.torn.contains(&page)
+            || self.garbled.contains(&page)
             || self.interrupted.contains(&b)
             || self.bit_errors.get(&page).is_some_and(|&bits| bits > ecc)
             || self.astray.contains(&page)
@@ -254,6 +282,7 @@ impl<F: Flash> Faulty<F> {
         }
         self.bit_errors.retain(|p, _| p.block_addr() != b);
         self.torn.retain(|p| p.block_addr() != b);
+        self.garbled.retain(|p| p.block_addr() != b);
         self.astray.retain(|p| p.block_addr() != b);
         self.interrupted.remove(&b);
     }
@@ -283,6 +312,9 @@ impl<F: Flash> Flash for Faulty<F> {
                     });
                 }
                 op.corrected_bits += bits;
+            }
+            if self.garbled.contains(&op.addr) {
+                garble(op);
             }
         }
         Ok(done)
@@ -335,16 +367,31 @@ impl<F: Flash> Flash for Faulty<F> {
             }
             return Ok(at);
         }
-        let done = self.inner.program(at, ops)?;
-        for op in ops {
+        // A partial program stops after its torn page: the later pages are never programmed.
+        let programmed = match cut {
+            Some(CutMode::Partial { intact }) => &ops[..(intact + 1).min(ops.len())],
+            _ => ops,
+        };
+        let done = self.inner.program(at, programmed)?;
+        for op in programmed {
             self.wiped.remove(&op.addr);
         }
-        if cut == Some(CutMode::Torn) {
-            self.counts.torn_programs += 1;
-            self.torn.extend(ops.iter().map(|o| o.addr));
-            return Err(FlashError::PowerLoss);
+        let Some(mode) = cut else {
+            return Ok(done);
+        };
+        self.counts.torn_programs += 1;
+        match mode {
+            CutMode::Garbled => {
+                self.counts.garbled_programs += 1;
+                self.garbled.extend(ops.iter().map(|o| o.addr));
+            }
+            CutMode::Partial { .. } => {
+                self.counts.partial_programs += u64::from(ops.len() > 1);
+                self.torn.extend(programmed.last().map(|o| o.addr));
+            }
+            CutMode::Torn | CutMode::Clean => self.torn.extend(ops.iter().map(|o| o.addr)),
         }
-        Ok(done)
+        Err(FlashError::PowerLoss)
     }
 
     fn erase(&mut self, at: Nanos, blocks: &[BlockAddr]) -> Result<Nanos, FlashError> {
@@ -367,7 +414,7 @@ impl<F: Flash> Flash for Faulty<F> {
         for &b in blocks {
             self.forget_block(b);
         }
-        if cut == Some(CutMode::Torn) {
+        if cut.is_some() {
             self.counts.interrupted_erases += 1;
             self.interrupted.extend(blocks.iter().copied());
             return Err(FlashError::PowerLoss);
@@ -399,6 +446,45 @@ impl<F: Flash> Flash for Faulty<F> {
             return Err(FlashError::PowerLoss);
         }
         self.inner.sync()
+    }
+}
+
+/// What a read of a [`CutMode::Garbled`] page returns: the page's bytes with a few bits wrong
+/// (three in the payload, two in the first 16 bytes of the OOB area, where every stack keeps
+/// its record; each in a byte of its own, so they never cancel), and a fingerprint likewise.
+/// Which bits is a function of the address alone, so every read of the page agrees.
+fn garble(op: &mut ReadOp<'_>) {
+    let a = op.addr;
+    let page = (u64::from(a.die.0) << 48) | (u64::from(a.plane) << 40) | (u64::from(a.block) << 20);
+    let page = page | u64::from(a.page);
+    if op.content == Content::Bytes {
+        flip_distinct(op.data, op.data.len(), 3, page);
+    }
+    flip_distinct(op.oob, 16, 2, page ^ 0x6f6f_625f_6761_7262);
+    if let Content::Fingerprint(fp) = op.content {
+        op.content = Content::Fingerprint(fp ^ (1 << (a.page % 64)));
+    }
+}
+
+/// Flips one bit in each of `bits` distinct bytes among the first `span` of `buf`, chosen from
+/// `seed` (fewer when the buffer is shorter).
+fn flip_distinct(buf: &mut [u8], span: usize, bits: usize, seed: u64) {
+    let span = span.min(buf.len());
+    let mut chosen = Vec::with_capacity(bits);
+    for i in 0u64.. {
+        if chosen.len() == bits.min(span) {
+            break;
+        }
+        // splitmix64's finaliser: a well-mixed value per (seed, i).
+        let mut z = seed.wrapping_add(i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let at = (z % span as u64) as usize;
+        if !chosen.contains(&at) {
+            chosen.push(at);
+            buf[at] ^= 1 << ((z >> 32) % 8);
+        }
     }
 }
 
@@ -460,6 +546,80 @@ mod tests {
         f.erase(0, &[p(0, 0).block_addr()]).unwrap();
         assert_eq!(read(&mut f, p(0, 1)).unwrap().0, Content::Erased);
         assert_eq!(f.counts().torn_programs, 1);
+    }
+
+    #[test]
+    fn garbled_program_reads_without_error_but_wrong() {
+        let mut f = dev();
+        let a = p(0, 0);
+        let data = vec![0x5au8; f.config().geometry.page_size_bytes as usize];
+        let oob = [7u8; 16];
+        f.cut_power_after(0, CutMode::Garbled);
+        let op = ProgramOp {
+            addr: a,
+            payload: Payload::Bytes(&data),
+            oob: &oob,
+        };
+        assert_eq!(f.program(0, &[op]), Err(FlashError::PowerLoss));
+        f.restore_power();
+        let (mut got, mut got_oob) = (vec![0u8; data.len()], [0u8; 16]);
+        let mut ops = [ReadOp::new(a, &mut got, &mut got_oob)];
+        f.read(0, &mut ops).unwrap();
+        assert_eq!(ops[0].content, Content::Bytes);
+        let wrong_bits = |x: &[u8], y: &[u8]| -> u32 {
+            x.iter().zip(y).map(|(a, b)| (a ^ b).count_ones()).sum()
+        };
+        assert_eq!(wrong_bits(&got, &data), 3, "the payload reads back wrong");
+        assert_eq!(wrong_bits(&got_oob, &oob), 2, "the record reads back wrong");
+        assert!(f.struck(a));
+        let c = f.counts();
+        assert_eq!((c.torn_programs, c.garbled_programs), (1, 1));
+        // The same wrong bits every time, whether the payload is read or not.
+        let mut again_oob = [0u8; 16];
+        let mut ops = [ReadOp::new(a, &mut [], &mut again_oob)];
+        f.read(0, &mut ops).unwrap();
+        assert_eq!(again_oob, got_oob);
+        f.erase(0, &[a.block_addr()]).unwrap();
+        prog(&mut f, a).unwrap();
+        assert_eq!(read(&mut f, a).unwrap().0, Content::Fingerprint(0));
+    }
+
+    #[test]
+    fn partial_program_keeps_a_prefix_tears_one_page_and_skips_the_rest() {
+        let mut f = dev();
+        let pages = [p(0, 0), p(1, 0), p(2, 0), p(3, 0)];
+        let ops: Vec<ProgramOp<'_>> = pages
+            .iter()
+            .map(|&a| ProgramOp {
+                addr: a,
+                payload: Payload::Fingerprint(u64::from(a.block)),
+                oob: &[],
+            })
+            .collect();
+        f.cut_power_after(0, CutMode::Partial { intact: 1 });
+        assert_eq!(f.program(0, &ops), Err(FlashError::PowerLoss));
+        f.restore_power();
+        assert_eq!(read(&mut f, pages[0]).unwrap().0, Content::Fingerprint(0));
+        assert!(matches!(
+            read(&mut f, pages[1]),
+            Err(FlashError::Uncorrectable { .. })
+        ));
+        assert_eq!(read(&mut f, pages[2]).unwrap().0, Content::Erased);
+        assert_eq!(read(&mut f, pages[3]).unwrap().0, Content::Erased);
+        assert!(!f.struck(pages[0]) && f.struck(pages[1]) && !f.struck(pages[2]));
+        assert_eq!(f.counts().partial_programs, 1);
+        // Never-programmed pages can be programmed.
+        prog(&mut f, pages[2]).unwrap();
+        // More intact pages than the command has: the last one is torn.
+        f.cut_power_after(0, CutMode::Partial { intact: 9 });
+        assert_eq!(f.program(0, &[ops[3]]), Err(FlashError::PowerLoss));
+        f.restore_power();
+        assert!(f.struck(pages[3]));
+        assert_eq!(
+            f.counts().partial_programs,
+            1,
+            "one page: a plain torn program"
+        );
     }
 
     #[test]

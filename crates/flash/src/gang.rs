@@ -216,6 +216,34 @@ impl<F: Flash> Ganged<F> {
         Ok((done, ops[0].content))
     }
 
+    /// Reads one write unit's OOB record (from its first page) and checks that every other
+    /// page of the unit was programmed and reads (their bytes are not transferred): a unit
+    /// whose program power cut part-way (docs/FORMAT.md, "Recovery") fails as uncorrectable,
+    /// naming its first missing or unreadable page, though its record reads back whole. The
+    /// same as an OOB-only [`Self::read`] on one-page units.
+    pub fn read_record_whole(
+        &mut self,
+        at: Nanos,
+        v: Vpa,
+        oob: &mut [u8],
+    ) -> Result<(Nanos, Content), FlashError> {
+        let l = self.layout;
+        let mut ops: Vec<ReadOp<'_>> = Vec::with_capacity(l.pages_per_unit() as usize);
+        ops.push(ReadOp::new(l.page(v, 0), &mut [], oob));
+        ops.extend((1..l.pages_per_unit()).map(|i| ReadOp::new(l.page(v, i), &mut [], &mut [])));
+        let done = self.flash.read(at, &mut ops)?;
+        let content = ops[0].content;
+        if content != Content::Erased {
+            if let Some(missing) = ops.iter().find(|r| r.content == Content::Erased) {
+                return Err(FlashError::Uncorrectable {
+                    addr: missing.addr,
+                    bit_errors: 0,
+                });
+            }
+        }
+        Ok((done, content))
+    }
+
     /// Erases a whole super-block.
     pub fn erase(&mut self, at: Nanos, superblock: u32) -> Result<Nanos, FlashError> {
         let mut blocks = std::mem::take(&mut self.scratch);

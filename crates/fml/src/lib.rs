@@ -869,6 +869,19 @@ impl<F: Flash> Fml<F> {
         Ok(self.dev.read(at, v, data, oob)?)
     }
 
+    /// Reads a unit's OOB record for recovery, checking that every page of the unit was
+    /// programmed whole ([`flash::gang::Ganged::read_record_whole`]): a unit a power cut tore
+    /// part-way through its program fails as uncorrectable, though its record reads back.
+    pub fn read_record_whole(
+        &mut self,
+        at: Nanos,
+        v: Vpa,
+        oob: &mut [u8],
+    ) -> Result<(Nanos, Content), FmlError> {
+        self.stats.units_read += 1;
+        Ok(self.dev.read_record_whole(at, v, oob)?)
+    }
+
     /// Reads the OOB record of every programmed unit, block by block in write order, for
     /// recovery. Unreadable units are passed as errors. Returns when the scan completes.
     pub fn scan(

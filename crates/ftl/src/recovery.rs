@@ -283,7 +283,9 @@ impl<F: Flash> Ftl<F> {
         let mut oob = [0u8; packed_record_bytes(MAX_SLOTS)];
         let oob = &mut oob[..self.record_bytes];
         w.rec.units_scanned += 1;
-        match self.fml.read(0, v, &mut [], oob) {
+        // The whole unit, not only the page holding the record: a multi-page program torn
+        // part-way leaves the record whole and a later page unreadable or erased.
+        match self.fml.read_record_whole(0, v, oob) {
             Ok((t, _)) => w.done = w.done.max(t),
             Err(FmlError::Flash(FlashError::Uncorrectable { .. })) => {
                 w.rec.units_unreadable += 1;

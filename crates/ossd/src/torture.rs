@@ -19,7 +19,8 @@ pub struct TortureArgs {
     /// after a crash) or poftl (p-OFTL's objects).
     #[arg(long, default_value = "osd")]
     stack: StackKind,
-    /// Device: small (2 MiB, the default) or any preset of `ossd presets`.
+    /// Device: small (2 MiB, the default), small-gang (2 MiB, two-page write units: torn cuts
+    /// can program one page of a unit and not the other) or any preset of `ossd presets`.
     #[arg(long, default_value = "small")]
     device: String,
     /// Run for this many seconds of wall time...
@@ -32,7 +33,10 @@ pub struct TortureArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Fault kinds, comma-separated: power-cut, torn, bit-flip, bit-flip-beyond-ecc,
-    /// page-failure, program-failure, erase-failure, misdirected-write; or all, power, none.
+    /// page-failure, program-failure, erase-failure, misdirected-write, garbled (torn pages
+    /// that read back wrong without an error), partial-program (a torn multi-page program that
+    /// programmed only its first pages); or all, power (power-cut, torn, garbled,
+    /// partial-program), none.
     #[arg(long, default_value = "all")]
     faults: String,
     /// Workload steps per run.

@@ -29,10 +29,25 @@ pub fn small() -> DeviceConfig {
     c
 }
 
-/// A device configuration by name: `small` (the default above) or any flash preset.
+/// [`small`] with two planes per die ganged into each write unit: every unit is a program
+/// command of two pages, so a torn cut can leave one programmed and the other not
+/// (`partial-program`), which one-page units never show.
+pub fn small_gang() -> DeviceConfig {
+    let mut c = small();
+    c.geometry.planes_per_die = 2;
+    c.geometry.blocks_per_plane = 16;
+    // Each super-block is one die's two planes, so the device keeps `small`'s 32 of them.
+    c.gang.planes_per_unit = 2;
+    c.gang.units_per_superblock = 1;
+    c
+}
+
+/// A device configuration by name: `small` (the default above), `small-gang` or any flash
+/// preset.
 pub fn named(name: &str) -> Result<DeviceConfig, UnknownDevice> {
     match name {
         "small" => Ok(small()),
+        "small-gang" => Ok(small_gang()),
         _ => flash::preset(name).map_err(|preset| UnknownDevice {
             name: name.to_string(),
             preset,
@@ -42,7 +57,7 @@ pub fn named(name: &str) -> Result<DeviceConfig, UnknownDevice> {
 
 /// A device name that is neither `small` nor a flash preset ([`named`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{preset}, or small (the torture default)")]
+#[error("{preset}, or small (the torture default), or small-gang")]
 pub struct UnknownDevice {
     /// The name given.
     pub name: String,

@@ -33,11 +33,18 @@ pub enum FaultKind {
     EraseFailure,
     /// A program lands on the wrong page (or nowhere) while reporting success.
     MisdirectedWrite,
+    /// A torn program whose pages read back without an error but with a few bits wrong (the
+    /// ECC miscorrected them): only the stack's checksums can tell. A way a torn cut strikes,
+    /// not a fault of its own: enabling it makes torn cuts, and some of them garbled.
+    Garbled,
+    /// A torn program of several pages that programmed only the first ones whole, tore the
+    /// next and left the rest erased. Like [`FaultKind::Garbled`], a way a torn cut strikes.
+    PartialProgram,
 }
 
 impl FaultKind {
     /// Every kind, in `--faults` listing order.
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::PowerCut,
         FaultKind::Torn,
         FaultKind::BitFlip,
@@ -46,6 +53,8 @@ impl FaultKind {
         FaultKind::ProgramFailure,
         FaultKind::EraseFailure,
         FaultKind::MisdirectedWrite,
+        FaultKind::Garbled,
+        FaultKind::PartialProgram,
     ];
 
     /// The kind's `--faults` name (kebab-case, e.g. `power-cut`).
@@ -59,6 +68,8 @@ impl FaultKind {
             FaultKind::ProgramFailure => "program-failure",
             FaultKind::EraseFailure => "erase-failure",
             FaultKind::MisdirectedWrite => "misdirected-write",
+            FaultKind::Garbled => "garbled",
+            FaultKind::PartialProgram => "partial-program",
         }
     }
 
@@ -68,6 +79,14 @@ impl FaultKind {
         matches!(
             self,
             FaultKind::BitFlipBeyondEcc | FaultKind::PageFailure | FaultKind::MisdirectedWrite
+        )
+    }
+
+    /// Whether the kind is a way a torn cut strikes (unreadable, garbled or partial).
+    pub fn tears(self) -> bool {
+        matches!(
+            self,
+            FaultKind::Torn | FaultKind::Garbled | FaultKind::PartialProgram
         )
     }
 
@@ -94,9 +113,32 @@ impl FaultSet {
     pub fn all() -> FaultSet {
         FaultKind::ALL.iter().copied().collect()
     }
-    /// Power cuts only, clean and torn: the faults after which the whole contract holds.
+    /// Power cuts only, clean and torn (garbled and partial programs included): the faults
+    /// after which the whole contract holds.
     pub fn power() -> FaultSet {
-        [FaultKind::PowerCut, FaultKind::Torn].into_iter().collect()
+        [
+            FaultKind::PowerCut,
+            FaultKind::Torn,
+            FaultKind::Garbled,
+            FaultKind::PartialProgram,
+        ]
+        .into_iter()
+        .collect()
+    }
+    /// The ways a torn cut may strike in this set ([`FaultKind::Torn`], [`FaultKind::Garbled`],
+    /// [`FaultKind::PartialProgram`]).
+    pub fn tears(self) -> impl Iterator<Item = FaultKind> {
+        self.iter().filter(|k| k.tears())
+    }
+    /// The kinds a run injects as faults of their own: the set without the ways a torn cut
+    /// strikes, plus one [`FaultKind::Torn`] when the set has any of them.
+    pub fn injected(self) -> Vec<FaultKind> {
+        let mut kinds: Vec<FaultKind> = self.iter().filter(|k| !k.tears()).collect();
+        if self.tears().next().is_some() {
+            let at = kinds.partition_point(|&k| k < FaultKind::Torn);
+            kinds.insert(at, FaultKind::Torn);
+        }
+        kinds
     }
     /// Whether `k` is in the set.
     pub fn contains(self, k: FaultKind) -> bool {
@@ -189,6 +231,10 @@ pub struct FaultTally {
     pub power_cuts: u64,
     /// Power cuts that struck during a program.
     pub torn_programs: u64,
+    /// Of those, programs whose pages read back garbled without an error.
+    pub garbled_programs: u64,
+    /// Of those, programs of several pages that programmed only some of them.
+    pub partial_programs: u64,
     /// Power cuts that struck during an erase.
     pub interrupted_erases: u64,
     /// Bit flips the ECC corrects.
@@ -221,10 +267,12 @@ impl FaultTally {
     }
 
     /// (name, count) rows, in a fixed order, for summaries.
-    pub fn rows(&self) -> [(&'static str, u64); 12] {
+    pub fn rows(&self) -> [(&'static str, u64); 14] {
         [
             ("power cuts (all)", self.power_cuts),
             ("  torn programs", self.torn_programs),
+            ("    read back garbled", self.garbled_programs),
+            ("    partly programmed", self.partial_programs),
             ("  interrupted erases", self.interrupted_erases),
             ("bit flips within ECC", self.bit_flips_within_ecc),
             ("bit flips beyond ECC", self.bit_flips_beyond_ecc),
@@ -251,6 +299,8 @@ impl FaultTally {
                 FaultKind::ProgramFailure => self.program_failures,
                 FaultKind::EraseFailure => self.erase_failures,
                 FaultKind::MisdirectedWrite => self.misdirected_writes,
+                FaultKind::Garbled => self.garbled_programs,
+                FaultKind::PartialProgram => self.partial_programs,
             })
             .min()
             .unwrap_or(0)
@@ -261,6 +311,8 @@ impl AddAssign for FaultTally {
     fn add_assign(&mut self, o: FaultTally) {
         self.power_cuts += o.power_cuts;
         self.torn_programs += o.torn_programs;
+        self.garbled_programs += o.garbled_programs;
+        self.partial_programs += o.partial_programs;
         self.interrupted_erases += o.interrupted_erases;
         self.bit_flips_within_ecc += o.bit_flips_within_ecc;
         self.bit_flips_beyond_ecc += o.bit_flips_beyond_ecc;
@@ -287,6 +339,13 @@ mod tests {
         assert_eq!(FaultSet::parse("power").unwrap(), FaultSet::power());
         assert!(!FaultSet::power().destructive());
         assert!(FaultSet::parse("none").unwrap().is_empty());
+        let tearing = FaultSet::parse("garbled,bit-flip").unwrap();
+        assert_eq!(
+            tearing.injected(),
+            [FaultKind::Torn, FaultKind::BitFlip],
+            "a way of tearing injects torn cuts"
+        );
+        assert_eq!(FaultSet::all().injected().len(), 8);
         let e = FaultSet::parse("power-cut,gremlins").unwrap_err();
         assert_eq!(e.item, "gremlins");
         assert!(e.to_string().contains("page-failure"), "{e}");

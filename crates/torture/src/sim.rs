@@ -237,6 +237,9 @@ enum Stop {
 struct Sim {
     cfg: SimConfig,
     rng: ChaCha8Rng,
+    /// How each torn cut strikes (unreadable, garbled, partial) is drawn from a stream of its
+    /// own, so enabling those ways leaves every other draw of a seed's schedule as it was.
+    tear_rng: ChaCha8Rng,
     variant: Variant,
     faults: FaultSet,
     subject: Option<Box<dyn Subject>>,
@@ -287,6 +290,9 @@ struct Sim {
     report: RunReport,
 }
 
+/// Mixed into a run's seed for its [`Sim::tear_rng`].
+const TEAR_STREAM: u64 = 0x7465_6172_5f6d_6f64;
+
 /// Nested reboots beyond which a run is a violation ([`Sim::reboot`]).
 const MAX_REBOOT_DEPTH: u32 = 16;
 
@@ -303,7 +309,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
     let faults: FaultSet = cfg
         .faults
         .iter()
-        .filter(|k| matches!(k, FaultKind::PowerCut | FaultKind::Torn) || rng.gen_bool(0.5))
+        .filter(|k| *k == FaultKind::PowerCut || k.tears() || rng.gen_bool(0.5))
         .collect();
     let mut report = RunReport {
         seed,
@@ -353,6 +359,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
     let mut sim = Sim {
         cfg: *cfg,
         rng,
+        tear_rng: ChaCha8Rng::seed_from_u64(seed ^ TEAR_STREAM),
         variant,
         faults,
         subject: Some(subject),
@@ -547,7 +554,7 @@ impl Sim {
     fn body(&mut self) -> Result<(), Stop> {
         while self.step < self.cfg.steps {
             if !self.faults.is_empty() && self.rng.gen_bool(0.25) {
-                let kinds: Vec<FaultKind> = self.faults.iter().collect();
+                let kinds = self.faults.injected();
                 let k = kinds[self.rng.gen_range(0..kinds.len())];
                 self.inject(k);
             }
@@ -587,6 +594,8 @@ impl Sim {
         let t = &mut self.report.tally;
         t.power_cuts = dev_counts.power_cuts;
         t.torn_programs = dev_counts.torn_programs;
+        t.garbled_programs = dev_counts.garbled_programs;
+        t.partial_programs = dev_counts.partial_programs;
         t.interrupted_erases = dev_counts.interrupted_erases;
         t.program_failures = dev_counts.program_failures;
         t.erase_failures = dev_counts.erase_failures;
@@ -596,21 +605,38 @@ impl Sim {
 
     // ------------------------------------------------------------------ faults
 
+    /// How the next torn cut strikes, among the ways the run's fault set enables.
+    fn tear_mode(&mut self) -> CutMode {
+        let ways: Vec<FaultKind> = self.faults.tears().collect();
+        match ways[self.tear_rng.gen_range(0..ways.len())] {
+            FaultKind::Garbled => CutMode::Garbled,
+            FaultKind::PartialProgram => CutMode::Partial {
+                intact: self.tear_rng.gen_range(0..4),
+            },
+            _ => CutMode::Torn,
+        }
+    }
+
     fn inject(&mut self, kind: FaultKind) {
         match kind {
-            FaultKind::PowerCut | FaultKind::Torn => {
+            FaultKind::PowerCut
+            | FaultKind::Torn
+            | FaultKind::Garbled
+            | FaultKind::PartialProgram => {
                 if self.cut_pending {
                     return;
                 }
                 let after = self.rng.gen_range(0..40);
-                let mode = if kind == FaultKind::Torn {
-                    CutMode::Torn
-                } else {
+                let mode = if kind == FaultKind::PowerCut {
                     CutMode::Clean
+                } else {
+                    self.tear_mode()
                 };
                 self.dev().cut_power_after(after, mode);
                 self.cut_pending = true;
-                self.log(format!("arm {kind} after {after} flash commands"));
+                self.log(format!(
+                    "arm {mode:?} power cut after {after} flash commands"
+                ));
             }
             FaultKind::BitFlip | FaultKind::BitFlipBeyondEcc | FaultKind::PageFailure => {
                 self.flip(kind)
@@ -1298,15 +1324,15 @@ impl Sim {
             ));
         }
         self.dev_counts = dev.counts();
-        let power =
-            self.faults.contains(FaultKind::PowerCut) || self.faults.contains(FaultKind::Torn);
+        let tears = self.faults.tears().next().is_some();
+        let power = self.faults.contains(FaultKind::PowerCut) || tears;
         for attempt in 0.. {
             dev.restore_power();
             // Cut power during recovery itself, sometimes: recovery writes a checkpoint.
             if power && attempt < 3 && self.rng.gen_bool(0.3) {
                 let after = self.rng.gen_range(0..30);
-                let mode = if self.faults.contains(FaultKind::Torn) && self.rng.gen_bool(0.5) {
-                    CutMode::Torn
+                let mode = if tears && self.rng.gen_bool(0.5) {
+                    self.tear_mode()
                 } else {
                     CutMode::Clean
                 };

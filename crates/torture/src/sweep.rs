@@ -419,7 +419,8 @@ impl Script {
         Ok(struck)
     }
 
-    /// Cuts power after every flash command of the script in turn, in both modes.
+    /// Cuts power after every flash command of the script in turn: clean, torn, and torn with
+    /// the pages read back garbled.
     pub fn sweep(&self) -> Result<SweepReport, SweepError> {
         let mut s = self.start()?;
         let mut o = Oracle::new(self.slots, self.slot_sectors, self.discard_at_flush());
@@ -435,7 +436,7 @@ impl Script {
             ..SweepReport::default()
         };
         for cut in 0..=report.flash_commands {
-            for mode in [CutMode::Clean, CutMode::Torn] {
+            for mode in [CutMode::Clean, CutMode::Torn, CutMode::Garbled] {
                 match self.cut_at(cut, mode) {
                     Ok(struck) => report.cuts += struck as u64,
                     Err(e) => report
