@@ -151,6 +151,12 @@ pub fn run(args: TortureArgs) -> Result<()> {
         args.seed
     );
     let summary = with_quiet_panics(|| campaign_with_bar(&campaign));
+    if summary.unfit == summary.runs {
+        bail!(
+            "no run could start on this device: {}",
+            summary.unfit_why.as_deref().unwrap_or("the stack does not fit it")
+        );
+    }
     print_summary(&summary);
     if summary.violation_count > 0 {
         println!("\nviolations ({}):", summary.violation_count);
@@ -338,6 +344,16 @@ fn print_summary(s: &Summary) {
             s.ended_early, s.ended_naming_struck, s.ended_naming_none
         ),
     );
+    if s.unfit > 0 {
+        row(
+            "runs that did not fit",
+            format!(
+                "{} (their drawn variant does not fit the device: {})",
+                s.unfit,
+                s.unfit_why.as_deref().unwrap_or("")
+            ),
+        );
+    }
     const SHOWN: usize = 10;
     for (seed, why) in s.ended.iter().take(SHOWN) {
         println!("    seed {seed}: {why}");

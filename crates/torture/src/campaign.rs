@@ -59,6 +59,11 @@ pub struct Summary {
     /// Runs ended on an image a crash left needing a repair the stack does not make, as its
     /// contract allows ([`crate::RunReport::ended_by_contract`]; blockfs).
     pub ended_by_contract: u64,
+    /// Runs whose drawn variant does not fit the device ([`crate::RunReport::unfit`]), and
+    /// the first one's reason.
+    pub unfit: u64,
+    /// See [`Summary::unfit`].
+    pub unfit_why: Option<String>,
     /// Runs held to the strict contract throughout (no destructive fault struck live data).
     pub strict_runs: u64,
     /// Runs relaxed for some slots only (damage to one slot's own data): every other slot
@@ -110,7 +115,12 @@ impl Summary {
         self.reads_checked += r.reads_checked;
         self.errors_tolerated += r.errors_tolerated;
         self.no_space += r.no_space;
-        if let (Some(why), false) = (&r.ended, r.ended_by_contract) {
+        if r.unfit {
+            self.unfit += 1;
+            if self.unfit_why.is_none() {
+                self.unfit_why.clone_from(&r.ended);
+            }
+        } else if let (Some(why), false) = (&r.ended, r.ended_by_contract) {
             self.ended_early += 1;
             match r.ended_naming {
                 Some(true) => self.ended_naming_struck += 1,

@@ -124,6 +124,8 @@ pub struct RunReport {
     /// The run ended on an image a crash left needing repair, as the stack's contract allows
     /// ([`Contract::Synced`]), not by damage.
     pub ended_by_contract: bool,
+    /// The run's variant does not fit the device (no run at all; not counted as ended).
+    pub unfit: bool,
     /// For a run a recovery's refusal ended: whether the refusal named the unit it found
     /// damaged (one a fault struck: naming any other is a violation), or named none.
     pub ended_naming: Option<bool>,
@@ -322,6 +324,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
         Ok(d) => d,
         Err(e) => {
             report.ended = Some(format!("the stack does not fit the device: {e}"));
+            report.unfit = true;
             return report;
         }
     };

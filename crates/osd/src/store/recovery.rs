@@ -39,11 +39,13 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// The OOB record of a unit, if it reads back whole, or else if its copy does (docs/FORMAT.md,
-    /// "Metadata copies"). A copy is never a record of its own: it is read only for the unit
+    /// "Metadata copies"). Every record recovery reads is of a unit every page of which was
+    /// programmed ([`fml::Fml::read_record_whole`]): a multi-page program a power cut tore
+    /// part-way leaves its record whole on the first page. A copy is never a record of its own: it is read only for the unit
     /// before it.
     pub(super) fn record_at(&mut self, v: u32) -> Option<Record> {
         let mut oob = [0u8; SCAN_RECORD_BYTES];
-        match self.fml.read(self.now, Vpa(v), &mut [], &mut oob) {
+        match self.fml.read_record_whole(self.now, Vpa(v), &mut oob) {
             Ok((t, _)) => {
                 self.now = self.now.max(t);
                 match Record::decode(&oob) {
@@ -75,7 +77,7 @@ impl<F: Flash> ObjectStore<F> {
     /// copy's), and, if `v` holds the copy of the unit before it, that unit's record.
     fn scan_record(&mut self, v: u32) -> (Option<Record>, Option<Record>) {
         let mut oob = [0u8; SCAN_RECORD_BYTES];
-        let Ok((t, _)) = self.fml.read(self.now, Vpa(v), &mut [], &mut oob) else {
+        let Ok((t, _)) = self.fml.read_record_whole(self.now, Vpa(v), &mut oob) else {
             return (None, None);
         };
         self.now = self.now.max(t);
@@ -99,7 +101,7 @@ impl<F: Flash> ObjectStore<F> {
     /// The record unit `of` was written with, from the copy of it at unit `c`, if that is one.
     fn copy_record(&mut self, c: u32, of: u32) -> Option<Record> {
         let mut oob = [0u8; SCAN_RECORD_BYTES];
-        let (t, _) = self.fml.read(self.now, Vpa(c), &mut [], &mut oob).ok()?;
+        let (t, _) = self.fml.read_record_whole(self.now, Vpa(c), &mut oob).ok()?;
         self.now = self.now.max(t);
         Record::decode_copy(&oob, of)
             .ok()
