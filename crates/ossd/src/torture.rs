@@ -154,7 +154,10 @@ pub fn run(args: TortureArgs) -> Result<()> {
     if summary.unfit == summary.runs {
         bail!(
             "no run could start on this device: {}",
-            summary.unfit_why.as_deref().unwrap_or("the stack does not fit it")
+            summary
+                .unfit_why
+                .as_deref()
+                .unwrap_or("the stack does not fit it")
         );
     }
     print_summary(&summary);

@@ -90,7 +90,7 @@ impl FaultKind {
         )
     }
 
-    fn bit(self) -> u16 {
+    const fn bit(self) -> u16 {
         1 << self as u16
     }
 }
@@ -111,7 +111,7 @@ impl FaultSet {
 
     /// Every kind, masked and destructive.
     pub fn all() -> FaultSet {
-        FaultKind::ALL.iter().copied().collect()
+        Self::ALL_KINDS
     }
     /// Power cuts only, clean and torn (garbled and partial programs included): the faults
     /// after which the whole contract holds.
@@ -139,6 +139,13 @@ impl FaultSet {
             kinds.insert(at, FaultKind::Torn);
         }
         kinds
+    }
+    /// Every kind, as a constant ([`FaultSet::all`]).
+    pub const ALL_KINDS: FaultSet = FaultSet((1 << FaultKind::ALL.len()) - 1);
+
+    /// The set without `k`.
+    pub const fn without(self, k: FaultKind) -> FaultSet {
+        FaultSet(self.0 & !k.bit())
     }
     /// Whether `k` is in the set.
     pub fn contains(self, k: FaultKind) -> bool {

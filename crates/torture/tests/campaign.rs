@@ -6,7 +6,36 @@ mod common;
 use common::{assert_clean, campaign};
 use torture::campaign::{run_seed, seed_of};
 use torture::subject::CutKind;
-use torture::{FaultSet, SimConfig, StackKind};
+use torture::{FaultKind, FaultSet, SimConfig, StackKind};
+
+/// The kinds that strike on one-page write units: a program of several pages, the only kind
+/// that can be programmed in part, needs units of several pages.
+const ONE_PAGE_UNITS: FaultSet = FaultSet::ALL_KINDS.without(FaultKind::PartialProgram);
+
+/// Torn cuts on two-page write units: the pages read back garbled, or the first programmed and
+/// the second torn or left erased. Every stack on the FML must take such a unit for torn
+/// although its record, on the first page, reads back whole (found by this campaign: the FTL
+/// and the object store rolled such units forward, and their reads then failed).
+#[test]
+fn units_programmed_in_part_are_torn_units() {
+    for stack in [StackKind::Ftl, StackKind::Osd, StackKind::Ofs] {
+        let mut sim = SimConfig::new(stack);
+        sim.faults = FaultSet::power();
+        sim.device = torture::device::small_gang();
+        sim.fill_percent = 80;
+        let s = campaign(sim, 150);
+        assert_clean(&s);
+        assert!(
+            s.tally.partial_programs > 50 && s.tally.garbled_programs > 50,
+            "{stack}: {:?}",
+            s.tally
+        );
+        assert_eq!(
+            s.strict_runs, s.runs,
+            "{stack}: power cuts alone relax nothing"
+        );
+    }
+}
 
 #[test]
 fn ftl_survives_every_fault_kind() {
@@ -18,7 +47,7 @@ fn ftl_survives_every_fault_kind() {
     assert_clean(&s);
     assert!(s.tally.power_cuts > 1000, "{:?}", s.tally);
     assert!(
-        s.tally.min_over(FaultSet::all()) > 0,
+        s.tally.min_over(ONE_PAGE_UNITS) > 0,
         "every kind struck: {:?}",
         s.tally
     );
@@ -62,7 +91,7 @@ fn ossd_survives_every_fault_kind() {
     let s = campaign(SimConfig::new(StackKind::Osd), 300);
     assert_clean(&s);
     assert!(
-        s.tally.min_over(FaultSet::all()) > 0,
+        s.tally.min_over(ONE_PAGE_UNITS) > 0,
         "every kind struck: {:?}",
         s.tally
     );

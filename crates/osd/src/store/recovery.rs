@@ -101,7 +101,10 @@ impl<F: Flash> ObjectStore<F> {
     /// The record unit `of` was written with, from the copy of it at unit `c`, if that is one.
     fn copy_record(&mut self, c: u32, of: u32) -> Option<Record> {
         let mut oob = [0u8; SCAN_RECORD_BYTES];
-        let (t, _) = self.fml.read_record_whole(self.now, Vpa(c), &mut oob).ok()?;
+        let (t, _) = self
+            .fml
+            .read_record_whole(self.now, Vpa(c), &mut oob)
+            .ok()?;
         self.now = self.now.max(t);
         Record::decode_copy(&oob, of)
             .ok()
