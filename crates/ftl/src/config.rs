@@ -85,6 +85,12 @@ pub struct FtlConfig {
     /// GC copies go to an update block of their own (default true); false appends them to the
     /// host data stream, one log as in the LRW model.
     pub separate_gc_stream: bool,
+    /// Write a checkpoint when a host write finds more than this many units programmed since
+    /// the last one (GC copies and translation pages included), so a recovery after a power
+    /// cut reads about that many records past the checkpoint at most. The write that finds it
+    /// waits for the checkpoint. 0 (the default) = checkpoints only at a clean close or when
+    /// asked (`Ftl::checkpoint`), as the papers' FTLs; at least 16 otherwise.
+    pub checkpoint_every_units: u64,
     /// The FML's settings (a run sets them once for whichever stack it builds).
     #[serde(skip)]
     pub fml: FmlConfig,
@@ -105,6 +111,7 @@ impl Default for FtlConfig {
             dftl_hit_percent: 0.0,
             overprovision_percent: 7.0,
             separate_gc_stream: true,
+            checkpoint_every_units: 0,
             fml: FmlConfig::default(),
         }
     }
@@ -127,6 +134,11 @@ impl FtlConfig {
         if !(self.flush_percent > 0.0 && self.flush_percent <= 100.0) {
             return Err(FtlConfigError::FlushPercent {
                 percent: self.flush_percent,
+            });
+        }
+        if (1..16).contains(&self.checkpoint_every_units) {
+            return Err(FtlConfigError::CheckpointEvery {
+                units: self.checkpoint_every_units,
             });
         }
         if self.buffer_policy != BufferPolicy::Evict && self.buffer_bytes == 0 {
@@ -162,6 +174,13 @@ pub enum FtlConfigError {
     FlushPercent {
         /// The value given, in percent.
         percent: f64,
+    },
+    /// `ftl.checkpoint_every_units` between 1 and 15: a checkpoint's own parts and the GC it
+    /// may do would call for the next one at once.
+    #[error("ftl.checkpoint_every_units = {units} must be 0 (off) or at least 16")]
+    CheckpointEvery {
+        /// The value given.
+        units: u64,
     },
     /// The write-back policy with no buffer to write back from.
     #[error("ftl.buffer_policy = write-back or destage needs a buffer: ftl.buffer_bytes = 0")]

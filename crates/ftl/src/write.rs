@@ -94,6 +94,10 @@ impl<F: Flash> Ftl<F> {
         if self.buf.capacity() > 0 {
             done = done.max(self.cache_transfer(at, len));
         }
+        let every = self.config.checkpoint_every_units;
+        if every > 0 && self.map.next_seq.saturating_sub(self.map.ckpt_seq) > every {
+            done = done.max(self.checkpoint(done)?);
+        }
         Ok(done)
     }
 

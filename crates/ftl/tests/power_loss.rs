@@ -29,3 +29,49 @@ fn a_read_cut_by_power_loss_reports_the_power_loss() {
         "{e}"
     );
 }
+
+/// `ftl.checkpoint_every_units`: checkpoints taken as the host writes bound what recovery reads
+/// after a power cut, and lose nothing flushed.
+#[test]
+fn periodic_checkpoints_bound_the_roll_forward() {
+    let run = |every: u64| {
+        let nand = Nand::in_memory(preset("tiny").unwrap()).unwrap();
+        let config = FtlConfig {
+            checkpoint_every_units: every,
+            buffer_bytes: 0,
+            ..FtlConfig::default()
+        };
+        let mut ftl = Ftl::open(nand, config).unwrap();
+        let unit = ftl.unit_bytes() as u64;
+        let units = ftl.capacity_bytes() / unit;
+        let mut t = 0;
+        let mut expect = vec![0u8; units as usize];
+        // Every unit once, then overwrites so that GC runs; each unit holds its last byte.
+        for i in 0..units * 3 {
+            let lpn = (i * 7919) % units;
+            let b = (i % 251) as u8 + 1;
+            t = ftl
+                .write(t, lpn * unit, unit, Data::Bytes(&vec![b; unit as usize]))
+                .unwrap();
+            expect[lpn as usize] = b;
+        }
+        ftl.flush(t).unwrap();
+        let checkpoints = ftl.stats().checkpoint_units_written;
+        let mut ftl = Ftl::open(ftl.crash(), config).unwrap();
+        for (lpn, &b) in expect.iter().enumerate() {
+            let mut out = vec![0u8; unit as usize];
+            ftl.read(0, lpn as u64 * unit, unit, ReadOut::Bytes(&mut out))
+                .unwrap();
+            assert!(out.iter().all(|&x| x == b), "every: {every}, lpn {lpn}");
+        }
+        (checkpoints, ftl.recovery().rolled_forward)
+    };
+    let (none, rolled_all) = run(0);
+    let (some, rolled) = run(64);
+    assert_eq!(none, 0, "no checkpoint without a close");
+    assert!(some > 10, "checkpoints while writing: {some}");
+    assert!(
+        rolled <= 64 && rolled_all > 1000,
+        "rolled forward {rolled} with checkpoints, {rolled_all} without"
+    );
+}

@@ -42,6 +42,7 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
                                      the buffer acknowledges writes and flushes in the background, or (MQSim's destage
                                      buffer) acknowledges writes and writes cold pages back at once (default evict;
                                      mqsim-default: destage)
+  ftl.checkpoint_every_units         a checkpoint once this many units were programmed since the last (0 = only at close; default 0)
   ftl.flush_percent                  write-back: buffered units beyond this share are flushed as writes arrive (default 50)
   ftl.hot_window_ns                  destage: a page written again within this many ns is hot and stays buffered
                                      (default 1000000000, MQSim's bloom_filter_reset_step)

@@ -124,6 +124,7 @@ fn former_findings_stay_fixed() {
     parity_full.reliability = 1;
     let mut blockfs_full = sim(StackKind::Blockfs, BEFORE_TEARS);
     blockfs_full.fill_percent = 80;
+    blockfs_full.ftl_checkpoints = false;
     let mut ofs_full = sim(StackKind::Ofs, BEFORE_TEARS);
     ofs_full.fill_percent = 80;
     let mut poftl_full = sim(StackKind::Poftl, BEFORE_TEARS);
