@@ -45,6 +45,10 @@ pub enum CutMode {
     /// As [`CutMode::Torn`], except that a program's pages read back without an error, each
     /// with a few bits of its payload and of its OOB bytes wrong (the ECC miscorrected them).
     Garbled,
+    /// As [`CutMode::Garbled`], except that the OOB bytes read back whole: only the payload is
+    /// wrong, so a stack that trusts a record without checking the payload it describes
+    /// takes the unit for whole.
+    GarbledPayload,
     /// Power fails part-way through a program of several pages: the first `intact` pages (or
     /// all but the last, if the command has fewer) are programmed whole, the next one is torn
     /// (uncorrectable), and the later ones are not programmed. An erase is interrupted as with
@@ -90,8 +94,9 @@ pub struct Faulty<F: Flash> {
     powered: bool,
     bit_errors: HashMap<PageAddr, u32>,
     torn: HashSet<PageAddr>,
-    /// Pages a [`CutMode::Garbled`] cut left readable but wrong, until their block is erased.
-    garbled: HashSet<PageAddr>,
+    /// Pages a [`CutMode::Garbled`] or [`CutMode::GarbledPayload`] cut left readable but
+    /// wrong, until their block is erased; true when the OOB bytes are wrong too.
+    garbled: HashMap<PageAddr, bool>,
     interrupted: HashSet<BlockAddr>,
     fail_program: HashSet<PageAddr>,
     fail_erase: HashSet<BlockAddr>,
@@ -146,7 +151,7 @@ impl<F: Flash> Faulty<F> {
             powered: true,
             bit_errors: HashMap::new(),
             torn: HashSet::new(),
-            garbled: HashSet::new(),
+            garbled: HashMap::new(),
             interrupted: HashSet::new(),
             fail_program: HashSet::new(),
             fail_erase: HashSet::new(),
@@ -240,7 +245,7 @@ impl<F: Flash> Faulty<F> {
         let ecc = self.inner.config().ecc_correctable_bits;
         let b = page.block_addr();
         self.torn.contains(&page)
-            || self.garbled.contains(&page)
+            || self.garbled.contains_key(&page)
             || self.interrupted.contains(&b)
             || self.bit_errors.get(&page).is_some_and(|&bits| bits > ecc)
             || self.astray.contains(&page)
@@ -282,7 +287,7 @@ impl<F: Flash> Faulty<F> {
         }
         self.bit_errors.retain(|p, _| p.block_addr() != b);
         self.torn.retain(|p| p.block_addr() != b);
-        self.garbled.retain(|p| p.block_addr() != b);
+        self.garbled.retain(|p, _| p.block_addr() != b);
         self.astray.retain(|p| p.block_addr() != b);
         self.interrupted.remove(&b);
     }
@@ -313,8 +318,8 @@ impl<F: Flash> Flash for Faulty<F> {
                 }
                 op.corrected_bits += bits;
             }
-            if self.garbled.contains(&op.addr) {
-                garble(op);
+            if let Some(&record) = self.garbled.get(&op.addr) {
+                garble(op, record);
             }
         }
         Ok(done)
@@ -381,9 +386,10 @@ impl<F: Flash> Flash for Faulty<F> {
         };
         self.counts.torn_programs += 1;
         match mode {
-            CutMode::Garbled => {
+            CutMode::Garbled | CutMode::GarbledPayload => {
                 self.counts.garbled_programs += 1;
-                self.garbled.extend(ops.iter().map(|o| o.addr));
+                let record = mode == CutMode::Garbled;
+                self.garbled.extend(ops.iter().map(|o| (o.addr, record)));
             }
             CutMode::Partial { .. } => {
                 self.counts.partial_programs += u64::from(ops.len() > 1);
@@ -451,16 +457,19 @@ impl<F: Flash> Flash for Faulty<F> {
 
 /// What a read of a [`CutMode::Garbled`] page returns: the page's bytes with a few bits wrong
 /// (three in the payload, two in the first 16 bytes of the OOB area, where every stack keeps
-/// its record; each in a byte of its own, so they never cancel), and a fingerprint likewise.
-/// Which bits is a function of the address alone, so every read of the page agrees.
-fn garble(op: &mut ReadOp<'_>) {
+/// its record, unless `record` is false; each in a byte of its own, so they never cancel),
+/// and a fingerprint likewise. Which bits is a function of the address alone, so every read
+/// of the page agrees.
+fn garble(op: &mut ReadOp<'_>, record: bool) {
     let a = op.addr;
     let page = (u64::from(a.die.0) << 48) | (u64::from(a.plane) << 40) | (u64::from(a.block) << 20);
     let page = page | u64::from(a.page);
     if op.content == Content::Bytes {
         flip_distinct(op.data, op.data.len(), 3, page);
     }
-    flip_distinct(op.oob, 16, 2, page ^ 0x6f6f_625f_6761_7262);
+    if record {
+        flip_distinct(op.oob, 16, 2, page ^ 0x6f6f_625f_6761_7262);
+    }
     if let Content::Fingerprint(fp) = op.content {
         op.content = Content::Fingerprint(fp ^ (1 << (a.page % 64)));
     }
@@ -582,6 +591,28 @@ mod tests {
         f.erase(0, &[a.block_addr()]).unwrap();
         prog(&mut f, a).unwrap();
         assert_eq!(read(&mut f, a).unwrap().0, Content::Fingerprint(0));
+    }
+
+    #[test]
+    fn garbled_payload_keeps_the_record_whole() {
+        let mut f = dev();
+        let a = p(0, 0);
+        let data = vec![0x5au8; f.config().geometry.page_size_bytes as usize];
+        let oob = [7u8; 16];
+        f.cut_power_after(0, CutMode::GarbledPayload);
+        let op = ProgramOp {
+            addr: a,
+            payload: Payload::Bytes(&data),
+            oob: &oob,
+        };
+        assert_eq!(f.program(0, &[op]), Err(FlashError::PowerLoss));
+        f.restore_power();
+        let (mut got, mut got_oob) = (vec![0u8; data.len()], [0u8; 16]);
+        let mut ops = [ReadOp::new(a, &mut got, &mut got_oob)];
+        f.read(0, &mut ops).unwrap();
+        assert_eq!(got_oob, oob, "the record reads back whole");
+        assert_ne!(got, data, "the payload does not");
+        assert!(f.struck(a));
     }
 
     #[test]

@@ -621,6 +621,7 @@ impl Sim {
         let ways: Vec<FaultKind> = self.faults.tears().collect();
         match ways[self.tear_rng.gen_range(0..ways.len())] {
             FaultKind::Garbled => CutMode::Garbled,
+            FaultKind::GarbledPayload => CutMode::GarbledPayload,
             FaultKind::PartialProgram => CutMode::Partial {
                 intact: self.tear_rng.gen_range(0..4),
             },
@@ -633,7 +634,8 @@ impl Sim {
             FaultKind::PowerCut
             | FaultKind::Torn
             | FaultKind::Garbled
-            | FaultKind::PartialProgram => {
+            | FaultKind::PartialProgram
+            | FaultKind::GarbledPayload => {
                 if self.cut_pending {
                     return;
                 }
