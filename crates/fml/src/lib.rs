@@ -803,14 +803,6 @@ impl<F: Flash> Fml<F> {
         self.open[stream.0 as usize] = Some(id);
     }
 
-    /// Keeps block `id` closed: it is not adopted as an update block though partly programmed.
-    /// Recovery calls it for a block whose last unit it found torn (its record whole, its
-    /// payload not): programs after that unit would bury it where no later recovery looks
-    /// for a torn unit, since a torn program can only be a block's last.
-    pub fn keep_closed(&mut self, id: u32) {
-        self.partial.retain(|&b| b != id);
-    }
-
     /// A block left partly programmed at mount that is still closed and unclaimed by GC.
     fn adopt_partial(&mut self) -> Option<u32> {
         while let Some(id) = self.partial.pop() {

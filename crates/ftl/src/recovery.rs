@@ -318,25 +318,11 @@ impl<F: Flash> Ftl<F> {
     }
 
     /// Finds block `id`'s newest readable unit below offset `below` and makes it the block's
-    /// head in the walk; units passed over (unreadable) count as visited. The block's last
-    /// programmed unit (`below` is its write pointer) is the one a torn program may have left
-    /// with a whole record over a wrong payload: its payload is checked against the record,
-    /// and if it fails the unit is passed over and the block kept closed
-    /// ([`Fml::keep_closed`]), so that the unit stays its block's last (finding 38).
+    /// head in the walk; units passed over (unreadable) count as visited.
     fn push_head(&mut self, w: &mut Walk, id: u32, below: u32) -> Result<(), FtlError> {
-        let last = self.fml.blocks()[id as usize].next;
         for off in (0..below).rev() {
             let v = self.fml.layout().vpa(id, off);
-            let record = self.unit_record(w, v)?;
-            let record = match record {
-                Some(r) if off + 1 == last && !self.payload_matches(w, v, &r)? => {
-                    w.rec.units_unreadable += 1;
-                    self.fml.keep_closed(id);
-                    None
-                }
-                r => r,
-            };
-            if let Some(r) = record {
+            if let Some(r) = self.unit_record(w, v)? {
                 w.heads[id as usize] = Some(r);
                 w.frontier[id as usize] = off + 1;
                 w.heap.push((r.seq, id, off));
@@ -345,32 +331,6 @@ impl<F: Flash> Ftl<F> {
         }
         w.frontier[id as usize] = 0;
         Ok(())
-    }
-
-    /// Whether unit `v`'s payload is what its record says (an unreadable one is not). A
-    /// timing-only device keeps no payload to check.
-    fn payload_matches(&mut self, w: &mut Walk, v: Vpa, r: &Record) -> Result<bool, FtlError> {
-        if self.map.owners.is_some() {
-            return Ok(true);
-        }
-        let mut page = std::mem::take(&mut self.scratch);
-        let mut oob = [0u8; packed_record_bytes(MAX_SLOTS)];
-        let read = self
-            .fml
-            .read(0, v, &mut page, &mut oob[..self.record_bytes]);
-        let matches = match read {
-            Ok((t, content)) => {
-                w.done = w.done.max(t);
-                content_crc(content, &page) == Some(r.payload_crc)
-            }
-            Err(FmlError::Flash(FlashError::Uncorrectable { .. })) => false,
-            Err(e) => {
-                self.scratch = page;
-                return Err(e.into());
-            }
-        };
-        self.scratch = page;
-        Ok(matches)
     }
 
     /// Takes units newest first until the newest complete checkpoint is behind the walk;

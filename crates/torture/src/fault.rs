@@ -41,9 +41,9 @@ pub enum FaultKind {
     /// next and left the rest erased. Like [`FaultKind::Garbled`], a way a torn cut strikes.
     PartialProgram,
     /// A torn program whose pages read back without an error, their OOB bytes whole and their
-    /// payload a few bits wrong. Not in `all` or `power`: p-OFTL does not survive it yet (its
-    /// mount trusts a whole record without checking the payload it describes;
-    /// docs/RELIABILITY.md, finding 38).
+    /// payload a few bits wrong. Not in `all` or `power`: no stack survives it yet (every
+    /// recovery trusts a whole record without checking the payload it describes;
+    /// docs/RELIABILITY.md, finding 38, open).
     GarbledPayload,
 }
 
@@ -150,7 +150,7 @@ impl FaultSet {
         }
         kinds
     }
-    /// Every kind but [`FaultKind::GarbledPayload`] (which p-OFTL does not survive yet), as a
+    /// Every kind but [`FaultKind::GarbledPayload`] (which no stack survives yet), as a
     /// constant ([`FaultSet::all`]).
     pub const ALL_KINDS: FaultSet =
         FaultSet(((1 << FaultKind::ALL.len()) - 1) & !FaultKind::GarbledPayload.bit());

@@ -37,27 +37,6 @@ fn units_programmed_in_part_are_torn_units() {
     }
 }
 
-/// Torn units whose record reads back whole over a wrong payload (`garbled-payload`): recovery
-/// checks each block's last unit's payload and passes over one that fails (finding 38; every
-/// stack failed before; p-OFTL still does, so the kind is not in `all`).
-#[test]
-fn torn_units_with_whole_records_are_passed_over() {
-    for stack in [
-        StackKind::Ftl,
-        StackKind::Dftl,
-        StackKind::Osd,
-        StackKind::Ofs,
-        StackKind::Blockfs,
-    ] {
-        let mut sim = SimConfig::new(stack);
-        sim.faults = FaultSet::parse("power-cut,garbled-payload").unwrap();
-        sim.fill_percent = 80;
-        let s = campaign(sim, 100);
-        assert_clean(&s);
-        assert!(s.tally.garbled_programs > 20, "{stack}: {:?}", s.tally);
-    }
-}
-
 #[test]
 fn ftl_survives_every_fault_kind() {
     // Interrupted erases are the rarest kind under the FTL: a torn cut strikes the first program

@@ -98,24 +98,6 @@ impl<F: Flash> ObjectStore<F> {
         }
     }
 
-    /// Whether unit `v`'s payload is what its record says (its own record; a copy's, or an
-    /// unreadable unit, is not judged here). A timing-only device keeps no payload to check.
-    fn payload_whole(&mut self, v: u32) -> bool {
-        if self.fml.flash().config().payload == flash::PayloadMode::Timing {
-            return true;
-        }
-        let mut page = vec![0u8; self.unit];
-        let mut oob = [0u8; SCAN_RECORD_BYTES];
-        let Ok((t, content)) = self.fml.read(self.now, Vpa(v), &mut page, &mut oob) else {
-            return true;
-        };
-        self.now = self.now.max(t);
-        match Record::decode_sealed(&oob) {
-            Ok(Some(s)) => flash::content_crc(content, &page) == Some(s.payload_crc),
-            _ => true,
-        }
-    }
-
     /// The record unit `of` was written with, from the copy of it at unit `c`, if that is one.
     fn copy_record(&mut self, c: u32, of: u32) -> Option<Record> {
         let mut oob = [0u8; SCAN_RECORD_BYTES];
@@ -258,14 +240,7 @@ impl<F: Flash> ObjectStore<F> {
                 let v = layout.vpa(id, off).0;
                 scanned += 1;
                 let copy = above.take();
-                let (mut own, copy_of_below) = self.scan_record(v);
-                // The block's last unit may be a torn program whose record reads back whole
-                // over a wrong payload: passed over, and the block kept closed so that no
-                // program buries it where a later recovery would not look (finding 38).
-                if off + 1 == next && own.is_some() && !self.payload_whole(v) {
-                    own = None;
-                    self.fml.keep_closed(id);
-                }
+                let (own, copy_of_below) = self.scan_record(v);
                 above = copy_of_below;
                 // A unit whose copy is right above it holds what the copy says. Its page may
                 // hold another unit: a misdirected program landed on the page its own program
