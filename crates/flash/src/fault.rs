@@ -557,13 +557,15 @@ mod tests {
         assert_eq!(f.counts().torn_programs, 1);
     }
 
-    #[test]
-    fn garbled_program_reads_without_error_but_wrong() {
+    /// Programs page (0, 0) with 0x5a bytes and a record of sevens under a cut in `mode`,
+    /// reboots and reads it back: the device, the page, what was written and what was read.
+    #[allow(clippy::type_complexity)]
+    fn torn_then_read(mode: CutMode) -> (Faulty<Nand>, PageAddr, [Vec<u8>; 2], [Vec<u8>; 2]) {
         let mut f = dev();
         let a = p(0, 0);
         let data = vec![0x5au8; f.config().geometry.page_size_bytes as usize];
-        let oob = [7u8; 16];
-        f.cut_power_after(0, CutMode::Garbled);
+        let oob = vec![7u8; 16];
+        f.cut_power_after(0, mode);
         let op = ProgramOp {
             addr: a,
             payload: Payload::Bytes(&data),
@@ -571,10 +573,16 @@ mod tests {
         };
         assert_eq!(f.program(0, &[op]), Err(FlashError::PowerLoss));
         f.restore_power();
-        let (mut got, mut got_oob) = (vec![0u8; data.len()], [0u8; 16]);
+        let (mut got, mut got_oob) = (vec![0u8; data.len()], vec![0u8; 16]);
         let mut ops = [ReadOp::new(a, &mut got, &mut got_oob)];
         f.read(0, &mut ops).unwrap();
         assert_eq!(ops[0].content, Content::Bytes);
+        (f, a, [data, oob], [got, got_oob])
+    }
+
+    #[test]
+    fn garbled_program_reads_without_error_but_wrong() {
+        let (mut f, a, [data, oob], [got, got_oob]) = torn_then_read(CutMode::Garbled);
         let wrong_bits = |x: &[u8], y: &[u8]| -> u32 {
             x.iter().zip(y).map(|(a, b)| (a ^ b).count_ones()).sum()
         };
@@ -584,7 +592,7 @@ mod tests {
         let c = f.counts();
         assert_eq!((c.torn_programs, c.garbled_programs), (1, 1));
         // The same wrong bits every time, whether the payload is read or not.
-        let mut again_oob = [0u8; 16];
+        let mut again_oob = vec![0u8; 16];
         let mut ops = [ReadOp::new(a, &mut [], &mut again_oob)];
         f.read(0, &mut ops).unwrap();
         assert_eq!(again_oob, got_oob);
@@ -595,21 +603,7 @@ mod tests {
 
     #[test]
     fn garbled_payload_keeps_the_record_whole() {
-        let mut f = dev();
-        let a = p(0, 0);
-        let data = vec![0x5au8; f.config().geometry.page_size_bytes as usize];
-        let oob = [7u8; 16];
-        f.cut_power_after(0, CutMode::GarbledPayload);
-        let op = ProgramOp {
-            addr: a,
-            payload: Payload::Bytes(&data),
-            oob: &oob,
-        };
-        assert_eq!(f.program(0, &[op]), Err(FlashError::PowerLoss));
-        f.restore_power();
-        let (mut got, mut got_oob) = (vec![0u8; data.len()], [0u8; 16]);
-        let mut ops = [ReadOp::new(a, &mut got, &mut got_oob)];
-        f.read(0, &mut ops).unwrap();
+        let (f, a, [data, oob], [got, got_oob]) = torn_then_read(CutMode::GarbledPayload);
         assert_eq!(got_oob, oob, "the record reads back whole");
         assert_ne!(got, data, "the payload does not");
         assert!(f.struck(a));
