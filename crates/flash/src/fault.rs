@@ -478,22 +478,11 @@ fn garble(op: &mut ReadOp<'_>, record: bool) {
 /// Flips one bit in each of `bits` distinct bytes among the first `span` of `buf`, chosen from
 /// `seed` (fewer when the buffer is shorter).
 fn flip_distinct(buf: &mut [u8], span: usize, bits: usize, seed: u64) {
+    use rand::{Rng, SeedableRng};
     let span = span.min(buf.len());
-    let mut chosen = Vec::with_capacity(bits);
-    for i in 0u64.. {
-        if chosen.len() == bits.min(span) {
-            break;
-        }
-        // splitmix64's finaliser: a well-mixed value per (seed, i).
-        let mut z = seed.wrapping_add(i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        let at = (z % span as u64) as usize;
-        if !chosen.contains(&at) {
-            chosen.push(at);
-            buf[at] ^= 1 << ((z >> 32) % 8);
-        }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    for at in rand::seq::index::sample(&mut rng, span, bits.min(span)) {
+        buf[at] ^= 1 << rng.gen_range(0..8);
     }
 }
 
