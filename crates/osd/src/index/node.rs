@@ -34,17 +34,42 @@ pub(super) enum Child {
 /// A node's entries, keys apart from values: searches (`floor`, routing through inner nodes)
 /// read the dense key array only, and inserting or removing an entry moves fewer bytes.
 /// `keys` and `vals` always have the same length; keys are strictly ascending.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub(super) struct Entries<T> {
     pub keys: Vec<IndexKey>,
     pub vals: Vec<T>,
+    /// Where a search starts guessing (see [`search`]); kept beside the two vectors' headers
+    /// so that a guess costs no load of the key array. Refreshed by every method that
+    /// changes the keys. Only a hint: a stale one (after a direct write to `keys`) makes a
+    /// search slower, never wrong.
+    span: Span,
 }
+
+/// The keys a search interpolates between: the last key, and the first key of the same
+/// kind as it among the first two (a leaf may begin with an object's onode entry, kind 0,
+/// before the object's data extents).
+#[derive(Clone, Copy, Debug, Default)]
+struct Span {
+    lo: IndexKey,
+    lo_at: u32,
+    hi: IndexKey,
+}
+
+/// Equal entries, whatever the hints.
+impl<T: PartialEq> PartialEq for Entries<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.keys == other.keys && self.vals == other.vals
+    }
+}
+
+impl<T: Eq> Eq for Entries<T> {}
 
 impl<T> Default for Entries<T> {
     fn default() -> Self {
         Entries {
             keys: Vec::new(),
             vals: Vec::new(),
+            span: Span::default(),
         }
     }
 }
@@ -53,8 +78,10 @@ impl<T: Copy> FromIterator<(IndexKey, T)> for Entries<T> {
     fn from_iter<I: IntoIterator<Item = (IndexKey, T)>>(it: I) -> Self {
         let mut e = Entries::default();
         for (k, v) in it {
-            e.push(k, v);
+            e.keys.push(k);
+            e.vals.push(v);
         }
+        e.refresh();
         e
     }
 }
@@ -64,7 +91,25 @@ impl<T: Copy> Entries<T> {
         Entries {
             keys: Vec::with_capacity(n),
             vals: Vec::with_capacity(n),
+            span: Span::default(),
         }
+    }
+
+    /// Recomputes the search hint from the keys.
+    fn refresh(&mut self) {
+        let Some(&hi) = self.keys.last() else {
+            self.span = Span::default();
+            return;
+        };
+        let lo_at = match self.keys[..] {
+            [a, b, ..] if a.oid == hi.oid && a.kind != hi.kind && b.kind == hi.kind => 1,
+            _ => 0,
+        };
+        self.span = Span {
+            lo: self.keys[lo_at],
+            lo_at: lo_at as u32,
+            hi,
+        };
     }
 
     pub fn len(&self) -> usize {
@@ -93,21 +138,32 @@ impl<T: Copy> Entries<T> {
     pub fn push(&mut self, k: IndexKey, v: T) {
         self.keys.push(k);
         self.vals.push(v);
+        self.refresh();
     }
 
     pub fn insert(&mut self, i: usize, k: IndexKey, v: T) {
         self.keys.insert(i, k);
         self.vals.insert(i, v);
+        self.refresh();
     }
 
     pub fn remove(&mut self, i: usize) -> (IndexKey, T) {
-        (self.keys.remove(i), self.vals.remove(i))
+        let e = (self.keys.remove(i), self.vals.remove(i));
+        self.refresh();
+        e
+    }
+
+    /// Sets key `i` (an inner node's separator) to `k`.
+    pub fn set_key(&mut self, i: usize, k: IndexKey) {
+        self.keys[i] = k;
+        self.refresh();
     }
 
     /// Removes the entries in `r`.
     pub fn delete(&mut self, r: std::ops::Range<usize>) {
         self.keys.drain(r.clone());
         self.vals.drain(r);
+        self.refresh();
     }
 
     /// Replaces the entries in `r` by `with`: the entries after `r` move once (in each
@@ -134,33 +190,63 @@ impl<T: Copy> Entries<T> {
             self.keys[start + j] = *k;
             self.vals[start + j] = *v;
         }
+        self.refresh();
     }
 
     pub fn split_off(&mut self, at: usize) -> Self {
-        Entries {
+        let mut tail = Entries {
             keys: self.keys.split_off(at),
             vals: self.vals.split_off(at),
-        }
+            span: Span::default(),
+        };
+        tail.refresh();
+        self.refresh();
+        tail
     }
 
     pub fn append(&mut self, other: &mut Self) {
         self.keys.append(&mut other.keys);
         self.vals.append(&mut other.vals);
+        self.refresh();
+        other.refresh();
     }
 
     /// Index of `key`, or where it would go.
     pub fn find(&self, key: &IndexKey) -> Result<usize, usize> {
-        self.keys.binary_search(key)
+        let i = self.lower(key);
+        if self.keys.get(i) == Some(key) {
+            Ok(i)
+        } else {
+            Err(i)
+        }
     }
 
     /// Number of keys <= `key` (the floor is the entry before that position).
     pub fn upper(&self, key: &IndexKey) -> usize {
-        partition(&self.keys, |k| k <= key)
+        self.search(key, |k| k <= key)
     }
 
     /// Number of keys < `key`.
     pub fn lower(&self, key: &IndexKey) -> usize {
-        partition(&self.keys, |k| k < key)
+        self.search(key, |k| k < key)
+    }
+
+    /// The number of keys for which `pred` (a comparison with `key`) holds, as
+    /// `partition_point`. The position is first guessed by interpolation between the keys of
+    /// the hint, then confirmed by galloping from the guess; the value at the guess is loaded
+    /// at the same time as its key (the caller usually reads a value next to it). That reads
+    /// one or two cache lines of keys where the binary search reads six or so: a randomly
+    /// rewritten object has one entry per unit, so the offsets in a leaf of one object are
+    /// close to evenly spaced, and so are the object ids of the separators in an inner node
+    /// (object ids are handed out in order). Where no guess can be made, the binary search.
+    fn search(&self, key: &IndexKey, pred: impl Fn(&IndexKey) -> bool) -> usize {
+        match interpolate(self.keys.len(), &self.span, key) {
+            Some(g) => {
+                std::hint::black_box(self.vals.get(g).copied());
+                gallop(&self.keys, g, pred)
+            }
+            None => partition(&self.keys, pred),
+        }
     }
 
     /// The entry with the greatest key <= `key`.
@@ -190,6 +276,73 @@ impl<T: Copy> Entries<T> {
             self.keys.extend(b.keys.drain(..take));
             self.vals.extend(b.vals.drain(..take));
         }
+        self.refresh();
+        b.refresh();
+    }
+}
+
+/// Fewest keys for which a guess is worth making.
+const INTERPOLATE_MIN_KEYS: usize = 16;
+
+/// A guess of where `key` goes among `n` keys hinted by `span`: by object id when the hint's
+/// keys are of different objects, else by offset when `key` is of their object and kind.
+/// None when neither applies.
+fn interpolate(n: usize, span: &Span, key: &IndexKey) -> Option<usize> {
+    let (a, b, at) = (&span.lo, &span.hi, span.lo_at as usize);
+    if n < INTERPOLATE_MIN_KEYS || at >= n {
+        return None;
+    }
+    if a.oid != b.oid {
+        return Some(between(n, a.oid, b.oid, key.oid));
+    }
+    if key.oid != a.oid || key.kind != a.kind || a.kind != b.kind {
+        return None;
+    }
+    let g = at + between(n - at, a.offset.into(), b.offset.into(), key.offset.into());
+    Some(g.min(n - 1))
+}
+
+/// Where `x` falls among `n` values spread evenly from `lo` to `hi` (`lo < hi`), as an index
+/// below `n`.
+fn between(n: usize, lo: u128, hi: u128, x: u128) -> usize {
+    if x <= lo {
+        return 0;
+    }
+    if x >= hi {
+        return n - 1;
+    }
+    // An estimate only (the search confirms it), so floating point's rounding is harmless.
+    // Differences that fit 64 bits (offsets, and object ids of one partition) convert in
+    // hardware; u128 to f64 is a library call.
+    let float = |v: u128| u64::try_from(v).map_or(v as f64, |v| v as f64);
+    let at = float(x - lo) / float(hi - lo) * (n - 1) as f64;
+    (at as usize).min(n - 1)
+}
+
+/// As [`partition`], starting from the guess `g` (any index of `keys`): steps of 1, 2, 4 ...
+/// away from it bound the answer, then a binary search inside the bound.
+fn gallop(keys: &[IndexKey], g: usize, pred: impl Fn(&IndexKey) -> bool) -> usize {
+    let n = keys.len();
+    if pred(&keys[g]) {
+        // Every key up to `g` satisfies `pred`: the answer is in lo..=hi.
+        let mut lo = g + 1;
+        let mut step = 1;
+        while lo + step <= n && pred(&keys[lo + step - 1]) {
+            lo += step;
+            step *= 2;
+        }
+        let hi = (lo + step - 1).min(n);
+        lo + partition(&keys[lo..hi], pred)
+    } else {
+        // No key from `g` on satisfies `pred`: the answer is in lo..=hi.
+        let mut hi = g;
+        let mut step = 1;
+        while step <= hi && !pred(&keys[hi - step]) {
+            hi -= step;
+            step *= 2;
+        }
+        let lo = hi.saturating_sub(step - 1);
+        lo + partition(&keys[lo..hi], pred)
     }
 }
 

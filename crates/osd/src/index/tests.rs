@@ -916,12 +916,45 @@ proptest! {
 
     #[test]
     fn model_test(
-        node_bytes in prop::sample::select(vec![256usize, 512]),
+        node_bytes in prop::sample::select(vec![256usize, 512, 1024]),
         cache_nodes in 0usize..=4,
         reuse in any::<bool>(),
         ops in prop::collection::vec(op_strategy(), 1..400),
     ) {
         run_model(node_bytes, cache_nodes * node_bytes, reuse, ops);
+    }
+
+    /// The interpolating search of a node's keys (`Entries::upper`, `lower`, `find`) agrees
+    /// with a plain binary search, on nodes of one object and kind with offsets evenly or
+    /// unevenly spaced, on nodes that mix objects and kinds, and behind a stale hint.
+    #[test]
+    fn searches_agree_with_a_binary_search(
+        keys in prop::collection::btree_set(
+            (0u128..3, 0u8..2, prop_oneof![0u64..300, 0u64..u64::MAX]),
+            0..130,
+        ),
+        one_object in any::<bool>(),
+        probes in prop::collection::vec((0u128..3, 0u8..2, prop_oneof![0u64..300, any::<u64>()]), 1..40),
+    ) {
+        let keys: BTreeSet<IndexKey> = keys
+            .into_iter()
+            .map(|(o, kd, off)| if one_object { k(1, 1, off) } else { k(o, kd, off) })
+            .collect();
+        let e: node::Entries<u64> = keys.iter().map(|&x| (x, x.offset)).collect();
+        let sorted: Vec<IndexKey> = keys.into_iter().collect();
+        // The same keys behind a stale hint (one computed for other keys): slower, not wrong.
+        let mut stale: node::Entries<u64> = (0..200).map(|i| (k(1, 1, 7 * i), i)).collect();
+        stale.keys.clone_from(&e.keys);
+        stale.vals.clone_from(&e.vals);
+        for (o, kd, off) in probes {
+            for key in [k(o, kd, off), k(1, 1, off)] {
+                for e in [&e, &stale] {
+                    prop_assert_eq!(e.upper(&key), sorted.partition_point(|x| *x <= key));
+                    prop_assert_eq!(e.lower(&key), sorted.partition_point(|x| *x < key));
+                    prop_assert_eq!(e.find(&key), sorted.binary_search(&key));
+                }
+            }
+        }
     }
 
     #[test]

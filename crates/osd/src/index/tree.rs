@@ -153,13 +153,12 @@ impl Index {
         if self.inner(h)?.keys.get(i) == Some(&k) {
             return Ok(());
         }
-        match self.inner_mut(h)?.keys.get_mut(i) {
-            Some(x) => {
-                *x = k;
-                Ok(())
-            }
-            None => Err(internal("child index out of range")),
+        let v = self.inner_mut(h)?;
+        if i >= v.len() {
+            return Err(internal("child index out of range"));
         }
+        v.set_key(i, k);
+        Ok(())
     }
 
     fn inner(&self, h: Handle) -> Result<&Entries<Child>> {
@@ -628,7 +627,7 @@ impl Index {
             {
                 let v = self.inner_mut(h)?;
                 for (i, k) in firsts {
-                    v.keys[i] = k;
+                    v.set_key(i, k);
                 }
                 for &(i, _) in empty.iter().rev() {
                     v.remove(i);

@@ -451,6 +451,17 @@ impl<F: Flash> ObjectStore<F> {
     /// moved it as a descriptor page, erased the block, and recovery found the small-object
     /// page "referenced twice"). Data units are told apart by the index (`remap`).
     fn claimed_as_other_metadata(&self, from: u32, rec: &Record) -> bool {
+        if matches!(
+            rec,
+            Record::Data { .. }
+                | Record::Parity { .. }
+                | Record::TxnLog { .. }
+                | Record::TxnDone { .. }
+        ) {
+            // Not metadata that another unit's place could be claimed for (and GC's most
+            // frequent case: no look-ups).
+            return false;
+        }
         let desc = self.desc.contains_key(&from);
         let small = self.packs.contains_key(&from);
         let ckpt = self.ckpt_unit == Some(from);
