@@ -10,7 +10,9 @@
 //!   bits wrong in their payload and OOB bytes (the ECC miscorrected a partly programmed page),
 //!   so only the stack's own checksums can tell. With [`CutMode::Partial`] power fails part-way
 //!   through a multi-page program: its first pages are programmed intact, the next is torn, and
-//!   the later ones stay erased. With
+//!   the later ones stay erased. With [`CutMode::Disturbing`] the torn program also destroys
+//!   an earlier page of its block, acknowledged long before (the paired lower page of a
+//!   multi-level cell), which reads as uncorrectable until the block is erased. With
 //!   [`CutMode::Clean`] power fails just before the command, which does not happen. From then on
 //!   every command returns [`FlashError::PowerLoss`] until [`Faulty::restore_power`], which is
 //!   the reboot: the layers above must remount from what the flash holds.
@@ -57,6 +59,16 @@ pub enum CutMode {
         /// Pages of the command programmed whole before the torn one.
         intact: usize,
     },
+    /// As [`CutMode::Torn`], and the cut also destroys the page `distance` pages before the
+    /// (first) torn one in its block, if there is one: on multi-level cells a page shares its
+    /// cells with an earlier page (the upper page with its paired lower page), and an
+    /// interrupted program of the later one leaves the earlier one's charge half-changed, so
+    /// data written and acknowledged long before reads as uncorrectable until the block is
+    /// erased ("paired-page" corruption; docs/RELIABILITY.md).
+    Disturbing {
+        /// How many pages before the torn page its paired page lies (0: none is disturbed).
+        distance: u32,
+    },
 }
 
 /// How many faults of each kind were injected.
@@ -73,6 +85,9 @@ pub struct FaultCounts {
     /// Of [`Self::torn_programs`], those of several pages cut by [`CutMode::Partial`] (of a
     /// one-page program it is a plain torn program, not counted here).
     pub partial_programs: u64,
+    /// Pages a [`CutMode::Disturbing`] cut destroyed before the torn program's own (counted
+    /// apart from the torn programs, which count the cut once).
+    pub disturbed_pages: u64,
     /// Erases damaged by a torn power cut (the block reads as uncorrectable until erased again).
     pub interrupted_erases: u64,
     /// Calls of [`Faulty::flip_bits`] (each may add several bit errors).
@@ -110,6 +125,8 @@ pub struct Faulty<F: Flash> {
     /// wiped the damage, not the loss (a stack that still references one finds it erased).
     wiped: HashSet<PageAddr>,
     cut_command: Option<CutCommand>,
+    /// The earlier page the last [`CutMode::Disturbing`] cut destroyed, until taken.
+    disturbed: Option<PageAddr>,
     counts: FaultCounts,
 }
 
@@ -161,6 +178,7 @@ impl<F: Flash> Faulty<F> {
             failed: HashSet::new(),
             wiped: HashSet::new(),
             cut_command: None,
+            disturbed: None,
             counts: FaultCounts::default(),
         }
     }
@@ -255,6 +273,12 @@ impl<F: Flash> Faulty<F> {
     /// The command the last power cut struck, once.
     pub fn take_cut_command(&mut self) -> Option<CutCommand> {
         self.cut_command.take()
+    }
+
+    /// The earlier page the last [`CutMode::Disturbing`] cut destroyed, once (so a harness can
+    /// ask the stack what it held).
+    pub fn take_disturbed(&mut self) -> Option<PageAddr> {
+        self.disturbed.take()
     }
 
     /// Counts a command and reports whether power fails during it.
@@ -394,6 +418,19 @@ impl<F: Flash> Flash for Faulty<F> {
             CutMode::Partial { .. } => {
                 self.counts.partial_programs += u64::from(ops.len() > 1);
                 self.torn.extend(programmed.last().map(|o| o.addr));
+            }
+            CutMode::Disturbing { distance } => {
+                self.torn.extend(ops.iter().map(|o| o.addr));
+                let first = ops.first().map(|o| o.addr);
+                let paired = first.and_then(|a| {
+                    let page = a.page.checked_sub(distance).filter(|_| distance > 0)?;
+                    Some(PageAddr { page, ..a })
+                });
+                if let Some(p) = paired {
+                    self.torn.insert(p);
+                    self.counts.disturbed_pages += 1;
+                    self.disturbed = Some(p);
+                }
             }
             CutMode::Torn | CutMode::Clean => self.torn.extend(ops.iter().map(|o| o.addr)),
         }
@@ -544,6 +581,43 @@ mod tests {
         f.erase(0, &[p(0, 0).block_addr()]).unwrap();
         assert_eq!(read(&mut f, p(0, 1)).unwrap().0, Content::Erased);
         assert_eq!(f.counts().torn_programs, 1);
+    }
+
+    #[test]
+    fn a_disturbing_cut_destroys_the_paired_earlier_page_too() {
+        let mut f = dev();
+        for page in 0..4 {
+            prog(&mut f, p(0, page)).unwrap();
+        }
+        f.cut_power_after(0, CutMode::Disturbing { distance: 3 });
+        assert_eq!(prog(&mut f, p(0, 4)), Err(FlashError::PowerLoss));
+        assert_eq!(f.take_disturbed(), Some(p(0, 1)));
+        assert_eq!(f.take_disturbed(), None);
+        f.restore_power();
+        for page in [1, 4] {
+            assert!(matches!(
+                read(&mut f, p(0, page)),
+                Err(FlashError::Uncorrectable { .. })
+            ));
+            assert!(f.struck(p(0, page)));
+        }
+        for page in [0, 2, 3] {
+            assert_eq!(
+                read(&mut f, p(0, page)).unwrap().0,
+                Content::Fingerprint(page.into())
+            );
+        }
+        assert_eq!(f.counts().disturbed_pages, 1);
+        assert_eq!(f.counts().torn_programs, 1);
+        // A torn first page has no earlier page to disturb.
+        f.cut_power_after(0, CutMode::Disturbing { distance: 1 });
+        assert_eq!(prog(&mut f, p(1, 0)), Err(FlashError::PowerLoss));
+        assert_eq!(f.take_disturbed(), None);
+        assert_eq!(f.counts().disturbed_pages, 1);
+        // The erase wipes the damage (the loss stays struck until the page is programmed).
+        f.restore_power();
+        f.erase(0, &[p(0, 0).block_addr()]).unwrap();
+        assert_eq!(read(&mut f, p(0, 1)).unwrap().0, Content::Erased);
     }
 
     /// Programs page (0, 0) with 0x5a bytes and a record of sevens under a cut in `mode`,

@@ -45,11 +45,18 @@ pub enum FaultKind {
     /// recovery trusts a whole record without checking the payload it describes;
     /// docs/RELIABILITY.md, finding 38, open).
     GarbledPayload,
+    /// A torn program that also destroys an earlier page of its block, written and flushed
+    /// long before (the paired lower page of a multi-level cell). A way a torn cut strikes,
+    /// like [`FaultKind::Garbled`], and destructive. Not in `power` (the contract cannot hold
+    /// whole after it) nor in `all`: nearly every cut of a run would then destroy flushed data,
+    /// and `all` campaigns would check almost nothing strictly (docs/RELIABILITY.md); name it
+    /// (`--faults all,paired-page`).
+    PairedPage,
 }
 
 impl FaultKind {
     /// Every kind, in `--faults` listing order.
-    pub const ALL: [FaultKind; 11] = [
+    pub const ALL: [FaultKind; 12] = [
         FaultKind::PowerCut,
         FaultKind::Torn,
         FaultKind::BitFlip,
@@ -61,6 +68,7 @@ impl FaultKind {
         FaultKind::Garbled,
         FaultKind::PartialProgram,
         FaultKind::GarbledPayload,
+        FaultKind::PairedPage,
     ];
 
     /// The kind's `--faults` name (kebab-case, e.g. `power-cut`).
@@ -77,6 +85,7 @@ impl FaultKind {
             FaultKind::Garbled => "garbled",
             FaultKind::PartialProgram => "partial-program",
             FaultKind::GarbledPayload => "garbled-payload",
+            FaultKind::PairedPage => "paired-page",
         }
     }
 
@@ -85,7 +94,10 @@ impl FaultKind {
     pub fn destructive(self) -> bool {
         matches!(
             self,
-            FaultKind::BitFlipBeyondEcc | FaultKind::PageFailure | FaultKind::MisdirectedWrite
+            FaultKind::BitFlipBeyondEcc
+                | FaultKind::PageFailure
+                | FaultKind::MisdirectedWrite
+                | FaultKind::PairedPage
         )
     }
 
@@ -97,6 +109,7 @@ impl FaultKind {
                 | FaultKind::Garbled
                 | FaultKind::PartialProgram
                 | FaultKind::GarbledPayload
+                | FaultKind::PairedPage
         )
     }
 
@@ -119,7 +132,8 @@ impl FaultSet {
     /// The empty set: no faults injected.
     pub const NONE: FaultSet = FaultSet(0);
 
-    /// Every kind, masked and destructive, but `garbled-payload` ([`FaultSet::ALL_KINDS`]).
+    /// Every kind, masked and destructive, but `garbled-payload` and `paired-page`
+    /// ([`FaultSet::ALL_KINDS`]).
     pub fn all() -> FaultSet {
         Self::ALL_KINDS
     }
@@ -150,10 +164,13 @@ impl FaultSet {
         }
         kinds
     }
-    /// Every kind but [`FaultKind::GarbledPayload`] (which no stack survives yet), as a
-    /// constant ([`FaultSet::all`]).
-    pub const ALL_KINDS: FaultSet =
-        FaultSet(((1 << FaultKind::ALL.len()) - 1) & !FaultKind::GarbledPayload.bit());
+    /// Every kind but [`FaultKind::GarbledPayload`] (which no stack survives yet) and
+    /// [`FaultKind::PairedPage`] (named only), as a constant ([`FaultSet::all`]).
+    pub const ALL_KINDS: FaultSet = FaultSet(
+        ((1 << FaultKind::ALL.len()) - 1)
+            & !FaultKind::GarbledPayload.bit()
+            & !FaultKind::PairedPage.bit(),
+    );
 
     /// The set without `k`.
     pub const fn without(self, k: FaultKind) -> FaultSet {
@@ -254,6 +271,8 @@ pub struct FaultTally {
     pub garbled_programs: u64,
     /// Of those, programs of several pages that programmed only some of them.
     pub partial_programs: u64,
+    /// Earlier pages a torn program destroyed with it (paired pages).
+    pub disturbed_pages: u64,
     /// Power cuts that struck during an erase.
     pub interrupted_erases: u64,
     /// Bit flips the ECC corrects.
@@ -286,12 +305,13 @@ impl FaultTally {
     }
 
     /// (name, count) rows, in a fixed order, for summaries.
-    pub fn rows(&self) -> [(&'static str, u64); 14] {
+    pub fn rows(&self) -> [(&'static str, u64); 15] {
         [
             ("power cuts (all)", self.power_cuts),
             ("  torn programs", self.torn_programs),
             ("    read back garbled", self.garbled_programs),
             ("    partly programmed", self.partial_programs),
+            ("    paired pages destroyed", self.disturbed_pages),
             ("  interrupted erases", self.interrupted_erases),
             ("bit flips within ECC", self.bit_flips_within_ecc),
             ("bit flips beyond ECC", self.bit_flips_beyond_ecc),
@@ -320,6 +340,7 @@ impl FaultTally {
                 FaultKind::MisdirectedWrite => self.misdirected_writes,
                 FaultKind::Garbled | FaultKind::GarbledPayload => self.garbled_programs,
                 FaultKind::PartialProgram => self.partial_programs,
+                FaultKind::PairedPage => self.disturbed_pages,
             })
             .min()
             .unwrap_or(0)
@@ -332,6 +353,7 @@ impl AddAssign for FaultTally {
         self.torn_programs += o.torn_programs;
         self.garbled_programs += o.garbled_programs;
         self.partial_programs += o.partial_programs;
+        self.disturbed_pages += o.disturbed_pages;
         self.interrupted_erases += o.interrupted_erases;
         self.bit_flips_within_ecc += o.bit_flips_within_ecc;
         self.bit_flips_beyond_ecc += o.bit_flips_beyond_ecc;
@@ -365,6 +387,11 @@ mod tests {
             "a way of tearing injects torn cuts"
         );
         assert_eq!(FaultSet::all().injected().len(), 8);
+        assert!(!FaultSet::all().contains(FaultKind::PairedPage));
+        assert!(FaultSet::parse("all,paired-page")
+            .unwrap()
+            .contains(FaultKind::PairedPage));
+        assert!(!FaultSet::power().contains(FaultKind::PairedPage));
         assert!(!FaultSet::all().contains(FaultKind::GarbledPayload));
         assert!(FaultSet::parse("garbled-payload")
             .unwrap()

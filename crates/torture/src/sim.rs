@@ -607,6 +607,7 @@ impl Sim {
         t.torn_programs = dev_counts.torn_programs;
         t.garbled_programs = dev_counts.garbled_programs;
         t.partial_programs = dev_counts.partial_programs;
+        t.disturbed_pages = dev_counts.disturbed_pages;
         t.interrupted_erases = dev_counts.interrupted_erases;
         t.program_failures = dev_counts.program_failures;
         t.erase_failures = dev_counts.erase_failures;
@@ -625,6 +626,11 @@ impl Sim {
             FaultKind::PartialProgram => CutMode::Partial {
                 intact: self.tear_rng.gen_range(0..4),
             },
+            // The pair distances of common MLC page orders (lower page k shares its cells with
+            // upper page k + 1 .. k + 6).
+            FaultKind::PairedPage => CutMode::Disturbing {
+                distance: self.tear_rng.gen_range(1..=6),
+            },
             _ => CutMode::Torn,
         }
     }
@@ -635,7 +641,8 @@ impl Sim {
             | FaultKind::Torn
             | FaultKind::Garbled
             | FaultKind::PartialProgram
-            | FaultKind::GarbledPayload => {
+            | FaultKind::GarbledPayload
+            | FaultKind::PairedPage => {
                 if self.cut_pending {
                     return;
                 }
@@ -1235,16 +1242,68 @@ impl Sim {
         r
     }
 
-    /// Counts what the power cut that just struck hit, if one did.
+    /// Counts what the power cut that just struck hit, if one did. A paired page it
+    /// destroyed with no stack left to ask (a cut during a shutdown or a recovery) relaxes
+    /// every slot: what it held cannot be told.
     fn note_cut(&mut self, dev: &mut Device) {
         if let Some(c) = dev.take_cut_command() {
             let kind = CutKind::of(self.cfg.stack, &c);
             self.report.coverage.cuts[kind as usize] += 1;
         }
+        if let Some(page) = dev.take_disturbed() {
+            // A data unit's record names its slot; anything else cannot be told.
+            let mut oob = vec![0u8; dev.config().geometry.oob_size_bytes as usize];
+            let slot = dev
+                .inner_mut()
+                .inner_mut()
+                .peek_oob(page, &mut oob)
+                .and_then(|()| crate::subject::record_slot(self.cfg.stack, &oob));
+            self.log(format!(
+                "paired page {page} destroyed by a cut in a shutdown or recovery (slot {slot:?})"
+            ));
+            match slot {
+                Some(s) => {
+                    let at = [(
+                        page.block_addr(),
+                        dev.block_info(page.block_addr()).erase_count,
+                    )];
+                    self.relax_slot(s, &at);
+                }
+                None => self.relax(RelaxedAll::UnknownPage),
+            }
+        }
+    }
+
+    /// A torn program that destroyed an earlier page of its block (a paired page): relaxes
+    /// what that page held, asked of the stack that was running (from RAM, as for a bit flip
+    /// without parity, so the schedule of flash commands is unchanged). Called before the
+    /// stack is dropped.
+    fn judge_disturbed(&mut self) {
+        if self.subject.is_none() {
+            return;
+        }
+        let Some(page) = self.dev().take_disturbed() else {
+            return;
+        };
+        let erase_count = self.dev().block_info(page.block_addr()).erase_count;
+        let role = match self.subject().page_live(page) {
+            Some(false) => PageRole::Stale,
+            Some(true) => PageRole::Live,
+            None => PageRole::Unknown,
+        };
+        let role = self.narrow(role, page);
+        if role == PageRole::Stale {
+            self.report.tally.destructive_on_stale += 1;
+        }
+        self.log(format!(
+            "paired page {page} destroyed by the cut ({role:?})"
+        ));
+        self.relax_for(role, &[(page.block_addr(), erase_count)]);
     }
 
     fn reboot_once(&mut self, clean: bool) -> Result<(), Stop> {
         self.judge_misdirected();
+        self.judge_disturbed();
         self.changed_at_crash = (0..SLOTS)
             .filter(|&s| self.oracle.changed_since_flush(s))
             .fold(0, |m, s| m | 1 << s);

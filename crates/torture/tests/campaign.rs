@@ -37,6 +37,27 @@ fn units_programmed_in_part_are_torn_units() {
     }
 }
 
+/// Torn programs that also destroy an earlier, flushed page of their block (MLC paired
+/// pages): the destroyed data may read as an error, never as wrong bytes, and on the object
+/// store a page of one object's data relaxes that object alone (asked of the running store).
+#[test]
+fn paired_page_strikes_lose_only_what_they_struck() {
+    for stack in [StackKind::Ftl, StackKind::Osd, StackKind::Ofs] {
+        let mut sim = SimConfig::new(stack);
+        sim.faults = FaultSet::parse("power-cut,paired-page").expect("fault list");
+        sim.fill_percent = 80;
+        let s = campaign(sim, 100);
+        assert_clean(&s);
+        assert!(s.tally.disturbed_pages > 100, "{stack}: {:?}", s.tally);
+        if stack == StackKind::Osd {
+            assert!(
+                s.slot_relaxed_runs > 0,
+                "{stack}: a destroyed data page relaxes its slot alone in some runs"
+            );
+        }
+    }
+}
+
 #[test]
 fn ftl_survives_every_fault_kind() {
     // Interrupted erases are the rarest kind under the FTL: a torn cut strikes the first program
