@@ -75,11 +75,22 @@ pub struct Recovery {
     /// Virtual time at which recovery's last read completed (every read is issued at time 0;
     /// the device queues them per die).
     pub scan_done_ns: Nanos,
+    /// Whether the device's newest unit, a data unit or translation page whose record reads
+    /// back whole, failed its payload checksum and was passed over as the program a power cut
+    /// tore (docs/FORMAT.md, "Recovery"); a checkpoint then made that durable.
+    pub newest_unit_torn: bool,
 }
 
 impl<F: Flash> Ftl<F> {
     /// Opens the FTL over a device: blank, or holding an earlier FTL's data (recovered).
     pub fn open(flash: F, config: FtlConfig) -> Result<Self, FtlError> {
+        Self::open_or_return(flash, config).map_err(|(e, _)| e)
+    }
+
+    /// As [`Ftl::open`], giving the device back when recovery fails once it has been read
+    /// (a power cut during the checkpoint an open may write: the caller restores power and
+    /// opens again). `None` when the failure came before (a bad configuration).
+    pub fn open_or_return(flash: F, config: FtlConfig) -> Result<Self, (FtlError, Option<F>)> {
         Self::open_inner(flash, config, true)
     }
 
@@ -88,10 +99,32 @@ impl<F: Flash> Ftl<F> {
     /// catches a broken recovery; never use it to open a real device.
     #[doc(hidden)]
     pub fn open_broken_without_roll_forward(flash: F, config: FtlConfig) -> Result<Self, FtlError> {
-        Self::open_inner(flash, config, false)
+        Self::open_inner(flash, config, false).map_err(|(e, _)| e)
     }
 
-    fn open_inner(flash: F, config: FtlConfig, roll_forward: bool) -> Result<Self, FtlError> {
+    fn open_inner(
+        flash: F,
+        config: FtlConfig,
+        roll_forward: bool,
+    ) -> Result<Self, (FtlError, Option<F>)> {
+        let mut ftl = Self::build(flash, config).map_err(|e| (e, None))?;
+        if let Err(e) = ftl.recover(roll_forward) {
+            return Err((e, Some(ftl.crash())));
+        }
+        if ftl.recovery.newest_unit_torn {
+            // The unit passed over must stay passed over once newer units are written (it
+            // would no longer be the newest, and its record would win): a checkpoint puts it
+            // behind the walk of every later recovery.
+            let t = ftl.recovery.scan_done_ns;
+            if let Err(e) = ftl.checkpoint(t) {
+                return Err((e, Some(ftl.crash())));
+            }
+        }
+        Ok(ftl)
+    }
+
+    /// The FTL over a device whose FML is open, before recovery.
+    fn build(flash: F, config: FtlConfig) -> Result<Self, FtlError> {
         config.validate()?;
         let wu_bytes = flash.config().write_unit_bytes() as usize;
         let slots = slots_per_unit(&config, wu_bytes, flash.config().geometry.oob_size_bytes)?;
@@ -157,7 +190,7 @@ impl<F: Flash> Ftl<F> {
                 Cmt::new((config.dftl_cache_bytes / 8) as usize, entries_per_tpage)
             }
         });
-        let mut ftl = Ftl {
+        let ftl = Ftl {
             map: Map {
                 l2p: vec![UNMAPPED; logical_units as usize],
                 slots,
@@ -203,7 +236,6 @@ impl<F: Flash> Ftl<F> {
             cold: Default::default(),
             destage_depth,
         };
-        ftl.recover(roll_forward)?;
         Ok(ftl)
     }
 
@@ -358,6 +390,11 @@ impl<F: Flash> Ftl<F> {
             };
             w.frontier[id as usize] = off;
             let v = self.fml.layout().vpa(id, off).0;
+            if !w.whole_taken && self.torn_on_top(w, v, &r)? {
+                w.rec.newest_unit_torn = true;
+                self.push_head(w, id, off)?;
+                continue;
+            }
             let slots = self.map.slots;
             match r.kind {
                 Kind::Data | Kind::Packed
@@ -415,6 +452,40 @@ impl<F: Flash> Ftl<F> {
             self.push_head(w, id, off)?;
         }
         Ok(())
+    }
+
+    /// Whether a data unit or translation page the walk takes before any whole one is a torn
+    /// program: its payload fails the checksum its record holds. A torn program may leave its
+    /// record whole over a wrong payload (docs/RELIABILITY.md, finding 38), and rolled forward
+    /// it would fail every read. Only the newest such unit can be one: every unit is
+    /// programmed in the order of its sequence number, taken just before its program (GC's
+    /// copies too), and what an open writes after passing one over (a checkpoint) holds no
+    /// data unit unless the open completes, whose checkpoint then ends every later walk before
+    /// it. So the walk checks units from the top until the first whole one; a checkpoint part
+    /// is checked when it is read. Any other payload that fails its checksum is damage, which
+    /// the read reports.
+    fn torn_on_top(&mut self, w: &mut Walk, v: u32, r: &Record) -> Result<bool, FtlError> {
+        if !matches!(r.kind, Kind::Data | Kind::Packed | Kind::Map) {
+            return Ok(false);
+        }
+        let mut page = std::mem::take(&mut self.scratch);
+        let mut oob = [0u8; packed_record_bytes(MAX_SLOTS)];
+        let oob = &mut oob[..self.record_bytes];
+        let read = self.fml.read(0, Vpa(v), &mut page, oob);
+        let whole = match read {
+            Ok((t, content)) => {
+                w.done = w.done.max(t);
+                content_crc(content, &page) == Some(r.payload_crc)
+            }
+            Err(FmlError::Flash(FlashError::Uncorrectable { .. })) => false,
+            Err(e) => {
+                self.scratch = page;
+                return Err(e.into());
+            }
+        };
+        self.scratch = page;
+        w.whole_taken = whole;
+        Ok(!whole)
     }
 
     /// Reads a checkpoint part the walk came to: notes where it is, and loads its entries into
@@ -614,6 +685,9 @@ struct Walk {
     newer: FxHashMap<u32, u32>,
     map_newer: FxHashMap<u32, u32>,
     max_seq: u64,
+    /// Whether the walk has taken a data unit or translation page whose payload is whole:
+    /// nothing older can be a torn program.
+    whole_taken: bool,
     /// Records this build reads, and whole records of version 1.
     current: u64,
     old: u64,
@@ -632,6 +706,7 @@ impl Walk {
             newer: FxHashMap::default(),
             map_newer: FxHashMap::default(),
             max_seq: 0,
+            whole_taken: false,
             current: 0,
             old: 0,
             done: 0,

@@ -75,3 +75,55 @@ fn periodic_checkpoints_bound_the_roll_forward() {
         "rolled forward {rolled} with checkpoints, {rolled_all} without"
     );
 }
+
+/// A torn program whose record reads back whole over a wrong payload (docs/RELIABILITY.md,
+/// finding 38): recovery passes the device's newest unit over when its payload fails its
+/// checksum, so the logical page keeps its previous version, and keeps it passed over after
+/// newer writes and another crash.
+#[test]
+fn a_torn_newest_unit_with_a_whole_record_is_passed_over_for_good() {
+    let config = FtlConfig {
+        buffer_bytes: 0,
+        ..FtlConfig::default()
+    };
+    let nand = Faulty::new(Nand::in_memory(preset("tiny").unwrap()).unwrap());
+    let mut ftl = Ftl::open(nand, config).unwrap();
+    let unit = ftl.unit_bytes() as u64;
+    let fill = |b: u8| vec![b; unit as usize];
+    let read = |ftl: &mut Ftl<Faulty<Nand>>, lpn: u64| {
+        let mut out = fill(0);
+        ftl.read(0, lpn * unit, unit, ReadOut::Bytes(&mut out))
+            .map(|_| out[0])
+    };
+    let mut t = 0;
+    for lpn in 0..8 {
+        t = ftl
+            .write(t, lpn * unit, unit, Data::Bytes(&fill(1)))
+            .unwrap();
+    }
+    t = ftl.flush(t).unwrap();
+    // The rewrite of page 3 is torn: its record reads back whole, its payload does not.
+    ftl.device_mut().cut_power_after(0, CutMode::GarbledPayload);
+    assert!(ftl
+        .write(t, 3 * unit, unit, Data::Bytes(&fill(2)))
+        .and_then(|t| ftl.flush(t))
+        .is_err());
+    let mut dev = ftl.crash();
+    dev.restore_power();
+    let mut ftl = Ftl::open(dev, config).unwrap();
+    assert!(ftl.recovery().newest_unit_torn);
+    assert_eq!(read(&mut ftl, 3).unwrap(), 1, "the previous version");
+    // Newer units, then another crash: the torn unit is no longer the newest, and must not
+    // come back.
+    let mut t = 0;
+    for lpn in 4..8 {
+        t = ftl
+            .write(t, lpn * unit, unit, Data::Bytes(&fill(3)))
+            .unwrap();
+    }
+    ftl.flush(t).unwrap();
+    let mut ftl = Ftl::open(ftl.crash(), config).unwrap();
+    assert!(!ftl.recovery().newest_unit_torn);
+    assert_eq!(read(&mut ftl, 3).unwrap(), 1, "still the previous version");
+    assert_eq!(read(&mut ftl, 5).unwrap(), 3);
+}

@@ -465,8 +465,9 @@ pub(crate) fn open_blockfs(
     ftl: FtlConfig,
     fs: BlockFsConfig,
 ) -> Result<Box<dyn Subject>, (Fail, Option<Device>)> {
-    // The FTL's recovery only reads: a failure is final (`Ftl::open` keeps the device).
-    let ftl = Ftl::open(dev, ftl).map_err(|e| (crate::subject::ftl_fail(e), None))?;
+    // The FTL's recovery may write a checkpoint (after passing a torn unit over), which a
+    // power cut may strike: the device comes back.
+    let ftl = Ftl::open_or_return(dev, ftl).map_err(|(e, d)| (crate::subject::ftl_fail(e), d))?;
     match BlockFs::mount_or_return(ftl, fs, 0) {
         Ok(fs) => Ok(Box::new(FsSubject::new(fs))),
         Err((e, ftl)) => {

@@ -786,13 +786,12 @@ impl Variant {
                 Err((e, d)) => Err((osd_fail(e), d)),
             },
             Variant::Ftl(cfg) => {
-                // The FTL's recovery only reads (it programs nothing until the next write), so
-                // a power cut cannot strike during it, and a failure is final: `Ftl::open`
-                // keeps the device.
+                // The FTL's recovery only reads, unless it passes a torn unit over: then it
+                // writes a checkpoint, which a power cut may strike (the device comes back).
                 let r = if broken {
-                    Ftl::open_broken_without_roll_forward(dev, cfg)
+                    Ftl::open_broken_without_roll_forward(dev, cfg).map_err(|e| (e, None))
                 } else {
-                    Ftl::open(dev, cfg)
+                    Ftl::open_or_return(dev, cfg)
                 };
                 match r {
                     Ok(ftl) => Ok(Box::new(FtlSubject {
@@ -800,7 +799,7 @@ impl Variant {
                         t: 0,
                         slot_bytes,
                     })),
-                    Err(e) => Err((ftl_fail(e), None)),
+                    Err((e, d)) => Err((ftl_fail(e), d)),
                 }
             }
             Variant::Ofs(osd, _) => crate::files::open_ofs(dev, osd),
