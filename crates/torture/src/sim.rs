@@ -780,11 +780,7 @@ impl Sim {
         // flash commands a power cut counts stay as they were, so old seeds replay).
         let role = match role {
             Some(r) => r,
-            None => match self.subject().page_live(page) {
-                Some(false) => PageRole::Stale,
-                Some(true) => PageRole::Live,
-                None => PageRole::Unknown,
-            },
+            None => PageRole::of_live(self.subject().page_live(page)),
         };
         let role = self.narrow(role, page);
         // Damage to a stale page changes nothing the stack may return, and damage to one
@@ -1243,8 +1239,8 @@ impl Sim {
     }
 
     /// Counts what the power cut that just struck hit, if one did. A paired page it
-    /// destroyed with no stack left to ask (a cut during a shutdown or a recovery) relaxes
-    /// every slot: what it held cannot be told.
+    /// destroyed with no stack left to ask (a cut during a shutdown or a recovery) relaxes the
+    /// slot a data unit's record names, else every slot: what it held cannot be told.
     fn note_cut(&mut self, dev: &mut Device) {
         if let Some(c) = dev.take_cut_command() {
             let kind = CutKind::of(self.cfg.stack, &c);
@@ -1286,11 +1282,7 @@ impl Sim {
             return;
         };
         let erase_count = self.dev().block_info(page.block_addr()).erase_count;
-        let role = match self.subject().page_live(page) {
-            Some(false) => PageRole::Stale,
-            Some(true) => PageRole::Live,
-            None => PageRole::Unknown,
-        };
+        let role = PageRole::of_live(self.subject().page_live(page));
         let role = self.narrow(role, page);
         if role == PageRole::Stale {
             self.report.tally.destructive_on_stale += 1;

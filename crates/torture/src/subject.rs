@@ -279,11 +279,7 @@ pub trait Subject {
     /// redundancy must mask the damage (issue 16 item 4). By default, [`Subject::page_live`]'s
     /// answer.
     fn page_role(&mut self, page: flash::PageAddr) -> PageRole {
-        match self.page_live(page) {
-            Some(false) => PageRole::Stale,
-            Some(true) => PageRole::Live,
-            None => PageRole::Unknown,
-        }
+        PageRole::of_live(self.page_live(page))
     }
     /// The slot whose data alone a live page holds (`None`: metadata, data shared by several
     /// slots, or the stack cannot tell). Asked without a flash command, before or after a
@@ -451,6 +447,17 @@ pub enum PageRole {
     Live,
     /// The stack cannot tell.
     Unknown,
+}
+
+impl PageRole {
+    /// The role [`Subject::page_live`]'s answer gives: stale, live, or unknown.
+    pub fn of_live(live: Option<bool>) -> PageRole {
+        match live {
+            Some(false) => PageRole::Stale,
+            Some(true) => PageRole::Live,
+            None => PageRole::Unknown,
+        }
+    }
 }
 
 /// [`Guarded::oid`] of a metadata unit with a copy beside it (the group is the unit's address,
