@@ -468,24 +468,35 @@ impl<F: Flash> Ftl<F> {
         if !matches!(r.kind, Kind::Data | Kind::Packed | Kind::Map) {
             return Ok(false);
         }
-        let mut page = std::mem::take(&mut self.scratch);
-        let mut oob = [0u8; packed_record_bytes(MAX_SLOTS)];
-        let oob = &mut oob[..self.record_bytes];
-        let read = self.fml.read(0, Vpa(v), &mut page, oob);
-        let whole = match read {
-            Ok((t, content)) => {
+        let whole = match self.read_whole(v, r)? {
+            Some((t, _, whole)) => {
                 w.done = w.done.max(t);
-                content_crc(content, &page) == Some(r.payload_crc)
+                whole
             }
-            Err(FmlError::Flash(FlashError::Uncorrectable { .. })) => false,
-            Err(e) => {
-                self.scratch = page;
-                return Err(e.into());
-            }
+            None => false,
         };
-        self.scratch = page;
         w.whole_taken = whole;
         Ok(!whole)
+    }
+
+    /// Reads unit `v` whole into the scratch buffer: when it completed, what it holds, and
+    /// whether its payload matches the checksum in its record `r`; `None` when it reads as
+    /// uncorrectable. Any other device failure is an error.
+    fn read_whole(
+        &mut self,
+        v: u32,
+        r: &Record,
+    ) -> Result<Option<(Nanos, Content, bool)>, FtlError> {
+        let mut oob = [0u8; packed_record_bytes(MAX_SLOTS)];
+        let oob = &mut oob[..self.record_bytes];
+        match self.fml.read(0, Vpa(v), &mut self.scratch, oob) {
+            Ok((t, content)) => {
+                let whole = content_crc(content, &self.scratch) == Some(r.payload_crc);
+                Ok(Some((t, content, whole)))
+            }
+            Err(FmlError::Flash(FlashError::Uncorrectable { .. })) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Reads a checkpoint part the walk came to: notes where it is, and loads its entries into
@@ -518,33 +529,21 @@ impl<F: Flash> Ftl<F> {
         v: u32,
         r: &Record,
     ) -> Result<Option<CkptPart>, FtlError> {
-        let mut page = std::mem::take(&mut self.scratch);
-        let mut oob = [0u8; packed_record_bytes(MAX_SLOTS)];
-        let oob = &mut oob[..self.record_bytes];
-        let read = self.fml.read(0, Vpa(v), &mut page, oob);
-        let part = match read {
-            Ok((t, Content::Bytes))
-                if content_crc(Content::Bytes, &page) == Some(r.payload_crc) =>
-            {
-                w.done = w.done.max(t);
-                if is_version_1(&page) {
-                    self.scratch = page;
-                    return Err(FtlError::Corrupted(format!(
-                        "unit {v} holds a checkpoint of format version 1, written before \
-                         bounded recovery (version 2 adds the translation directory); format \
-                         the image again"
-                    )));
-                }
-                decode_ckpt(&page, self.logical_units, self.ckpt_entries())
-            }
-            Ok(_) | Err(FmlError::Flash(FlashError::Uncorrectable { .. })) => None,
-            Err(e) => {
-                self.scratch = page;
-                return Err(e.into());
-            }
+        let Some((t, Content::Bytes, true)) = self.read_whole(v, r)? else {
+            return Ok(None);
         };
-        self.scratch = page;
-        Ok(part)
+        w.done = w.done.max(t);
+        if is_version_1(&self.scratch) {
+            return Err(FtlError::Corrupted(format!(
+                "unit {v} holds a checkpoint of format version 1, written before bounded \
+                 recovery (version 2 adds the translation directory); format the image again"
+            )));
+        }
+        Ok(decode_ckpt(
+            &self.scratch,
+            self.logical_units,
+            self.ckpt_entries(),
+        ))
     }
 
     /// Puts a checkpoint part's entries into the map: logical pages, then (past them) the

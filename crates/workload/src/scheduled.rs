@@ -353,3 +353,147 @@ pub fn video_requests(
     out.sort_by_key(|r| r.arrival_ns);
     Ok((out, Some(period)))
 }
+
+/// A block trace replayed through the device-side scheduler, open loop at the trace's own
+/// arrival times (BLOCKMGMT-09 Table 4 replays traces of macro benchmarks this way). Reads
+/// and writes only; a request's offset is folded into the footprint (modulo, then moved back
+/// to end inside it), so any trace fits any device.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlockTrace {
+    /// The trace file; a relative path is taken from the experiment file's directory.
+    pub path: std::path::PathBuf,
+    /// mqsim, msr, blkparse or fiu; guessed from the file when absent.
+    #[serde(default)]
+    pub format: Option<String>,
+    /// Replay at most this many requests (all when absent). `--scale` multiplies it, when set.
+    #[serde(default)]
+    pub max_requests: Option<u64>,
+    /// Share of the logical capacity written before measuring, and into which the trace's
+    /// offsets are folded (default 0.75, as [`Synthetic`]).
+    #[serde(default = "default_utilisation")]
+    pub utilisation: f64,
+    /// Multiplies the trace's times since its first request (default 1: as traced; 2 arrives
+    /// at half the rate). A trace recorded on another device may arrive faster than this one
+    /// serves it, and then its response times are mostly queueing.
+    #[serde(default = "default_time_scale")]
+    pub time_scale: f64,
+}
+
+fn default_utilisation() -> f64 {
+    0.75
+}
+
+fn default_time_scale() -> f64 {
+    1.0
+}
+
+/// Why a [`BlockTrace`] could not be replayed.
+#[derive(Debug, thiserror::Error)]
+pub enum BlockTraceError {
+    /// `format` names no format, or none was given and the file's could not be guessed.
+    #[error("block-trace {}: {reason}", .path.display())]
+    Format {
+        /// The trace file.
+        path: std::path::PathBuf,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The file could not be read, or a line of it parsed.
+    #[error(transparent)]
+    Read(#[from] crate::trace::TraceError),
+    /// `utilisation` outside (0, 1].
+    #[error("block-trace: utilisation = {value} must lie in (0, 1]")]
+    Utilisation {
+        /// The value.
+        value: f64,
+    },
+    /// `time_scale` not a positive finite number.
+    #[error("block-trace: time_scale = {value} must be a positive number")]
+    TimeScale {
+        /// The value.
+        value: f64,
+    },
+    /// A request larger than the footprint or than 64 write units, or not whole sectors.
+    #[error("block-trace {} line {line}: a request of {bytes} bytes does not fit the device", .path.display())]
+    RequestBytes {
+        /// The trace file.
+        path: std::path::PathBuf,
+        /// Its line.
+        line: u64,
+        /// The request's length.
+        bytes: u64,
+    },
+}
+
+impl BlockTrace {
+    /// Resolves a relative `path` against `dir` (the experiment file's directory).
+    pub fn resolve(&mut self, dir: &std::path::Path) {
+        if self.path.is_relative() {
+            self.path = dir.join(&self.path);
+        }
+    }
+
+    /// The trace's reads and writes, arriving from `start_ns` on, folded into `footprint`
+    /// bytes; `max_bytes` is the longest request the device takes.
+    pub fn requests(
+        &self,
+        footprint: u64,
+        max_bytes: u64,
+        start_ns: Nanos,
+    ) -> Result<Vec<Request>, BlockTraceError> {
+        if !(self.utilisation > 0.0 && self.utilisation <= 1.0) {
+            return Err(BlockTraceError::Utilisation {
+                value: self.utilisation,
+            });
+        }
+        if !(self.time_scale.is_finite() && self.time_scale > 0.0) {
+            return Err(BlockTraceError::TimeScale {
+                value: self.time_scale,
+            });
+        }
+        let format_error = |reason: String| BlockTraceError::Format {
+            path: self.path.clone(),
+            reason,
+        };
+        let format = match &self.format {
+            Some(f) => f
+                .parse::<crate::trace::TraceFormat>()
+                .map_err(|e| format_error(e.to_string()))?,
+            None => crate::trace::TraceFormat::detect(&self.path).ok_or_else(|| {
+                format_error("cannot tell the trace's format; set `format`".into())
+            })?,
+        };
+        let mut reader = crate::trace::TraceReader::open(&self.path, format)?;
+        let limit = self.max_requests.unwrap_or(u64::MAX);
+        let mut out = Vec::new();
+        while (out.len() as u64) < limit {
+            let Some(r) = reader.next() else { break };
+            let r = r?;
+            if !matches!(r.op, Op::Read | Op::Write) || r.len_bytes == 0 {
+                continue;
+            }
+            if r.len_bytes > footprint || r.len_bytes > max_bytes || r.len_bytes % 512 != 0 {
+                return Err(BlockTraceError::RequestBytes {
+                    path: self.path.clone(),
+                    line: reader.line(),
+                    bytes: r.len_bytes,
+                });
+            }
+            let mut offset = r.offset_bytes % footprint / 512 * 512;
+            if offset + r.len_bytes > footprint {
+                offset = (footprint - r.len_bytes) / 512 * 512;
+            }
+            out.push(Request {
+                op: r.op,
+                offset_bytes: offset,
+                len_bytes: r.len_bytes,
+                priority: 0,
+                arrival_ns: Some(
+                    start_ns + (r.arrival_ns.unwrap_or(0) as f64 * self.time_scale).round() as u64,
+                ),
+            });
+        }
+        Ok(out)
+    }
+}

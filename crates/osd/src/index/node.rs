@@ -135,12 +135,6 @@ impl<T: Copy> Entries<T> {
         self.keys.iter().copied().zip(self.vals.iter().copied())
     }
 
-    pub fn push(&mut self, k: IndexKey, v: T) {
-        self.keys.push(k);
-        self.vals.push(v);
-        self.refresh();
-    }
-
     pub fn insert(&mut self, i: usize, k: IndexKey, v: T) {
         self.keys.insert(i, k);
         self.vals.insert(i, v);
@@ -577,11 +571,13 @@ impl Geometry {
                 let mut val = [0u8; 8];
                 val.copy_from_slice(&b[p..p + 8]);
                 p += 8;
-                v.push(k, u64::from_le_bytes(val));
+                v.keys.push(k);
+                v.vals.push(u64::from_le_bytes(val));
             }
             if v.keys.windows(2).any(|w| w[0] >= w[1]) {
                 return Err(bad("leaf keys not strictly ascending".into()));
             }
+            v.refresh();
             Body::Leaf(v)
         } else {
             let mut v = Entries::with_capacity(n + 1);
@@ -590,11 +586,13 @@ impl Geometry {
                 p += IndexKey::ENCODED_BYTES;
                 let a = u32::from_le_bytes([b[p], b[p + 1], b[p + 2], b[p + 3]]);
                 p += 4;
-                v.push(k, Child::Addr(a));
+                v.keys.push(k);
+                v.vals.push(Child::Addr(a));
             }
             if v.keys.windows(2).any(|w| w[0] >= w[1]) {
                 return Err(bad("separator keys not strictly ascending".into()));
             }
+            v.refresh();
             Body::Inner(v)
         };
         Ok(Node { level, body })
