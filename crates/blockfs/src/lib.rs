@@ -150,9 +150,13 @@ pub struct BlockFs<F: Flash> {
 }
 
 pub(crate) fn device(e: FtlError) -> FsError {
-    match e {
-        FtlError::Corrupted(s) => FsError::Corrupted(s),
-        e => FsError::Device(e.to_string()),
+    match (e.unit(), e) {
+        (Some(unit), e) => FsError::Damaged {
+            what: e.to_string(),
+            unit,
+        },
+        (None, FtlError::Corrupted(s)) => FsError::Corrupted(s),
+        (None, e) => FsError::Device(e.to_string()),
     }
 }
 

@@ -115,7 +115,11 @@ impl<F: Flash> BlockFs<F> {
         let t = match ftl.read(at, 0, 512, ReadOut::Bytes(&mut first)) {
             Ok(t) => t,
             Err(e) => {
-                let e = FsError::Corrupted(format!("superblock unreadable: {e}"));
+                let what = format!("superblock unreadable: {e}");
+                let e = match e.unit() {
+                    Some(unit) => FsError::Damaged { what, unit },
+                    None => FsError::Corrupted(what),
+                };
                 return Err((e, Box::new(ftl)));
             }
         };

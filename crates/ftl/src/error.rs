@@ -36,6 +36,8 @@ pub enum FtlError {
     Unreadable {
         /// The logical page.
         lpn: u32,
+        /// The write unit (its `Vpa`) the map names for it.
+        unit: u32,
         /// The device's error; for a unit that read but is not the page's, an uncorrectable
         /// read of its first page with 0 bit errors.
         source: FlashError,
@@ -63,6 +65,16 @@ pub enum FtlError {
         /// The write unit read (its `Vpa`).
         unit: u32,
     },
+}
+
+impl FtlError {
+    /// The write unit the error names as unreadable or failing its checksum, if any.
+    pub fn unit(&self) -> Option<u32> {
+        match self {
+            FtlError::Unreadable { unit, .. } | FtlError::Checksum { unit, .. } => Some(*unit),
+            _ => None,
+        }
+    }
 }
 
 impl From<FlashError> for FtlError {

@@ -48,6 +48,7 @@ pub use config::{BufferPolicy, FtlConfig, FtlConfigError, Mapping};
 pub use error::FtlError;
 pub use recovery::Recovery;
 
+use flash::gang::Vpa;
 use flash::{Flash, Nanos};
 use fml::buffer::WriteBuffer;
 use fml::{Fml, StreamId};
@@ -206,6 +207,34 @@ impl<F: Flash> Ftl<F> {
     /// Units now held in the write buffer.
     pub fn buffered_units(&self) -> usize {
         self.buf.len()
+    }
+
+    /// Whether recovery after a crash now could need unit `v`, whose OOB record is `oob` (read
+    /// by the caller without a flash command, e.g. by a fault harness asking what a fault
+    /// struck). A valid unit is needed. An invalid one is not when every logical page it holds
+    /// is mapped to a unit programmed after it: recovery replays that unit in its place. It is
+    /// when one of them is unmapped (a TRIM is durable only at the next checkpoint, so recovery
+    /// may map the page to this unit again) or lost. An invalid translation page or checkpoint
+    /// part is taken as needed too (no harness relies on telling). `None` when `oob` holds no
+    /// record.
+    pub fn unit_needed(&self, v: Vpa, oob: &[u8]) -> Option<bool> {
+        if self.fml.is_valid(v) {
+            return Some(true);
+        }
+        let rec = oob::Record::decode(oob).ok()??;
+        let unmapped = |lpn: u32| {
+            self.map
+                .l2p
+                .get(lpn as usize)
+                .is_none_or(|&l| l == UNMAPPED || l == LOST)
+        };
+        Some(match rec.kind {
+            oob::Kind::Data => unmapped(rec.key),
+            oob::Kind::Packed => rec.slots.keys[..rec.slots.n as usize]
+                .iter()
+                .any(|&k| k != oob::EMPTY_SLOT && unmapped(k)),
+            oob::Kind::Map | oob::Kind::Checkpoint => true,
+        })
     }
 
     /// Checkpoints and hands the device back.

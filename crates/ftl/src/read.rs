@@ -118,6 +118,7 @@ impl<F: Flash> Ftl<F> {
         self.scratch = scratch;
         let unreadable = |fml: &Fml<F>| FtlError::Unreadable {
             lpn,
+            unit: v.0,
             source: FlashError::Uncorrectable {
                 addr: fml.layout().page(v, 0),
                 bit_errors: 0,
@@ -128,7 +129,13 @@ impl<F: Flash> Ftl<F> {
             // Power lost is no fault of the unit: the caller must see the power loss (and
             // remount), not a corrupted page.
             Err(e @ FmlError::Flash(FlashError::PowerLoss)) => return Err(e.into()),
-            Err(FmlError::Flash(source)) => return Err(FtlError::Unreadable { lpn, source }),
+            Err(FmlError::Flash(source)) => {
+                return Err(FtlError::Unreadable {
+                    lpn,
+                    unit: v.0,
+                    source,
+                })
+            }
             Err(e) => return Err(e.into()),
         };
         if self.map.owners.is_some() && content != Content::Erased {

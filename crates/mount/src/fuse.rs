@@ -43,7 +43,7 @@ pub fn errno(e: &FsError) -> c_int {
         FsError::NotEmpty(_) => libc::ENOTEMPTY,
         FsError::NoSpace(_) => libc::ENOSPC,
         FsError::Invalid(_) => libc::EINVAL,
-        FsError::Corrupted(_) | FsError::Device(_) => libc::EIO,
+        FsError::Corrupted(_) | FsError::Damaged { .. } | FsError::Device(_) => libc::EIO,
         FsError::Unsupported(_) => libc::EOPNOTSUPP,
         FsError::NotPermitted(_) => libc::EPERM,
     }

@@ -125,7 +125,7 @@ impl<S: Store> Ofs<S> {
         while let Some(dir) = queue.pop() {
             let entries = match self.all_bucket_entries(dir) {
                 Ok(e) => e,
-                Err(e @ FsError::Corrupted(_)) => {
+                Err(e) if e.is_damage() => {
                     w.faults.push(Fault::Unreadable {
                         ino: dir,
                         why: e.to_string(),
@@ -277,7 +277,9 @@ impl<S: Store> Ofs<S> {
             match r {
                 Ok(()) => Ok(Verdict::Good),
                 Err(FsError::NotFound(w)) => Ok(Verdict::Bad(format!("{w} not found"))),
-                Err(FsError::Corrupted(w)) => Ok(Verdict::Damaged(w)),
+                Err(FsError::Corrupted(w) | FsError::Damaged { what: w, .. }) => {
+                    Ok(Verdict::Damaged(w))
+                }
                 Err(err) => Err(err),
             }
         };

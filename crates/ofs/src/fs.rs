@@ -87,6 +87,15 @@ pub(crate) fn osd_err(e: OsdError) -> FsError {
         OsdError::KeyRequired(_) | OsdError::WrongKey(_) | OsdError::Transaction(_) => {
             FsError::Unsupported(e.to_string())
         }
+        OsdError::Corrupted {
+            unit: Some(unit), ..
+        }
+        | OsdError::Uncorrectable {
+            unit: Some(unit), ..
+        } => FsError::Damaged {
+            what: e.to_string(),
+            unit,
+        },
         OsdError::Corrupted { .. } | OsdError::Uncorrectable { .. } => {
             FsError::Corrupted(e.to_string())
         }

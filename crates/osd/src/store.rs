@@ -435,6 +435,9 @@ pub struct ObjectStore<F: Flash> {
     poisoned: Option<String>,
     /// A whole OOB record of another version seen by recovery's scan.
     foreign_version: Option<u8>,
+    /// The newest unit recovery's scan for the checkpoint found damaged (neither its own
+    /// record nor a copy's reads whole): the unit a refusal for a lost checkpoint names.
+    scan_damage: Option<u32>,
     /// Metadata units are written with a copy beside them ([`OsdConfig::metadata_copies`],
     /// or the checkpoint says an earlier open did).
     copies: bool,
@@ -567,6 +570,7 @@ impl<F: Flash> ObjectStore<F> {
             recovery: Recovery::default(),
             poisoned: None,
             foreign_version: None,
+            scan_damage: None,
             copies,
             parity: FxHashMap::default(),
             parity_tick: 0,

@@ -53,6 +53,13 @@ pub struct TortureArgs {
     /// preference, and one per group must be masked: no failed command, no wrong byte.
     #[arg(long, default_value_t = 0)]
     reliability: u8,
+    /// Destructive faults (bit-flip-beyond-ecc, page-failure, misdirected-write) a run injects
+    /// on average when the fault set holds masked kinds too. Masked faults come one workload
+    /// step in four; destructive ones far more rarely, since each that strikes live data
+    /// relaxes the check of what it struck. A set of destructive kinds alone, or
+    /// --reliability above 0, draws them one step in four.
+    #[arg(long, default_value_t = torture::sim::DESTRUCTIVE_PER_RUN)]
+    destructive_per_run: f64,
     /// Threads (default: every core).
     #[arg(long)]
     jobs: Option<usize>,
@@ -92,6 +99,13 @@ pub fn run(args: TortureArgs) -> Result<()> {
             args.reliability
         );
     }
+    if !(args.destructive_per_run >= 0.0 && args.destructive_per_run <= f64::from(args.steps)) {
+        bail!(
+            "--destructive-per-run must be from 0 to --steps ({}), not {}",
+            args.steps,
+            args.destructive_per_run
+        );
+    }
     if args.runs == Some(0) {
         bail!("--runs must be at least 1");
     }
@@ -104,10 +118,11 @@ pub fn run(args: TortureArgs) -> Result<()> {
     sim.steps = args.steps;
     sim.fill_percent = args.fill;
     sim.reliability = args.reliability;
+    sim.destructive_per_run = Some(args.destructive_per_run);
     sim.trace = args.replay.is_some();
     let replay_cmd = |seed: u64| {
         format!(
-            "ossd torture --stack {} --device {} --faults {} --steps {} --fill {}{} --replay {seed}",
+            "ossd torture --stack {} --device {} --faults {} --steps {} --fill {}{}{} --replay {seed}",
             stack.name(),
             args.device,
             faults,
@@ -117,6 +132,11 @@ pub fn run(args: TortureArgs) -> Result<()> {
                 format!(" --reliability {}", args.reliability)
             } else {
                 String::new()
+            },
+            if args.destructive_per_run == torture::sim::DESTRUCTIVE_PER_RUN {
+                String::new()
+            } else {
+                format!(" --destructive-per-run {}", args.destructive_per_run)
             }
         )
     };
@@ -345,7 +365,7 @@ fn print_summary(s: &Summary) {
     row(
         "runs ended by damage",
         format!(
-            "{} (recovery refused an image a destructive fault damaged: {} naming a unit a fault struck, {} naming no unit)",
+            "{} (recovery refused an image a destructive fault damaged: {} naming a unit a fault struck, {} naming no unit after damage to metadata)",
             s.ended_early, s.ended_naming_struck, s.ended_naming_none
         ),
     );

@@ -26,7 +26,10 @@ fn fs_err(e: PoftlError) -> FsError {
     match e {
         PoftlError::NoSpace { .. } => FsError::NoSpace(e.to_string()),
         PoftlError::Invalid(m) => FsError::Invalid(m),
-        PoftlError::Corrupted { .. } => FsError::Corrupted(e.to_string()),
+        PoftlError::Corrupted { unit, .. } => FsError::Damaged {
+            what: e.to_string(),
+            unit,
+        },
         PoftlError::NoObject(id) => FsError::NotFound(format!("object {id:#x}")),
         e => FsError::Device(e.to_string()),
     }

@@ -50,7 +50,8 @@ pub struct Summary {
     /// Runs a destructive fault ended early (the image refused with an error).
     pub ended_early: u64,
     /// Of those, runs whose refusal named the damaged unit (one a fault struck), and runs
-    /// whose refusal named no unit.
+    /// whose refusal named no unit after a fault struck what no one slot owns (metadata, or a
+    /// page the stack could not name; any other refusal naming no unit is a violation).
     pub ended_naming_struck: u64,
     /// See [`Summary::ended_naming_struck`].
     pub ended_naming_none: u64,

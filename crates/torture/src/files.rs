@@ -44,6 +44,10 @@ fn fs_fail(e: FsError, powered: bool) -> Fail {
     match e {
         FsError::NoSpace(_) => Fail::NoSpace,
         FsError::Corrupted(m) => Fail::corrupt(m),
+        FsError::Damaged { what, unit } => Fail::Corrupt {
+            what,
+            unit: Some(unit),
+        },
         FsError::Device(m) => Fail::Device(m),
         FsError::NotFound(m) => Fail::Missing(m),
         e => Fail::Other(e.to_string()),
@@ -184,6 +188,9 @@ impl Mounted for BlockFs<Device> {
             checkpoints: self.ftl().stats().checkpoint_units_written,
             ..fml_coverage(self.ftl().fml().stats())
         }
+    }
+    fn page_live(&mut self, page: flash::PageAddr) -> Option<bool> {
+        crate::subject::ftl_page_live(self.ftl_mut(), page)
     }
     fn contract(&self) -> Contract {
         Contract::Synced
@@ -497,7 +504,11 @@ fn poftl_fail(e: PoftlError) -> Fail {
         PoftlError::Fml(FmlError::NoSpace { .. }) | PoftlError::NoSpace { .. } => Fail::NoSpace,
         PoftlError::Fml(FmlError::Flash(_)) | PoftlError::Flash(_) => Fail::Device(e.to_string()),
         PoftlError::NoObject(_) => Fail::Missing(e.to_string()),
-        PoftlError::Corrupted { .. } | PoftlError::Lost { .. } => Fail::corrupt(e.to_string()),
+        PoftlError::Corrupted { unit, .. } => Fail::Corrupt {
+            unit: Some(unit),
+            what: e.to_string(),
+        },
+        PoftlError::Lost { .. } => Fail::corrupt(e.to_string()),
         PoftlError::Poisoned(_) => Fail::Device(e.to_string()),
         _ => Fail::Other(e.to_string()),
     }

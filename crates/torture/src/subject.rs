@@ -18,6 +18,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::device::Device;
 use crate::oracle::{ATTRS, FIRST_ATTR};
+use crate::sim::SLOTS;
 
 /// How a stack operation failed, as the contract cares about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -848,6 +849,53 @@ pub fn record_slot(stack: StackKind, oob: &[u8]) -> Option<u32> {
     }
 }
 
+/// The FTL unit holding `page` and its OOB record (on the unit's first page), read without a
+/// flash command.
+fn ftl_unit_record(
+    ftl: &mut Ftl<Device>,
+    page: flash::PageAddr,
+) -> Option<(flash::gang::Vpa, Vec<u8>)> {
+    let layout = *ftl.fml().layout();
+    let v = layout.vpa_of(page)?;
+    let mut oob = vec![0u8; ftl::oob::packed_record_bytes(ftl::oob::MAX_SLOTS)];
+    ftl.device_mut()
+        .inner_mut()
+        .inner_mut()
+        .peek_oob(layout.page(v, 0), &mut oob)?;
+    Some((v, oob))
+}
+
+/// [`Subject::page_live`] of a stack on the FTL: whether recovery could need the unit holding
+/// `page` ([`Ftl::unit_needed`]).
+pub(crate) fn ftl_page_live(ftl: &mut Ftl<Device>, page: flash::PageAddr) -> Option<bool> {
+    let (v, oob) = ftl_unit_record(ftl, page)?;
+    ftl.unit_needed(v, &oob)
+}
+
+/// The slot whose sectors an FTL data unit (OOB record `oob`) holds, when all of them are one
+/// slot's: logical pages of `unit_bytes` each, slots of `slot_bytes` from logical address 0.
+pub(crate) fn ftl_record_slot(oob: &[u8], unit_bytes: u64, slot_bytes: u64) -> Option<u32> {
+    use ftl::oob::{Kind, Record, EMPTY_SLOT};
+    let rec = Record::decode(oob).ok()??;
+    let slot_of = |lpn: u32| {
+        let first = lpn as u64 * unit_bytes / slot_bytes;
+        let last = ((lpn as u64 + 1) * unit_bytes - 1) / slot_bytes;
+        (first == last && first < SLOTS as u64).then_some(first as u32)
+    };
+    match rec.kind {
+        Kind::Data => slot_of(rec.key),
+        Kind::Packed => {
+            let mut slots = rec.slots.keys[..rec.slots.n as usize]
+                .iter()
+                .filter(|&&k| k != EMPTY_SLOT)
+                .map(|&k| slot_of(k));
+            let first = slots.next()??;
+            slots.all(|s| s == Some(first)).then_some(first)
+        }
+        Kind::Map | Kind::Checkpoint => None,
+    }
+}
+
 /// The slots a unit of shared metadata covers, from the record and payload of its program, as
 /// [`record_slot`] tells a data unit's slot: p-OFTL's record pages name their objects.
 pub fn record_slots(stack: StackKind, oob: &[u8], data: &[u8]) -> Option<u64> {
@@ -908,7 +956,10 @@ pub(crate) fn ftl_fail(e: FtlError) -> Fail {
         FtlError::Unreadable { .. }
         | FtlError::Corrupted(_)
         | FtlError::Lost { .. }
-        | FtlError::Checksum { .. } => Fail::corrupt(e.to_string()),
+        | FtlError::Checksum { .. } => Fail::Corrupt {
+            unit: e.unit(),
+            what: e.to_string(),
+        },
         FtlError::Fml(FmlError::Flash(_)) => Fail::Device(e.to_string()),
         _ => Fail::Other(e.to_string()),
     }
@@ -1279,10 +1330,20 @@ impl Subject for FtlSubject {
             ..fml_coverage(self.ftl.fml().stats())
         }
     }
-    // No `page_live`: a TRIM invalidates the trimmed pages in the FML at once but is durable
-    // only at the next flush, so a crash can bring back a mapping to a page the FML called
-    // stale (found by `ftl_survives_every_fault_kind`, seed 10527209363850832854). Every fault
-    // on the FTL's pages relaxes the run, as before.
+    // A TRIM invalidates the trimmed pages in the FML at once but is durable only at the next
+    // checkpoint, so a crash can bring back a mapping to a page the FML calls stale (found by
+    // `ftl_survives_every_fault_kind`, seed 10527209363850832854): the FTL counts such a unit
+    // needed (`Ftl::unit_needed`).
+    fn page_live(&mut self, page: flash::PageAddr) -> Option<bool> {
+        ftl_page_live(&mut self.ftl, page)
+    }
+    fn page_owner(&mut self, page: flash::PageAddr) -> Option<u32> {
+        let (_, oob) = ftl_unit_record(&mut self.ftl, page)?;
+        self.record_owner(&oob)
+    }
+    fn record_owner(&mut self, oob: &[u8]) -> Option<u32> {
+        ftl_record_slot(oob, self.ftl.unit_bytes() as u64, self.slot_bytes)
+    }
     fn crash(self: Box<Self>) -> Device {
         self.ftl.crash()
     }

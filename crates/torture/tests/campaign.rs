@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{assert_clean, campaign};
+use common::{as_found, assert_clean, campaign};
 use torture::campaign::{run_seed, seed_of};
 use torture::subject::CutKind;
 use torture::{FaultKind, FaultSet, SimConfig, StackKind};
@@ -174,16 +174,16 @@ fn former_findings_stay_fixed() {
         10784509960903702460,
         4212844808292861955,
     ];
-    let mut sim = SimConfig::new(StackKind::Osd);
+    let mut sim = as_found(SimConfig::new(StackKind::Osd));
     sim.faults = FaultSet::power();
-    let mut all = SimConfig::new(StackKind::Osd);
+    let mut all = as_found(SimConfig::new(StackKind::Osd));
     all.faults = FaultSet::all();
-    let mut ftl = SimConfig::new(StackKind::Ftl);
+    let mut ftl = as_found(SimConfig::new(StackKind::Ftl));
     ftl.faults = FaultSet::all();
     let mut long = all;
     long.steps = 1000;
     // Issue 16 item 4's campaigns: every object with parity.
-    let mut parity = SimConfig::new(StackKind::Osd);
+    let mut parity = as_found(SimConfig::new(StackKind::Osd));
     parity.faults = FaultSet::parse("page-failure,bit-flip-beyond-ecc,misdirected-write").unwrap();
     parity.reliability = 1;
     let mut parity_ci = parity;

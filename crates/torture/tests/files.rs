@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{assert_clean, campaign};
+use common::{as_found, assert_clean, campaign};
 use torture::campaign::run_seed;
 use torture::{FaultKind, FaultSet, SimConfig, StackKind};
 
@@ -12,6 +12,11 @@ fn sim(stack: StackKind, faults: &str) -> SimConfig {
     let mut sim = SimConfig::new(stack);
     sim.faults = FaultSet::parse(faults).unwrap();
     sim
+}
+
+/// [`sim`] drawing faults as the pinned seeds were found with.
+fn pinned(stack: StackKind, faults: &str) -> SimConfig {
+    as_found(sim(stack, faults))
 }
 
 /// Every fault kind but misdirected writes: p-OFTL's campaigns left that kind out until its
@@ -118,19 +123,22 @@ fn former_findings_stay_fixed() {
     ];
     // A first fix of the first finding recorded a write's end past a gap too, and brought stale
     // bytes back in the hole (the second at 80% full).
-    let mut osd_full = sim(StackKind::Osd, BEFORE_TEARS);
+    let mut osd_full = pinned(StackKind::Osd, BEFORE_TEARS);
     osd_full.fill_percent = 80;
     let mut parity_full = osd_full;
     parity_full.reliability = 1;
-    let mut blockfs_full = sim(StackKind::Blockfs, BEFORE_TEARS);
+    let mut blockfs_full = pinned(StackKind::Blockfs, BEFORE_TEARS);
     blockfs_full.fill_percent = 80;
     blockfs_full.ftl_checkpoints = false;
-    let mut ofs_full = sim(StackKind::Ofs, BEFORE_TEARS);
+    let mut ofs_full = pinned(StackKind::Ofs, BEFORE_TEARS);
     ofs_full.fill_percent = 80;
-    let mut poftl_full = sim(StackKind::Poftl, BEFORE_TEARS);
+    let mut poftl_full = pinned(StackKind::Poftl, BEFORE_TEARS);
     poftl_full.fill_percent = 80;
     for (seed, cfg) in [
-        (13877614986023876344, sim(StackKind::Ofs, "power-cut,torn")),
+        (
+            13877614986023876344,
+            pinned(StackKind::Ofs, "power-cut,torn"),
+        ),
         (9610166927668006174, osd_full),
         // osd: a misdirected descriptor page landed where another's program had left the page
         // erased, and was trusted over that page's copy.
@@ -236,7 +244,7 @@ fn former_findings_stay_fixed() {
         assert!(r.ended.is_none(), "seed {seed} ended: {:?}", r.ended);
     }
     for (seed, stack, faults) in cases {
-        let r = run_seed(seed, &sim(stack, faults));
+        let r = run_seed(seed, &pinned(stack, faults));
         assert!(
             r.violation.is_none(),
             "{stack} seed {seed}: {:?}",

@@ -254,6 +254,17 @@ pub enum FsError {
     /// What the file system read from its device does not decode or check (`EIO`).
     #[error("corrupted: {0}")]
     Corrupted(String),
+    /// The layer below could not read a write unit back whole, and names it (`EIO`): a unit
+    /// the device destroyed, or whose contents fail their checksum. Distinct from
+    /// [`FsError::Corrupted`] so that a harness can ask the device whether that unit was
+    /// struck (a refusal naming a unit no fault touched is a bug).
+    #[error("corrupted: {what}")]
+    Damaged {
+        /// The layer below's message.
+        what: String,
+        /// The write unit (`fml::Vpa`) it names.
+        unit: u32,
+    },
     /// The device below failed (`EIO`), e.g. its power is off.
     #[error("device: {0}")]
     Device(String),
@@ -263,6 +274,14 @@ pub enum FsError {
     /// The operation is not allowed on this inode (`EPERM`), e.g. a hard link to a directory.
     #[error("not permitted: {0}")]
     NotPermitted(String),
+}
+
+impl FsError {
+    /// Whether the error says stored data or metadata is damaged ([`FsError::Corrupted`] or
+    /// [`FsError::Damaged`]).
+    pub fn is_damage(&self) -> bool {
+        matches!(self, FsError::Corrupted(_) | FsError::Damaged { .. })
+    }
 }
 
 fn unsupported<T>(what: &str) -> Result<T, FsError> {

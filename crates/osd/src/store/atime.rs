@@ -67,7 +67,7 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     pub(super) fn merge_atime_into(&mut self, oid: Oid, t: u64) -> Result<(), OsdError> {
-        if let Some(c) = self.load_onode(oid)? {
+        if let Some(c) = self.onode_unless_lost(oid)? {
             if t > c.onode.accessed_ns {
                 c.onode.accessed_ns = t;
                 c.dirty = true;

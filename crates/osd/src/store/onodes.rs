@@ -46,6 +46,30 @@ impl<F: Flash> ObjectStore<F> {
         Ok((!c.onode.removed).then_some(c))
     }
 
+    /// Whether `oid`'s onode is one GC lost with its page ([`LOST`]: it read neither copy)
+    /// and no newer one has replaced it. Asked without reading flash.
+    pub(super) fn onode_lost(&mut self, oid: Oid) -> Result<bool, OsdError> {
+        if self.onodes.contains_key(&oid) {
+            return Ok(false);
+        }
+        let loc = self.with_index(|ix, io| ix.get(io, &onode_key(oid)))?;
+        Ok(loc.is_some_and(|l| split_loc(l).0 == LOST))
+    }
+
+    /// As [`Self::load_onode`], but `None` for an onode GC lost: recovery leaves such an
+    /// object as it is (its reads fail) and goes on with the rest of the store, where refusing
+    /// the image for it would make every other object unreachable. A newer onode rolled
+    /// forward replaces it.
+    pub(super) fn onode_unless_lost(
+        &mut self,
+        oid: Oid,
+    ) -> Result<Option<&mut CachedOnode>, OsdError> {
+        if self.onode_lost(oid)? {
+            return Ok(None);
+        }
+        self.load_onode(oid)
+    }
+
     pub(super) fn onode_mut(&mut self, oid: Oid) -> Result<&mut CachedOnode, OsdError> {
         self.load_onode(oid)?
             .ok_or_else(|| OsdError::NotFound(format!("object {oid}")))

@@ -189,13 +189,20 @@ impl<F: Flash> ObjectStore<F> {
             for off in (0..next).rev() {
                 let v = layout.vpa(id, off).0;
                 scanned += 1;
-                let Some(r) = self.record_at(v) else { continue };
+                let Some(r) = self.record_at(v) else {
+                    self.note_scan_damage(v);
+                    continue;
+                };
                 max_seq = max_seq.max(r.seq());
                 if best.as_ref().is_some_and(|b| r.seq() <= b.0) {
                     break;
                 }
                 if let Record::Checkpoint { .. } = r {
-                    if let Some(page) = self.checkpoint_page(v) {
+                    let page = self.checkpoint_page(v);
+                    if page.is_none() {
+                        self.scan_damage.get_or_insert(v);
+                    }
+                    if let Some(page) = page {
                         // A checkpoint GC moved carries a newer record than its own number.
                         // A page too short to carry its number is no candidate.
                         let Ok(logical) = le::u64_at(&page, 40) else {
@@ -221,10 +228,11 @@ impl<F: Flash> ObjectStore<F> {
                     unit: None,
                 });
             }
+            // Naming the newest damaged unit: on a formatted store, the checkpoint it held.
             return Err(OsdError::Corrupted {
                 what: "no readable checkpoint: the device is not an ossd object store (format it first)".into(),
                 location: "device".into(),
-                unit: None,
+                unit: self.scan_damage,
             });
         };
         // Everything newer than the checkpoint, block by block from the end back.
@@ -518,7 +526,7 @@ impl<F: Flash> ObjectStore<F> {
                     // units after it may not have reached flash.
                     let unit = self.unit as u64;
                     let end = length.min((offset + 1) * unit);
-                    if let Some(c) = self.load_onode(oid)? {
+                    if let Some(c) = self.onode_unless_lost(oid)? {
                         stored_len.entry(oid).or_insert(c.onode.logical_length);
                         let from = c.onode.logical_length;
                         if c.onode.inline.is_none() && end > from {
@@ -592,7 +600,7 @@ impl<F: Flash> ObjectStore<F> {
             *e = (*e).min(from);
         }
         for (oid, from) in undo {
-            if let Some(c) = self.load_onode(oid)? {
+            if let Some(c) = self.onode_unless_lost(oid)? {
                 if c.onode.logical_length > from {
                     c.onode.logical_length = from;
                     c.dirty = true;
@@ -610,13 +618,13 @@ impl<F: Flash> ObjectStore<F> {
         // a removed object's old units came back when it was written again) go too, unless
         // roll-forward brought the onode back.
         for oid in orphans {
-            if !touched.contains(&oid) && self.load_onode(oid)?.is_none() {
+            if !touched.contains(&oid) && self.onode_unless_lost(oid)?.is_none() {
                 self.settle_object(oid, None)?;
             }
         }
         for &oid in &touched {
             self.settle_object(oid, stored_len.get(&oid).copied())?;
-            if self.load_onode(oid)?.is_some() {
+            if self.onode_unless_lost(oid)?.is_some() {
                 if let Some((k, _)) = self.protection(oid)? {
                     let units = self
                         .onode_mut(oid)?
@@ -628,14 +636,14 @@ impl<F: Flash> ObjectStore<F> {
             }
         }
         for &(oid, u) in rolled_at.keys() {
-            if self.load_onode(oid)?.is_some() {
+            if self.onode_unless_lost(oid)?.is_some() {
                 if let Some((k, _)) = self.protection(oid)? {
                     groups.insert((oid, u / k as u64));
                 }
             }
         }
         for (oid, g) in rolled_parity {
-            if self.load_onode(oid)?.is_some() && self.protection(oid)?.is_some() {
+            if self.onode_unless_lost(oid)?.is_some() && self.protection(oid)?.is_some() {
                 groups.insert((oid, g));
             }
         }
@@ -677,7 +685,7 @@ impl<F: Flash> ObjectStore<F> {
             if touched.contains(&oid) {
                 continue;
             }
-            let Some(c) = self.load_onode(oid)? else {
+            let Some(c) = self.onode_unless_lost(oid)? else {
                 continue;
             };
             let past_length = end > c.onode.logical_length.div_ceil(unit);
@@ -777,6 +785,15 @@ impl<F: Flash> ObjectStore<F> {
         Ok(())
     }
 
+    /// Notes `v`, below its block's write pointer, as damaged when neither its own record nor
+    /// (for a unit holding the copy of the one before) its copy's reads whole: a page a
+    /// program never finished, or a fault destroyed. Only the newest such unit is kept.
+    fn note_scan_damage(&mut self, v: u32) {
+        if self.scan_damage.is_none() && matches!(self.scan_record(v), (None, None)) {
+            self.scan_damage = Some(v);
+        }
+    }
+
     /// Recovery's reading of a unit written after the checkpoint: a unit that is unreadable,
     /// fails its checksum or does not decode is passed over as not written (`None`), as torn
     /// programs always were; a device failure (a power cut during recovery) is an error.
@@ -802,8 +819,9 @@ impl<F: Flash> ObjectStore<F> {
     /// the ECC on a checkpoint without a copy), and recovering from an older one would bring
     /// back a state whose units are gone (`ossd torture --stack ofs --faults all --fill 80
     /// --seed 58`, seeds 6172477060083096476 and 7892539934858586374: "unit 386 was never
-    /// programmed"). The image is refused as such, naming no unit: which page held the lost
-    /// checkpoint cannot be told.
+    /// programmed"). The image is refused as such, naming the newest unit the scan for the
+    /// checkpoint found damaged (the lost checkpoint's, unless a newer unit is damaged too), or
+    /// none when it found none.
     fn stale_checkpoint_or(
         &mut self,
         e: OsdError,
@@ -819,7 +837,7 @@ impl<F: Flash> ObjectStore<F> {
                 "the newest checkpoint is lost: the one found (unit {ckpt_vpa}, sequence \
                  {ckpt_seq}) references unit {u}, whose block was erased and written again since"
             ),
-            None,
+            self.scan_damage,
         )
     }
 
@@ -982,7 +1000,7 @@ impl<F: Flash> ObjectStore<F> {
             }
             let current = match seen.get(&oid) {
                 Some(&s) => s,
-                None => self.load_onode(oid)?.map_or(0, |c| c.onode.seq),
+                None => self.onode_unless_lost(oid)?.map_or(0, |c| c.onode.seq),
             };
             if onode.seq <= current {
                 continue;
@@ -1064,7 +1082,7 @@ impl<F: Flash> ObjectStore<F> {
         let mut oids: Vec<Oid> = touched.iter().copied().collect();
         oids.sort_unstable();
         for oid in oids {
-            let created = match self.load_onode(oid)? {
+            let created = match self.onode_unless_lost(oid)? {
                 Some(c) => c.onode.created_seq,
                 None => continue,
             };
@@ -1106,6 +1124,11 @@ impl<F: Flash> ObjectStore<F> {
         oid: Oid,
         stored_len: Option<u64>,
     ) -> Result<(), OsdError> {
+        // An object whose onode GC lost stays as it is: its reads fail, and nothing says
+        // which of its units are durable.
+        if self.onode_lost(oid)? {
+            return Ok(());
+        }
         let exists = self.load_onode(oid)?.is_some();
         if !exists || self.protection(oid)?.is_none() {
             // Parity of objects that are gone, or no longer protected.
