@@ -314,6 +314,10 @@ pub struct Recovery {
     /// Units recovery read whose payload failed its checksum (or the flash could not read):
     /// passed over as not written, like torn programs.
     pub units_damaged: u64,
+    /// Data or parity units at the top of roll-forward whose record read back whole over a
+    /// payload failing its checksum: torn programs, passed over as not written (finding 38).
+    /// Not damage: the unit was in flight at the cut, never durable.
+    pub torn_units: u64,
     /// Committed transactions whose installation a power cut interrupted, installed again
     /// from their logs.
     pub txns_finished: u64,

@@ -445,11 +445,13 @@ impl<F: Flash> ObjectStore<F> {
         // read from its copy), which then counted as referenced twice (`ossd torture --stack
         // osd --faults all --fill 80 --reliability 1 --seed 53`, seed 15262410890083533327).
         later.sort_unstable_by_key(|l| (l.0, landed.contains(&l.1)));
+        let torn = self.pass_over_torn(&mut later)?;
         self.recovery = Recovery {
             units_scanned: scanned,
             checkpoint_seq: ckpt_seq,
             records_rolled_forward: later.len() as u64,
             units_damaged: self.recovery.units_damaged,
+            torn_units: torn,
             txns_finished: 0,
             extensions_undone: 0,
             earlier_incarnation_units: 0,
@@ -783,6 +785,55 @@ impl<F: Flash> ObjectStore<F> {
         self.make_room_for_recovery_checkpoint()?;
         self.checkpoint()?;
         Ok(())
+    }
+
+    /// Drops from `later` a data or parity unit whose payload reads back without a device
+    /// error but fails the checksum in its record: a torn program whose record came out whole
+    /// (docs/RELIABILITY.md, finding 38). It was in flight at the cut, never part of a
+    /// completed FLUSH, and its older version is the durable one; rolled forward, every read
+    /// of it would fail. Roll-forward maps data and parity units from their records alone;
+    /// the other kinds' pages are read whole and checked as they are applied.
+    ///
+    /// Units are programmed in sequence order, so the torn one is the host's newest. The walk
+    /// goes down from the top of `later` and stops at the first whole data unit the host wrote
+    /// (not a GC copy): above the torn unit there can be only what a recovery cut short before
+    /// its checkpoint wrote (GC copies, parity, metadata). Below it, a payload that fails its
+    /// checksum is rot, not a torn program: it is kept, and reads of it fail. Returns how many
+    /// were dropped.
+    fn pass_over_torn(&mut self, later: &mut Vec<(u64, u32, Record)>) -> Result<u64, OsdError> {
+        let mut page = vec![0u8; self.unit];
+        let mut torn = FxHashSet::default();
+        for &(_, v, ref r) in later.iter().rev() {
+            let host_data = matches!(r, Record::Data { moved: false, .. });
+            if !matches!(r, Record::Data { .. } | Record::Parity { .. }) {
+                continue;
+            }
+            if self.torn_with_whole_record(v, &mut page)? {
+                torn.insert(v);
+            } else if host_data {
+                break;
+            }
+        }
+        later.retain(|l| !torn.contains(&l.1));
+        Ok(torn.len() as u64)
+    }
+
+    /// Whether unit `v` reads back without a device error, its record whole and its payload
+    /// failing the record's checksum (see [`Self::pass_over_torn`]).
+    fn torn_with_whole_record(&mut self, v: u32, page: &mut [u8]) -> Result<bool, OsdError> {
+        let mut oob = [0u8; RECORD_MAX_BYTES];
+        let (t, content) = match self.fml.read(self.now, Vpa(v), page, &mut oob) {
+            Ok(x) => x,
+            Err(e @ FmlError::Flash(FlashError::PowerLoss)) => return Err(OsdError::Device(e)),
+            Err(_) => return Ok(false),
+        };
+        self.now = self.now.max(t);
+        Ok(match Record::decode_sealed(&oob) {
+            Ok(Some(s)) => {
+                content != Content::Erased && content_crc(content, page) != Some(s.payload_crc)
+            }
+            _ => false,
+        })
     }
 
     /// Notes `v`, below its block's write pointer, as damaged when neither its own record nor
