@@ -36,7 +36,7 @@ pub struct TortureArgs {
     /// page-failure, program-failure, erase-failure, misdirected-write, garbled (torn pages
     /// that read back wrong without an error), partial-program (a torn multi-page program that
     /// programmed only its first pages), garbled-payload (torn pages whose record reads back
-    /// whole and payload wrong: only the FTL's stacks survive it yet, so not in all), paired-page (a torn
+    /// whole and payload wrong: p-OFTL does not survive it yet, so not in all), paired-page (a torn
     /// program that also destroys an earlier, flushed page of its block: destructive, not in
     /// all); or all, power (power-cut, torn, garbled, partial-program), none.
     #[arg(long, default_value = "all")]

@@ -41,9 +41,9 @@ pub enum FaultKind {
     /// next and left the rest erased. Like [`FaultKind::Garbled`], a way a torn cut strikes.
     PartialProgram,
     /// A torn program whose pages read back without an error, their OOB bytes whole and their
-    /// payload a few bits wrong. Not in `all` or `power`: the FTL's stacks survive it (ftl,
-    /// dftl, blockfs), the object store's and p-OFTL do not yet (their recoveries trust a whole
-    /// record without checking the payload it describes; docs/RELIABILITY.md, finding 38).
+    /// payload a few bits wrong. Not in `all` or `power`: the FTL's stacks (ftl, dftl, blockfs)
+    /// and the object store's (osd, ofs) survive it, p-OFTL does not yet (its data record
+    /// carries no checksum of the payload it describes; docs/RELIABILITY.md, finding 38).
     GarbledPayload,
     /// A torn program that also destroys an earlier page of its block, written and flushed
     /// long before (the paired lower page of a multi-level cell). A way a torn cut strikes,
