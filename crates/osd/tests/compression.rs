@@ -3,7 +3,8 @@
 //! GC moving chunk units on a full device, refusals, and a model of random reads, writes,
 //! truncates and reopens of compressed (and compressed + encrypted) objects against an
 //! in-memory oracle, with fsck clean after every case. The power-cut sweep is in
-//! `tests/sweep.rs` (`..._compressed`, `..._compressed_encrypted`).
+//! `crates/torture/tests/sweep.rs` (`services_sweep_compressed`,
+//! `services_sweep_compressed_encrypted`).
 
 use std::collections::BTreeMap;
 

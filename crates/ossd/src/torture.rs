@@ -397,7 +397,15 @@ fn print_summary(s: &Summary) {
             ),
         );
     }
-    row("out-of-space refusals", s.no_space.to_string());
+    row(
+        "out-of-space refusals",
+        format!(
+            "{} (each with the slots' live data at {}% of the stack's capacity or more: any \
+             other is a violation)",
+            s.no_space,
+            torture::sim::NO_SPACE_LIVE_PERCENT
+        ),
+    );
     row(
         "wall time",
         format!(

@@ -51,6 +51,26 @@ pub enum Step {
         /// Bytes in the value.
         len: usize,
     },
+    /// Create the object empty (objects only; an object that exists is emptied and made anew
+    /// by removing it first in the script).
+    Create(u32),
+    /// Write `len` bytes at byte `offset` (objects only): small objects, and writes that end
+    /// inside a sector.
+    WriteBytes {
+        /// The slot written.
+        slot: u32,
+        /// First byte written.
+        offset: u64,
+        /// Bytes written.
+        len: u64,
+    },
+    /// Write `len` bytes at the object's end in bytes (objects only).
+    AppendBytes {
+        /// The slot appended to.
+        slot: u32,
+        /// Bytes appended.
+        len: u64,
+    },
 }
 
 /// A scripted workload and where it runs.
@@ -139,6 +159,9 @@ pub struct SweepReport {
     pub flash_commands: u64,
     /// Power cuts that struck (clean and torn).
     pub cuts: u64,
+    /// Of the runs that cut again during the recovery after the first cut, those whose second
+    /// cut struck recovery (the others' recovery took fewer commands than the cut waited for).
+    pub recovery_cuts: u64,
     /// Blocks the uncut script erased (GC ran when this is above zero).
     pub blocks_erased: u64,
     /// Cut points that broke the contract: "mode cut-point: what".
@@ -225,6 +248,58 @@ pub fn object_script_with_metadata_every(k: u32) -> Vec<Step> {
     s
 }
 
+/// The object store's own services script (before 2026-12-07 in `crates/osd/tests/sweep.rs`,
+/// now the one sweep): seven objects, three large (written and appended at byte offsets,
+/// truncated, one removed and made anew) and three kept small enough for the small-object
+/// buffer (one stays small, one spills past a write unit, is emptied and grows again, one is
+/// removed and made anew), with reads that journal access times, enough to fill
+/// [`sweep_device`] several times over. Run it with [`Script::services`].
+pub fn services_script() -> Vec<Step> {
+    use Step::*;
+    let w = |slot: u32, offset: u64, len: u64| WriteBytes { slot, offset, len };
+    let a = |slot: u32, len: u64| AppendBytes { slot, len };
+    let t = |slot: u32, len: u64| Truncate { slot, len };
+    let mut s = vec![
+        Create(0),
+        Create(1),
+        Create(2),
+        w(0, 0, 20_000),
+        w(1, 5_000, 9_000),
+        Create(4),
+        Create(5),
+        Create(6),
+        Flush,
+    ];
+    for r in 0..24u64 {
+        s.extend([w(4, (r * 50) % 400, 200), a(5, 350), w(6, r % 3 * 100, 100)]);
+        if r % 12 == 11 {
+            s.push(t(5, 0));
+        }
+        if r == 10 {
+            s.extend([Discard(6), Create(6)]);
+        }
+        if r % 8 == 5 {
+            s.extend([t(4, 0), Flush, t(6, 50)]);
+        }
+        s.extend([
+            w(0, (r * 7_000) % 30_000, 12_000),
+            a(1, 6_000),
+            Read(0),
+            Read(1),
+            w(2, 0, 16_384),
+            Read(2),
+            Flush,
+            t(1, 4_000 + r * 500),
+            w(2, 8_000, 3_000),
+            Flush,
+        ]);
+        if r == 2 {
+            s.extend([Discard(2), Create(3), w(3, 0, 30_000), Flush, Create(2)]);
+        }
+    }
+    s
+}
+
 /// Block write/trim/flush with overwrites, so GC and trimmed ranges interleave.
 pub fn block_script() -> Vec<Step> {
     use Step::*;
@@ -273,6 +348,15 @@ pub fn block_script() -> Vec<Step> {
     s
 }
 
+/// Where a sweep's second cut strikes the recovery after cut point `cut`: one of its first 64
+/// flash commands, spread over the cut points by a mix of the number (a recovery of the sweep
+/// scripts takes a few dozen commands, reads and its checkpoint's programs).
+fn recovery_cut_point(cut: u64) -> u64 {
+    let mut z = cut.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    (z ^ (z >> 29)) % 64
+}
+
 /// A device for sweeps: one die, 24 blocks of 8 pages (768 KiB), so short scripts fill it.
 pub fn sweep_device() -> DeviceConfig {
     let mut c = device::small();
@@ -291,6 +375,19 @@ impl Script {
             slots: 4,
             slot_sectors: 96,
             steps,
+        }
+    }
+
+    /// [`services_script`] on `variant`: seven slots of 84 sectors on [`sweep_device`] with
+    /// two channels (48 blocks, 1.5 MiB: the device the script was written for).
+    pub fn services(variant: Variant) -> Self {
+        let mut device = sweep_device();
+        device.geometry.channels = 2;
+        Script {
+            device,
+            slots: 7,
+            slot_sectors: 84,
+            ..Script::new(variant, services_script())
         }
     }
 
@@ -345,11 +442,36 @@ impl Script {
                 o.set_attr(slot, attr, Some(v.clone()));
                 s.set_attr(slot, attr, Some(&v))
             }
+            Step::Create(slot) => {
+                o.create(slot);
+                s.create(slot)
+            }
+            Step::WriteBytes { slot, offset, len } => {
+                let data = o.write_bytes(slot, offset, len);
+                s.write(slot, offset, &data)
+            }
+            Step::AppendBytes { slot, len } => {
+                let offset = o.len_bytes(slot);
+                let data = o.write_bytes(slot, offset, len);
+                s.write(slot, offset, &data)
+            }
         }
     }
 
     /// Runs the script with power cut after `cut` flash commands; returns whether it struck.
     pub fn cut_at(&self, cut: u64, mode: CutMode) -> Result<bool, SweepError> {
+        self.cut_twice_at(cut, None, mode).map(|(struck, _)| struck)
+    }
+
+    /// [`Script::cut_at`], and with `in_recovery` set, power cut again after that many flash
+    /// commands of the recovery that follows (same mode), then recovered once more. Returns
+    /// whether each cut struck.
+    pub fn cut_twice_at(
+        &self,
+        cut: u64,
+        in_recovery: Option<u64>,
+        mode: CutMode,
+    ) -> Result<(bool, bool), SweepError> {
         let mut s = self.start()?;
         let mut o = Oracle::new(self.slots, self.slot_sectors, self.discard_at_flush());
         o.set_unit_bytes(self.device.write_unit_bytes() as u64);
@@ -367,14 +489,24 @@ impl Script {
         }
         let mut dev = s.crash();
         let slot_bytes = self.slot_sectors as u64 * SECTOR as u64;
+        let mut second = in_recovery;
+        let mut struck_recovery = false;
         let mut s = loop {
             dev.restore_power();
+            if let Some(after) = second.take() {
+                dev.cut_power_after(after, mode);
+            }
             match self.variant.open(dev, slot_bytes, false) {
                 Ok(s) => break s,
-                Err((Fail::PowerLoss, Some(d))) => dev = d,
+                Err((Fail::PowerLoss, Some(d))) => {
+                    struck_recovery = true;
+                    dev = d;
+                }
                 Err((f, _)) => return Err(SweepError::Recovery(f)),
             }
         };
+        // A cut armed for recovery that did not strike is disarmed.
+        s.device().restore_power();
         let problems = s.fsck().map_err(SweepError::Fsck)?;
         if !problems.is_empty() {
             return Err(SweepError::Inconsistent { problems });
@@ -416,7 +548,7 @@ impl Script {
                 .map_err(|source| SweepError::Read { slot: 0, source })?;
             o.check_list(&listed)?;
         }
-        Ok(struck)
+        Ok((struck, struck_recovery))
     }
 
     /// Cuts power after every flash command of the script in turn: clean, torn, and torn with
@@ -443,6 +575,18 @@ impl Script {
                         .failures
                         .push(format!("{mode:?} cut after {cut}: {e}")),
                 }
+            }
+            // And a torn cut that strikes the recovery after it too, at a point drawn from the
+            // cut's number (issue 15 item 4: one extra run per cut point, not every pair).
+            let again = recovery_cut_point(cut);
+            match self.cut_twice_at(cut, Some(again), CutMode::Torn) {
+                Ok((struck, in_recovery)) => {
+                    report.cuts += struck as u64 + in_recovery as u64;
+                    report.recovery_cuts += in_recovery as u64;
+                }
+                Err(e) => report.failures.push(format!(
+                    "Torn cut after {cut}, again after {again} commands of recovery: {e}"
+                )),
             }
         }
         Ok(report)
