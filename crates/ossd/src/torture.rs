@@ -400,10 +400,8 @@ fn print_summary(s: &Summary) {
     row(
         "out-of-space refusals",
         format!(
-            "{} (each with the slots' live data at {}% of the stack's capacity or more: any \
-             other is a violation)",
-            s.no_space,
-            torture::sim::NO_SPACE_LIVE_PERCENT
+            "{} (by a store of objects or files; any by the FTL is a violation)",
+            s.no_space
         ),
     );
     row(

@@ -348,6 +348,12 @@ pub trait Subject {
     fn contract(&self) -> Contract {
         Contract::Versions
     }
+    /// Whether the stack promises room for everything its slots may hold: a block device
+    /// exports its logical capacity, so any out-of-space refusal of the FTL is a violation.
+    /// A store of objects or files spends room on metadata as well, and may refuse.
+    fn space_promised(&self) -> bool {
+        false
+    }
     /// The object's length in bytes, `None` if it does not exist.
     fn length(&mut self, _slot: u32) -> Result<Option<u64>, Fail> {
         Err(not_objects())
@@ -1343,6 +1349,9 @@ impl Subject for FtlSubject {
     }
     fn record_owner(&mut self, oob: &[u8]) -> Option<u32> {
         ftl_record_slot(oob, self.ftl.unit_bytes() as u64, self.slot_bytes)
+    }
+    fn space_promised(&self) -> bool {
+        true
     }
     fn crash(self: Box<Self>) -> Device {
         self.ftl.crash()
