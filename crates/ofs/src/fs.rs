@@ -1540,28 +1540,40 @@ impl<S: Store> FileSystem for Ofs<S> {
             }
             return self.set_object_priority(ino, 0);
         }
-        let slots = self.xattr_slots(ino)?;
-        let Some(i) = slots.iter().position(|(_, n, _)| n == name) else {
-            return Err(FsError::NotFound(name.into()));
-        };
-        // The last slot moves into the freed one, then goes: the slots stay consecutive.
-        let oid = data_oid(ino);
-        let last = slots.len() - 1;
-        if i != last {
-            let (_, n, v) = &slots[last];
-            let mut b = vec![n.len() as u8];
-            b.extend_from_slice(n.as_bytes());
-            b.extend_from_slice(v);
-            self.set_attr(oid, Attr::User(ATTR_XATTR_FIRST + slots[i].0), b)?;
+        let mut found = false;
+        // Every slot holding the name goes. The last slot moves into the freed one, then goes:
+        // the slots stay consecutive. Those are two attribute writes, and a failure between
+        // them (out of space) leaves the moved attribute in two slots; removing only the
+        // first then left the second readable (docs/RELIABILITY.md, finding 40).
+        loop {
+            let slots = self.xattr_slots(ino)?;
+            let Some(i) = slots.iter().position(|(_, n, _)| n == name) else {
+                break;
+            };
+            found = true;
+            let oid = data_oid(ino);
+            let last = slots.len() - 1;
+            if i != last {
+                let (_, n, v) = &slots[last];
+                let mut b = vec![n.len() as u8];
+                b.extend_from_slice(n.as_bytes());
+                b.extend_from_slice(v);
+                self.set_attr(oid, Attr::User(ATTR_XATTR_FIRST + slots[i].0), b)?;
+            }
+            self.counters.attr_updates += 1;
+            self.store
+                .set_attr(
+                    oid,
+                    Attr::User(ATTR_XATTR_FIRST + slots[last].0),
+                    AttrValue::Absent,
+                )
+                .map_err(osd_err)?;
         }
-        self.counters.attr_updates += 1;
-        self.store
-            .set_attr(
-                oid,
-                Attr::User(ATTR_XATTR_FIRST + slots[last].0),
-                AttrValue::Absent,
-            )
-            .map_err(osd_err)
+        if found {
+            Ok(())
+        } else {
+            Err(FsError::NotFound(name.into()))
+        }
     }
 
     fn open(&mut self, ino: Ino) -> Result<(), FsError> {
