@@ -38,7 +38,8 @@ pub struct SimConfig {
     /// item 4).
     pub reliability: u8,
     /// Destructive faults a run injects on average when its fault set holds masked kinds too
-    /// (default [`DESTRUCTIVE_PER_RUN`], half a fault). Masked faults come at one step in four.
+    /// (default [`DESTRUCTIVE_PER_RUN`], a quarter of one). Masked faults come at one step in
+    /// four.
     /// Destructive faults come far more rarely: each one that strikes live data relaxes the
     /// contract for what it struck, so at the masked faults' rate nearly every run would be
     /// relaxed and the whole contract checked almost nowhere (issue 15: more than 75% of the
@@ -272,6 +273,10 @@ struct Sim {
     tear_rng: ChaCha8Rng,
     variant: Variant,
     faults: FaultSet,
+    /// The kinds [`FaultSet::injected`] gives for `faults`, split into masked and destructive
+    /// ones once per run ([`Sim::draw_faults`]).
+    masked_kinds: Vec<FaultKind>,
+    destructive_kinds: Vec<FaultKind>,
     subject: Option<Box<dyn Subject>>,
     oracle: Oracle,
     slot_bytes: u64,
@@ -391,12 +396,16 @@ pub fn run(seed: u64, cfg: &SimConfig) -> RunReport {
     let attributes = subject.attributes();
     let partitions = subject.partitions();
     let contract = subject.contract();
+    let (destructive_kinds, masked_kinds): (Vec<FaultKind>, Vec<FaultKind>) =
+        faults.injected().into_iter().partition(|k| k.destructive());
     let mut sim = Sim {
         cfg: *cfg,
         rng,
         tear_rng: ChaCha8Rng::seed_from_u64(seed ^ TEAR_STREAM),
         variant,
         faults,
+        masked_kinds,
+        destructive_kinds,
         subject: Some(subject),
         oracle,
         slot_bytes,
@@ -649,25 +658,21 @@ impl Sim {
             }
             return;
         };
-        let (destructive, masked): (Vec<FaultKind>, Vec<FaultKind>) = self
-            .faults
-            .injected()
-            .into_iter()
-            .partition(|k| k.destructive());
-        if !masked.is_empty() && self.rng.gen_bool(FAULT_ODDS) {
-            let k = masked[self.rng.gen_range(0..masked.len())];
+        let (masked, destructive) = (self.masked_kinds.len(), self.destructive_kinds.len());
+        if masked > 0 && self.rng.gen_bool(FAULT_ODDS) {
+            let k = self.masked_kinds[self.rng.gen_range(0..masked)];
             self.inject(k);
         }
-        if destructive.is_empty() {
+        if destructive == 0 {
             return;
         }
-        let odds = if masked.is_empty() || self.cfg.reliability > 0 {
+        let odds = if masked == 0 || self.cfg.reliability > 0 {
             FAULT_ODDS
         } else {
             (per_run / f64::from(self.cfg.steps)).clamp(0.0, 1.0)
         };
         if self.rng.gen_bool(odds) {
-            let k = destructive[self.rng.gen_range(0..destructive.len())];
+            let k = self.destructive_kinds[self.rng.gen_range(0..destructive)];
             self.inject(k);
         }
     }
