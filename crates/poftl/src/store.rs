@@ -339,6 +339,11 @@ struct Objects {
     live: u64,
     /// Record pages on flash (all kept: see [`PoftlStore::mount`]).
     log_pages: rustc_hash::FxHashSet<Vpa>,
+    /// Data pages a truncation or removal cut whose entry is not on flash yet. They stay valid,
+    /// and GC copies them, until the entry is: erased before it, such a page (the newest of
+    /// its object and page) would let a crash bring back an older version of the page still
+    /// on flash (docs/RELIABILITY.md, finding 39).
+    doomed: rustc_hash::FxHashSet<Vpa>,
     /// The stream GC's copies of data pages go to; `None` for GC's own.
     copies_to: Option<StreamId>,
 }
@@ -475,6 +480,9 @@ impl Owner for Objects {
         if record::decode_log(oob).is_some() {
             return self.log_pages.contains(&from);
         }
+        if self.doomed.contains(&from) {
+            return true;
+        }
         record::decode(oob).is_some_and(|(o, p, _, _)| {
             self.map.get(&o).and_then(|obj| obj.extents.get(p as u64)) == Some(from)
         })
@@ -486,6 +494,10 @@ impl Owner for Objects {
             self.log_pages.insert(to);
             return;
         }
+        if self.doomed.remove(&from) {
+            self.doomed.insert(to);
+            return;
+        }
         if let Some((o, p, _, _)) = record::decode(oob) {
             if let Some(obj) = self.map.get_mut(&o) {
                 let old = obj.extents.insert(p as u64, to);
@@ -495,7 +507,7 @@ impl Owner for Objects {
     }
     fn lost(&mut self, from: Vpa, _error: &FlashError) {
         self.lost += 1;
-        if self.log_pages.remove(&from) {
+        if self.log_pages.remove(&from) || self.doomed.remove(&from) {
             return;
         }
         // The page is unmapped; reading it is an error from now on (`lost_pages`), never the
@@ -618,7 +630,24 @@ impl<F: Flash> PoftlStore<F> {
     /// an entry could bring them back; a checkpoint would bound the log, none is built. What a
     /// flush had not completed may be partly there. Page histories (W_p, T_p^m) start afresh.
     pub fn mount(flash: F, config: PoftlConfig) -> Result<Self, PoftlError> {
-        let mut s = Self::format(flash, config)?;
+        Self::mount_or_return(flash, config).map_err(|(e, _)| e)
+    }
+
+    /// [`Self::mount`], handing the device back when the mount fails after the FML opened: a
+    /// mount programs (the cuts it logs), so a power cut can strike it, and tests and torture
+    /// runs retry on the same device.
+    #[allow(clippy::result_large_err)]
+    pub fn mount_or_return(flash: F, config: PoftlConfig) -> Result<Self, (PoftlError, Option<F>)> {
+        let mut s = Self::format(flash, config).map_err(|e| (e, None))?;
+        match s.rebuild() {
+            Ok(()) => Ok(s),
+            Err(e) => Err((e, Some(s.into_flash()))),
+        }
+    }
+
+    /// The body of [`Self::mount`] on a store `format` opened.
+    fn rebuild(&mut self) -> Result<(), PoftlError> {
+        let s = self;
         // (object, page) -> (sequence, size, where) of its newest data record.
         type Newest = FxHashMap<(u64, u32), (u64, u64, Vpa)>;
         let mut data: Newest = FxHashMap::default();
@@ -741,16 +770,32 @@ impl<F: Flash> PoftlStore<F> {
         // pages were lost, or a record naming the cut damaged): kept mapped, a later growth
         // would expose their stale bytes in what must read as a hole (found by `ossd torture
         // --stack poftl`, seed 1888904493531488767).
-        for obj in objects.values_mut() {
-            for v in obj.extents.cut(obj.size.div_ceil(s.page_bytes)) {
-                s.fml.invalidate(v);
-                s.objects.live -= 1;
+        // The cut is logged before its pages are freed: a later mount, seeing the object grown
+        // past them by newer pages, would otherwise bring them back (finding 39, seed
+        // 16190025427372874405).
+        s.seq = seq_max + 1;
+        let mut cuts: Vec<(u64, u64)> = Vec::new();
+        for (&o, obj) in objects.iter_mut() {
+            let freed = obj.extents.cut(obj.size.div_ceil(s.page_bytes));
+            if !freed.is_empty() {
+                s.objects.live -= freed.len() as u64;
+                s.objects.doomed.extend(freed);
+                cuts.push((o, obj.size));
             }
+        }
+        cuts.sort_unstable();
+        for (o, size) in cuts {
+            s.log_entry(record::Op::Truncate, o, size);
         }
         s.objects.map = objects;
         s.objects.lost = unreadable;
-        s.seq = seq_max + 1;
-        Ok(s)
+        s.commit_log()
+    }
+
+    /// Pages that hold room: live (mapped or buffered), record pages, and pages cut whose cut is
+    /// not on flash yet.
+    fn used_pages(&self) -> u64 {
+        self.objects.live + self.objects.log_pages.len() as u64 + self.objects.doomed.len() as u64
     }
 
     /// The stream record pages are written to.
@@ -911,9 +956,8 @@ impl<F: Flash> PoftlStore<F> {
             .lost_pages
             .retain(|&(o, p)| o != id || p < first_gone);
         self.objects.live -= freed.len() as u64 + only_buffered;
-        for v in freed {
-            self.fml.invalidate(v);
-        }
+        // Invalidated once the entry that cuts them is on flash (`commit_log`).
+        self.objects.doomed.extend(freed);
         // The pages cut keep their write history under object semantics: the same page of the
         // same object written again is an update of it (a rotated log, a rewritten file). A
         // block-level grouping (SFS) sees the freed logical blocks reused for other data
@@ -1055,7 +1099,12 @@ impl<F: Flash> PoftlStore<F> {
             let fresh =
                 !self.buffer.contains_key(&(id, p)) && self.object(id)?.extents.get(p).is_none();
             if fresh {
-                if self.objects.live + self.objects.log_pages.len() as u64 >= self.capacity_pages {
+                if self.used_pages() >= self.capacity_pages && !self.objects.doomed.is_empty() {
+                    // Pages cut but not yet freed: log the cut to free them.
+                    self.commit_log()
+                        .inspect_err(|e| self.poisoned = Some(e.to_string()))?;
+                }
+                if self.used_pages() >= self.capacity_pages {
                     return Err(PoftlError::NoSpace {
                         live: self.objects.live,
                         capacity: self.capacity_pages,
@@ -1148,11 +1197,21 @@ impl<F: Flash> PoftlStore<F> {
         if self.buffer.is_empty() && self.log.is_empty() {
             return Ok(());
         }
-        let r = self.program_log().and_then(|()| self.program_buffer());
+        let r = self.commit_log().and_then(|()| self.program_buffer());
         if let Err(e) = &r {
             self.poisoned = Some(e.to_string());
         }
         r
+    }
+
+    /// Programs the pending log entries, then frees the pages they cut: only now can GC erase
+    /// them.
+    fn commit_log(&mut self) -> Result<(), PoftlError> {
+        self.program_log()?;
+        for v in std::mem::take(&mut self.objects.doomed) {
+            self.fml.invalidate(v);
+        }
+        Ok(())
     }
 
     /// Programs the pending log entries into record pages (as many entries as fit a page each),
@@ -1436,6 +1495,11 @@ impl<F: Flash> PoftlStore<F> {
                 return Err(CheckError::RecordPage { unit: v.0 });
             }
         }
+        for &v in &self.objects.doomed {
+            if !self.fml.is_valid(v) || !seen.insert(v) {
+                return Err(CheckError::CutPage { unit: v.0 });
+            }
+        }
         let valid: u64 = self.fml.blocks().iter().map(|b| b.valid as u64).sum();
         if valid != seen.len() as u64 {
             return Err(CheckError::ValidCount {
@@ -1510,6 +1574,12 @@ pub enum CheckError {
     /// A record (log) page whose unit is not valid, or is also mapped elsewhere.
     #[error("record page at unit {unit} invalid or mapped twice")]
     RecordPage {
+        /// The unit.
+        unit: u32,
+    },
+    /// A page cut but not yet freed whose unit is not valid, or is also mapped elsewhere.
+    #[error("page cut at unit {unit} invalid or mapped twice")]
+    CutPage {
         /// The unit.
         unit: u32,
     },

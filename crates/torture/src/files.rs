@@ -704,14 +704,14 @@ pub(crate) fn format_poftl(dev: Device, cfg: PoftlConfig) -> Result<(Box<dyn Sub
     Ok((Box::new(PoftlSubject { store }), capacity))
 }
 
-/// Rebuilds p-OFTL from a device (its mount only reads).
+/// Rebuilds p-OFTL from a device (its mount programs the cuts it logs).
 #[allow(clippy::result_large_err)]
 pub(crate) fn open_poftl(
     dev: Device,
     cfg: PoftlConfig,
 ) -> Result<Box<dyn Subject>, (Fail, Option<Device>)> {
-    match PoftlStore::mount(dev, cfg) {
+    match PoftlStore::mount_or_return(dev, cfg) {
         Ok(store) => Ok(Box::new(PoftlSubject { store })),
-        Err(e) => Err((poftl_fail(e), None)),
+        Err((e, d)) => Err((poftl_fail(e), d)),
     }
 }
