@@ -8,6 +8,8 @@
 //!   the SFS-style and no-grouping baselines.
 //! - [`store`]: the object store: objects as extents only, a data buffer grouped into write
 //!   regions, whole-super-block GC, over the shared FML.
+//! - [`log`]: which logged creations, truncations and removals a mount still needs, and the
+//!   snapshots that bound the log.
 //! - [`fs`]: a thin file layer (one object per file, directories in host memory) so the lab's
 //!   file-level workloads can drive the store.
 //!
@@ -17,6 +19,7 @@
 
 pub mod fs;
 pub mod grouping;
+pub mod log;
 pub mod remap;
 pub mod store;
 

@@ -526,10 +526,16 @@ pub(crate) fn poftl_record_slot(oob: &[u8]) -> Option<u32> {
     poftl_slot(object)
 }
 
-/// The slots a p-OFTL record page's entries name, from its record and payload.
+/// The slots a p-OFTL record page's entries name, from its record and payload; `None` for a
+/// page of a snapshot of the log, whose loss sends a mount back to an older epoch of the log
+/// that may be partly erased (any slot).
 pub(crate) fn poftl_record_cover(oob: &[u8], data: &[u8]) -> Option<u64> {
     use poftl::store::record;
-    let (count, _) = record::decode_log(oob)?;
+    let log = record::decode_log(oob)?;
+    if log.snapshot.is_some() {
+        return None;
+    }
+    let count = log.count;
     let mut cover = 0u64;
     for e in data.chunks(record::ENTRY_BYTES).take(count as usize) {
         let (_, object, ..) = record::decode_entry(e)?;
