@@ -234,6 +234,9 @@ pub struct PoftlStats {
     pub log_pages_written: u64,
     /// Snapshots of the log written (each frees the record pages before it).
     pub log_snapshots: u64,
+    /// Newest versions of pages a mount passed over because their payload failed their
+    /// record's checksum (torn programs).
+    pub torn_pages_passed_over: u64,
 }
 
 /// Where the writes of one write region (or of GC) went and what reclaiming them cost.
@@ -354,14 +357,15 @@ struct Objects {
 /// On-flash records (docs/FORMAT.md section 4, "p-OFTL records"): the OOB record of a data
 /// page, and the record pages that log creations, truncations and removals.
 pub mod record {
-    /// Bytes of an OOB record (both kinds).
-    pub const BYTES: usize = 32;
+    /// Bytes of an OOB record: a data page's (version 3); a record page's uses the first 32.
+    pub const BYTES: usize = 36;
     /// `kind` of the OOB record of a data page.
     pub const KIND_DATA: u8 = 1;
     /// `kind` of the OOB record of a record page (logged creations, truncations, removals).
     pub const KIND_LOG: u8 = 2;
-    /// Format version of a data page's OOB record.
-    pub const VERSION: u8 = 2;
+    /// Format version of a data page's OOB record (3: a checksum of the payload; version 2
+    /// records, 32 bytes without it, still decode).
+    pub const VERSION: u8 = 3;
     /// Format version of a record page's OOB record (3: the log's epoch and snapshot fields;
     /// version 2 pages, without them, read as epoch 0 appended pages).
     pub const LOG_VERSION: u8 = 3;
@@ -387,20 +391,35 @@ pub mod record {
         r[28..32].copy_from_slice(&crc.to_le_bytes());
     }
 
+    /// A data record's version if it is well formed: 3 (checksum of bytes 0..32 at 32..36) or
+    /// 2 (of bytes 0..28 at 28..32).
+    fn data_version(r: &[u8]) -> Option<u8> {
+        if r.len() < BYTES || r[0] != KIND_DATA {
+            return None;
+        }
+        let sealed = match r[1] {
+            VERSION => crc32c::crc32c(&r[..32]).to_le_bytes() == r[32..36],
+            2 => crc32c::crc32c(&r[..28]).to_le_bytes() == r[28..32],
+            _ => false,
+        };
+        sealed.then_some(r[1])
+    }
+
     fn seq48(r: &[u8]) -> u64 {
         u48(&r[14..20])
     }
 
     fn sealed(r: &[u8], kind: u8, versions: &[u8]) -> bool {
-        r.len() >= BYTES
+        r.len() >= 32
             && r[0] == kind
             && versions.contains(&r[1])
             && crc32c::crc32c(&r[..28]).to_le_bytes() == r[28..32]
     }
 
-    /// A data page's record: its object, page, sequence number and the object's size in bytes
-    /// when the page was programmed.
-    pub fn encode(object: u64, page: u32, seq: u64, size: u64) -> [u8; BYTES] {
+    /// A data page's record: its object, page, sequence number, the object's size in bytes
+    /// when the page was programmed, and the CRC-32C of the page's payload
+    /// ([`flash::payload_crc`]).
+    pub fn encode(object: u64, page: u32, seq: u64, size: u64, payload_crc: u32) -> [u8; BYTES] {
         let mut r = [0u8; BYTES];
         r[0] = KIND_DATA;
         r[1] = VERSION;
@@ -408,16 +427,22 @@ pub mod record {
         r[10..14].copy_from_slice(&page.to_le_bytes());
         r[14..20].copy_from_slice(&seq.to_le_bytes()[..6]);
         r[20..28].copy_from_slice(&size.to_le_bytes());
-        seal(&mut r);
+        r[28..32].copy_from_slice(&payload_crc.to_le_bytes());
+        let crc = crc32c::crc32c(&r[..32]);
+        r[32..36].copy_from_slice(&crc.to_le_bytes());
         r
+    }
+
+    /// The payload checksum a well-formed data record carries (`None` for a version 2 record,
+    /// which has none, or anything else).
+    pub fn payload_crc(r: &[u8]) -> Option<u32> {
+        (data_version(r)? == VERSION).then(|| u32::from_le_bytes([r[28], r[29], r[30], r[31]]))
     }
 
     /// (object, page, sequence number, size), or `None` for anything but a well-formed data
     /// record.
     pub fn decode(r: &[u8]) -> Option<(u64, u32, u64, u64)> {
-        if !sealed(r, KIND_DATA, &[VERSION]) {
-            return None;
-        }
+        data_version(r)?;
         let object = u64::from_le_bytes(r[2..10].try_into().ok()?);
         let page = u32::from_le_bytes(r[10..14].try_into().ok()?);
         let size = u64::from_le_bytes(r[20..28].try_into().ok()?);
@@ -567,6 +592,13 @@ impl Owner for Objects {
 
 /// Record pages a log may hold beyond twice its snapshot's before a new snapshot is written.
 pub const SNAPSHOT_SLACK: usize = 8;
+
+/// Whether a page read back without a device error holds a payload other than the one its
+/// record's checksum names: a program a power cut tore that left the record whole (never
+/// true of a version 2 record, which names none).
+fn payload_torn(oob: &[u8], content: Content, data: &[u8]) -> bool {
+    record::payload_crc(oob).is_some_and(|c| flash::content_crc(content, data) != Some(c))
+}
 
 /// A buffered page.
 #[derive(Clone, Debug)]
@@ -760,6 +792,7 @@ impl<F: Flash> PoftlStore<F> {
                 entries.extend(e);
             }
         }
+        s.pass_over_torn(&mut data)?;
         // Per object, entries by sequence number, with the smallest cut (in pages) of all
         // entries from each one on.
         entries.sort_by_key(|e| (e.1, e.3));
@@ -860,6 +893,63 @@ impl<F: Flash> PoftlStore<F> {
     /// not on flash yet.
     fn used_pages(&self) -> u64 {
         self.objects.live + self.objects.log_pages.len() as u64 + self.objects.doomed.len() as u64
+    }
+
+    /// Checks the payload of the newest version of every page a mount found against its
+    /// record's checksum (reading each whole), and replaces one that fails by the next newest
+    /// version found by another scan, which is checked in turn. A power cut can tear a program
+    /// so that its record reads back whole over a garbled payload (docs/RELIABILITY.md, finding
+    /// 38); such a page was never flushed, and the version before it is what the flush before
+    /// left. The torn page stays on flash until its block is erased, and every mount passes it
+    /// over again; any later write of the page has a newer sequence number. A page whose read
+    /// fails is kept: that is damage, which its reads report.
+    fn pass_over_torn(
+        &mut self,
+        data: &mut FxHashMap<(u64, u32), (u64, u64, Vpa)>,
+    ) -> Result<(), PoftlError> {
+        let mut torn = rustc_hash::FxHashSet::default();
+        let mut page = vec![0u8; self.page_bytes as usize];
+        let mut unchecked: Vec<(u64, u32)> = data.keys().copied().collect();
+        while !unchecked.is_empty() {
+            unchecked.sort_unstable();
+            let mut failed = rustc_hash::FxHashSet::default();
+            for key in unchecked.drain(..) {
+                let v = data[&key].2;
+                let mut oob = [0u8; record::BYTES];
+                if let Ok((t, content)) = self.fml.read(self.now, v, &mut page, &mut oob) {
+                    self.now = self.now.max(t);
+                    if payload_torn(&oob, content, &page) {
+                        torn.insert(v);
+                        failed.insert(key);
+                        data.remove(&key);
+                    }
+                }
+            }
+            if failed.is_empty() {
+                break;
+            }
+            self.stats.torn_pages_passed_over += failed.len() as u64;
+            let t = self.fml.scan(self.now, |v, r| {
+                let Ok((content, oob)) = r else { return };
+                if content == Content::Erased || torn.contains(&v) {
+                    return;
+                }
+                if let Some((o, p, seq, size)) = record::decode(oob) {
+                    if failed.contains(&(o, p)) {
+                        let e = data.entry((o, p)).or_insert((seq, size, v));
+                        if seq > e.0 {
+                            *e = (seq, size, v);
+                        }
+                    }
+                }
+            })?;
+            self.now = self.now.max(t);
+            unchecked = failed
+                .into_iter()
+                .filter(|k| data.contains_key(k))
+                .collect();
+        }
+        Ok(())
     }
 
     /// The stream record pages are written to.
@@ -1104,8 +1194,13 @@ impl<F: Flash> PoftlStore<F> {
         let what = match content {
             Content::Erased => "mapped page reads erased",
             _ => match record::decode(&oob) {
-                Some((o, q, _, _)) if (o, u64::from(q)) == page => return Ok((t, content)),
-                Some(_) => "mapped page holds another page's record",
+                Some((o, q, _, _)) if (o, u64::from(q)) != page => {
+                    "mapped page holds another page's record"
+                }
+                Some(_) if payload_torn(&oob, content, data) => {
+                    "mapped page's payload does not match its record's checksum"
+                }
+                Some(_) => return Ok((t, content)),
                 None => "mapped page's record does not check",
             },
         };
@@ -1398,12 +1493,12 @@ impl<F: Flash> PoftlStore<F> {
                 PoftlError::Invalid(format!("page {p} of object {id:#x} is beyond 2^32 pages"))
             })?;
             let size = self.objects.map.get(&id).map_or(0, |o| o.size);
-            let oob = record::encode(id, page_index, self.seq, size);
-            self.seq += 1;
             let payload = match &data {
                 PageData::Bytes(b) => Payload::Bytes(b),
                 PageData::Fingerprint(fp) => Payload::Fingerprint(*fp),
             };
+            let oob = record::encode(id, page_index, self.seq, size, flash::payload_crc(payload));
+            self.seq += 1;
             let (vpa, t) = self
                 .fml
                 .write(issue, StreamId(region as u8), payload, &oob)?;
@@ -1970,8 +2065,24 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_refuse_damage() {
-        let r = record::encode(0xABCD, 77, (1 << 40) + 5, 12345);
+        let r = record::encode(0xABCD, 77, (1 << 40) + 5, 12345, 0xFEED);
         assert_eq!(record::decode(&r), Some((0xABCD, 77, (1 << 40) + 5, 12345)));
+        assert_eq!(record::payload_crc(&r), Some(0xFEED));
+        // A version 2 record (32 bytes sealed at 28, no payload checksum) still decodes.
+        let mut v2 = r;
+        v2[1] = 2;
+        let sealed = crc32c::crc32c(&v2[..28]).to_le_bytes();
+        v2[28..32].copy_from_slice(&sealed);
+        v2[32..36].fill(0);
+        assert_eq!(
+            record::decode(&v2),
+            Some((0xABCD, 77, (1 << 40) + 5, 12345))
+        );
+        assert_eq!(record::payload_crc(&v2), None);
+        // A payload checksum changed under the record's seal fails the seal.
+        let mut bad_payload = r;
+        bad_payload[29] ^= 1;
+        assert_eq!(record::decode(&bad_payload), None);
         assert_eq!(record::decode_log(&r), None);
         let page = record::LogPage {
             count: 3,
@@ -2002,7 +2113,7 @@ mod tests {
         let mut bad = r;
         bad[11] ^= 1;
         assert_eq!(record::decode(&bad), None);
-        assert_eq!(record::decode(&[0xFF; 32]), None);
+        assert_eq!(record::decode(&[0xFF; record::BYTES]), None);
         assert_eq!(record::decode(&r[..10]), None);
     }
 }
