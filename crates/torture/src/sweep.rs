@@ -111,6 +111,15 @@ pub enum SweepError {
         /// How it failed.
         source: Fail,
     },
+    /// A step of the script resumed after recovery failed with something other than the
+    /// power loss.
+    #[error("resumed step {step:?} failed: {source}")]
+    Resumed {
+        /// The step.
+        step: Step,
+        /// Why.
+        source: Fail,
+    },
     /// A step before the cut failed with something other than the power loss.
     #[error("{step:?}: {source}")]
     Step {
@@ -162,6 +171,9 @@ pub struct SweepReport {
     /// Of the runs that cut again during the recovery after the first cut, those whose second
     /// cut struck recovery (the others' recovery took fewer commands than the cut waited for).
     pub recovery_cuts: u64,
+    /// Of those runs, the ones whose third cut, in the rest of the script run on after
+    /// recovery, struck (the others' remaining steps took fewer commands).
+    pub resumed_cuts: u64,
     /// Blocks the uncut script erased (GC ran when this is above zero).
     pub blocks_erased: u64,
     /// Cut points that broke the contract: "mode cut-point: what".
@@ -357,6 +369,12 @@ fn recovery_cut_point(cut: u64) -> u64 {
     (z ^ (z >> 29)) % 64
 }
 
+/// Where a sweep's third cut strikes the script resumed after cut point `cut` and its
+/// recovery: one of its first 256 flash commands (a few flushes of the scripts' steps).
+fn resumed_cut_point(cut: u64) -> u64 {
+    recovery_cut_point(cut ^ 0x5EED_0F_C0FFEE) * 4 + cut % 4
+}
+
 /// A device for sweeps: one die, 24 blocks of 8 pages (768 KiB), so short scripts fill it.
 pub fn sweep_device() -> DeviceConfig {
     let mut c = device::small();
@@ -472,22 +490,91 @@ impl Script {
         in_recovery: Option<u64>,
         mode: CutMode,
     ) -> Result<(bool, bool), SweepError> {
+        self.cut_thrice_at(cut, in_recovery, None, mode)
+            .map(|(first, second, _)| (first, second))
+    }
+
+    /// [`Script::cut_twice_at`], and with `resumed` set, once recovered and checked, the rest
+    /// of the script runs on from the step the first cut struck (steps the recovered state
+    /// cannot take, such as a truncation of an object the crash rolled back, are passed over),
+    /// power is cut a third time after `resumed` flash commands, and the store is recovered
+    /// and checked again (issue 15 item 4). Returns whether each cut struck.
+    pub fn cut_thrice_at(
+        &self,
+        cut: u64,
+        in_recovery: Option<u64>,
+        resumed: Option<u64>,
+        mode: CutMode,
+    ) -> Result<(bool, bool, bool), SweepError> {
         let mut s = self.start()?;
         let mut o = Oracle::new(self.slots, self.slot_sectors, self.discard_at_flush());
         o.set_unit_bytes(self.device.write_unit_bytes() as u64);
         s.device().cut_power_after(cut, mode);
-        let mut struck = false;
-        for &step in &self.steps {
+        let mut struck_at = None;
+        for (i, &step) in self.steps.iter().enumerate() {
             match self.apply(s.as_mut(), &mut o, step) {
                 Ok(()) => {}
                 Err(Fail::PowerLoss) => {
-                    struck = true;
+                    struck_at = Some(i);
                     break;
                 }
                 Err(source) => return Err(SweepError::Step { step, source }),
             }
         }
-        let mut dev = s.crash();
+        let (mut s, struck_recovery) = self.recover(s.crash(), in_recovery, mode)?;
+        self.check(s.as_mut(), &mut o)?;
+        let (Some(after), Some(i)) = (resumed, struck_at) else {
+            return Ok((struck_at.is_some(), struck_recovery, false));
+        };
+        s.device().cut_power_after(after, mode);
+        let objects = s.objects();
+        let mut struck_resumed = false;
+        for &step in &self.steps[i + 1..] {
+            if !Self::applies(objects, &o, step) {
+                continue;
+            }
+            match self.apply(s.as_mut(), &mut o, step) {
+                Ok(()) => {}
+                Err(Fail::PowerLoss) => {
+                    struck_resumed = true;
+                    break;
+                }
+                Err(source) => return Err(SweepError::Resumed { step, source }),
+            }
+        }
+        if struck_resumed {
+            let (mut s, _) = self.recover(s.crash(), None, mode)?;
+            self.check(s.as_mut(), &mut o)?;
+        }
+        Ok((true, struck_recovery, struck_resumed))
+    }
+
+    /// Whether a step of the script can run on the state a recovery left: on objects, a
+    /// truncation, attribute change, read or removal needs its object, a creation its absence
+    /// (a crash may have rolled either back).
+    fn applies(objects: bool, o: &Oracle, step: Step) -> bool {
+        if !objects {
+            return true;
+        }
+        match step {
+            Step::Create(slot) => !o.exists(slot),
+            Step::Truncate { slot, .. }
+            | Step::SetAttr { slot, .. }
+            | Step::Read(slot)
+            | Step::Discard(slot) => o.exists(slot),
+            _ => true,
+        }
+    }
+
+    /// Restores power and recovers, first cutting power again after `in_recovery` flash
+    /// commands of the recovery (then recovering once more); returns the store and whether
+    /// that cut struck.
+    fn recover(
+        &self,
+        mut dev: crate::device::Device,
+        in_recovery: Option<u64>,
+        mode: CutMode,
+    ) -> Result<(Box<dyn Subject>, bool), SweepError> {
         let slot_bytes = self.slot_sectors as u64 * SECTOR as u64;
         let mut second = in_recovery;
         let mut struck_recovery = false;
@@ -507,6 +594,13 @@ impl Script {
         };
         // A cut armed for recovery that did not strike is disarmed.
         s.device().restore_power();
+        Ok((s, struck_recovery))
+    }
+
+    /// Checks a recovered store against the oracle (fsck, every slot's bytes, length and
+    /// attributes, the listing) and makes what it holds the oracle's truth.
+    fn check(&self, s: &mut dyn Subject, o: &mut Oracle) -> Result<(), SweepError> {
+        let slot_bytes = self.slot_sectors as u64 * SECTOR as u64;
         let problems = s.fsck().map_err(SweepError::Fsck)?;
         if !problems.is_empty() {
             return Err(SweepError::Inconsistent { problems });
@@ -548,7 +642,7 @@ impl Script {
                 .map_err(|source| SweepError::Read { slot: 0, source })?;
             o.check_list(&listed)?;
         }
-        Ok((struck, struck_recovery))
+        Ok(())
     }
 
     /// Cuts power after every flash command of the script in turn: clean, torn, and torn with
@@ -578,14 +672,19 @@ impl Script {
             }
             // And a torn cut that strikes the recovery after it too, at a point drawn from the
             // cut's number (issue 15 item 4: one extra run per cut point, not every pair).
+            // Then the script runs on from the struck step and is cut a third time, at a
+            // point drawn the same way from the cut's number.
             let again = recovery_cut_point(cut);
-            match self.cut_twice_at(cut, Some(again), CutMode::Torn) {
-                Ok((struck, in_recovery)) => {
-                    report.cuts += struck as u64 + in_recovery as u64;
+            let resumed = resumed_cut_point(cut);
+            match self.cut_thrice_at(cut, Some(again), Some(resumed), CutMode::Torn) {
+                Ok((struck, in_recovery, after_resuming)) => {
+                    report.cuts += struck as u64 + in_recovery as u64 + after_resuming as u64;
                     report.recovery_cuts += in_recovery as u64;
+                    report.resumed_cuts += after_resuming as u64;
                 }
                 Err(e) => report.failures.push(format!(
-                    "Torn cut after {cut}, again after {again} commands of recovery: {e}"
+                    "Torn cut after {cut}, again after {again} commands of recovery, \
+                     and after {resumed} commands of the resumed script: {e}"
                 )),
             }
         }

@@ -1,5 +1,7 @@
 //! Power cut after every flash command of scripted workloads, in both modes (between commands
-//! and torn in the middle of one), for the object store and the block FTL.
+//! and torn in the middle of one), for the object store and the block FTL; and once per cut
+//! point a torn cut with a second one in the recovery after it and a third in the script
+//! resumed after that.
 
 use fml::FmlConfig;
 use ftl::{FtlConfig, Mapping};
@@ -14,8 +16,9 @@ fn check(script: Script) {
     let recovery_programs = matches!(script.variant, Variant::Osd(..));
     let r = script.sweep().expect("the uncut script runs");
     println!(
-        "{} flash commands, {} cuts struck ({} of them in a recovery after a first cut), {} blocks erased",
-        r.flash_commands, r.cuts, r.recovery_cuts, r.blocks_erased
+        "{} flash commands, {} cuts struck ({} of them in a recovery after a first cut, {} in \
+         the script resumed after it), {} blocks erased",
+        r.flash_commands, r.cuts, r.recovery_cuts, r.resumed_cuts, r.blocks_erased
     );
     assert!(
         r.blocks_erased > 3,
@@ -25,6 +28,10 @@ fn check(script: Script) {
     assert!(
         !recovery_programs || r.recovery_cuts > r.flash_commands / 4,
         "second cuts must strike recoveries: {r:?}"
+    );
+    assert!(
+        r.resumed_cuts > r.flash_commands / 4,
+        "third cuts must strike the resumed script: {r:?}"
     );
     assert!(
         r.failures.is_empty(),
