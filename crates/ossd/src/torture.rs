@@ -62,6 +62,11 @@ pub struct TortureArgs {
     /// --reliability above 0, draws them one step in four.
     #[arg(long, default_value_t = torture::sim::DESTRUCTIVE_PER_RUN)]
     destructive_per_run: f64,
+    /// Percent of its capacity a store of objects or files (osd, ofs, blockfs, poftl) must
+    /// hold live before an out-of-space refusal is allowed; a refusal with less is a violation
+    /// (a leak of space). The FTL is held to its whole logical capacity.
+    #[arg(long, default_value_t = torture::sim::SPACE_FLOOR_PERMILLE as f64 / 10.0)]
+    space_floor: f64,
     /// Threads (default: every core).
     #[arg(long)]
     jobs: Option<usize>,
@@ -108,6 +113,12 @@ pub fn run(args: TortureArgs) -> Result<()> {
             args.destructive_per_run
         );
     }
+    if !(0.0..=100.0).contains(&args.space_floor) {
+        bail!(
+            "--space-floor must be a percentage from 0 to 100, not {}",
+            args.space_floor
+        );
+    }
     if args.runs == Some(0) {
         bail!("--runs must be at least 1");
     }
@@ -121,10 +132,11 @@ pub fn run(args: TortureArgs) -> Result<()> {
     sim.fill_percent = args.fill;
     sim.reliability = args.reliability;
     sim.destructive_per_run = Some(args.destructive_per_run);
+    sim.space_floor_permille = (args.space_floor * 10.0).round() as u64;
     sim.trace = args.replay.is_some();
     let replay_cmd = |seed: u64| {
         format!(
-            "ossd torture --stack {} --device {} --faults {} --steps {} --fill {}{}{} --replay {seed}",
+            "ossd torture --stack {} --device {} --faults {} --steps {} --fill {}{}{}{} --replay {seed}",
             stack.name(),
             args.device,
             faults,
@@ -139,6 +151,11 @@ pub fn run(args: TortureArgs) -> Result<()> {
                 String::new()
             } else {
                 format!(" --destructive-per-run {}", args.destructive_per_run)
+            },
+            if sim.space_floor_permille == torture::sim::SPACE_FLOOR_PERMILLE {
+                String::new()
+            } else {
+                format!(" --space-floor {}", args.space_floor)
             }
         )
     };
@@ -184,7 +201,7 @@ pub fn run(args: TortureArgs) -> Result<()> {
                 .unwrap_or("the stack does not fit it")
         );
     }
-    print_summary(&summary);
+    print_summary(&summary, sim.space_floor_permille);
     if summary.violation_count > 0 {
         println!("\nviolations ({}):", summary.violation_count);
         for (v, schedule) in summary.violations.iter().take(5) {
@@ -261,7 +278,7 @@ fn with_quiet_panics<T>(f: impl FnOnce() -> T) -> T {
     out
 }
 
-fn print_summary(s: &Summary) {
+fn print_summary(s: &Summary, space_floor_permille: u64) {
     let row = |k: &str, v: String| println!("  {k:<28} {v}");
     println!("\nsummary");
     row("runs", s.runs.to_string());
@@ -399,10 +416,22 @@ fn print_summary(s: &Summary) {
     }
     row(
         "out-of-space refusals",
-        format!(
-            "{} (by a store of objects or files; any by the FTL is a violation)",
-            s.no_space
-        ),
+        match s.no_space_lowest_live_permille {
+            Some(p) => format!(
+                "{} (by a store of objects or files, the least live data at one {}.{}% of the \
+                 capacity; any below {}%, or any by the FTL, is a violation)",
+                s.no_space,
+                p / 10,
+                p % 10,
+                space_floor_permille as f64 / 10.0
+            ),
+            None => format!(
+                "{} (by a store of objects or files; any below {}% of the capacity live, or \
+                 any by the FTL, is a violation)",
+                s.no_space,
+                space_floor_permille as f64 / 10.0
+            ),
+        },
     );
     row(
         "wall time",

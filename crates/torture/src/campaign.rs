@@ -47,6 +47,8 @@ pub struct Summary {
     pub errors_tolerated: u64,
     /// Out-of-space refusals over all runs (a refusal, not a fault).
     pub no_space: u64,
+    /// The least live data at a refusal over all runs, in thousandths of the capacity.
+    pub no_space_lowest_live_permille: Option<u64>,
     /// Runs a destructive fault ended early (the image refused with an error).
     pub ended_early: u64,
     /// Of those, runs whose refusal named the damaged unit (one a fault struck), and runs
@@ -116,6 +118,10 @@ impl Summary {
         self.reads_checked += r.reads_checked;
         self.errors_tolerated += r.errors_tolerated;
         self.no_space += r.no_space;
+        if let Some(p) = r.no_space_lowest_live_permille {
+            let lowest = self.no_space_lowest_live_permille.get_or_insert(p);
+            *lowest = (*lowest).min(p);
+        }
         if r.unfit {
             self.unfit += 1;
             if self.unfit_why.is_none() {

@@ -18,6 +18,11 @@ use crate::subject::{
     Subject, Variant, METADATA,
 };
 
+/// The live data, in thousandths of its capacity, a store of objects or files must be able to
+/// hold: an out-of-space refusal with less is a violation (issue 15 item 3). The FTL is held
+/// to its whole logical capacity instead.
+pub const SPACE_FLOOR_PERMILLE: u64 = 100;
+
 /// What one run does.
 #[derive(Clone, Copy, Debug)]
 pub struct SimConfig {
@@ -48,6 +53,9 @@ pub struct SimConfig {
     /// `None` draws every kind alike, one fault a step in four, as before 2026-12-07's second
     /// stop: the pinned seeds of earlier findings replay the schedules they were found with.
     pub destructive_per_run: Option<f64>,
+    /// The live data, in thousandths of its capacity, a store of objects or files must hold
+    /// before it may refuse a write for want of space (default [`SPACE_FLOOR_PERMILLE`]).
+    pub space_floor_permille: u64,
     /// Opens the FTL with its test-only recovery that skips the roll-forward.
     pub broken_recovery: bool,
     /// FTL variants (`ftl`, `dftl`, blockfs's) checkpoint while the host writes in two runs of
@@ -75,6 +83,7 @@ impl SimConfig {
             fill_percent: FILL_PERCENT,
             reliability: 0,
             destructive_per_run: Some(DESTRUCTIVE_PER_RUN),
+            space_floor_permille: SPACE_FLOOR_PERMILLE,
             broken_recovery: false,
             ftl_checkpoints: true,
             trace: false,
@@ -135,6 +144,8 @@ pub struct RunReport {
     pub errors_tolerated: u64,
     /// Out-of-space refusals.
     pub no_space: u64,
+    /// The least live data at a refusal, in thousandths of the stack's capacity.
+    pub no_space_lowest_live_permille: Option<u64>,
     /// Why the run stopped early without a violation (an image a destructive fault left
     /// unrecoverable, reported as an error; or, on a stack that promises only what was flushed,
     /// an image a crash left needing a repair the stack does not make).
@@ -1281,11 +1292,30 @@ impl Sim {
 
     /// Counts a refusal of `what` for want of space. The FTL promises its whole logical
     /// capacity ([`Subject::space_promised`]), so a refusal of it is a violation (issue 15
-    /// item 3). A store of objects or files spends room on metadata too; no threshold of live
-    /// data is held against it yet (docs/RELIABILITY.md, "Not built").
+    /// item 3). A store of objects or files spends room on metadata too, so it is held to
+    /// [`SimConfig::space_floor_permille`] of its capacity: a refusal with less live data than that is a
+    /// violation (a leak of space), one with more is counted.
     fn no_space(&mut self, what: &str) -> Result<(), Stop> {
+        let live: u64 = (0..SLOTS).map(|s| self.oracle.len_bytes(s)).sum();
+        let permille = live * 1000 / self.capacity.max(1);
+        if !self.subject.as_ref().is_some_and(|s| s.space_promised())
+            && permille < self.cfg.space_floor_permille
+        {
+            return Err(Stop::Violation(format!(
+                "{what}: out of space with {live} bytes live of the stack's {} ({}.{}%; a store \
+                 of objects or files promises at least {}% of its capacity)",
+                self.capacity,
+                permille / 10,
+                permille % 10,
+                self.cfg.space_floor_permille as f64 / 10.0
+            )));
+        }
+        let lowest = self
+            .report
+            .no_space_lowest_live_permille
+            .get_or_insert(permille);
+        *lowest = (*lowest).min(permille);
         if self.subject.as_ref().is_some_and(|s| s.space_promised()) {
-            let live: u64 = (0..SLOTS).map(|s| self.oracle.len_bytes(s)).sum();
             return Err(Stop::Violation(format!(
                 "{what}: out of space with {live} bytes written of the FTL's {} (a block \
                  device promises its whole logical capacity)",

@@ -372,7 +372,7 @@ fn recovery_cut_point(cut: u64) -> u64 {
 /// Where a sweep's third cut strikes the script resumed after cut point `cut` and its
 /// recovery: one of its first 256 flash commands (a few flushes of the scripts' steps).
 fn resumed_cut_point(cut: u64) -> u64 {
-    recovery_cut_point(cut ^ 0x5EED_0F_C0FFEE) * 4 + cut % 4
+    recovery_cut_point(cut ^ 0x5EED_0FC0_FFEE) * 4 + cut % 4
 }
 
 /// A device for sweeps: one die, 24 blocks of 8 pages (768 KiB), so short scripts fill it.
