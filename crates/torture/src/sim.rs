@@ -1147,7 +1147,13 @@ impl Sim {
         self.trace(|| format!("set attribute {attr} of slot {slot} to {value:?}"));
         self.oracle.set_attr(slot, attr, value.clone());
         let r = self.subject().set_attr(slot, attr, value.as_deref());
-        self.after(r, "set attribute")
+        // A store bounds each object's attributes (an onode's 256 bytes; OFS's extended
+        // attributes, like ext4's, report that as out of space): such a refusal says nothing
+        // of the device's space, so the floor of live data is not held against it.
+        match r {
+            Ok(()) => Ok(()),
+            Err(f) => self.failed_with(f, "set attribute", false),
+        }
     }
 
     /// Lists the objects and the partitions and compares them with the oracle.
@@ -1259,6 +1265,11 @@ impl Sim {
     /// command may have reached flash in part, which only recovery sorts out); anything else is
     /// a violation.
     fn failed(&mut self, f: Fail, what: &str) -> Result<(), Stop> {
+        self.failed_with(f, what, true)
+    }
+
+    /// [`Sim::failed`]; `floor` holds an out-of-space refusal to the floor of live data.
+    fn failed_with(&mut self, f: Fail, what: &str, floor: bool) -> Result<(), Stop> {
         self.judge_misdirected();
         match f {
             Fail::PowerLoss if self.cut_pending => self.reboot(false),
@@ -1266,7 +1277,7 @@ impl Sim {
                 "{what}: power loss reported with no power cut armed"
             ))),
             Fail::NoSpace => {
-                self.no_space(what)?;
+                self.no_space(what, floor)?;
                 self.reboot(false)?;
                 // Make room so the run goes on doing something useful.
                 let slot = self.rng.gen_range(0..SLOTS);
@@ -1295,10 +1306,11 @@ impl Sim {
     /// item 3). A store of objects or files spends room on metadata too, so it is held to
     /// [`SimConfig::space_floor_permille`] of its capacity: a refusal with less live data than that is a
     /// violation (a leak of space), one with more is counted.
-    fn no_space(&mut self, what: &str) -> Result<(), Stop> {
+    fn no_space(&mut self, what: &str, floor: bool) -> Result<(), Stop> {
         let live: u64 = (0..SLOTS).map(|s| self.oracle.len_bytes(s)).sum();
         let permille = live * 1000 / self.capacity.max(1);
-        if !self.subject.as_ref().is_some_and(|s| s.space_promised())
+        if floor
+            && !self.subject.as_ref().is_some_and(|s| s.space_promised())
             && permille < self.cfg.space_floor_permille
         {
             return Err(Stop::Violation(format!(
@@ -1310,11 +1322,13 @@ impl Sim {
                 self.cfg.space_floor_permille as f64 / 10.0
             )));
         }
-        let lowest = self
-            .report
-            .no_space_lowest_live_permille
-            .get_or_insert(permille);
-        *lowest = (*lowest).min(permille);
+        if floor {
+            let lowest = self
+                .report
+                .no_space_lowest_live_permille
+                .get_or_insert(permille);
+            *lowest = (*lowest).min(permille);
+        }
         if self.subject.as_ref().is_some_and(|s| s.space_promised()) {
             return Err(Stop::Violation(format!(
                 "{what}: out of space with {live} bytes written of the FTL's {} (a block \
@@ -1437,7 +1451,7 @@ impl Sim {
                 Err((f, d)) => {
                     match f {
                         Fail::PowerLoss if self.cut_pending => {}
-                        Fail::NoSpace => self.no_space("clean shutdown")?,
+                        Fail::NoSpace => self.no_space("clean shutdown", true)?,
                         Fail::Corrupt { .. } | Fail::Device(_) | Fail::Missing(_)
                             if self.any_relaxed() =>
                         {
@@ -1727,7 +1741,7 @@ impl Sim {
                 }
                 Err(Fail::NoSpace) => {
                     // An access-time update found no room: this slot goes unchecked this time.
-                    self.no_space("an access time on a check read")?;
+                    self.no_space("an access time on a check read", true)?;
                     unchecked = true;
                     continue;
                 }
@@ -1800,7 +1814,7 @@ impl Sim {
                     self.report.errors_tolerated += 1;
                     self.log(format!("listing after recovery failed as allowed: {f}"));
                 }
-                Err(Fail::NoSpace) => self.no_space("listing")?,
+                Err(Fail::NoSpace) => self.no_space("listing", true)?,
                 Err(f) => return Err(Stop::Violation(format!("listing {when}: {f}"))),
             }
         }
