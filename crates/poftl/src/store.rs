@@ -593,6 +593,19 @@ impl Owner for Objects {
 /// Record pages a log may hold beyond twice its snapshot's before a new snapshot is written.
 pub const SNAPSHOT_SLACK: usize = 8;
 
+/// Records `found` (sequence number, size, unit) for `page` if it is newer than the version
+/// kept so far (a GC copy ties with its original: the first found stays).
+fn keep_newest(
+    data: &mut FxHashMap<(u64, u32), (u64, u64, Vpa)>,
+    page: (u64, u32),
+    found: (u64, u64, Vpa),
+) {
+    let e = data.entry(page).or_insert(found);
+    if found.0 > e.0 {
+        *e = found;
+    }
+}
+
 /// Whether a page read back without a device error holds a payload other than the one its
 /// record's checksum names: a program a power cut tore that left the record whole (never
 /// true of a version 2 record, which names none).
@@ -738,10 +751,7 @@ impl<F: Flash> PoftlStore<F> {
             Ok((_, oob)) => {
                 if let Some((o, p, seq, size)) = record::decode(oob) {
                     seq_max = seq_max.max(seq);
-                    let e = data.entry((o, p)).or_insert((seq, size, v));
-                    if seq > e.0 {
-                        *e = (seq, size, v);
-                    }
+                    keep_newest(&mut data, (o, p), (seq, size, v));
                 } else if let Some(l) = record::decode_log(oob) {
                     seq_max = seq_max.max(l.seq);
                     log_pages.push((v, l));
@@ -936,10 +946,7 @@ impl<F: Flash> PoftlStore<F> {
                 }
                 if let Some((o, p, seq, size)) = record::decode(oob) {
                     if failed.contains(&(o, p)) {
-                        let e = data.entry((o, p)).or_insert((seq, size, v));
-                        if seq > e.0 {
-                            *e = (seq, size, v);
-                        }
+                        keep_newest(data, (o, p), (seq, size, v));
                     }
                 }
             })?;
