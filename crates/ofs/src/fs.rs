@@ -941,6 +941,58 @@ impl<S: Store> Ofs<S> {
         Ok(out)
     }
 
+    /// The extended attributes of `ino` as [`Self::xattr_slots`] reads them, with every later
+    /// slot holding a name an earlier slot holds removed first.
+    ///
+    /// Removing an attribute from the middle is two attribute writes: the last slot moves into
+    /// the freed one, then the last slot is cleared. The onode can reach flash between them (a
+    /// checkpoint GC takes, the cache's write-back), and a write can fail between them (out of
+    /// space), so a crash or a refusal leaves the moved attribute in two slots. Both copies
+    /// hold the same value then; but a later `setxattr` changed only the first, and a later
+    /// removal moved the stale second copy in front of it, where reads find it first
+    /// (docs/RELIABILITY.md, findings 40 and 41). Every change therefore settles the slots
+    /// first; a reader takes the first copy, the one this keeps.
+    fn settled_xattr_slots(&mut self, ino: Ino) -> Result<Vec<(u16, String, Vec<u8>)>, FsError> {
+        loop {
+            let slots = self.xattr_slots(ino)?;
+            let repeat = slots
+                .iter()
+                .enumerate()
+                .position(|(j, (_, n, _))| slots[..j].iter().any(|(_, m, _)| m == n));
+            match repeat {
+                None => return Ok(slots),
+                Some(j) => self.remove_xattr_slot(ino, &slots, j)?,
+            }
+        }
+    }
+
+    /// Removes slot `i` of `slots` (the attributes of `ino` in slot order) and keeps the slots
+    /// consecutive: the last slot moves into slot `i`, then the last slot is cleared.
+    fn remove_xattr_slot(
+        &mut self,
+        ino: Ino,
+        slots: &[(u16, String, Vec<u8>)],
+        i: usize,
+    ) -> Result<(), FsError> {
+        let oid = data_oid(ino);
+        let last = slots.len() - 1;
+        if i != last {
+            let (_, n, v) = &slots[last];
+            let mut b = vec![n.len() as u8];
+            b.extend_from_slice(n.as_bytes());
+            b.extend_from_slice(v);
+            self.set_attr(oid, Attr::User(ATTR_XATTR_FIRST + slots[i].0), b)?;
+        }
+        self.counters.attr_updates += 1;
+        self.store
+            .set_attr(
+                oid,
+                Attr::User(ATTR_XATTR_FIRST + slots[last].0),
+                AttrValue::Absent,
+            )
+            .map_err(osd_err)
+    }
+
     fn object_priority(&mut self, ino: Ino) -> Result<u64, FsError> {
         match self
             .store
@@ -1472,7 +1524,7 @@ impl<S: Store> FileSystem for Ofs<S> {
             let p = parse_priority(value)?;
             return self.set_object_priority(ino, p);
         }
-        let slots = self.xattr_slots(ino)?;
+        let slots = self.settled_xattr_slots(ino)?;
         let slot = match slots.iter().find(|(_, n, _)| n == name) {
             Some((s, _, _)) => *s,
             None if slots.len() as u16 >= XATTR_SLOTS => {
@@ -1540,40 +1592,11 @@ impl<S: Store> FileSystem for Ofs<S> {
             }
             return self.set_object_priority(ino, 0);
         }
-        let mut found = false;
-        // Every slot holding the name goes. The last slot moves into the freed one, then goes:
-        // the slots stay consecutive. Those are two attribute writes, and a failure between
-        // them (out of space) leaves the moved attribute in two slots; removing only the
-        // first then left the second readable (docs/RELIABILITY.md, finding 40).
-        loop {
-            let slots = self.xattr_slots(ino)?;
-            let Some(i) = slots.iter().position(|(_, n, _)| n == name) else {
-                break;
-            };
-            found = true;
-            let oid = data_oid(ino);
-            let last = slots.len() - 1;
-            if i != last {
-                let (_, n, v) = &slots[last];
-                let mut b = vec![n.len() as u8];
-                b.extend_from_slice(n.as_bytes());
-                b.extend_from_slice(v);
-                self.set_attr(oid, Attr::User(ATTR_XATTR_FIRST + slots[i].0), b)?;
-            }
-            self.counters.attr_updates += 1;
-            self.store
-                .set_attr(
-                    oid,
-                    Attr::User(ATTR_XATTR_FIRST + slots[last].0),
-                    AttrValue::Absent,
-                )
-                .map_err(osd_err)?;
-        }
-        if found {
-            Ok(())
-        } else {
-            Err(FsError::NotFound(name.into()))
-        }
+        let slots = self.settled_xattr_slots(ino)?;
+        let Some(i) = slots.iter().position(|(_, n, _)| n == name) else {
+            return Err(FsError::NotFound(name.into()));
+        };
+        self.remove_xattr_slot(ino, &slots, i)
     }
 
     fn open(&mut self, ino: Ino) -> Result<(), FsError> {

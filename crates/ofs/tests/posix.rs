@@ -234,3 +234,74 @@ fn rename_chmod_and_links_move_the_change_time_in_every_layout() {
         assert_clean(&mut fs);
     }
 }
+
+/// The slot bytes OFS stores for an extended attribute: name length, name, value.
+fn xattr_slot_bytes(name: &str, value: &[u8]) -> Vec<u8> {
+    let mut b = vec![name.len() as u8];
+    b.extend_from_slice(name.as_bytes());
+    b.extend_from_slice(value);
+    b
+}
+
+#[test]
+fn an_interrupted_xattr_removal_never_brings_an_older_value_back() {
+    use ofs::layout::{data_oid, ATTR_XATTR_FIRST};
+    use osd::{Attr, AttrValue, Osd};
+    use vfs::XattrMode;
+    // docs/RELIABILITY.md, finding 41: removing `user.b` from slot 1 moves the last slot
+    // (`user.c`) into slot 1 and then clears slot 2; the onode reached flash between the two
+    // writes, so `user.c` stood in slots 1 and 2 after the crash. A later set changed slot 1
+    // only, a later removal of `user.a` moved the stale slot 2 into slot 0, and reads found
+    // `user.c`'s older value there.
+    let (mut fs, cfg) = fresh(Placement::Semantic, 64, OfsConfig::default());
+    let f = fs.create(ROOT, "f").unwrap();
+    for (n, v) in [("user.a", b"1"), ("user.b", b"2"), ("user.c", b"3")] {
+        fs.setxattr(f, n, v, XattrMode::Any).unwrap();
+    }
+    let slot = |s: u16| Attr::User(ATTR_XATTR_FIRST + s);
+    fs.store_mut()
+        .set_attr(
+            data_oid(f),
+            slot(1),
+            AttrValue::Bytes(xattr_slot_bytes("user.c", b"3")),
+        )
+        .unwrap();
+    // The state a crash between the two writes leaves, made durable.
+    let mut fs = remount(fs, cfg);
+    assert_eq!(
+        fs.getxattr(f, "user.c").unwrap().as_deref(),
+        Some(&b"3"[..])
+    );
+    assert_eq!(fs.getxattr(f, "user.b").unwrap(), None);
+    fs.setxattr(f, "user.c", b"4", XattrMode::Any).unwrap();
+    fs.removexattr(f, "user.a").unwrap();
+    assert_eq!(
+        fs.getxattr(f, "user.c").unwrap().as_deref(),
+        Some(&b"4"[..])
+    );
+    assert_eq!(fs.listxattr(f).unwrap(), ["user.c"]);
+    // The settled slots: one copy, and the slots consecutive again.
+    let held: Vec<AttrValue> = (0..3)
+        .map(|s| fs.store_mut().get_attr(data_oid(f), slot(s)).unwrap())
+        .collect();
+    assert_eq!(
+        held,
+        [
+            AttrValue::Bytes(xattr_slot_bytes("user.c", b"4")),
+            AttrValue::Absent,
+            AttrValue::Absent
+        ]
+    );
+    let mut fs = remount(fs, cfg);
+    assert_eq!(
+        fs.getxattr(f, "user.c").unwrap().as_deref(),
+        Some(&b"4"[..])
+    );
+    fs.removexattr(f, "user.c").unwrap();
+    assert_eq!(fs.getxattr(f, "user.c").unwrap(), None);
+    assert_eq!(
+        fs.removexattr(f, "user.c"),
+        Err(FsError::NotFound("user.c".into()))
+    );
+    assert_clean(&mut fs);
+}
