@@ -650,6 +650,9 @@ pub struct PoftlStore<F: Flash> {
     /// The entries on flash a mount still needs, by object ([`crate::log::keep_needed`]):
     /// what the next snapshot writes.
     logged: BTreeMap<u64, Vec<record::Entry>>,
+    /// The entries in `logged`, all objects together (kept as they change: summing them at
+    /// every flush walked every object's list).
+    logged_entries: usize,
     /// The log's current epoch ([`crate::log::current_epoch`]).
     epoch: u64,
     /// Set when a flush failed part-way: pages may have left the buffer without reaching
@@ -705,6 +708,7 @@ impl<F: Flash> PoftlStore<F> {
             fml,
             log: Vec::new(),
             logged: BTreeMap::new(),
+            logged_entries: 0,
             epoch: 0,
             poisoned: None,
         })
@@ -819,6 +823,7 @@ impl<F: Flash> PoftlStore<F> {
         for list in s.logged.values_mut() {
             crate::log::keep_needed(list, pb);
         }
+        s.logged_entries = s.logged.values().map(Vec::len).sum();
         for list in by_object.values_mut() {
             for i in (0..list.len().saturating_sub(1)).rev() {
                 list[i].1 = list[i].1.min(list[i + 1].1);
@@ -1394,15 +1399,12 @@ impl<F: Flash> PoftlStore<F> {
         }
         for &e in &log {
             let list = self.logged.entry(e.1).or_default();
+            let before = list.len();
             list.push(e);
             crate::log::keep_needed(list, self.page_bytes);
+            self.logged_entries = self.logged_entries + list.len() - before;
         }
-        let needed = self
-            .logged
-            .values()
-            .map(Vec::len)
-            .sum::<usize>()
-            .div_ceil(per_page);
+        let needed = self.logged_entries.div_ceil(per_page);
         if self.objects.log_pages.len() > 2 * needed.max(1) + SNAPSHOT_SLACK {
             done = done.max(self.write_snapshot()?);
         }
@@ -1732,6 +1734,13 @@ impl<F: Flash> PoftlStore<F> {
                 return Err(CheckError::CutPage { unit: v.0 });
             }
         }
+        let logged: usize = self.logged.values().map(Vec::len).sum();
+        if logged != self.logged_entries {
+            return Err(CheckError::LoggedCount {
+                logged,
+                counted: self.logged_entries,
+            });
+        }
         let valid: u64 = self.fml.blocks().iter().map(|b| b.valid as u64).sum();
         if valid != seen.len() as u64 {
             return Err(CheckError::ValidCount {
@@ -1814,6 +1823,14 @@ pub enum CheckError {
     CutPage {
         /// The unit.
         unit: u32,
+    },
+    /// The log entries kept for the next snapshot do not match the store's count of them.
+    #[error("{logged} log entries kept for the next snapshot, the store counts {counted}")]
+    LoggedCount {
+        /// Entries kept.
+        logged: usize,
+        /// The store's count.
+        counted: usize,
     },
     /// The FML's valid units are not exactly the ones the objects and the log map.
     #[error("the FML holds {valid} valid units, the objects and the log map {mapped}")]
