@@ -106,6 +106,7 @@ impl Layout {
 }
 
 /// A device seen in write units and super-blocks.
+#[derive(Clone)]
 pub struct Ganged<F: Flash> {
     flash: F,
     layout: Layout,

@@ -103,6 +103,7 @@ impl Timeline {
 
 /// The simulated NAND device: enforces the [`Flash`] contract over a page store and times
 /// every command (module documentation).
+#[derive(Clone)]
 pub struct Nand<S: PageStore = MemStore> {
     config: DeviceConfig,
     store: S,

@@ -43,6 +43,7 @@ pub trait PageStore {
 /// Contents of one block, allocated at its first program after an erase and freed at erase.
 /// Whether a page is programmed follows from the block's write pointer, so a page costs 8 bytes
 /// (its fingerprint) and one bit (bytes or fingerprint) plus its OOB record if it has one.
+#[derive(Clone)]
 struct MemBlock {
     fingerprints: Box<[u64]>,
     /// Bit set: the page holds bytes rather than a fingerprint.
@@ -60,6 +61,7 @@ struct MemBlock {
 
 /// The in-memory store: sparse, one allocation per programmed block; or, timing-only, nothing
 /// per page at all.
+#[derive(Clone)]
 pub struct MemStore {
     geometry: Geometry,
     blocks: Vec<Option<Box<MemBlock>>>,

@@ -107,6 +107,7 @@ pub struct Loaded {
 }
 
 /// All blocks, plus the valid bitmap over all write units.
+#[derive(Clone)]
 pub struct BlockTable {
     blocks: Vec<Block>,
     valid_bits: Vec<u64>,

@@ -11,6 +11,7 @@ use std::hash::Hash;
 use rustc_hash::FxHashMap;
 
 /// Content of a buffered unit.
+#[derive(Clone)]
 pub enum Fill {
     /// The whole unit's bytes; only sectors in `mask` are meaningful.
     Bytes(Box<[u8]>),
@@ -19,6 +20,7 @@ pub enum Fill {
 }
 
 /// One buffered write unit: which sectors the host has written and their contents.
+#[derive(Clone)]
 pub struct Entry<K> {
     /// The unit this entry buffers (a logical page, or (object, unit)).
     pub key: K,
@@ -31,6 +33,7 @@ pub struct Entry<K> {
 }
 
 /// The FIFO write buffer in front of the FML, keyed by unit `K`, `capacity` units large.
+#[derive(Clone)]
 pub struct WriteBuffer<K> {
     capacity: usize,
     entries: FxHashMap<K, Entry<K>>,

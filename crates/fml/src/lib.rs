@@ -334,6 +334,7 @@ pub struct FmlStats {
 
 /// The flash management layer over one device: super-block states, streams' update blocks, the free
 /// pool, and the GC job. Mapping layers write units through it and run its GC steps.
+#[derive(Clone)]
 pub struct Fml<F: Flash> {
     dev: Ganged<F>,
     config: FmlConfig,

@@ -13,7 +13,7 @@ use std::collections::BinaryHeap;
 use crate::block::{Block, BlockState};
 
 /// Free blocks ordered by erase count (then id, for determinism).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct FreePool {
     heap: BinaryHeap<Reverse<(u32, u32)>>,
 }

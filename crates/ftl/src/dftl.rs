@@ -11,6 +11,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 const NIL: u32 = u32::MAX;
 
+#[derive(Clone)]
 struct Node {
     lpn: u32,
     dirty: bool,
@@ -29,6 +30,7 @@ pub struct CmtIo {
 
 /// DFTL's cached mapping table: an LRU of mapping entries that tracks which translation pages
 /// hold dirty entries, or a cache whose hit rate is held ([`Cmt::with_hit_rate`]).
+#[derive(Clone)]
 pub struct Cmt {
     capacity: usize,
     entries_per_tpage: u32,

@@ -128,6 +128,7 @@ pub struct FtlStats {
 
 /// A block device over the FML: the page-mapping FTL (sFTL / PFTL) or DFTL, as
 /// [`FtlConfig::mapping`] says, addressed in 512-byte sectors.
+#[derive(Clone)]
 pub struct Ftl<F: Flash> {
     fml: Fml<F>,
     map: Map,

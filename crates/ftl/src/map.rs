@@ -12,6 +12,7 @@ use crate::oob::{payload_crc, Kind, Record, Slots};
 use crate::{fingerprint, Ftl, FtlError, META_STREAM, UNMAPPED};
 
 /// The mapping state; GC reports relocations to it.
+#[derive(Clone)]
 pub(crate) struct Map {
     /// Per logical page: its location (the unit, or under sub-page mapping `unit * slots +
     /// slot`), [`UNMAPPED`] or [`crate::LOST`].
@@ -52,6 +53,7 @@ pub(crate) struct Map {
 /// What each unit holds, for GC on a timing-only device: there the FTL cannot read a unit's
 /// OOB record back, so it keeps the record's substance itself, 4 bytes per unit and slot (the
 /// device's OOB records would cost 21; MQSim keeps the same reverse map).
+#[derive(Clone)]
 pub(crate) struct Owners {
     /// Per unit (per slot under sub-page mapping): the logical page a data unit holds, or
     /// [`META_UNIT`] (in the unit's first slot: the record is in `meta`). Entries of units no

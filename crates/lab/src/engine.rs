@@ -95,6 +95,7 @@ impl Latencies {
 /// Checks reads in fingerprint mode at write-unit granularity: a unit last written whole by a
 /// known request must read back that request's fingerprint; a unit never written reads 0; a
 /// unit last written in part (merged by read-modify-write) is not checked.
+#[derive(Clone)]
 pub struct Verifier {
     expected: Vec<u64>,
     unit: u64,

@@ -5,6 +5,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![warn(missing_docs)]
 
+pub mod aged;
 pub mod engine;
 pub mod experiment;
 pub mod failure;

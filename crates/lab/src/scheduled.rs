@@ -14,8 +14,8 @@ use vfs::{FileSystem, FsError};
 use crate::engine::{PhaseError, Verifier};
 use crate::ofsprio::{HostConfig, HostStats, OfsHost, PriorityBy};
 use crate::prio::{
-    file_writes_region, fill_and_age, run_with, video_requests, Arrivals, Chain, Plan, PlanError,
-    PrioOutcome, Synthetic,
+    file_writes_region, run_with, video_requests, Arrivals, Chain, Plan, PlanError, PrioOutcome,
+    Synthetic,
 };
 use crate::request::Request;
 use crate::variant::Variant;
@@ -195,6 +195,24 @@ pub fn build(
     Ok((stack, prio))
 }
 
+/// The key of the device `v`'s set-up (fill and aging) builds: everything it reads
+/// ([`crate::aged`]).
+fn set_up_key(
+    v: &Variant,
+    device: flash::DeviceConfig,
+    footprint: u64,
+    low_free_percent: f64,
+    seed: u64,
+) -> Result<String, ScheduledError> {
+    let (_, spec) = scheduled_spec(v, |_, _| Ok(false))?;
+    Ok(crate::aged::key(
+        format!("{device:?} {spec:?}"),
+        footprint,
+        low_free_percent,
+        seed,
+    ))
+}
+
 /// What a scheduled experiment variant measured, as the file-level experiments report it:
 /// phases `foreground` (priority requests), `background` (the others) and `all` (both, with
 /// the stack's counters over the measured run).
@@ -235,8 +253,9 @@ pub fn run_variant(
     let capacity = stack.capacity_bytes();
     let footprint = (capacity as f64 * w.utilisation) as u64 / unit * unit;
     let mut verifier = Verifier::new(capacity, unit);
-    let t = fill_and_age(
-        stack.as_mut(),
+    let t = crate::aged::fill_and_age(
+        &mut stack,
+        set_up_key(v, device, footprint, cfg.low_free_percent, seed)?,
         footprint,
         cfg.low_free_percent,
         seed,
@@ -296,8 +315,9 @@ fn run_trace_variant(
     // Checked before the fill, so that a bad trace fails at once.
     b.requests(footprint, unit * 64, 0)?;
     let mut verifier = Verifier::new(capacity, unit);
-    let t = fill_and_age(
-        stack.as_mut(),
+    let t = crate::aged::fill_and_age(
+        &mut stack,
+        set_up_key(v, device, footprint, cfg.low_free_percent, seed)?,
         footprint,
         cfg.low_free_percent,
         seed,

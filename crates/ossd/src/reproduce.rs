@@ -220,6 +220,8 @@ pub fn run_all(
             });
         }
     });
+    // The aged devices the scheduled variants shared are no longer needed.
+    lab::aged::forget();
     total.finish();
     let mut by_job: Vec<Option<VariantResult>> = done.into_inner().unwrap();
     let mut slot = |i: usize, k: usize, v: usize| {

@@ -73,6 +73,11 @@ pub trait Stack {
     fn die_free_ns(&self, die: DieId) -> Nanos;
     /// The dies the next GC step would use; nothing when the stack cannot tell.
     fn gc_dies(&self, _out: &mut Vec<DieId>) {}
+    /// A copy of the stack and its device, state for state, for a lab that ages a device once
+    /// and measures several variants on copies of it; `None` when the stack cannot be copied.
+    fn clone_stack(&self) -> Option<Box<dyn Stack + Send + Sync>> {
+        None
+    }
 }
 
 use controller::GcState;
@@ -117,6 +122,7 @@ pub fn gc_state_of<F: Flash>(fml: &fml::Fml<F>) -> GcState {
 }
 
 /// A [`Ftl`] (page-mapping or DFTL) as a stack.
+#[derive(Clone)]
 pub struct FtlStack<F: Flash> {
     /// The FTL.
     pub ftl: Ftl<F>,
@@ -126,7 +132,7 @@ pub struct FtlStack<F: Flash> {
     pub resident: fn(&F) -> u64,
 }
 
-impl<F: Flash> Stack for FtlStack<F> {
+impl<F: Flash + Clone + Send + Sync + 'static> Stack for FtlStack<F> {
     fn name(&self) -> &str {
         &self.name
     }
@@ -159,6 +165,9 @@ impl<F: Flash> Stack for FtlStack<F> {
     }
     fn background(&mut self, from: Nanos, until: Nanos) -> Result<Nanos, StackFault> {
         Ok(self.ftl.background(from, until)?)
+    }
+    fn clone_stack(&self) -> Option<Box<dyn Stack + Send + Sync>> {
+        Some(Box::new(self.clone()))
     }
     fn counters(&self) -> Counters {
         ftl_counters(&self.ftl)
