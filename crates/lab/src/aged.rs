@@ -1,7 +1,7 @@
 //! Aged devices shared between variants (issue 20 item 4).
 //!
 //! Every scheduled run fills its footprint and ages the device to the cleaning threshold
-//! before it measures ([`crate::prio::fill_and_age`]); on BLOCKMGMT-09's 32 GiB SSD that set-up
+//! before it measures (`prio::fill_and_age`); on BLOCKMGMT-09's 32 GiB SSD that set-up
 //! is almost all of a variant's time, and the seven Table 6 experiments repeat it on the same
 //! device, with the same stack, footprint and seed. So the first variant to need an aged
 //! device ages a copy of its fresh stack and keeps it; the others take a copy of that
