@@ -68,7 +68,16 @@ pub struct MemStore {
     resident: u64,
     /// Keep page contents and OOB records (false: a timing-only device).
     keep: bool,
+    /// Bytes areas of erased blocks, kept for the next blocks programmed with bytes: a fresh
+    /// area is zeroed (calloc reuses freed memory and fills it), which was a tenth of a
+    /// LittleFS run, and an area's bytes are read only for pages programmed since the erase
+    /// (their `is_bytes` bit), so a reused one needs no fill. At most [`SPARE_AREAS`]; not
+    /// counted as resident (no page's content is in them).
+    spare: Vec<Box<[u8]>>,
 }
+
+/// Bytes areas of erased blocks a [`MemStore`] keeps for reuse.
+const SPARE_AREAS: usize = 8;
 
 impl MemStore {
     /// An empty store for a device of this geometry, every block erased.
@@ -80,6 +89,7 @@ impl MemStore {
             blocks,
             resident: 0,
             keep: true,
+            spare: Vec::new(),
         }
     }
 
@@ -93,6 +103,7 @@ impl MemStore {
             blocks: Vec::new(),
             resident: 0,
             keep: false,
+            spare: Vec::new(),
         }
     }
 
@@ -127,6 +138,8 @@ impl PageStore for MemStore {
         }
         let ppb = self.geometry.pages_per_block as usize;
         let page_size = self.geometry.page_size_bytes as usize;
+        let area = ppb * page_size;
+        let spare = &mut self.spare;
         let slot = &mut self.blocks[block as usize];
         let existed = slot.is_some();
         let b = slot.get_or_insert_with(|| {
@@ -149,9 +162,12 @@ impl PageStore for MemStore {
             }
             Payload::Bytes(data) => {
                 b.is_bytes[p / 64] |= bit;
-                let bytes = b
-                    .bytes
-                    .get_or_insert_with(|| vec![0u8; ppb * page_size].into_boxed_slice());
+                let bytes = b.bytes.get_or_insert_with(|| {
+                    spare
+                        .pop()
+                        .filter(|a| a.len() == area)
+                        .unwrap_or_else(|| vec![0u8; area].into_boxed_slice())
+                });
                 bytes[p * page_size..(p + 1) * page_size].copy_from_slice(data);
             }
         }
@@ -214,8 +230,13 @@ impl PageStore for MemStore {
     }
 
     fn drop_block(&mut self, block: u32) {
-        if let Some(b) = self.blocks.get_mut(block as usize).and_then(Option::take) {
+        if let Some(mut b) = self.blocks.get_mut(block as usize).and_then(Option::take) {
             self.resident -= Self::block_bytes(&b);
+            if let Some(area) = b.bytes.take() {
+                if self.spare.len() < SPARE_AREAS {
+                    self.spare.push(area);
+                }
+            }
         }
     }
 
@@ -225,5 +246,53 @@ impl PageStore for MemStore {
 
     fn resident_bytes(&self) -> u64 {
         self.resident + self.blocks.len() as u64 * 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Geometry;
+
+    /// A bytes area reused from an erased block never shows the old block's bytes: a page
+    /// reads its own bytes once programmed, and reads as no bytes before.
+    #[test]
+    fn a_reused_bytes_area_shows_only_pages_programmed_since() {
+        let geometry = Geometry {
+            channels: 1,
+            dies_per_channel: 1,
+            planes_per_die: 1,
+            blocks_per_plane: 4,
+            pages_per_block: 4,
+            page_size_bytes: 512,
+            oob_size_bytes: 16,
+        };
+        let mut s = MemStore::new(geometry);
+        let old = vec![0xA5u8; 512];
+        for p in 0..4 {
+            s.put_page(0, p, 0, Payload::Bytes(&old), &[1, 2]).unwrap();
+        }
+        s.drop_block(0);
+        assert_eq!(s.spare.len(), 1);
+        let new = vec![0x3Cu8; 512];
+        s.put_page(1, 1, 0, Payload::Bytes(&new), &[3]).unwrap();
+        assert!(s.spare.is_empty(), "the erased block's area was reused");
+        let (mut data, mut oob) = (vec![0u8; 512], vec![0u8; 2]);
+        assert_eq!(
+            s.get_page(1, 1, &mut data, &mut oob).unwrap(),
+            Content::Bytes
+        );
+        assert_eq!((data, oob), (new, vec![3, 0xFF]));
+        let mut data = vec![7u8; 512];
+        assert_eq!(
+            s.get_page(1, 0, &mut data, &mut []).unwrap(),
+            Content::Fingerprint(0),
+            "a page not programmed since the erase holds no bytes"
+        );
+        assert_eq!(data, vec![7u8; 512], "and hands none back");
+        assert_eq!(
+            s.get_page(0, 0, &mut data, &mut []).unwrap(),
+            Content::Erased
+        );
     }
 }
