@@ -188,29 +188,36 @@ pub fn build(
     v: &Variant,
     device: flash::DeviceConfig,
 ) -> Result<(Box<dyn Stack>, ControllerConfig), ScheduledError> {
+    build_with_spec(v, device).map(|(stack, prio, _)| (stack, prio))
+}
+
+/// [`build`], with the stack's specification (the key of its aged device, [`set_up_key`]).
+fn build_with_spec(
+    v: &Variant,
+    device: flash::DeviceConfig,
+) -> Result<(Box<dyn Stack>, ControllerConfig, stacks::StackSpec), ScheduledError> {
     let (prio, spec) = scheduled_spec(v, |_, _| Ok(false))?;
     let stack = spec
         .build_block(device)
         .map_err(|e| ScheduledError::of(&v.label)(e.into()))?;
-    Ok((stack, prio))
+    Ok((stack, prio, spec))
 }
 
-/// The key of the device `v`'s set-up (fill and aging) builds: everything it reads
-/// ([`crate::aged`]).
+/// The key of the device a set-up (fill and aging) builds from a stack of `spec` on `device`:
+/// everything it reads ([`crate::aged`]).
 fn set_up_key(
-    v: &Variant,
+    spec: &stacks::StackSpec,
     device: flash::DeviceConfig,
     footprint: u64,
     low_free_percent: f64,
     seed: u64,
-) -> Result<String, ScheduledError> {
-    let (_, spec) = scheduled_spec(v, |_, _| Ok(false))?;
-    Ok(crate::aged::key(
+) -> String {
+    crate::aged::key(
         format!("{device:?} {spec:?}"),
         footprint,
         low_free_percent,
         seed,
-    ))
+    )
 }
 
 /// What a scheduled experiment variant measured, as the file-level experiments report it:
@@ -243,7 +250,7 @@ pub fn run_variant(
         Plan::FileWrites(f) => &f.background,
     };
     w.validate()?;
-    let (mut stack, cfg) = build(v, device)?;
+    let (mut stack, cfg, spec) = build_with_spec(v, device)?;
     let unit = stack.unit_bytes();
     if !w.request_bytes.is_multiple_of(512) || w.request_bytes > unit * 64 {
         return Err(ScheduledError::RequestBytes {
@@ -255,7 +262,7 @@ pub fn run_variant(
     let mut verifier = Verifier::new(capacity, unit);
     let t = crate::aged::fill_and_age(
         &mut stack,
-        set_up_key(v, device, footprint, cfg.low_free_percent, seed)?,
+        set_up_key(&spec, device, footprint, cfg.low_free_percent, seed),
         footprint,
         cfg.low_free_percent,
         seed,
@@ -308,7 +315,7 @@ fn run_trace_variant(
     device: flash::DeviceConfig,
     seed: u64,
 ) -> Result<VariantRun, ScheduledError> {
-    let (mut stack, cfg) = build(v, device)?;
+    let (mut stack, cfg, spec) = build_with_spec(v, device)?;
     let unit = stack.unit_bytes();
     let capacity = stack.capacity_bytes();
     let footprint = ((capacity as f64 * b.utilisation) as u64 / unit * unit).max(unit);
@@ -317,7 +324,7 @@ fn run_trace_variant(
     let mut verifier = Verifier::new(capacity, unit);
     let t = crate::aged::fill_and_age(
         &mut stack,
-        set_up_key(v, device, footprint, cfg.low_free_percent, seed)?,
+        set_up_key(&spec, device, footprint, cfg.low_free_percent, seed),
         footprint,
         cfg.low_free_percent,
         seed,

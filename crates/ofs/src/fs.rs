@@ -978,10 +978,8 @@ impl<S: Store> Ofs<S> {
         let last = slots.len() - 1;
         if i != last {
             let (_, n, v) = &slots[last];
-            let mut b = vec![n.len() as u8];
-            b.extend_from_slice(n.as_bytes());
-            b.extend_from_slice(v);
-            self.set_attr(oid, Attr::User(ATTR_XATTR_FIRST + slots[i].0), b)?;
+            let moved = xattr_slot_bytes(n, v);
+            self.set_attr(oid, Attr::User(ATTR_XATTR_FIRST + slots[i].0), moved)?;
         }
         self.counters.attr_updates += 1;
         self.store
@@ -1546,15 +1544,11 @@ impl<S: Store> FileSystem for Ofs<S> {
                 others + cost(name, value)
             )));
         }
-        let mut v = Vec::with_capacity(1 + name.len() + value.len());
-        v.push(name.len() as u8);
-        v.extend_from_slice(name.as_bytes());
-        v.extend_from_slice(value);
         self.counters.attr_updates += 1;
         match self.store.set_attr(
             data_oid(ino),
             Attr::User(ATTR_XATTR_FIRST + slot),
-            AttrValue::Bytes(v),
+            AttrValue::Bytes(xattr_slot_bytes(name, value)),
         ) {
             Ok(()) => Ok(()),
             // The onode's 256 bytes (or one attribute's 128) are full.

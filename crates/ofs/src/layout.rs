@@ -32,6 +32,15 @@ pub const ATTR_SUPER: Attr = Attr::User(0x1002);
 pub const ATTR_XATTR_FIRST: u16 = 0x1100;
 /// At most this many extended attributes per inode (the byte budget runs out first).
 pub const XATTR_SLOTS: u16 = 64;
+
+/// The bytes of an extended attribute's slot: name length (1), name, value.
+pub fn xattr_slot_bytes(name: &str, value: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(1 + name.len() + value.len());
+    b.push(name.len() as u8);
+    b.extend_from_slice(name.as_bytes());
+    b.extend_from_slice(value);
+    b
+}
 /// The onode bytes an inode's extended attributes may take, each `3 + 1 + name + value` (the
 /// store's attribute header, the name length, the name and the value): what is left of the
 /// 256-byte onode (162 bytes for attributes) after OFS's own worst case, a version 2 inode

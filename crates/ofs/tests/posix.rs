@@ -235,17 +235,9 @@ fn rename_chmod_and_links_move_the_change_time_in_every_layout() {
     }
 }
 
-/// The slot bytes OFS stores for an extended attribute: name length, name, value.
-fn xattr_slot_bytes(name: &str, value: &[u8]) -> Vec<u8> {
-    let mut b = vec![name.len() as u8];
-    b.extend_from_slice(name.as_bytes());
-    b.extend_from_slice(value);
-    b
-}
-
 #[test]
 fn an_interrupted_xattr_removal_never_brings_an_older_value_back() {
-    use ofs::layout::{data_oid, ATTR_XATTR_FIRST};
+    use ofs::layout::{data_oid, xattr_slot_bytes, ATTR_XATTR_FIRST};
     use osd::{Attr, AttrValue, Osd};
     use vfs::XattrMode;
     // docs/RELIABILITY.md, finding 41: removing `user.b` from slot 1 moves the last slot
