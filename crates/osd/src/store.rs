@@ -46,10 +46,11 @@ use crate::record::{
     ENCRYPTED_RECORD_BYTES, INDEX_RECORD_BYTES, LENGTH_LIMIT_BYTES, META_RECORD_BYTES,
     PARITY_RECORD_BYTES, RECORD_MAX_BYTES, SCAN_RECORD_BYTES, TXN_RECORD_BYTES,
 };
-use fml::buffer::{Entry, Fill, WriteBuffer};
+use fml::buffer::{Entry, Fill};
 
 mod atime;
 mod bgscrub;
+mod buffer;
 mod checkpoint;
 mod commands;
 mod compression;
@@ -67,6 +68,7 @@ mod txn;
 mod unit_io;
 
 pub use bgscrub::{BackgroundScrubConfig, ScrubStep};
+use buffer::ObjectBuffer;
 pub use compression::SpaceTotals;
 use compression::{ChunkCache, FoundUnit, KIND_CHUNK};
 pub use cover::objects_in_unit;
@@ -389,7 +391,7 @@ pub struct ObjectStore<F: Flash> {
     placer: Placer,
     onodes: FxHashMap<Oid, CachedOnode>,
     desc: FxHashMap<u32, DescPage>,
-    buf: WriteBuffer<(Oid, u64)>,
+    buf: ObjectBuffer,
     /// Small objects in memory: every buffered one, and clean ones as a cache.
     smalls: FxHashMap<Oid, SmallObject>,
     /// Small-object pages with live entries, like `desc` for descriptor pages.
@@ -540,7 +542,7 @@ impl<F: Flash> ObjectStore<F> {
         Ok(ObjectStore {
             index: Index::new(unit, config.index_cache_bytes as usize),
             placer: Placer::new(config.placement, unit as u64, erase_block, realtime),
-            buf: WriteBuffer::new((config.buffer_bytes / unit as u64) as usize),
+            buf: ObjectBuffer::new((config.buffer_bytes / unit as u64) as usize),
             fml,
             config,
             unit,

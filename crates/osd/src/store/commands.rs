@@ -252,7 +252,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
             // bring back.
             self.flush_all()?;
             let first_gone = length.div_ceil(unit);
-            self.buf.drop_where(|&(o, u)| o == oid && u >= first_gone);
+            self.buf.drop_object_from(oid, first_gone);
             // Again for damage the flush's own programs did (one gone astray), before the
             // group's parity is recomputed from the units it keeps (seed
             // 10599065308326577469). Kept units only, so no rewrite maps a unit the onode cut
@@ -500,7 +500,7 @@ impl<F: Flash> ObjectStore<F> {
         // 910428404600861958: a removed object's first sectors came back).
         self.make_room()?;
         // Its buffered data need never reach flash.
-        self.buf.drop_where(|&(o, _)| o == oid);
+        self.buf.drop_object_from(oid, 0);
         // Its small-object bytes are not read: a removal needs none (their page may be lost).
         self.forget_small(oid)?;
         self.atime_journal.remove(&oid);

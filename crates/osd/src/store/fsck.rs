@@ -211,6 +211,8 @@ impl<F: Flash> ObjectStore<F> {
     /// referenced unit is valid, and each object's used bytes agree with its extents. Reads
     /// only what the structure needs (index nodes, onodes).
     pub fn fsck_structure(&mut self) -> Result<FsckReport, OsdError> {
+        // The buffer's per-object counts, before the checkpoint below empties it.
+        let buffer_counts_agree = self.buf.counts_agree();
         // Check a checkpointed state: every reference then is on flash.
         if self.index.is_dirty()
             || !self.buf.is_empty()
@@ -220,6 +222,12 @@ impl<F: Flash> ObjectStore<F> {
             self.checkpoint()?;
         }
         let mut problems = Vec::new();
+        if !buffer_counts_agree {
+            problems.push(
+                "write buffer: an object's count of buffered units disagrees with the buffer"
+                    .into(),
+            );
+        }
         self.fml
             .check()
             .unwrap_or_else(|e| problems.push(format!("FML: {e}")));

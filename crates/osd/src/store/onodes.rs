@@ -188,19 +188,20 @@ impl<F: Flash> ObjectStore<F> {
     /// brought them back (`ossd torture --stack osd --faults all --fill 80 --reliability 1
     /// --seconds 600 --seed 54`, seed 11656297966808244311).
     pub(super) fn ready_onodes(&self) -> Vec<Oid> {
-        let waiting: FxHashSet<Oid> = self
-            .buf
-            .keys()
-            .map(|&(o, _)| o)
-            .chain(self.smalls.iter().filter(|(_, s)| s.dirty).map(|(o, _)| *o))
-            .chain(self.spilling.iter().copied())
-            .chain(self.in_flight)
-            .collect();
         self.onodes
             .iter()
-            .filter(|(o, c)| c.dirty && !waiting.contains(o))
+            .filter(|&(&o, c)| c.dirty && !self.waits_for_data(o))
             .map(|(o, _)| *o)
             .collect()
+    }
+
+    /// Whether some data of `oid` is not yet where its onode may point: units in the write
+    /// buffer, small-object bytes waiting for a page, a spill under way, or a unit in flight.
+    fn waits_for_data(&self, oid: Oid) -> bool {
+        self.buf.holds_object(oid)
+            || self.smalls.get(&oid).is_some_and(|s| s.dirty)
+            || self.spilling.contains(&oid)
+            || self.in_flight == Some(oid)
     }
 
     /// The onode cache's eviction (OSCM-11 V: a cache of a fixed size, 10 KB in its
