@@ -42,7 +42,8 @@ pub trait PageStore {
 
 /// Contents of one block, allocated at its first program after an erase and freed at erase.
 /// Whether a page is programmed follows from the block's write pointer, so a page costs 8 bytes
-/// (its fingerprint) and one bit (bytes or fingerprint) plus its OOB record if it has one.
+/// (its fingerprint) and one bit (bytes or fingerprint) plus its OOB record if it has one, and a
+/// page programmed with bytes its bytes and a 4-byte slot.
 #[derive(Clone)]
 struct MemBlock {
     fingerprints: Box<[u64]>,
@@ -55,8 +56,15 @@ struct MemBlock {
     oob: Vec<u8>,
     oob_stride: usize,
     oob_len: Vec<u8>,
-    /// Page bytes, allocated on the first `Payload::Bytes` program.
-    bytes: Option<Box<[u8]>>,
+    /// The bytes of the pages programmed with `Payload::Bytes`, one page size each, in the
+    /// order they were programmed: a block that mixes a few bytes pages (metadata) with
+    /// fingerprint pages (data) holds only those few. A whole-block area allocated zeroed
+    /// held up to 3.5 times the bytes stored, and how much of it the process's RSS showed
+    /// depended on whether the allocator handed back untouched pages (docs/PERFORMANCE.md
+    /// "Bytes pages stored compactly").
+    bytes: Vec<u8>,
+    /// Where each page's bytes are in `bytes`, in pages; empty until the first bytes page.
+    bytes_slot: Vec<u32>,
 }
 
 /// The in-memory store: sparse, one allocation per programmed block; or, timing-only, nothing
@@ -68,12 +76,11 @@ pub struct MemStore {
     resident: u64,
     /// Keep page contents and OOB records (false: a timing-only device).
     keep: bool,
-    /// Bytes areas of erased blocks, kept for the next blocks programmed with bytes: a fresh
-    /// area is zeroed (calloc reuses freed memory and fills it), which was a tenth of a
-    /// LittleFS run, and an area's bytes are read only for pages programmed since the erase
-    /// (their `is_bytes` bit), so a reused one needs no fill. At most [`SPARE_AREAS`]; not
-    /// counted as resident (no page's content is in them).
-    spare: Vec<Box<[u8]>>,
+    /// Bytes areas of erased blocks (emptied, their capacity kept), for the next blocks
+    /// programmed with bytes: growing a fresh one page by page reallocates and copies it, and
+    /// allocating a zeroed whole-block area was a tenth of a LittleFS run. At most
+    /// [`SPARE_AREAS`]; not counted as resident (no page's content is in them).
+    spare: Vec<Vec<u8>>,
 }
 
 /// Bytes areas of erased blocks a [`MemStore`] keeps for reuse.
@@ -112,7 +119,8 @@ impl MemStore {
             + b.is_bytes.len() * 8
             + b.oob.capacity()
             + b.oob_len.capacity()
-            + b.bytes.as_ref().map_or(0, |x| x.len())) as u64
+            + b.bytes.capacity()
+            + b.bytes_slot.capacity() * 4) as u64
     }
 }
 
@@ -138,7 +146,6 @@ impl PageStore for MemStore {
         }
         let ppb = self.geometry.pages_per_block as usize;
         let page_size = self.geometry.page_size_bytes as usize;
-        let area = ppb * page_size;
         let spare = &mut self.spare;
         let slot = &mut self.blocks[block as usize];
         let existed = slot.is_some();
@@ -149,7 +156,8 @@ impl PageStore for MemStore {
                 oob: Vec::new(),
                 oob_stride: 0,
                 oob_len: Vec::new(),
-                bytes: None,
+                bytes: Vec::new(),
+                bytes_slot: Vec::new(),
             })
         });
         let before = if existed { Self::block_bytes(b) } else { 0 };
@@ -161,14 +169,22 @@ impl PageStore for MemStore {
                 b.fingerprints[p] = fp;
             }
             Payload::Bytes(data) => {
+                if b.bytes_slot.is_empty() {
+                    b.bytes_slot = vec![u32::MAX; ppb];
+                    if let Some(area) = spare.pop() {
+                        b.bytes = area;
+                    }
+                }
+                if b.bytes_slot[p] != u32::MAX {
+                    // Programmed again before an erase (only a device that lets a fault
+                    // through does): the new bytes take the old ones' slot.
+                    let at = b.bytes_slot[p] as usize * page_size;
+                    b.bytes[at..at + page_size].copy_from_slice(data);
+                } else {
+                    b.bytes_slot[p] = (b.bytes.len() / page_size) as u32;
+                    b.bytes.extend_from_slice(data);
+                }
                 b.is_bytes[p / 64] |= bit;
-                let bytes = b.bytes.get_or_insert_with(|| {
-                    spare
-                        .pop()
-                        .filter(|a| a.len() == area)
-                        .unwrap_or_else(|| vec![0u8; area].into_boxed_slice())
-                });
-                bytes[p * page_size..(p + 1) * page_size].copy_from_slice(data);
             }
         }
         if oob.len() > b.oob_stride {
@@ -193,7 +209,7 @@ impl PageStore for MemStore {
 
     #[expect(
         clippy::expect_used,
-        reason = "a page stored as bytes always has its block's bytes area (both are set together when it is programmed)"
+        reason = "a page stored as bytes always has its slot (both are set together when it is programmed)"
     )]
     fn get_page(
         &mut self,
@@ -223,8 +239,8 @@ impl PageStore for MemStore {
             return Ok(Content::Fingerprint(b.fingerprints[p]));
         }
         if !data.is_empty() {
-            let bytes = b.bytes.as_ref().expect("a bytes page has a bytes area");
-            data.copy_from_slice(&bytes[p * page_size..(p + 1) * page_size]);
+            let at = *b.bytes_slot.get(p).expect("a bytes page has a slot") as usize * page_size;
+            data.copy_from_slice(&b.bytes[at..at + page_size]);
         }
         Ok(Content::Bytes)
     }
@@ -232,10 +248,10 @@ impl PageStore for MemStore {
     fn drop_block(&mut self, block: u32) {
         if let Some(mut b) = self.blocks.get_mut(block as usize).and_then(Option::take) {
             self.resident -= Self::block_bytes(&b);
-            if let Some(area) = b.bytes.take() {
-                if self.spare.len() < SPARE_AREAS {
-                    self.spare.push(area);
-                }
+            let mut area = std::mem::take(&mut b.bytes);
+            if area.capacity() > 0 && self.spare.len() < SPARE_AREAS {
+                area.clear();
+                self.spare.push(area);
             }
         }
     }
@@ -294,5 +310,47 @@ mod tests {
             s.get_page(0, 0, &mut data, &mut []).unwrap(),
             Content::Erased
         );
+    }
+
+    /// A block mixing fingerprint pages with a bytes page holds that one page's bytes, not a
+    /// whole block's, and each page reads back what it was programmed with.
+    #[test]
+    fn a_block_holds_the_bytes_of_its_bytes_pages_only() {
+        let geometry = Geometry {
+            channels: 1,
+            dies_per_channel: 1,
+            planes_per_die: 1,
+            blocks_per_plane: 2,
+            pages_per_block: 64,
+            page_size_bytes: 4096,
+            oob_size_bytes: 16,
+        };
+        let mut s = MemStore::new(geometry);
+        let meta = vec![0x5Au8; 4096];
+        for p in 0..64 {
+            if p == 9 {
+                s.put_page(0, p, 0, Payload::Bytes(&meta), &[]).unwrap();
+            } else {
+                s.put_page(0, p, 0, Payload::Fingerprint(u64::from(p) + 1), &[])
+                    .unwrap();
+            }
+        }
+        assert!(
+            s.resident_bytes() < 2 * 4096,
+            "{} bytes resident for one bytes page",
+            s.resident_bytes()
+        );
+        let mut data = vec![0u8; 4096];
+        assert_eq!(
+            s.get_page(0, 9, &mut data, &mut []).unwrap(),
+            Content::Bytes
+        );
+        assert_eq!(data, meta);
+        for p in [0, 8, 10, 63] {
+            assert_eq!(
+                s.get_page(0, p, &mut data, &mut []).unwrap(),
+                Content::Fingerprint(u64::from(p) + 1)
+            );
+        }
     }
 }
