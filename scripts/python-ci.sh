@@ -51,20 +51,25 @@ for m in ray pyarrow tqdm; do
   have "$m" || echo "SKIPPED: $m is missing: sweeps on Ray / Parquet output / the progress bar are NOT tested"
 done
 
-echo "== build the wheel (maturin, profile py) and install it"
+# The Cargo profile of the wheel and the CLI: `py` (crates/py/pyproject.toml), or the one
+# OSSD_PY_PROFILE names. CI passes `release`, with the release profile set like `py`, so that the
+# binary it built for the main job serves here and the wheel shares its compiled dependencies.
+PROFILE=${OSSD_PY_PROFILE:-py}
+PROFILE_DIR=$PROFILE
+echo "== build the wheel (maturin, profile $PROFILE) and install it"
 if ! have maturin; then
   echo "SKIPPED: maturin is missing: the Python package is NOT built, NOT tested, and the notebook NOT run"
   exit 0
 fi
 rm -rf target/wheels/ossd-*.whl
-if ! "$PY" -m maturin build -q -m crates/py/Cargo.toml -o target/wheels; then
+if ! "$PY" -m maturin build -q --profile "$PROFILE" -m crates/py/Cargo.toml -o target/wheels; then
   echo "FAILED: maturin build"
   exit 1
 fi
 pip_install --force-reinstall --no-deps target/wheels/ossd-*.whl || { echo "FAILED: installing the wheel"; exit 1; }
 # The CLI, same profile, for the tests that compare the two and run `ossd sweep`.
-cargo build -q --profile py -p ossd || failed+=("cargo build --profile py -p ossd")
-export OSSD_BIN=$PWD/target/py/ossd OSSD_PYTHON=$(command -v "$PY")
+cargo build -q --profile "$PROFILE" -p ossd || failed+=("cargo build --profile $PROFILE -p ossd")
+export OSSD_BIN=$PWD/target/$PROFILE_DIR/ossd OSSD_PYTHON=$(command -v "$PY")
 
 echo "== pytest crates/py/tests"
 if have pytest && have pandas; then
