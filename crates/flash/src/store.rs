@@ -42,10 +42,11 @@ pub trait PageStore {
 
 /// Contents of one block, allocated at its first program after an erase and freed at erase.
 /// Whether a page is programmed follows from the block's write pointer, so a page costs 8 bytes
-/// (its fingerprint) and one bit (bytes or fingerprint) plus its OOB record if it has one, and a
-/// page programmed with bytes its bytes and a 4-byte slot.
+/// (its fingerprint, or where its bytes are) and one bit (bytes or fingerprint) plus its OOB
+/// record if it has one, and a page programmed with bytes its bytes.
 #[derive(Clone)]
 struct MemBlock {
+    /// Per page: its fingerprint, or for a page of bytes where they are in `bytes` (in pages).
     fingerprints: Box<[u64]>,
     /// Bit set: the page holds bytes rather than a fingerprint.
     is_bytes: Box<[u64]>,
@@ -57,14 +58,12 @@ struct MemBlock {
     oob_stride: usize,
     oob_len: Vec<u8>,
     /// The bytes of the pages programmed with `Payload::Bytes`, one page size each, in the
-    /// order they were programmed: a block that mixes a few bytes pages (metadata) with
+    /// order they were programmed (each page's place is in `fingerprints`): a block that mixes a few bytes pages (metadata) with
     /// fingerprint pages (data) holds only those few. A whole-block area allocated zeroed
     /// held up to 3.5 times the bytes stored, and how much of it the process's RSS showed
     /// depended on whether the allocator handed back untouched pages (docs/PERFORMANCE.md
     /// "Bytes pages stored compactly").
     bytes: Vec<u8>,
-    /// Where each page's bytes are in `bytes`, in pages; empty until the first bytes page.
-    bytes_slot: Vec<u32>,
 }
 
 /// The in-memory store: sparse, one allocation per programmed block; or, timing-only, nothing
@@ -119,8 +118,7 @@ impl MemStore {
             + b.is_bytes.len() * 8
             + b.oob.capacity()
             + b.oob_len.capacity()
-            + b.bytes.capacity()
-            + b.bytes_slot.capacity() * 4) as u64
+            + b.bytes.capacity()) as u64
     }
 }
 
@@ -157,7 +155,6 @@ impl PageStore for MemStore {
                 oob_stride: 0,
                 oob_len: Vec::new(),
                 bytes: Vec::new(),
-                bytes_slot: Vec::new(),
             })
         });
         let before = if existed { Self::block_bytes(b) } else { 0 };
@@ -169,22 +166,21 @@ impl PageStore for MemStore {
                 b.fingerprints[p] = fp;
             }
             Payload::Bytes(data) => {
-                if b.bytes_slot.is_empty() {
-                    b.bytes_slot = vec![u32::MAX; ppb];
+                if b.bytes.capacity() == 0 {
                     if let Some(area) = spare.pop() {
                         b.bytes = area;
                     }
                 }
-                if b.bytes_slot[p] != u32::MAX {
+                if b.is_bytes[p / 64] & bit != 0 {
                     // Programmed again before an erase (only a device that lets a fault
-                    // through does): the new bytes take the old ones' slot.
-                    let at = b.bytes_slot[p] as usize * page_size;
+                    // through does): the new bytes take the old ones' place.
+                    let at = b.fingerprints[p] as usize * page_size;
                     b.bytes[at..at + page_size].copy_from_slice(data);
                 } else {
-                    b.bytes_slot[p] = (b.bytes.len() / page_size) as u32;
+                    b.fingerprints[p] = (b.bytes.len() / page_size) as u64;
                     b.bytes.extend_from_slice(data);
+                    b.is_bytes[p / 64] |= bit;
                 }
-                b.is_bytes[p / 64] |= bit;
             }
         }
         if oob.len() > b.oob_stride {
@@ -207,10 +203,6 @@ impl PageStore for MemStore {
         Ok(())
     }
 
-    #[expect(
-        clippy::expect_used,
-        reason = "a page stored as bytes always has its slot (both are set together when it is programmed)"
-    )]
     fn get_page(
         &mut self,
         block: u32,
@@ -239,7 +231,7 @@ impl PageStore for MemStore {
             return Ok(Content::Fingerprint(b.fingerprints[p]));
         }
         if !data.is_empty() {
-            let at = *b.bytes_slot.get(p).expect("a bytes page has a slot") as usize * page_size;
+            let at = b.fingerprints[p] as usize * page_size;
             data.copy_from_slice(&b.bytes[at..at + page_size]);
         }
         Ok(Content::Bytes)

@@ -108,9 +108,9 @@ impl<K: Copy + Eq + Hash> WriteBuffer<K> {
     }
 
     /// Returns an entry taken with [`WriteBuffer::take`] (or made by [`WriteBuffer::fresh`])
-    /// to its place in the queue.
-    pub fn put_back(&mut self, e: Entry<K>) {
-        self.entries.insert(e.key, e);
+    /// to its place in the queue. True if its unit joined the buffer (it held no entry of it).
+    pub fn put_back(&mut self, e: Entry<K>) -> bool {
+        self.entries.insert(e.key, e).is_none()
     }
 
     /// Removes and returns the oldest entry.

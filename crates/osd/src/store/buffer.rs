@@ -6,7 +6,9 @@
 //! gathering the buffered objects from the buffer's keys each time was 58% of an OSCM-11 read
 //! run (docs/PERFORMANCE.md).
 
-use fml::buffer::{Entry, WriteBuffer};
+use fml::buffer::{Entry as Buffered, WriteBuffer};
+use std::collections::hash_map::Entry;
+
 use rustc_hash::FxHashMap;
 
 use crate::id::Oid;
@@ -45,33 +47,37 @@ impl ObjectBuffer {
     pub(super) fn is_full(&self) -> bool {
         self.units.is_full()
     }
-    pub(super) fn get(&self, key: UnitKey) -> Option<&Entry<UnitKey>> {
+    pub(super) fn get(&self, key: UnitKey) -> Option<&Buffered<UnitKey>> {
         self.units.get(key)
     }
 
     /// A new empty entry at the back of the queue; it joins the buffer by [`Self::put_back`].
-    pub(super) fn fresh(&mut self, key: UnitKey, bytes_mode: bool, unit: usize) -> Entry<UnitKey> {
+    pub(super) fn fresh(
+        &mut self,
+        key: UnitKey,
+        bytes_mode: bool,
+        unit: usize,
+    ) -> Buffered<UnitKey> {
         self.units.fresh(key, bytes_mode, unit)
     }
 
     /// Returns an entry taken with [`Self::take`] (or made by [`Self::fresh`]) to the buffer.
-    pub(super) fn put_back(&mut self, e: Entry<UnitKey>) {
-        let key = e.key;
-        if self.units.get(key).is_none() {
-            *self.per_object.entry(key.0).or_insert(0) += 1;
+    pub(super) fn put_back(&mut self, e: Buffered<UnitKey>) {
+        let oid = e.key.0;
+        if self.units.put_back(e) {
+            *self.per_object.entry(oid).or_insert(0) += 1;
         }
-        self.units.put_back(e);
     }
 
     /// Removes and returns the oldest entry.
-    pub(super) fn pop_oldest(&mut self) -> Option<Entry<UnitKey>> {
+    pub(super) fn pop_oldest(&mut self) -> Option<Buffered<UnitKey>> {
         let e = self.units.pop_oldest()?;
         self.count_gone(e.key.0);
         Some(e)
     }
 
     /// Removes a unit's entry wherever it is in the queue.
-    pub(super) fn take(&mut self, key: UnitKey) -> Option<Entry<UnitKey>> {
+    pub(super) fn take(&mut self, key: UnitKey) -> Option<Buffered<UnitKey>> {
         let e = self.units.take(key)?;
         self.count_gone(key.0);
         Some(e)
@@ -96,7 +102,7 @@ impl ObjectBuffer {
     }
 
     /// Gives an entry's byte buffer back for reuse.
-    pub(super) fn recycle(&mut self, e: Entry<UnitKey>) {
+    pub(super) fn recycle(&mut self, e: Buffered<UnitKey>) {
         self.units.recycle(e);
     }
 
@@ -110,10 +116,11 @@ impl ObjectBuffer {
     }
 
     fn count_gone(&mut self, oid: Oid) {
-        match self.per_object.get_mut(&oid) {
-            Some(n) if *n > 1 => *n -= 1,
-            _ => {
-                self.per_object.remove(&oid);
+        if let Entry::Occupied(mut n) = self.per_object.entry(oid) {
+            if *n.get() > 1 {
+                *n.get_mut() -= 1;
+            } else {
+                n.remove();
             }
         }
     }
