@@ -262,20 +262,24 @@ mod tests {
     use super::*;
     use crate::Geometry;
 
+    /// A store on one plane of `blocks` blocks of `pages` pages of `page_size` bytes.
+    fn store(blocks: u32, pages: u32, page_size: u32) -> MemStore {
+        MemStore::new(Geometry {
+            channels: 1,
+            dies_per_channel: 1,
+            planes_per_die: 1,
+            blocks_per_plane: blocks,
+            pages_per_block: pages,
+            page_size_bytes: page_size,
+            oob_size_bytes: 16,
+        })
+    }
+
     /// A bytes area reused from an erased block never shows the old block's bytes: a page
     /// reads its own bytes once programmed, and reads as no bytes before.
     #[test]
     fn a_reused_bytes_area_shows_only_pages_programmed_since() {
-        let geometry = Geometry {
-            channels: 1,
-            dies_per_channel: 1,
-            planes_per_die: 1,
-            blocks_per_plane: 4,
-            pages_per_block: 4,
-            page_size_bytes: 512,
-            oob_size_bytes: 16,
-        };
-        let mut s = MemStore::new(geometry);
+        let mut s = store(4, 4, 512);
         let old = vec![0xA5u8; 512];
         for p in 0..4 {
             s.put_page(0, p, 0, Payload::Bytes(&old), &[1, 2]).unwrap();
@@ -308,16 +312,7 @@ mod tests {
     /// whole block's, and each page reads back what it was programmed with.
     #[test]
     fn a_block_holds_the_bytes_of_its_bytes_pages_only() {
-        let geometry = Geometry {
-            channels: 1,
-            dies_per_channel: 1,
-            planes_per_die: 1,
-            blocks_per_plane: 2,
-            pages_per_block: 64,
-            page_size_bytes: 4096,
-            oob_size_bytes: 16,
-        };
-        let mut s = MemStore::new(geometry);
+        let mut s = store(2, 64, 4096);
         let meta = vec![0x5Au8; 4096];
         for p in 0..64 {
             if p == 9 {
