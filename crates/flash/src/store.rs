@@ -166,6 +166,9 @@ impl PageStore for MemStore {
                 b.fingerprints[p] = fp;
             }
             Payload::Bytes(data) => {
+                // Pages are packed by position: a short one would shift every later page (the
+                // device checks sizes before it stores; this guards other callers).
+                assert_eq!(data.len(), page_size, "a page's bytes are one page long");
                 if b.bytes.capacity() == 0 {
                     if let Some(area) = spare.pop() {
                         b.bytes = area;
