@@ -75,10 +75,11 @@ pub struct MemStore {
     resident: u64,
     /// Keep page contents and OOB records (false: a timing-only device).
     keep: bool,
-    /// Bytes areas of erased blocks (emptied, their capacity kept), for the next blocks
-    /// programmed with bytes: growing a fresh one page by page reallocates and copies it, and
-    /// allocating a zeroed whole-block area was a tenth of a LittleFS run. At most
-    /// [`SPARE_AREAS`]; not counted as resident (no page's content is in them).
+    /// Bytes areas of erased blocks that had mostly filled them (emptied, their capacity
+    /// kept), for the next blocks programmed with bytes: growing a fresh one page by page
+    /// reallocates and copies it, and allocating a zeroed whole-block area was a tenth of a
+    /// LittleFS run. At most [`SPARE_AREAS`]; not counted as resident (no page's content is in
+    /// them).
     spare: Vec<Vec<u8>>,
 }
 
@@ -181,6 +182,12 @@ impl PageStore for MemStore {
                     b.bytes[at..at + page_size].copy_from_slice(data);
                 } else {
                     b.fingerprints[p] = (b.bytes.len() / page_size) as u64;
+                    if b.bytes.len() == b.bytes.capacity() {
+                        // Double, but never past a whole block (Vec's own growth would).
+                        let room = (ppb * page_size).saturating_sub(b.bytes.len());
+                        b.bytes
+                            .reserve_exact(b.bytes.len().max(page_size).min(room));
+                    }
                     b.bytes.extend_from_slice(data);
                     b.is_bytes[p / 64] |= bit;
                 }
@@ -244,7 +251,12 @@ impl PageStore for MemStore {
         if let Some(mut b) = self.blocks.get_mut(block as usize).and_then(Option::take) {
             self.resident -= Self::block_bytes(&b);
             let mut area = std::mem::take(&mut b.bytes);
-            if area.capacity() > 0 && self.spare.len() < SPARE_AREAS {
+            // Only an area the block mostly filled is kept: one a block of a few bytes pages
+            // took from the spares goes, so large areas do not pile up in such blocks.
+            if area.len() * 2 >= area.capacity()
+                && area.capacity() > 0
+                && self.spare.len() < SPARE_AREAS
+            {
                 area.clear();
                 self.spare.push(area);
             }
@@ -342,5 +354,20 @@ mod tests {
                 Content::Fingerprint(u64::from(p) + 1)
             );
         }
+        // A block of bytes grows its area to one block, no more, and leaves it as a spare.
+        s.drop_block(0);
+        for p in 0..64 {
+            s.put_page(1, p, 0, Payload::Bytes(&meta), &[]).unwrap();
+        }
+        s.drop_block(1);
+        let spare: Vec<usize> = s.spare.iter().map(Vec::capacity).collect();
+        assert!(spare.contains(&(64 * 4096)), "{spare:?}");
+        assert!(spare.iter().all(|&c| c <= 64 * 4096), "{spare:?}");
+        // A block that took that area for one bytes page does not give it back to the spares.
+        s.spare.retain(|a| a.capacity() == 64 * 4096);
+        s.put_page(0, 0, 0, Payload::Bytes(&meta), &[]).unwrap();
+        assert!(s.spare.is_empty());
+        s.drop_block(0);
+        assert!(s.spare.is_empty(), "a mostly empty area is freed");
     }
 }
