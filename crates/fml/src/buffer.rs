@@ -128,14 +128,16 @@ impl<K: Copy + Eq + Hash> WriteBuffer<K> {
         self.entries.remove(&key)
     }
 
-    /// Drops the entries whose key satisfies `doomed` (TRIM, truncate, remove).
-    pub fn drop_where(&mut self, doomed: impl Fn(&K) -> bool) {
+    /// Drops the entries whose key satisfies `doomed` (TRIM, truncate, remove); returns how
+    /// many it dropped.
+    pub fn drop_where(&mut self, doomed: impl Fn(&K) -> bool) -> usize {
         let keys: Vec<K> = self.entries.keys().filter(|k| doomed(k)).copied().collect();
-        for k in keys {
-            if let Some(e) = self.entries.remove(&k) {
+        for k in &keys {
+            if let Some(e) = self.entries.remove(k) {
                 self.recycle(e);
             }
         }
+        keys.len()
     }
 
     /// Gives an entry's byte buffer back for reuse.

@@ -72,14 +72,14 @@ impl ObjectBuffer {
     /// Removes and returns the oldest entry.
     pub(super) fn pop_oldest(&mut self) -> Option<Buffered<UnitKey>> {
         let e = self.units.pop_oldest()?;
-        self.count_gone(e.key.0);
+        self.count_gone(e.key.0, 1);
         Some(e)
     }
 
     /// Removes a unit's entry wherever it is in the queue.
     pub(super) fn take(&mut self, key: UnitKey) -> Option<Buffered<UnitKey>> {
         let e = self.units.take(key)?;
-        self.count_gone(key.0);
+        self.count_gone(key.0, 1);
         Some(e)
     }
 
@@ -88,17 +88,8 @@ impl ObjectBuffer {
         if !self.holds_object(oid) {
             return;
         }
-        let doomed: Vec<UnitKey> = self
-            .units
-            .keys()
-            .filter(|&&(o, u)| o == oid && u >= first)
-            .copied()
-            .collect();
-        for key in doomed {
-            if let Some(e) = self.take(key) {
-                self.units.recycle(e);
-            }
-        }
+        let dropped = self.units.drop_where(|&(o, u)| o == oid && u >= first);
+        self.count_gone(oid, dropped as u32);
     }
 
     /// Gives an entry's byte buffer back for reuse.
@@ -115,10 +106,11 @@ impl ObjectBuffer {
         counted == self.per_object
     }
 
-    fn count_gone(&mut self, oid: Oid) {
+    /// `gone` units of `oid` left the buffer.
+    fn count_gone(&mut self, oid: Oid, gone: u32) {
         if let Entry::Occupied(mut n) = self.per_object.entry(oid) {
-            if *n.get() > 1 {
-                *n.get_mut() -= 1;
+            if *n.get() > gone {
+                *n.get_mut() -= gone;
             } else {
                 n.remove();
             }
