@@ -66,6 +66,7 @@ mod scrub;
 mod small;
 mod txn;
 mod unit_io;
+mod unit_map;
 
 pub use bgscrub::{BackgroundScrubConfig, ScrubStep};
 use buffer::ObjectBuffer;
@@ -84,6 +85,7 @@ use unit_io::{
     copy_address, fml_err, index_err, program_meta, read_checked, read_meta_checked, slot_holds,
     BadUnit, NodeFlash,
 };
+use unit_map::UnitMap;
 
 const KIND_ONODE: u8 = 0;
 const KIND_DATA: u8 = 1;
@@ -141,6 +143,11 @@ pub struct OsdConfig {
     pub buffer_bytes: u64,
     /// Index node cache (default 8 MiB, OSSD-13 V-E).
     pub index_cache_bytes: u64,
+    /// Memory for the unit map (default 0: off): a complete map of the units of the objects
+    /// being written, 5 bytes per unit, kept ahead of the index and brought into it in sorted
+    /// batches (docs/DESIGN.md "The unit map"). Trades the bounded index cache of OSSD-13 V-E
+    /// for the FTL's speed; what reaches flash is the same index.
+    pub unit_map_bytes: u64,
     /// Onodes kept in memory (clean ones beyond this are dropped; default 32768).
     pub onode_cache_entries: usize,
     /// A checkpoint after this many units written since the last (default 4096); bounds
@@ -193,6 +200,7 @@ impl Default for OsdConfig {
             index_mode: IndexMode::Extent,
             buffer_bytes: 2 << 20,
             index_cache_bytes: 8 << 20,
+            unit_map_bytes: 0,
             onode_cache_entries: 32768,
             checkpoint_units: 4096,
             atime: true,
@@ -387,6 +395,8 @@ pub struct ObjectStore<F: Flash> {
     config: OsdConfig,
     unit: usize,
     index: Index,
+    /// The data units of the objects being written, ahead of the index (`unit_map`).
+    units: UnitMap,
     gc: GcLog,
     placer: Placer,
     onodes: FxHashMap<Oid, CachedOnode>,
@@ -541,6 +551,7 @@ impl<F: Flash> ObjectStore<F> {
         }
         Ok(ObjectStore {
             index: Index::new(unit, config.index_cache_bytes as usize),
+            units: UnitMap::new(config.unit_map_bytes),
             placer: Placer::new(config.placement, unit as u64, erase_block, realtime),
             buf: ObjectBuffer::new((config.buffer_bytes / unit as u64) as usize),
             fml,
@@ -669,7 +680,23 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     /// Runs an index operation with the flash as its node store, advancing time.
+    /// Runs `f` on the index, which may read or edit any key: the unit map's pending edits are
+    /// brought into the index first and its objects let go of, since `f` may change their
+    /// extents behind it. Where `f` touches no data extent, [`Self::with_index_raw`] keeps them.
     fn with_index<T>(
+        &mut self,
+        f: impl FnOnce(&mut Index, &mut dyn NodeIo) -> Result<T, IndexError>,
+    ) -> Result<T, OsdError> {
+        if !self.units.is_empty() {
+            self.sync_unit_map()?;
+            self.units.clear();
+        }
+        self.with_index_raw(f)
+    }
+
+    /// Runs `f` on the index as it is, with the unit map's edits still pending: `f` must not
+    /// read or edit a data extent (kind 1) of an object the unit map holds (`unit_map`).
+    fn with_index_raw<T>(
         &mut self,
         f: impl FnOnce(&mut Index, &mut dyn NodeIo) -> Result<T, IndexError>,
     ) -> Result<T, OsdError> {

@@ -60,6 +60,7 @@ SETTINGS (--set KEY=VALUE, or the same keys in a --config TOML file):
   osd.index_mode                     extent | page: how object data is indexed (default extent, OSCM-11 V-C)
   osd.buffer_bytes                   object data buffer, 0 = write-through (default 2097152, OSSD-13 V-E)
   osd.index_cache_bytes              index node cache (default 8388608, OSSD-13 V-E)
+  osd.unit_map_bytes                 memory for the unit map, a complete in-memory map of the written objects' units ahead of the index (default 0 = off)
   osd.onode_cache_entries            onodes kept in memory (default 32768)
   osd.checkpoint_units               checkpoint after this many units written (default 4096)
   osd.atime                          reads update access times: journaled under split+atime, in the onode otherwise (default true)

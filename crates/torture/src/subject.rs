@@ -619,8 +619,17 @@ impl Variant {
                 } else {
                     1
                 };
+                // The unit map in two fifths of the runs, again from the interval drawn: a
+                // budget of 24 units in half of those, so that objects are let go of (synced)
+                // mid-run as well as at commits.
+                let unit_map_bytes = match checkpoint_units % 5 {
+                    0 => 24 * 5,
+                    1 => 1 << 20,
+                    _ => 0,
+                };
                 let cfg = OsdConfig {
                     placement,
+                    unit_map_bytes,
                     index_mode: if rng.gen_bool(0.2) {
                         IndexMode::Page
                     } else {

@@ -420,6 +420,9 @@ pub struct Index {
     len: Option<u64>,
     stats: IndexStats,
     buf: Vec<u8>,
+    /// Inserting an ascending run ([`Index::replace_range`]): a node overfilled in its middle
+    /// splits after the new entry, so that the run's next entries are appended to it.
+    ascending: bool,
 }
 
 impl std::fmt::Debug for Index {
@@ -450,6 +453,7 @@ impl Index {
             len: Some(0),
             stats: IndexStats::default(),
             buf: vec![0; geom.node_bytes],
+            ascending: false,
         }
     }
 
@@ -623,6 +627,39 @@ impl Index {
         to: &IndexKey,
     ) -> Result<u64, IndexError> {
         let r = self.remove_range_impl(io, from, to);
+        self.arena.trim();
+        r
+    }
+
+    /// Replaces the entries with from <= key < to by `entries` (ascending, each in the range):
+    /// a bulk rewrite of one stretch of keys. The entries are inserted in order, and a node
+    /// they overfill splits right after the entry just inserted rather than in the middle, so
+    /// a run loaded between existing keys packs its nodes three quarters full (split in the
+    /// middle, the left halves it leaves behind would stay half empty). The object store's
+    /// unit map writes an object's extents back with it.
+    pub fn replace_range(
+        &mut self,
+        io: &mut dyn NodeIo,
+        from: &IndexKey,
+        to: &IndexKey,
+        entries: &[(IndexKey, u64)],
+    ) -> Result<(), IndexError> {
+        debug_assert!(
+            entries.windows(2).all(|w| w[0].0 < w[1].0),
+            "replace_range: entries not ascending"
+        );
+        debug_assert!(
+            entries.iter().all(|(k, _)| from <= k && k < to),
+            "replace_range: an entry outside the range"
+        );
+        let r = self.remove_range_impl(io, from, to).and_then(|_| {
+            self.ascending = true;
+            let inserted = entries
+                .iter()
+                .try_for_each(|&(k, v)| self.insert_impl(io, k, v).map(drop));
+            self.ascending = false;
+            inserted
+        });
         self.arena.trim();
         r
     }

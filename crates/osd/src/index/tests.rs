@@ -517,6 +517,41 @@ fn sequential_load_packs_leaves() {
     assert_eq!(height, 2);
 }
 
+/// A run written back between other keys (the unit map's bulk rewrite of one object) packs
+/// its leaves about three quarters full; inserted one by one with middle splits, the left
+/// halves stay half empty.
+#[test]
+fn a_run_replaced_between_keys_packs_leaves() {
+    let leaves_after = |bulk: bool| {
+        let keys = (0..2_000)
+            .map(|i| k(1, 0, i))
+            .chain((0..2_000).map(|i| k(3, 0, i)));
+        let (mut io, root, height, mut model) = build(2048, keys);
+        let mut ix = Index::open(root, height, 2048, 1 << 20);
+        let run: Vec<(IndexKey, u64)> = (0..10_000).map(|i| (k(2, 0, i), i)).collect();
+        if bulk {
+            ix.replace_range(&mut io, &k(2, 0, 0), &k(3, 0, 0), &run)
+                .unwrap();
+        } else {
+            for &(key, v) in &run {
+                ix.insert(&mut io, key, v).unwrap();
+            }
+        }
+        model.extend(run.iter().copied());
+        ix.commit(&mut io).unwrap();
+        verify(&mut ix, &mut io, &model);
+        io.meta.values().filter(|m| m.0 == 0).count()
+    };
+    let (leaf_max, _) = Index::fanout(2048);
+    let bulk = leaves_after(true);
+    assert!(bulk * leaf_max * 7 / 10 <= 14_000, "{bulk} leaves");
+    let one_by_one = leaves_after(false);
+    assert!(
+        one_by_one > bulk * 5 / 4,
+        "{one_by_one} against {bulk} leaves"
+    );
+}
+
 /// The scheduler's look-ahead: from memory it answers as `floor` does, and says so when the
 /// path leaves the cache; it never reads a node.
 #[test]
@@ -763,6 +798,9 @@ enum Op {
     InsertRun(u128, u8, u64, u64),
     Remove(IndexKey),
     RemoveRange(IndexKey, IndexKey),
+    /// Object, kind, first offset, entries, stride: `replace_range` of the object's keys of
+    /// that kind from the first offset on by the entries.
+    ReplaceRun(u128, u8, u64, u64, u64),
     RemoveObject(u128),
     Get(IndexKey),
     Floor(IndexKey),
@@ -787,6 +825,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         4 => (0u128..8, 0u8..3, 0u64..1000, 1u64..120).prop_map(|(o, kd, s, n)| Op::InsertRun(o, kd, s, n)),
         10 => key_strategy().prop_map(Op::Remove),
         3 => (key_strategy(), key_strategy()).prop_map(|(a, b)| Op::RemoveRange(a, b)),
+        3 => (0u128..8, 0u8..3, 0u64..1000, 0u64..150, 1u64..4).prop_map(|(o, kd, s, n, d)| Op::ReplaceRun(o, kd, s, n, d)),
         2 => (0u128..8).prop_map(Op::RemoveObject),
         5 => key_strategy().prop_map(Op::Get),
         5 => key_strategy().prop_map(Op::Floor),
@@ -831,6 +870,16 @@ fn run_model(node_bytes: usize, cache_bytes: usize, reuse: bool, ops: Vec<Op>) {
                     model.retain(|key, _| *key < from || *key >= to);
                 }
                 assert_eq!(n as usize, before - model.len());
+            }
+            Op::ReplaceRun(oid, kind, start, n, stride) => {
+                let from = k(oid, kind, start);
+                let to = k(oid, kind + 1, 0);
+                let run: Vec<(IndexKey, u64)> = (0..n)
+                    .map(|i| (k(oid, kind, start + i * stride), i))
+                    .collect();
+                ix.replace_range(&mut io, &from, &to, &run).unwrap();
+                model.retain(|key, _| *key < from || *key >= to);
+                model.extend(run);
             }
             Op::RemoveObject(oid) => {
                 let n = ix

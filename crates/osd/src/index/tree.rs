@@ -19,10 +19,14 @@ fn below(level: u8) -> Result<u8> {
 
 /// Where to split an overfull node of `len` entries whose newest entry went to `at`: in the
 /// middle, or, when the entry was appended, leaving three quarters on the left so that
-/// ascending loads fill nodes well.
-fn split_point(len: usize, at: usize) -> usize {
+/// ascending loads fill nodes well. In an `ascending` run ([`Index::replace_range`]) the node
+/// splits right after the new entry (within a quarter of either end), so the run goes on
+/// appending to the left node.
+fn split_point(len: usize, at: usize, ascending: bool) -> usize {
     if at + 1 == len {
         len - len / 4
+    } else if ascending {
+        (at + 1).clamp(len / 4, len - len / 4)
     } else {
         len / 2
     }
@@ -361,7 +365,7 @@ impl Index {
         value: u64,
     ) -> Result<(Option<u64>, Option<Handle>)> {
         if level == 0 {
-            let max = self.geom.leaf_max;
+            let (max, ascending) = (self.geom.leaf_max, self.ascending);
             let v = self.leaf_mut(h)?;
             let i = match v.find(&key) {
                 Ok(i) => {
@@ -374,7 +378,7 @@ impl Index {
             if v.len() <= max {
                 return Ok((None, None));
             }
-            let right = v.split_off(split_point(v.len(), i));
+            let right = v.split_off(split_point(v.len(), i, ascending));
             let s = self.arena.alloc_dirty(Node {
                 level: 0,
                 body: Body::Leaf(right),
@@ -401,7 +405,7 @@ impl Index {
             )),
             None => None,
         };
-        let max = self.geom.inner_max;
+        let (max, ascending) = (self.geom.inner_max, self.ascending);
         self.set_key(h, i, k)?;
         let Some((s, ks)) = ks else {
             return Ok((old, None));
@@ -411,7 +415,7 @@ impl Index {
         if v.len() <= max {
             return Ok((old, None));
         }
-        let right = v.split_off(split_point(v.len(), i + 1));
+        let right = v.split_off(split_point(v.len(), i + 1, ascending));
         let s = self.arena.alloc_dirty(Node {
             level,
             body: Body::Inner(right),

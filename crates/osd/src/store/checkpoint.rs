@@ -59,7 +59,9 @@ impl<F: Flash> ObjectStore<F> {
         // Moves recorded so far are in the tree this commit writes; any made while the
         // checkpoint unit is written are not, and must wait for the next checkpoint.
         let covered = std::mem::take(&mut self.unsafe_victims);
-        let root = self.with_index(|ix, io| ix.commit(io))?;
+        // The unit map's edits go into this commit; the objects it holds stay held.
+        self.sync_unit_map()?;
+        let root = self.with_index_raw(|ix, io| ix.commit(io))?;
         if scope == CheckpointScope::Whole && mutant_checkpoint_before_data() {
             self.flush_all()?;
         }
@@ -173,6 +175,7 @@ impl<F: Flash> ObjectStore<F> {
             // its done record is on flash (docs/DESIGN.md "Transactions").
             return Ok(());
         }
+        self.bound_unit_map(self.half_reserve_units(2))?;
         // Half the GC reserve less GC's destination block and one block of slack.
         if self.units_since_ckpt >= self.config.checkpoint_units
             || self.index.dirty_nodes() > self.half_reserve_units(2)
@@ -225,16 +228,36 @@ impl<F: Flash> ObjectStore<F> {
     /// watermark run out of space (OSSD-13 VI-E's aging on RawSSD, 2-block watermark of
     /// 8 MiB blocks), and extents grow few dirty leaves per flush.
     pub(super) fn bound_dirty_index(&mut self) -> Result<(), OsdError> {
-        if self.config.index_mode != IndexMode::Page
-            || self.index.dirty_nodes() <= self.write_back_limit()
-        {
+        if self.config.index_mode != IndexMode::Page {
+            return Ok(());
+        }
+        self.bound_unit_map(self.write_back_limit())?;
+        if self.index.dirty_nodes() <= self.write_back_limit() {
             return Ok(());
         }
         self.make_room()?;
-        self.with_index(|ix, io| ix.commit(io))?;
+        self.with_index_raw(|ix, io| ix.commit(io))?;
+        Ok(())
+    }
+
+    /// Brings the unit map's pending edits into the index once they are a batch
+    /// ([`UNIT_MAP_BATCH`] units), or could dirty enough index nodes to pass `limit`: each
+    /// edit dirties at most a leaf and the leaf a split adds (their ancestors are few beside
+    /// them, and shared). The bounds on dirty index nodes then see them as if each edit had
+    /// gone to the index at once, give or take one batch, as a command of a batch of units
+    /// does without the map.
+    fn bound_unit_map(&mut self, limit: usize) -> Result<(), OsdError> {
+        let pending = self.units.pending();
+        if pending >= UNIT_MAP_BATCH || self.index.dirty_nodes() + 2 * pending > limit {
+            self.sync_unit_map()?;
+        }
         Ok(())
     }
 }
+
+/// Pending unit-map edits the commands let wait for a sync between commands: a 1 MiB write's
+/// worth of 4 KiB units (`bound_unit_map`).
+const UNIT_MAP_BATCH: usize = 256;
 
 /// Mutant [`fml::mutants::Mutant::CheckpointBeforeData`]: a whole checkpoint commits the index
 /// before it flushes the write buffer and the dirty onodes (always false without the feature

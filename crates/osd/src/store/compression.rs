@@ -160,7 +160,7 @@ impl<F: Flash> ObjectStore<F> {
     }
 
     pub(super) fn chunk_entry(&mut self, oid: Oid, c: u64) -> Result<Option<ChunkMap>, OsdError> {
-        let v = self.with_index(|ix, io| ix.get(io, &chunk_key(oid, c)))?;
+        let v = self.with_index_raw(|ix, io| ix.get(io, &chunk_key(oid, c)))?;
         Ok(v.map(ChunkMap::unpack))
     }
 
@@ -579,7 +579,7 @@ impl<F: Flash> ObjectStore<F> {
                     units: k,
                     raw,
                 };
-                self.with_index(|ix, io| ix.insert(io, chunk_key(oid, c), m.pack()))?;
+                self.with_index_raw(|ix, io| ix.insert(io, chunk_key(oid, c), m.pack()))?;
                 if let Some(o) = old {
                     gone += self.release_half(oid, c, o.half, 0, cu, true)?;
                 }
@@ -761,7 +761,7 @@ impl<F: Flash> ObjectStore<F> {
         for (j, v) in vpas.into_iter().enumerate() {
             self.map(oid, physical(c, m.half, j as u64, cu), v)?;
         }
-        self.with_index(|ix, io| ix.insert(io, chunk_key(oid, c), m.pack()))?;
+        self.with_index_raw(|ix, io| ix.insert(io, chunk_key(oid, c), m.pack()))?;
         Ok(())
     }
 

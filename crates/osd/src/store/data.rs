@@ -5,8 +5,182 @@ use super::*;
 impl<F: Flash> ObjectStore<F> {
     /// The write unit holding unit `u` of `oid`, if mapped.
     pub(super) fn lookup(&mut self, oid: Oid, u: u64) -> Result<Option<u32>, OsdError> {
+        match self.units.get(oid, u) {
+            Some(at) => Ok(at),
+            None => self.index_lookup(oid, u),
+        }
+    }
+
+    /// Removes unit `u` from its extent (splitting it); returns the unit it was mapped to.
+    pub(super) fn unmap(&mut self, oid: Oid, u: u64) -> Result<Option<u32>, OsdError> {
+        if self.hold_units(oid, u)? {
+            return Ok(self.units.set(oid, u, None));
+        }
+        self.index_unmap(oid, u)
+    }
+
+    /// Maps unit `u` of `oid` to write unit `vpa`, merging with a neighbouring extent when the
+    /// write units are consecutive (extent mode).
+    pub(super) fn map(&mut self, oid: Oid, u: u64, vpa: u32) -> Result<(), OsdError> {
+        if u == 0 {
+            // The unit holding a spilled small object's bytes is on flash: its entry can go.
+            self.end_spill(oid)?;
+        }
+        if self.hold_units(oid, u)? {
+            self.units.set(oid, u, Some(vpa));
+            return Ok(());
+        }
+        self.index_map(oid, u, vpa)
+    }
+
+    /// GC moved unit `u` of `oid` from `from` to `to`: maps it there. False, and nothing
+    /// changes, if the object does not map the unit at `from`: the page held a unit that landed
+    /// there astray, and counted as valid for the unit whose own program it took the place of
+    /// (see [`Self::move_from_copy`]).
+    pub(super) fn remap(&mut self, oid: Oid, u: u64, from: u32, to: u32) -> Result<bool, OsdError> {
+        if self.hold_units(oid, u)? {
+            if self.units.get(oid, u) != Some(Some(from)) {
+                return Ok(false);
+            }
+            self.units.set(oid, u, Some(to));
+            return Ok(true);
+        }
+        self.index_remap(oid, u, from, to)
+    }
+
+    /// Whether the unit map holds `oid`, with room for unit `u`, loading the object's extents
+    /// from the index if it was not held (`unit_map`). False with the map off, or when the
+    /// object does not fit: its units then go through the index.
+    fn hold_units(&mut self, oid: Oid, u: u64) -> Result<bool, OsdError> {
+        if !self.units.enabled() {
+            return Ok(false);
+        }
+        if self.units.holds(oid) {
+            if self.units.can_take(oid, u) {
+                return Ok(true);
+            }
+            // Past what the map may hold of it: the object goes through the index.
+            self.release_units(oid)?;
+            return Ok(false);
+        }
+        // Not held: the index maps the object exactly (the unit map's invariant).
+        let (first, end) = (data_key(oid, 0), data_key(oid, u64::MAX));
+        let extents = self.with_index_raw(|ix, io| ix.range(io, &first, &end, usize::MAX))?;
+        let units = extents
+            .last()
+            .map_or(0, |(k, v)| k.offset + u64::from(extent(*v).1))
+            .max(u + 1);
+        if !self.units.fits(units, true) {
+            return Ok(false);
+        }
+        if !self.units.fits(units, false) {
+            // The budget is full: everything held goes back to the index.
+            self.sync_unit_map()?;
+            self.units.clear();
+        }
+        let runs: Vec<(u64, u32, u32)> = extents
+            .iter()
+            .map(|(k, v)| {
+                let (start, len) = extent(*v);
+                (k.offset, start, len)
+            })
+            .collect();
+        self.units.hold(oid, &runs, LOST);
+        Ok(true)
+    }
+
+    /// Brings the unit map's pending edits into the index, object by object in order, each
+    /// object's units ascending (so consecutive edits mostly meet the same leaf). A failure
+    /// part way leaves the index behind the map: the store is poisoned, as no commit may then
+    /// write the index.
+    pub(super) fn sync_unit_map(&mut self) -> Result<(), OsdError> {
+        if self.units.pending() == 0 {
+            return Ok(());
+        }
+        for (oid, units) in self.units.take_dirty() {
+            self.sync_units(oid, units)?;
+        }
+        Ok(())
+    }
+
+    /// Brings the pending edits of `oid` into the index and lets the unit map go of it.
+    fn release_units(&mut self, oid: Oid) -> Result<(), OsdError> {
+        let units = self.units.take_object_dirty(oid);
+        self.sync_units(oid, units)?;
+        self.units.release(oid);
+        Ok(())
+    }
+
+    /// Sets each of `units` of `oid` in the index to where the unit map has it: unit by unit,
+    /// or, once they are a quarter of the object's slots, by rewriting all of the object's
+    /// extents in one ascending run ([`Index::replace_range`]), which packs their leaves.
+    fn sync_units(&mut self, oid: Oid, units: Vec<(u64, Option<u32>)>) -> Result<(), OsdError> {
+        if units.is_empty() {
+            return Ok(());
+        }
+        if units.len() as u64 * 4 >= self.units.slots(oid) {
+            let extents = self.config.index_mode == IndexMode::Extent;
+            let entries: Vec<(IndexKey, u64)> = (self.units.runs(oid, extents, LOST).into_iter())
+                .map(|(u, start, len)| (data_key(oid, u), pack(start, len)))
+                .collect();
+            let (first, end) = (data_key(oid, 0), data_key(oid, u64::MAX));
+            let synced = self.with_index_raw(|ix, io| ix.replace_range(io, &first, &end, &entries));
+            if let Err(e) = synced {
+                self.poison(format!("the index fell behind the unit map at {oid}: {e}"));
+                return Err(e);
+            }
+            return Ok(());
+        }
+        for (u, to) in units {
+            let synced = self.index_unmap(oid, u).and_then(|_| match to {
+                Some(v) => self.index_map(oid, u, v),
+                None => Ok(()),
+            });
+            if let Err(e) = synced {
+                self.poison(format!(
+                    "the index fell behind the unit map at unit {u} of {oid}: {e}"
+                ));
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Each object the unit map holds whose units differ from its extents in the index, as an
+    /// fsck problem; called with no edit pending, when the two must agree.
+    pub(super) fn unit_map_disagreements(&mut self) -> Result<Vec<String>, OsdError> {
+        let mut problems = Vec::new();
+        for (oid, held) in self.units.held() {
+            let (first, end) = (data_key(oid, 0), data_key(oid, u64::MAX));
+            let extents = self.with_index_raw(|ix, io| ix.range(io, &first, &end, usize::MAX))?;
+            let indexed: Vec<(u64, u32)> = extents
+                .iter()
+                .flat_map(|(k, v)| {
+                    let (start, len) = extent(*v);
+                    (0..len).map(move |i| {
+                        let at = if start == LOST { LOST } else { start + i };
+                        (k.offset + u64::from(i), at)
+                    })
+                })
+                .collect();
+            if indexed != held {
+                let at = held.iter().zip(&indexed).position(|(a, b)| a != b);
+                let at = at.unwrap_or(held.len().min(indexed.len()));
+                problems.push(format!(
+                    "unit map: object {oid} maps {} units and the index {}, first apart at \
+                     mapped unit number {at}",
+                    held.len(),
+                    indexed.len()
+                ));
+            }
+        }
+        Ok(problems)
+    }
+
+    /// [`Self::lookup`] in the index.
+    fn index_lookup(&mut self, oid: Oid, u: u64) -> Result<Option<u32>, OsdError> {
         let key = data_key(oid, u);
-        let hit = self.with_index(|ix, io| ix.floor(io, &key))?;
+        let hit = self.with_index_raw(|ix, io| ix.floor(io, &key))?;
         Ok(match hit {
             Some((k, v)) if k.oid == key.oid && k.kind == KIND_DATA => {
                 let (start, len) = extent(v);
@@ -22,10 +196,10 @@ impl<F: Flash> ObjectStore<F> {
         })
     }
 
-    /// Removes unit `u` from its extent (splitting it); returns the unit it was mapped to.
-    pub(super) fn unmap(&mut self, oid: Oid, u: u64) -> Result<Option<u32>, OsdError> {
+    /// [`Self::unmap`] in the index.
+    fn index_unmap(&mut self, oid: Oid, u: u64) -> Result<Option<u32>, OsdError> {
         let key = data_key(oid, u);
-        let hit = self.with_index(|ix, io| ix.floor(io, &key))?;
+        let hit = self.with_index_raw(|ix, io| ix.floor(io, &key))?;
         self.unmap_hit(oid, u, hit)
     }
 
@@ -60,7 +234,7 @@ impl<F: Flash> ObjectStore<F> {
             n += 1;
         }
         // In one descent where the leaf allows it, else the removal and the insertions.
-        let edited = self.with_index(|ix, io| {
+        let edited = self.with_index_raw(|ix, io| {
             ix.splice_in_place(io, &k, &[], |leaf| {
                 let i = leaf.find(&k).ok()?;
                 Some(Splice {
@@ -72,7 +246,7 @@ impl<F: Flash> ObjectStore<F> {
             })
         })?;
         if !edited {
-            self.with_index(|ix, io| {
+            self.with_index_raw(|ix, io| {
                 ix.remove_found(io, &k)?;
                 for &(key, v) in &with[..n] {
                     ix.insert(io, key, v)?;
@@ -83,13 +257,8 @@ impl<F: Flash> ObjectStore<F> {
         Ok(Some(if start == LOST { LOST } else { start + at }))
     }
 
-    /// Maps unit `u` of `oid` to write unit `vpa`, merging with a neighbouring extent when the
-    /// write units are consecutive (extent mode).
-    pub(super) fn map(&mut self, oid: Oid, u: u64, vpa: u32) -> Result<(), OsdError> {
-        if u == 0 {
-            // The unit holding a spilled small object's bytes is on flash: its entry can go.
-            self.end_spill(oid)?;
-        }
+    /// [`Self::map`] in the index.
+    fn index_map(&mut self, oid: Oid, u: u64, vpa: u32) -> Result<(), OsdError> {
         let extents = self.config.index_mode == IndexMode::Extent;
         let (probes, n) = map_probes(oid, u, extents);
         // In one descent where the leaf allows it: the unit alone, or joined to the extent
@@ -118,10 +287,10 @@ impl<F: Flash> ObjectStore<F> {
                 n: 1,
             })
         };
-        if self.with_index(|ix, io| ix.splice_in_place(io, &key, &probes[..n], plan))? {
+        if self.with_index_raw(|ix, io| ix.splice_in_place(io, &key, &probes[..n], plan))? {
             return Ok(());
         }
-        self.with_index(|ix, io| {
+        self.with_index_raw(|ix, io| {
             let mut start_key = data_key(oid, u);
             let mut start = vpa;
             let mut len = 1u32;
@@ -156,16 +325,12 @@ impl<F: Flash> ObjectStore<F> {
         })
     }
 
-    /// GC moved unit `u` of `oid` to write unit `to`: as [`Self::unmap`] then [`Self::map`],
-    /// in one index edit when the unit is an extent of its own that joins neither neighbour
-    /// (the index makes sure the tree ends up exactly as the two would leave it).
-    /// GC moved unit `u` of `oid` from `from` to `to`: maps it there. False, and nothing
-    /// changes, if the index does not map the unit at `from`: the page held a unit that landed
-    /// there astray, and counted as valid for the unit whose own program it took the place of
-    /// (see [`Self::move_from_copy`]).
-    pub(super) fn remap(&mut self, oid: Oid, u: u64, from: u32, to: u32) -> Result<bool, OsdError> {
+    /// [`Self::remap`] in the index: as [`Self::index_unmap`] then [`Self::index_map`], in
+    /// one index edit when the unit is an extent of its own that joins neither neighbour (the
+    /// index makes sure the tree ends up exactly as the two would leave it).
+    fn index_remap(&mut self, oid: Oid, u: u64, from: u32, to: u32) -> Result<bool, OsdError> {
         let key = data_key(oid, u);
-        let hit = self.with_index(|ix, io| ix.floor(io, &key))?;
+        let hit = self.with_index_raw(|ix, io| ix.floor(io, &key))?;
         let current = hit.and_then(|(k, v)| {
             let (start, len) = extent(v);
             let covers = k.oid == key.oid
@@ -186,15 +351,15 @@ impl<F: Flash> ObjectStore<F> {
                         extents && (joins_left(oid, u, to, prev) || joins_right(oid, u, to, next));
                     (!joins).then_some(pack(to, 1))
                 };
-                let edited =
-                    self.with_index(|ix, io| ix.replace_in_place(io, &key, &probes[..n], alone))?;
+                let edited = self
+                    .with_index_raw(|ix, io| ix.replace_in_place(io, &key, &probes[..n], alone))?;
                 if edited.is_some() {
                     return Ok(true);
                 }
             }
         }
         self.unmap_hit(oid, u, hit)?;
-        self.map(oid, u, to)?;
+        self.index_map(oid, u, to)?;
         Ok(true)
     }
 
@@ -832,6 +997,10 @@ impl<F: Flash> ObjectStore<F> {
         }
         for u in offset / unit..=(offset + len - 1) / unit {
             if self.buf.get((oid, u)).is_some() {
+                continue;
+            }
+            if let Some(at) = self.units.get(oid, u) {
+                out.extend(at.filter(|&v| v != LOST).map(Vpa));
                 continue;
             }
             let key = data_key(oid, u);

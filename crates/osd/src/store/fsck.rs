@@ -215,6 +215,7 @@ impl<F: Flash> ObjectStore<F> {
         let buffer_counts_agree = self.buf.counts_agree();
         // Check a checkpointed state: every reference then is on flash.
         if self.index.is_dirty()
+            || self.units.pending() > 0
             || !self.buf.is_empty()
             || self.small_dirty_bytes > 0
             || self.onodes.values().any(|c| c.dirty)
@@ -256,6 +257,8 @@ impl<F: Flash> ObjectStore<F> {
         if let Some(c) = self.ckpt_unit {
             add(c, "checkpoint", &mut problems);
         }
+        // Before the range below lets the unit map go of its objects.
+        problems.extend(self.unit_map_disagreements()?);
         let all = match self
             .with_index(|ix, io| ix.range(io, &IndexKey::MIN, &IndexKey::MAX, usize::MAX))
         {

@@ -160,7 +160,9 @@ impl<F: Flash> ObjectStore<F> {
     /// failed: no space" with a quarter of the device live). Best effort: GC stops when it
     /// has nothing it may collect.
     pub(super) fn make_room_for_recovery_checkpoint(&mut self) -> Result<(), OsdError> {
+        // A pending unit-map edit dirties at most a leaf and a split's new leaf.
         let units = self.index.dirty_nodes() as u64
+            + 2 * self.units.pending() as u64
             + self.onodes.values().filter(|c| c.dirty).count() as u64
             + self.parity.values().filter(|p| p.is_dirty()).count() as u64
             + 1;
@@ -281,7 +283,7 @@ impl<F: Flash> ObjectStore<F> {
                         for (slot, oid) in d.live.iter().enumerate() {
                             if let Some(oid) = oid {
                                 let loc = slot_loc(to, slot as u16);
-                                self.with_index(|ix, io| ix.insert(io, onode_key(*oid), loc))?;
+                                self.with_index_raw(|ix, io| ix.insert(io, onode_key(*oid), loc))?;
                                 if let Some(c) = self.onodes.get_mut(oid) {
                                     c.loc = Some((to, slot as u16));
                                 }
@@ -295,7 +297,7 @@ impl<F: Flash> ObjectStore<F> {
                     level, first_key, ..
                 } => {
                     self.unsafe_victims.insert(from / per_block);
-                    self.with_index(|ix, io| ix.relocate(io, from, to, level, &first_key))?;
+                    self.with_index_raw(|ix, io| ix.relocate(io, from, to, level, &first_key))?;
                     self.retarget_released(from, to);
                 }
                 Record::Checkpoint { .. } => {
@@ -316,8 +318,8 @@ impl<F: Flash> ObjectStore<F> {
                     oid, group, row, ..
                 } => {
                     let key = parity_key(oid, group, row);
-                    if self.with_index(|ix, io| ix.get(io, &key))? == Some(from as u64) {
-                        self.with_index(|ix, io| ix.insert(io, key, to as u64))?;
+                    if self.with_index_raw(|ix, io| ix.get(io, &key))? == Some(from as u64) {
+                        self.with_index_raw(|ix, io| ix.insert(io, key, to as u64))?;
                     }
                 }
                 Record::TxnLog { .. } | Record::TxnDone { .. } => {
@@ -437,7 +439,7 @@ impl<F: Flash> ObjectStore<F> {
             _ => {
                 self.stats.metadata_entries_lost += 1;
                 let lost = slot_loc(LOST, loc.1);
-                self.with_index(|ix, io| ix.insert(io, onode_key(oid), lost))?;
+                self.with_index_raw(|ix, io| ix.insert(io, onode_key(oid), lost))?;
             }
         }
         Ok(())

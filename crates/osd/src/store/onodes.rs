@@ -11,7 +11,7 @@ impl<F: Flash> ObjectStore<F> {
     )]
     pub(super) fn load_onode(&mut self, oid: Oid) -> Result<Option<&mut CachedOnode>, OsdError> {
         if !self.onodes.contains_key(&oid) {
-            let Some(loc) = self.with_index(|ix, io| ix.get(io, &onode_key(oid)))? else {
+            let Some(loc) = self.with_index_raw(|ix, io| ix.get(io, &onode_key(oid)))? else {
                 return Ok(None);
             };
             let (vpa, slot) = split_loc(loc);
@@ -52,7 +52,7 @@ impl<F: Flash> ObjectStore<F> {
         if self.onodes.contains_key(&oid) {
             return Ok(false);
         }
-        let loc = self.with_index(|ix, io| ix.get(io, &onode_key(oid)))?;
+        let loc = self.with_index_raw(|ix, io| ix.get(io, &onode_key(oid)))?;
         Ok(loc.is_some_and(|l| split_loc(l).0 == LOST))
     }
 
@@ -286,12 +286,12 @@ impl<F: Flash> ObjectStore<F> {
                     has_tombstone = true;
                     live.push(None);
                     self.onodes.remove(oid);
-                    self.with_index(|ix, io| ix.remove(io, &onode_key(*oid)))?;
+                    self.with_index_raw(|ix, io| ix.remove(io, &onode_key(*oid)))?;
                 } else {
                     c.loc = Some((vpa, slot as u16));
                     live.push(Some(*oid));
                     let loc = slot_loc(vpa, slot as u16);
-                    self.with_index(|ix, io| ix.insert(io, onode_key(*oid), loc))?;
+                    self.with_index_raw(|ix, io| ix.insert(io, onode_key(*oid), loc))?;
                 }
                 if let Some((ov, os)) = old {
                     self.release_slot(ov, os);

@@ -290,7 +290,8 @@ impl<F: Flash> ObjectStore<F> {
         let mut grp = ParityGroup::empty(m);
         let mut covers = None;
         for row in 0..m {
-            let Some(v) = self.with_index(|ix, io| ix.get(io, &parity_key(oid, g, row)))? else {
+            let Some(v) = self.with_index_raw(|ix, io| ix.get(io, &parity_key(oid, g, row)))?
+            else {
                 return Ok(None);
             };
             self.stats.parity_units_read += 1;
@@ -618,7 +619,7 @@ impl<F: Flash> ObjectStore<F> {
             self.stats.parity_units_written += 1;
             self.units_since_ckpt += 1;
             let pk = parity_key(oid, g, row);
-            if let Some(old) = self.with_index(|ix, io| ix.insert(io, pk, v.0 as u64))? {
+            if let Some(old) = self.with_index_raw(|ix, io| ix.insert(io, pk, v.0 as u64))? {
                 self.fml.invalidate(Vpa(old as u32));
             }
         }
@@ -631,7 +632,9 @@ impl<F: Flash> ObjectStore<F> {
     /// Removes group `g`'s parity units from the index and the flash.
     fn drop_group_parity(&mut self, oid: Oid, g: u64, m: u8) -> Result<(), OsdError> {
         for row in 0..m.max(MAX_RELIABILITY) {
-            if let Some(v) = self.with_index(|ix, io| ix.remove(io, &parity_key(oid, g, row)))? {
+            if let Some(v) =
+                self.with_index_raw(|ix, io| ix.remove(io, &parity_key(oid, g, row)))?
+            {
                 self.fml.invalidate(Vpa(v as u32));
             }
         }
@@ -1127,7 +1130,8 @@ impl<F: Flash> ObjectStore<F> {
             }
         }
         for row in 0..m {
-            let Some(v) = self.with_index(|ix, io| ix.get(io, &parity_key(oid, g, row)))? else {
+            let Some(v) = self.with_index_raw(|ix, io| ix.get(io, &parity_key(oid, g, row)))?
+            else {
                 return Ok(false);
             };
             match self.sealed_at(v as u32).map(|s| s.record) {

@@ -128,7 +128,7 @@ impl<F: Flash> ObjectStore<F> {
                 // Spilled: the entry still in the index is only the durable state's.
                 return Ok(None);
             }
-            let Some(loc) = self.with_index(|ix, io| ix.get(io, &small_key(oid)))? else {
+            let Some(loc) = self.with_index_raw(|ix, io| ix.get(io, &small_key(oid)))? else {
                 return Ok(None);
             };
             let (vpa, slot) = split_loc(loc);
@@ -285,7 +285,7 @@ impl<F: Flash> ObjectStore<F> {
             // An object emptied since it spilled takes over the entry the durable state still
             // has: the entry goes when its new one is written, not before.
             let loc = if self.spilling.remove(&oid) {
-                self.with_index(|ix, io| ix.get(io, &small_key(oid)))?
+                self.with_index_raw(|ix, io| ix.get(io, &small_key(oid)))?
                     .map(split_loc)
             } else {
                 None
@@ -418,7 +418,7 @@ impl<F: Flash> ObjectStore<F> {
 
     /// Removes `oid`'s entry from the index and releases its page slot `(vpa, slot)`.
     fn forget_entry(&mut self, oid: Oid, (vpa, slot): (u32, u16)) -> Result<(), OsdError> {
-        self.with_index(|ix, io| ix.remove(io, &small_key(oid)))?;
+        self.with_index_raw(|ix, io| ix.remove(io, &small_key(oid)))?;
         release_slot_in(&mut self.packs, &mut self.released, vpa, slot);
         Ok(())
     }
@@ -429,7 +429,7 @@ impl<F: Flash> ObjectStore<F> {
         if !self.spilling.remove(&oid) {
             return Ok(());
         }
-        if let Some(l) = self.with_index(|ix, io| ix.get(io, &small_key(oid)))? {
+        if let Some(l) = self.with_index_raw(|ix, io| ix.get(io, &small_key(oid)))? {
             self.forget_entry(oid, split_loc(l))?;
         }
         Ok(())
@@ -495,7 +495,7 @@ impl<F: Flash> ObjectStore<F> {
             self.small_dirty_bytes -= ENTRY_HEADER + s.bytes.len();
             let old = s.loc.replace((vpa, slot as u16));
             let loc = slot_loc(vpa, slot as u16);
-            self.with_index(|ix, io| ix.insert(io, small_key(*oid), loc))?;
+            self.with_index_raw(|ix, io| ix.insert(io, small_key(*oid), loc))?;
             if let Some((ov, os)) = old {
                 release_slot_in(&mut self.packs, &mut self.released, ov, os);
             }
@@ -518,7 +518,7 @@ impl<F: Flash> ObjectStore<F> {
         for (slot, oid) in d.live.iter().enumerate() {
             if let Some(oid) = oid {
                 let loc = slot_loc(to, slot as u16);
-                self.with_index(|ix, io| ix.insert(io, small_key(*oid), loc))?;
+                self.with_index_raw(|ix, io| ix.insert(io, small_key(*oid), loc))?;
                 if let Some(s) = self.smalls.get_mut(oid) {
                     s.loc = Some((to, slot as u16));
                 }
@@ -540,7 +540,7 @@ impl<F: Flash> ObjectStore<F> {
             _ => {
                 self.stats.metadata_entries_lost += 1;
                 let lost = slot_loc(LOST, loc.1);
-                self.with_index(|ix, io| ix.insert(io, small_key(oid), lost))?;
+                self.with_index_raw(|ix, io| ix.insert(io, small_key(oid), lost))?;
             }
         }
         Ok(())
@@ -579,7 +579,7 @@ impl<F: Flash> ObjectStore<F> {
                 },
             );
             let loc = slot_loc(vpa, slot as u16);
-            self.with_index(|ix, io| ix.insert(io, small_key(oid), loc))?;
+            self.with_index_raw(|ix, io| ix.insert(io, small_key(oid), loc))?;
             live[slot] = Some(oid);
         }
         if live.iter().any(|s| s.is_some()) {
