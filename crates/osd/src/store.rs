@@ -528,6 +528,14 @@ impl<F: Flash> ObjectStore<F> {
                 "write units over 32 KiB ({unit} bytes) are not supported"
             )));
         }
+        let units = u64::from(layout.units_per_superblock) * u64::from(layout.superblocks);
+        if config.unit_map_bytes > 0 && units >= unit_map::UNITS_MAX {
+            return Err(OsdError::InvalidArgument(format!(
+                "unit_map_bytes: the unit map holds locations of devices of fewer than {} write \
+                 units; this one has {units}",
+                unit_map::UNITS_MAX,
+            )));
+        }
         let erase_block = layout.write_unit_bytes as u64 * layout.units_per_superblock as u64;
         let copies = match config.metadata_copies {
             1 => false,

@@ -13,10 +13,10 @@ impl<F: Flash> ObjectStore<F> {
 
     /// Removes unit `u` from its extent (splitting it); returns the unit it was mapped to.
     pub(super) fn unmap(&mut self, oid: Oid, u: u64) -> Result<Option<u32>, OsdError> {
-        if self.hold_units(oid, u)? {
-            return Ok(self.units.set(oid, u, None));
+        match self.in_unit_map(oid, u, |m| m.try_set(oid, u, None))? {
+            Some(old) => Ok(old),
+            None => self.index_unmap(oid, u),
         }
-        self.index_unmap(oid, u)
     }
 
     /// Maps unit `u` of `oid` to write unit `vpa`, merging with a neighbouring extent when the
@@ -26,11 +26,10 @@ impl<F: Flash> ObjectStore<F> {
             // The unit holding a spilled small object's bytes is on flash: its entry can go.
             self.end_spill(oid)?;
         }
-        if self.hold_units(oid, u)? {
-            self.units.set(oid, u, Some(vpa));
-            return Ok(());
+        match self.in_unit_map(oid, u, |m| m.try_set(oid, u, Some(vpa)))? {
+            Some(_) => Ok(()),
+            None => self.index_map(oid, u, vpa),
         }
-        self.index_map(oid, u, vpa)
     }
 
     /// GC moved unit `u` of `oid` from `from` to `to`: maps it there. False, and nothing
@@ -38,41 +37,57 @@ impl<F: Flash> ObjectStore<F> {
     /// there astray, and counted as valid for the unit whose own program it took the place of
     /// (see [`Self::move_from_copy`]).
     pub(super) fn remap(&mut self, oid: Oid, u: u64, from: u32, to: u32) -> Result<bool, OsdError> {
-        if self.hold_units(oid, u)? {
-            if self.units.get(oid, u) != Some(Some(from)) {
-                return Ok(false);
-            }
-            self.units.set(oid, u, Some(to));
-            return Ok(true);
+        match self.in_unit_map(oid, u, |m| m.try_remap(oid, u, from, to))? {
+            Some(moved) => Ok(moved),
+            None => self.index_remap(oid, u, from, to),
         }
-        self.index_remap(oid, u, from, to)
     }
 
-    /// Whether the unit map holds `oid`, with room for unit `u`, loading the object's extents
-    /// from the index if it was not held (`unit_map`). False with the map off, or when the
-    /// object does not fit: its units then go through the index.
-    fn hold_units(&mut self, oid: Oid, u: u64) -> Result<bool, OsdError> {
+    /// Runs `edit` (an edit of unit `u` of `oid`) on the unit map, holding the object first if
+    /// it was not held. `None` when the map is off or cannot hold the object with unit `u`:
+    /// the object is then not held (its pending edits brought into the index), and the caller
+    /// edits the index.
+    fn in_unit_map<T>(
+        &mut self,
+        oid: Oid,
+        u: u64,
+        edit: impl Fn(&mut UnitMap) -> Option<T>,
+    ) -> Result<Option<T>, OsdError> {
+        if let Some(done) = edit(&mut self.units) {
+            return Ok(Some(done));
+        }
         if !self.units.enabled() {
-            return Ok(false);
+            return Ok(None);
         }
-        if self.units.holds(oid) {
-            if self.units.can_take(oid, u) {
-                return Ok(true);
+        if !self.units.holds(oid) && self.hold_units(oid, u)? {
+            if let Some(done) = edit(&mut self.units) {
+                return Ok(Some(done));
             }
-            // Past what the map may hold of it: the object goes through the index.
-            self.release_units(oid)?;
-            return Ok(false);
         }
-        // Not held: the index maps the object exactly (the unit map's invariant).
+        // No room for unit `u`: the object goes through the index.
+        self.release_units(oid)?;
+        Ok(None)
+    }
+
+    /// Holds `oid`, which the unit map does not, loading its extents from the index; false
+    /// when the object, up to unit `u`, does not fit the map's budget.
+    fn hold_units(&mut self, oid: Oid, u: u64) -> Result<bool, OsdError> {
+        // Not held: the index maps the object exactly (the unit map's invariant). Its last
+        // extent first, in one descent, so an object too large for the map costs no more than
+        // an edit of the index would.
         let (first, end) = (data_key(oid, 0), data_key(oid, u64::MAX));
-        let extents = self.with_index_raw(|ix, io| ix.range(io, &first, &end, usize::MAX))?;
-        let units = extents
-            .last()
-            .map_or(0, |(k, v)| k.offset + u64::from(extent(*v).1))
-            .max(u + 1);
+        let last = self.with_index_raw(|ix, io| ix.floor(io, &end))?;
+        let units = match last {
+            Some((k, v)) if k.oid == end.oid && k.kind == KIND_DATA => {
+                k.offset + u64::from(extent(v).1)
+            }
+            _ => 0,
+        }
+        .max(u + 1);
         if !self.units.fits(units, true) {
             return Ok(false);
         }
+        let extents = self.with_index_raw(|ix, io| ix.range(io, &first, &end, usize::MAX))?;
         if !self.units.fits(units, false) {
             // The budget is full: everything held goes back to the index.
             self.sync_unit_map()?;
@@ -85,7 +100,7 @@ impl<F: Flash> ObjectStore<F> {
                 (k.offset, start, len)
             })
             .collect();
-        self.units.hold(oid, &runs, LOST);
+        self.units.hold(oid, &runs);
         Ok(true)
     }
 
@@ -103,7 +118,8 @@ impl<F: Flash> ObjectStore<F> {
         Ok(())
     }
 
-    /// Brings the pending edits of `oid` into the index and lets the unit map go of it.
+    /// Brings the pending edits of `oid` into the index and lets the unit map go of it (if it
+    /// held it).
     fn release_units(&mut self, oid: Oid) -> Result<(), OsdError> {
         let units = self.units.take_object_dirty(oid);
         self.sync_units(oid, units)?;
@@ -120,7 +136,7 @@ impl<F: Flash> ObjectStore<F> {
         }
         if units.len() as u64 * 4 >= self.units.slots(oid) {
             let extents = self.config.index_mode == IndexMode::Extent;
-            let entries: Vec<(IndexKey, u64)> = (self.units.runs(oid, extents, LOST).into_iter())
+            let entries: Vec<(IndexKey, u64)> = (self.units.runs(oid, extents).into_iter())
                 .map(|(u, start, len)| (data_key(oid, u), pack(start, len)))
                 .collect();
             let (first, end) = (data_key(oid, 0), data_key(oid, u64::MAX));

@@ -16,34 +16,85 @@
 //! go of ([`UnitMap::release`], [`UnitMap::clear`]) only once it has no dirty unit.
 //!
 //! # Memory
-//! Four bytes per unit of each held object (up to its highest mapped unit) and a dirty bit,
-//! bounded by `unit_map_bytes`: an object that would not fit is not held (its units go through
-//! the index as without the map), and when the held objects fill the budget they are synced
-//! and all let go. An object is held only up to [`DENSE_UNITS_MAX`] units.
+//! Four bytes per unit of each held object (up to its highest mapped unit), and four more per
+//! unit dirty, bounded by `unit_map_bytes`: an object that would not fit is not held (its
+//! units go through the index as without the map), and when the held objects fill the budget
+//! they are synced and all let go. An object is held only up to [`DENSE_UNITS_MAX`] units.
+//! A slot keeps its dirty flag in its top bit, so the hot path touches one word per unit;
+//! the map is therefore only for devices of fewer than 2^31 - 2 write units.
 
 use rustc_hash::FxHashMap;
 
+use super::LOST;
 use crate::id::Oid;
 
-/// No write unit: the unit is not mapped.
-const UNMAPPED: u32 = u32::MAX;
+/// A slot's flag: the unit differs from the index.
+const DIRTY: u32 = 1 << 31;
+/// A slot's location: the unit is not mapped.
+const SLOT_UNMAPPED: u32 = DIRTY - 1;
+/// A slot's location: the unit's contents were lost ([`LOST`]).
+const SLOT_LOST: u32 = DIRTY - 2;
+/// Write units a device may have for the map to hold its locations in a slot beside the flag.
+pub(super) const UNITS_MAX: u64 = SLOT_LOST as u64;
 
 /// The most units of one object the map holds (16 GiB of 4 KiB units, a 16 MiB array): a unit
 /// past it sends the object through the index.
 pub(super) const DENSE_UNITS_MAX: u64 = 1 << 22;
 
-/// Bytes of memory per held unit: its location (4) and its dirty bit, rounded up.
-pub(super) const BYTES_PER_UNIT: u64 = 5;
+/// Bytes of memory per held unit, at most: its slot (4) and its place in the object's list of
+/// dirty units (4).
+pub(super) const BYTES_PER_UNIT: u64 = 8;
+
+/// A slot's location as the store names it: `None` unmapped, [`LOST`], or a write unit.
+fn location(slot: u32) -> Option<u32> {
+    match slot & !DIRTY {
+        SLOT_UNMAPPED => None,
+        SLOT_LOST => Some(LOST),
+        v => Some(v),
+    }
+}
+
+/// The slot of a clean unit at `to`.
+fn slot_of(to: Option<u32>) -> u32 {
+    match to {
+        None => SLOT_UNMAPPED,
+        Some(LOST) => SLOT_LOST,
+        Some(v) => {
+            debug_assert!(
+                u64::from(v) < UNITS_MAX,
+                "write unit {v} past the unit map's slots"
+            );
+            v
+        }
+    }
+}
 
 /// One held object's units.
 #[derive(Clone, Default)]
 struct ObjectUnits {
-    /// Unit -> write unit, or [`UNMAPPED`].
+    /// Per unit: its location ([`slot_of`]) and the [`DIRTY`] flag.
     at: Vec<u32>,
-    /// A bit per unit of `at`: its slot differs from the index.
-    dirty: Vec<u64>,
-    /// Whether the object is in [`UnitMap::dirty_objects`].
-    listed: bool,
+    /// The units flagged dirty, in the order they became so.
+    dirty: Vec<u32>,
+}
+
+impl ObjectUnits {
+    /// Sets slot `i` (within `at`) to `to`; returns its old location and whether the unit
+    /// became dirty (it was clean and changed).
+    fn set(&mut self, i: usize, to: Option<u32>) -> (Option<u32>, bool) {
+        let slot = self.at[i];
+        let new = slot_of(to);
+        if slot & !DIRTY == new {
+            // Nothing changed: the unit differs from the index exactly as it did.
+            return (location(slot), false);
+        }
+        self.at[i] = new | DIRTY;
+        let fresh = slot & DIRTY == 0;
+        if fresh {
+            self.dirty.push(i as u32);
+        }
+        (location(slot), fresh)
+    }
 }
 
 /// The held objects' units (module documentation).
@@ -97,23 +148,8 @@ impl UnitMap {
     /// unit (`None` when unmapped).
     pub(super) fn get(&self, oid: Oid, u: u64) -> Option<Option<u32>> {
         let o = self.objects.get(&oid)?;
-        let v = usize::try_from(u)
-            .ok()
-            .and_then(|i| o.at.get(i))
-            .copied()
-            .unwrap_or(UNMAPPED);
-        Some((v != UNMAPPED).then_some(v))
-    }
-
-    /// Whether the held object `oid` can take a slot for unit `u` within the budget.
-    pub(super) fn can_take(&self, oid: Oid, u: u64) -> bool {
-        let Some(o) = self.objects.get(&oid) else {
-            return false;
-        };
-        let len = o.at.len() as u64;
-        u < len
-            || (u < DENSE_UNITS_MAX
-                && self.held_units + grown_len(len, u) - len <= self.budget_units)
+        let slot = usize::try_from(u).ok().and_then(|i| o.at.get(i)).copied();
+        Some(slot.and_then(location))
     }
 
     /// Whether an object of `units` slots fits the budget beside the objects held now
@@ -124,65 +160,72 @@ impl UnitMap {
     }
 
     /// Holds `oid` (not held yet) with the index's extents of it: (first unit, first write
-    /// unit, units), the write unit `LOST` standing for each unit of a lost extent.
-    pub(super) fn hold(&mut self, oid: Oid, extents: &[(u64, u32, u32)], lost: u32) {
+    /// unit, units), the write unit [`LOST`] standing for each unit of a lost extent.
+    pub(super) fn hold(&mut self, oid: Oid, extents: &[(u64, u32, u32)]) {
         debug_assert!(!self.holds(oid), "{oid} is held already");
         let len = extents
             .iter()
             .map(|&(k, _, n)| k + u64::from(n))
             .max()
             .unwrap_or(0);
-        let mut at = vec![UNMAPPED; len as usize];
+        let mut at = vec![SLOT_UNMAPPED; len as usize];
         for &(k, s, n) in extents {
             for i in 0..n {
-                at[(k + u64::from(i)) as usize] = if s == lost { lost } else { s + i };
+                let to = if s == LOST { LOST } else { s + i };
+                at[(k + u64::from(i)) as usize] = slot_of(Some(to));
             }
         }
         self.held_units += len;
-        let dirty = vec![0; at.len().div_ceil(64)];
-        self.objects.insert(
-            oid,
-            ObjectUnits {
-                at,
-                dirty,
-                listed: false,
-            },
-        );
+        let dirty = Vec::new();
+        self.objects.insert(oid, ObjectUnits { at, dirty });
     }
 
-    /// Maps unit `u` of the held object `oid` to `to` (`None`: unmaps it), marking it dirty;
-    /// returns where it was. The caller has checked [`Self::can_take`].
-    #[expect(
-        clippy::unwrap_used,
-        reason = "the caller checked that the map holds the object (can_take)"
-    )]
-    pub(super) fn set(&mut self, oid: Oid, u: u64, to: Option<u32>) -> Option<u32> {
-        let o = self.objects.get_mut(&oid).unwrap();
-        let i = u as usize;
+    /// Maps unit `u` of `oid` to `to` (`None`: unmaps it), marking it dirty, and returns
+    /// `Some` of where it was; `None`, and nothing changes, when the object is not held or
+    /// has no room for the unit within the budget.
+    pub(super) fn try_set(&mut self, oid: Oid, u: u64, to: Option<u32>) -> Option<Option<u32>> {
+        let o = self.objects.get_mut(&oid)?;
+        let i = usize::try_from(u).ok()?;
         if i >= o.at.len() {
-            // Unmapping a unit past the array: it is unmapped already.
-            to?;
-            let len = grown_len(o.at.len() as u64, u);
-            self.held_units += len - o.at.len() as u64;
-            o.at.resize(len as usize, UNMAPPED);
-            o.dirty.resize(o.at.len().div_ceil(64), 0);
+            if to.is_none() {
+                // Unmapping a unit past the array: it is unmapped already.
+                return Some(None);
+            }
+            let len = o.at.len() as u64;
+            let room = self.budget_units - self.held_units;
+            if u >= DENSE_UNITS_MAX || u + 1 - len > room {
+                return None;
+            }
+            let grown = grown_len(len, u).min(len + room);
+            self.held_units += grown - len;
+            o.at.resize(grown as usize, SLOT_UNMAPPED);
         }
-        let new = to.unwrap_or(UNMAPPED);
-        let old = std::mem::replace(&mut o.at[i], new);
-        if old == new {
-            // Nothing changed: the unit differs from the index exactly as it did.
-            return to;
-        }
-        let (w, bit) = (i / 64, 1u64 << (i % 64));
-        if o.dirty[w] & bit == 0 {
-            o.dirty[w] |= bit;
+        let (old, fresh) = o.set(i, to);
+        if fresh {
             self.pending += 1;
-            if !o.listed {
-                o.listed = true;
+            if o.dirty.len() == 1 {
                 self.dirty_objects.push(oid);
             }
         }
-        (old != UNMAPPED).then_some(old)
+        Some(old)
+    }
+
+    /// GC moved unit `u` of `oid` from `from` to `to`: `Some(true)` once mapped there,
+    /// `Some(false)` (nothing changed) if the object does not map the unit at `from`, `None`
+    /// when the object is not held.
+    pub(super) fn try_remap(&mut self, oid: Oid, u: u64, from: u32, to: u32) -> Option<bool> {
+        let o = self.objects.get_mut(&oid)?;
+        let i = usize::try_from(u).ok();
+        let Some(i) = i.filter(|&i| o.at.get(i).copied().and_then(location) == Some(from)) else {
+            return Some(false);
+        };
+        if o.set(i, Some(to)).1 {
+            self.pending += 1;
+            if o.dirty.len() == 1 {
+                self.dirty_objects.push(oid);
+            }
+        }
+        Some(true)
     }
 
     /// Takes every dirty unit (all clean afterwards): by object, then unit, ascending.
@@ -209,17 +252,16 @@ impl UnitMap {
         let Some(o) = self.objects.get_mut(&oid) else {
             return Vec::new();
         };
-        o.listed = false;
-        let mut units = Vec::new();
-        for (w, word) in o.dirty.iter_mut().enumerate() {
-            let mut bits = std::mem::take(word);
-            while bits != 0 {
-                let i = w * 64 + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                let v = o.at[i];
-                units.push((i as u64, (v != UNMAPPED).then_some(v)));
-            }
-        }
+        let mut dirty = std::mem::take(&mut o.dirty);
+        dirty.sort_unstable();
+        let units: Vec<(u64, Option<u32>)> = dirty
+            .iter()
+            .map(|&i| {
+                let slot = &mut o.at[i as usize];
+                *slot &= !DIRTY;
+                (u64::from(i), location(*slot))
+            })
+            .collect();
         self.pending -= units.len();
         units
     }
@@ -231,25 +273,25 @@ impl UnitMap {
 
     /// The held object's units as the index's entries hold them, ascending: (first unit, first
     /// write unit, units). With `extents`, each run of units in consecutive write units (or
-    /// all `lost`) is one entry, up to `u32::MAX / 2` units as the index's extents are;
+    /// all [`LOST`]) is one entry, up to `u32::MAX / 2` units as the index's extents are;
     /// otherwise one entry per unit (OSCM-11 V-C's page index).
-    pub(super) fn runs(&self, oid: Oid, extents: bool, lost: u32) -> Vec<(u64, u32, u32)> {
+    pub(super) fn runs(&self, oid: Oid, extents: bool) -> Vec<(u64, u32, u32)> {
         let mut out: Vec<(u64, u32, u32)> = Vec::new();
         let Some(o) = self.objects.get(&oid) else {
             return out;
         };
-        for (i, &v) in o.at.iter().enumerate() {
-            if v == UNMAPPED {
+        for (i, &slot) in o.at.iter().enumerate() {
+            let Some(v) = location(slot) else {
                 continue;
-            }
+            };
             let u = i as u64;
             if let Some((first, start, len)) = out.last_mut() {
                 let follows = *first + u64::from(*len) == u
                     && *len < u32::MAX / 2
-                    && if v == lost {
-                        *start == lost
+                    && if v == LOST {
+                        *start == LOST
                     } else {
-                        *start != lost && *start + *len == v
+                        *start != LOST && *start + *len == v
                     };
                 if extents && follows {
                     *len += 1;
@@ -265,7 +307,7 @@ impl UnitMap {
     pub(super) fn release(&mut self, oid: Oid) {
         if let Some(o) = self.objects.remove(&oid) {
             assert!(
-                !o.listed && o.dirty.iter().all(|&w| w == 0),
+                o.dirty.is_empty(),
                 "unit map: {oid} let go of with dirty units"
             );
             self.held_units -= o.at.len() as u64;
@@ -292,8 +334,7 @@ impl UnitMap {
                 let units =
                     o.at.iter()
                         .enumerate()
-                        .filter(|&(_, &v)| v != UNMAPPED)
-                        .map(|(i, &v)| (i as u64, v))
+                        .filter_map(|(i, &slot)| Some((i as u64, location(slot)?)))
                         .collect();
                 (oid, units)
             })
@@ -316,8 +357,6 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
-    const LOST: u32 = u32::MAX - 1;
-
     fn oid(n: u64) -> Oid {
         Oid::new(1, 0x10000 + n)
     }
@@ -325,7 +364,7 @@ mod tests {
     #[test]
     fn an_object_held_from_its_extents_maps_each_unit() {
         let mut m = UnitMap::new(1 << 20);
-        m.hold(oid(1), &[(0, 100, 3), (5, LOST, 2), (9, 7, 1)], LOST);
+        m.hold(oid(1), &[(0, 100, 3), (5, LOST, 2), (9, 7, 1)]);
         let got: Vec<_> = (0..12).map(|u| m.get(oid(1), u).unwrap()).collect();
         let want = [
             Some(100),
@@ -350,25 +389,37 @@ mod tests {
     fn runs_are_the_extents_an_object_was_held_with() {
         let mut m = UnitMap::new(1 << 20);
         let extents = [(0, 100, 3), (3, 7, 1), (5, LOST, 2), (7, 9, 2)];
-        m.hold(oid(1), &extents, LOST);
-        assert_eq!(m.runs(oid(1), true, LOST), extents);
+        m.hold(oid(1), &extents);
+        assert_eq!(m.runs(oid(1), true), extents);
         let pages: Vec<_> = (0..3).map(|i| (i, 100 + i as u32, 1)).collect();
-        assert_eq!(m.runs(oid(1), false, LOST)[..3], pages[..]);
-        assert_eq!(m.runs(oid(1), false, LOST).len(), 8);
+        assert_eq!(m.runs(oid(1), false)[..3], pages[..]);
+        assert_eq!(m.runs(oid(1), false).len(), 8);
         // A unit moved next to its neighbour's write unit joins its extent.
-        m.set(oid(1), 4, Some(8));
-        assert_eq!(m.runs(oid(1), true, LOST)[1], (3, 7, 2));
+        m.try_set(oid(1), 4, Some(8));
+        assert_eq!(m.runs(oid(1), true)[1], (3, 7, 2));
     }
 
     #[test]
     fn the_budget_bounds_what_an_object_may_grow_to() {
         let mut m = UnitMap::new(100 * BYTES_PER_UNIT);
-        m.hold(oid(1), &[(0, 1, 10)], LOST);
-        assert!(m.can_take(oid(1), 99));
-        assert!(!m.can_take(oid(1), 100), "101 slots are over the budget");
-        assert!(!m.fits(91, false));
-        assert!(m.fits(90, false));
-        assert!(!m.can_take(oid(2), 0), "an object not held takes no slot");
+        m.hold(oid(1), &[(0, 1, 10)]);
+        assert_eq!(
+            m.try_set(oid(1), 100, Some(5)),
+            None,
+            "101 slots are over the budget"
+        );
+        assert_eq!(m.try_set(oid(1), 99, Some(5)), Some(None));
+        assert_eq!(m.get(oid(1), 99), Some(Some(5)));
+        assert!(!m.fits(1, false), "the budget is used up");
+        assert!(m.fits(100, true));
+        assert_eq!(
+            m.try_set(oid(2), 0, Some(5)),
+            None,
+            "an object not held takes no slot"
+        );
+        assert_eq!(m.try_remap(oid(1), 99, 6, 7), Some(false), "not at 6");
+        assert_eq!(m.try_remap(oid(1), 99, 5, 7), Some(true));
+        assert_eq!(m.get(oid(1), 99), Some(Some(7)));
     }
 
     proptest! {
@@ -382,7 +433,7 @@ mod tests {
             for (o, u, to, what) in ops {
                 let o = oid(o);
                 if !m.holds(o) {
-                    m.hold(o, &[], LOST);
+                    m.hold(o, &[]);
                 }
                 if what == 0 {
                     let taken = m.take_dirty();
@@ -395,8 +446,7 @@ mod tests {
                     prop_assert_eq!(m.pending(), 0);
                     continue;
                 }
-                prop_assert!(m.can_take(o, u));
-                let old = m.set(o, u, to);
+                let old = m.try_set(o, u, to).unwrap();
                 prop_assert_eq!(old, oracle.get(&(o, u)).copied());
                 match to {
                     Some(v) => { oracle.insert((o, u), v); }
