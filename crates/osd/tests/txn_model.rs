@@ -28,8 +28,10 @@ fn device() -> DeviceConfig {
     c
 }
 
-fn config() -> OsdConfig {
+/// The store's settings; `unit_map_bytes` 0 keeps the unit map off.
+fn config(unit_map_bytes: u64) -> OsdConfig {
     OsdConfig {
+        unit_map_bytes,
         buffer_bytes: 32 << 10,
         checkpoint_units: 16,
         fml: FmlConfig::for_blocks(96),
@@ -216,14 +218,14 @@ fn check(s: &mut Store, model: &Model) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn reopen(s: Store, clean: bool) -> Store {
+fn reopen(s: Store, clean: bool, cfg: OsdConfig) -> Store {
     let dev = if clean { s.close().unwrap() } else { s.crash() };
-    ObjectStore::open(dev, config()).unwrap()
+    ObjectStore::open(dev, cfg).unwrap()
 }
 
-fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
-    let mut s =
-        ObjectStore::format(Faulty::new(Nand::in_memory(device()).unwrap()), config()).unwrap();
+fn run(steps: Vec<Step>, unit_map_bytes: u64) -> Result<(), TestCaseError> {
+    let cfg = config(unit_map_bytes);
+    let mut s = ObjectStore::format(Faulty::new(Nand::in_memory(device()).unwrap()), cfg).unwrap();
     s.create_partition(Some(PartitionId(P))).unwrap();
     s.flush(FlushScope::Device).unwrap();
     let mut model = Model::new();
@@ -324,7 +326,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 if matches!(step, Step::Crash) && !durable {
                     s.flush(FlushScope::Device).unwrap();
                 }
-                s = reopen(s, matches!(step, Step::Reopen));
+                s = reopen(s, matches!(step, Step::Reopen), cfg);
                 durable = true;
                 // Open transactions die with the store's memory.
                 for tx in open.iter_mut().filter_map(Option::take) {
@@ -347,7 +349,11 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     #[test]
-    fn transactions_match_the_oracle(steps in proptest::collection::vec(arb_step(), 20..120)) {
-        run(steps)?;
+    fn transactions_match_the_oracle(
+        steps in proptest::collection::vec(arb_step(), 20..120),
+        // The unit map off, small enough that objects are let go of mid-run, or large.
+        unit_map_bytes in prop_oneof![2 => Just(0u64), 1 => Just(24 * 8u64), 1 => Just(1u64 << 20)],
+    ) {
+        run(steps, unit_map_bytes)?;
     }
 }
