@@ -226,7 +226,7 @@ impl<F: Flash> Osd for ObjectStore<F> {
         }
         let unit = self.unit as u64;
         if length > old {
-            self.zero_gap(oid, old)?;
+            self.zero_gap(oid, old, false)?;
         }
         if length < old {
             // Damaged units the truncate keeps, in the group holding the new end, are rebuilt
