@@ -59,7 +59,7 @@ impl<F: Flash> ObjectStore<F> {
         if !self.units.enabled() {
             return Ok(None);
         }
-        if !self.units.holds(oid) && self.hold_units(oid, u)? {
+        if !self.units.holds(oid) && self.units.edited_before(oid) && self.hold_units(oid, u)? {
             if let Some(done) = edit(&mut self.units) {
                 return Ok(Some(done));
             }

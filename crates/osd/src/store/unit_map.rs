@@ -41,6 +41,9 @@ pub(super) const UNITS_MAX: u64 = SLOT_LOST as u64;
 /// past it sends the object through the index.
 pub(super) const DENSE_UNITS_MAX: u64 = 1 << 22;
 
+/// Objects edited once that the map remembers ([`UnitMap::edited_before`]).
+const SEEN_MAX: usize = 1 << 16;
+
 /// Bytes of memory per held unit, at most: its slot (4) and its place in the object's list of
 /// dirty units (4).
 pub(super) const BYTES_PER_UNIT: u64 = 8;
@@ -101,6 +104,9 @@ impl ObjectUnits {
 #[derive(Clone, Default)]
 pub(super) struct UnitMap {
     objects: FxHashMap<Oid, ObjectUnits>,
+    /// Objects edited once through the index since they were last let go of or held: the
+    /// next edit holds them ([`UnitMap::edited_before`]).
+    seen: rustc_hash::FxHashSet<Oid>,
     /// Objects with a dirty unit, each once, in no order.
     dirty_objects: Vec<Oid>,
     /// Dirty units over all objects.
@@ -132,6 +138,20 @@ impl UnitMap {
     /// Whether the map holds no object.
     pub(super) fn is_empty(&self) -> bool {
         self.objects.is_empty()
+    }
+
+    /// Whether `oid`, not held, was edited before through the index: an object is held from
+    /// its second edit on, so one edited once (a trace's object touched once) costs no load
+    /// of its extents. Remembers at most [`SEEN_MAX`] objects (forgets them all past that).
+    pub(super) fn edited_before(&mut self, oid: Oid) -> bool {
+        if self.seen.remove(&oid) {
+            return true;
+        }
+        if self.seen.len() >= SEEN_MAX {
+            self.seen.clear();
+        }
+        self.seen.insert(oid);
+        false
     }
 
     /// Whether `oid` is held.
@@ -242,6 +262,10 @@ impl UnitMap {
 
     /// Takes the dirty units of `oid` (clean afterwards), ascending.
     pub(super) fn take_object_dirty(&mut self, oid: Oid) -> Vec<(u64, Option<u32>)> {
+        if self.objects.get(&oid).is_none_or(|o| o.dirty.is_empty()) {
+            return Vec::new();
+        }
+        // A scan of the dirty objects, but only for an object let go of for want of room.
         if let Some(i) = self.dirty_objects.iter().position(|&o| o == oid) {
             self.dirty_objects.swap_remove(i);
         }
