@@ -64,7 +64,8 @@ impl<F: Flash> ObjectStore<F> {
                 return Ok(Some(done));
             }
         }
-        // No room for unit `u`: the object goes through the index.
+        // Its first edit, too large, or no room for unit `u`: the object goes through the
+        // index (let go of, if it was held).
         self.release_units(oid)?;
         Ok(None)
     }
