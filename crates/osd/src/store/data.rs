@@ -70,13 +70,26 @@ impl<F: Flash> ObjectStore<F> {
         Ok(None)
     }
 
+    /// The index's extents of `oid`, ascending: (first unit, first write unit, units).
+    fn object_extents(&mut self, oid: Oid) -> Result<Vec<(u64, u32, u32)>, OsdError> {
+        let (first, end) = data_range(oid);
+        let entries = self.with_index_raw(|ix, io| ix.range(io, &first, &end, usize::MAX))?;
+        Ok(entries
+            .iter()
+            .map(|(k, v)| {
+                let (start, len) = extent(*v);
+                (k.offset, start, len)
+            })
+            .collect())
+    }
+
     /// Holds `oid`, which the unit map does not, loading its extents from the index; false
     /// when the object, up to unit `u`, does not fit the map's budget.
     fn hold_units(&mut self, oid: Oid, u: u64) -> Result<bool, OsdError> {
         // Not held: the index maps the object exactly (the unit map's invariant). Its last
         // extent first, in one descent, so an object too large for the map costs no more than
         // an edit of the index would.
-        let (first, end) = (data_key(oid, 0), data_key(oid, u64::MAX));
+        let (_, end) = data_range(oid);
         let last = self.with_index_raw(|ix, io| ix.floor(io, &end))?;
         let units = match last {
             Some((k, v)) if k.oid == end.oid && k.kind == KIND_DATA => {
@@ -88,19 +101,12 @@ impl<F: Flash> ObjectStore<F> {
         if !self.units.fits(units, true) {
             return Ok(false);
         }
-        let extents = self.with_index_raw(|ix, io| ix.range(io, &first, &end, usize::MAX))?;
+        let runs = self.object_extents(oid)?;
         if !self.units.fits(units, false) {
             // The budget is full: everything held goes back to the index.
             self.sync_unit_map()?;
             self.units.clear();
         }
-        let runs: Vec<(u64, u32, u32)> = extents
-            .iter()
-            .map(|(k, v)| {
-                let (start, len) = extent(*v);
-                (k.offset, start, len)
-            })
-            .collect();
         self.units.hold(oid, &runs);
         Ok(true)
     }
@@ -132,6 +138,19 @@ impl<F: Flash> ObjectStore<F> {
     /// or, once they are a quarter of the object's slots, by rewriting all of the object's
     /// extents in one ascending run ([`Index::replace_range`]), which packs their leaves.
     fn sync_units(&mut self, oid: Oid, units: Vec<(u64, Option<u32>)>) -> Result<(), OsdError> {
+        let synced = self.sync_units_inner(oid, units);
+        if let Err(e) = &synced {
+            self.poison(format!("the index fell behind the unit map at {oid}: {e}"));
+        }
+        synced
+    }
+
+    /// [`Self::sync_units`] before its failure poisons the store.
+    fn sync_units_inner(
+        &mut self,
+        oid: Oid,
+        units: Vec<(u64, Option<u32>)>,
+    ) -> Result<(), OsdError> {
         if units.is_empty() {
             return Ok(());
         }
@@ -140,24 +159,13 @@ impl<F: Flash> ObjectStore<F> {
             let entries: Vec<(IndexKey, u64)> = (self.units.runs(oid, extents).into_iter())
                 .map(|(u, start, len)| (data_key(oid, u), pack(start, len)))
                 .collect();
-            let (first, end) = (data_key(oid, 0), data_key(oid, u64::MAX));
-            let synced = self.with_index_raw(|ix, io| ix.replace_range(io, &first, &end, &entries));
-            if let Err(e) = synced {
-                self.poison(format!("the index fell behind the unit map at {oid}: {e}"));
-                return Err(e);
-            }
-            return Ok(());
+            let (first, end) = data_range(oid);
+            return self.with_index_raw(|ix, io| ix.replace_range(io, &first, &end, &entries));
         }
         for (u, to) in units {
-            let synced = self.index_unmap(oid, u).and_then(|_| match to {
-                Some(v) => self.index_map(oid, u, v),
-                None => Ok(()),
-            });
-            if let Err(e) = synced {
-                self.poison(format!(
-                    "the index fell behind the unit map at unit {u} of {oid}: {e}"
-                ));
-                return Err(e);
+            self.index_unmap(oid, u)?;
+            if let Some(v) = to {
+                self.index_map(oid, u, v)?;
             }
         }
         Ok(())
@@ -168,15 +176,11 @@ impl<F: Flash> ObjectStore<F> {
     pub(super) fn unit_map_disagreements(&mut self) -> Result<Vec<String>, OsdError> {
         let mut problems = Vec::new();
         for (oid, held) in self.units.held() {
-            let (first, end) = (data_key(oid, 0), data_key(oid, u64::MAX));
-            let extents = self.with_index_raw(|ix, io| ix.range(io, &first, &end, usize::MAX))?;
-            let indexed: Vec<(u64, u32)> = extents
-                .iter()
-                .flat_map(|(k, v)| {
-                    let (start, len) = extent(*v);
+            let indexed: Vec<(u64, u32)> = (self.object_extents(oid)?.into_iter())
+                .flat_map(|(first, start, len)| {
                     (0..len).map(move |i| {
                         let at = if start == LOST { LOST } else { start + i };
-                        (k.offset + u64::from(i), at)
+                        (first + u64::from(i), at)
                     })
                 })
                 .collect();
@@ -1131,6 +1135,11 @@ impl<F: Flash> ObjectStore<F> {
         self.drop_parity_from(oid, first)?;
         Ok(dropped)
     }
+}
+
+/// The keys of `oid`'s data extents: from its unit 0 to (excluding) the last unit's key.
+fn data_range(oid: Oid) -> (IndexKey, IndexKey) {
+    (data_key(oid, 0), data_key(oid, u64::MAX))
 }
 
 /// The placement hint of a data unit of object `oid`.

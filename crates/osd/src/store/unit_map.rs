@@ -222,10 +222,7 @@ impl UnitMap {
         }
         let (old, fresh) = o.set(i, to);
         if fresh {
-            self.pending += 1;
-            if o.dirty.len() == 1 {
-                self.dirty_objects.push(oid);
-            }
+            count_dirty(&mut self.pending, &mut self.dirty_objects, oid, o);
         }
         Some(old)
     }
@@ -240,10 +237,7 @@ impl UnitMap {
             return Some(false);
         };
         if o.set(i, Some(to)).1 {
-            self.pending += 1;
-            if o.dirty.len() == 1 {
-                self.dirty_objects.push(oid);
-            }
+            count_dirty(&mut self.pending, &mut self.dirty_objects, oid, o);
         }
         Some(true)
     }
@@ -365,6 +359,15 @@ impl UnitMap {
             .collect();
         out.sort_unstable_by_key(|&(oid, _)| oid);
         out
+    }
+}
+
+/// Counts a unit of `oid` (held as `o`) that just became dirty in `pending`, and lists the
+/// object among the dirty ones at its first.
+fn count_dirty(pending: &mut usize, dirty_objects: &mut Vec<Oid>, oid: Oid, o: &ObjectUnits) {
+    *pending += 1;
+    if o.dirty.len() == 1 {
+        dirty_objects.push(oid);
     }
 }
 
